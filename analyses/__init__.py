@@ -1,0 +1,85 @@
+"""Analyses of positional mechanisms. Each is a function ``f(model, **options) -> DataFrame``, also
+runnable as ``poslens analyze NAME`` (CSV + figure + provenance). Analyses rely on model capabilities
+(``interp.base.Capability``), never on concrete model classes."""
+
+from analyses import headlines
+from analyses.byte_increments import byte_increments
+from analyses.char_spacing import DEFAULT_TEXTS, SCALES, char_spacing
+from analyses.entity_spacing import entity_spacing
+from analyses.loss_neutrality import loss_neutrality
+from analyses.registry import Analysis, Option, all_analyses, get, register
+from analyses.word_boundaries import word_boundaries
+from interp.base import Capability
+
+INC = (Capability.INCREMENTS,)
+
+
+def _texts(items):
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--text expects ID=TEXT, got {item!r}")
+        out[key] = text
+    return out
+
+
+def _entity_file(path):
+    from pathlib import Path
+
+    pairs = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        words = line.split()
+        if not words:
+            continue
+        if len(words) != 2:
+            raise ValueError(f"{path}:{n}: expected two words, got {line!r}")
+        pairs.append(tuple(words))
+    return tuple(pairs)
+
+
+register(Analysis(
+    "byte-increments", byte_increments, "byte_increments",
+    "Increment each byte gets from its identity alone (the shared DeltaMLP, or layer 0 of the per-layer model): "
+    "boundary bytes (space, newline, punctuation, EOS, capitals) should get larger steps than word-internal bytes.",
+    headline=headlines.byte_increments,
+    needs=INC))
+register(Analysis(
+    "word-boundaries", word_boundaries, "word_boundaries",
+    "ROC-AUC with which each layer's increment at the next character separates Chinese word boundaries from "
+    "word-internal gaps (0.5 = chance), against jieba and the PKU gold segmentation on held-out People's Daily.",
+    headline=headlines.word_boundaries,
+    needs=INC, seeded=True, options=(
+        Option("max_docs", int, 300, "documents read at most"),
+        Option("max_gaps", int, 40_000, "stop after the document that brings the gap count to this"),
+        Option("max_bytes", int, 512, "window length in bytes (must not exceed the model's context)"),
+        Option("n_boot", int, 1000, "bootstrap resamples (of documents) for the 95% interval"),
+    )))
+register(Analysis(
+    "entity-spacing", entity_spacing, "entity_spacing",
+    "Increment at the space inside two-word names, real order vs reversed, with per-layer Wilcoxon p-values: "
+    "a smaller real-order space means the first word made the model expect the second; invented names are the control.",
+    headline=headlines.entity_spacing,
+    needs=INC, options=(Option("entities", str, None, "file of two-word entities, one per line (default: the built-in 82)"),),
+    convert={"entities": lambda v: {"real": _entity_file(v)} if v else {}}))
+register(Analysis(
+    "char-spacing", char_spacing, "char_spacing",
+    "Each character placed at its cumulative learned position, one row per layer: tight clusters are units the "
+    "layer packs together, wide gaps are boundaries it expands.",
+    headline=headlines.char_spacing,
+    needs=INC, options=(
+        Option("text", str, None, "ID=TEXT to plot (repeatable; default: the blog's English and Chinese sentences)", multiple=True),
+        Option("scale", str, None, "per-row or shared (default: both)", multiple=True, choices=SCALES),
+    ), convert={"text": lambda v: {"texts": _texts(v)} if v else {}, "scale": lambda v: {"scales": tuple(v)} if v else {}}))
+register(Analysis(
+    "loss-neutrality", loss_neutrality, "loss_neutrality",
+    "Held-out next-byte loss of each model on the same English and Chinese windows: learned increments are "
+    "loss-neutral if their loss matches the integer-RoPE baseline trained on the same data for the same steps.",
+    headline=headlines.loss_neutrality,
+    needs=(Capability.CAUSAL_LM,), seeded=True, options=(
+        Option("n_windows", int, 64, "held-out windows per language"),
+        Option("context", int, 512, "window length in bytes"),
+    )))
+
+__all__ = ["loss_neutrality", "byte_increments", "word_boundaries", "entity_spacing", "char_spacing", "get", "all_analyses",
+           "Analysis", "Option", "DEFAULT_TEXTS"]

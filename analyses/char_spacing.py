@@ -1,0 +1,57 @@
+"""Characters placed at their learned positions: how close the model thinks characters are. (seed 001)
+
+The text is read as ``[EOS] + UTF-8 bytes`` (EOS makes the first character a document start, as in
+training); a character's increment is the sum of its bytes' increments, the EOS column is dropped.
+``per-row`` divides each layer's increments by that layer's mean (every row averages 1, so rows are
+legible); ``shared`` divides all layers by one mean (later layers that advance less look compressed).
+A character sits at its cumulative increment, so the gap before it is its own increment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyses.common import byte_model, check_window, increment_labels, increments
+from interp.tokenizers import check_text
+
+DEFAULT_TEXTS = {
+    "english": "Marie Curie, a Polish-born physicist, won two Nobel Prizes.",
+    "chinese": "人工智能是计算机科学的一个分支。",
+}
+SCALES = ("per-row", "shared")
+
+
+def char_increments(model, text: str) -> np.ndarray:
+    """``[n_layers, n_chars]`` increments per character (sum over its bytes)."""
+    enc = model.tokenizer.encode_with_spans(text, prepend_eos=True)
+    check_window(model, len(enc.ids), what="the text (in bytes, with EOS)")
+    _, inc = next(increments(model, [enc.ids]))
+    per_char = np.zeros((inc.shape[0], len(text)))
+    for t, (start, _end) in enumerate(enc.spans[1:], start=1):
+        per_char[:, start] += inc[:, t]
+    return per_char
+
+
+def char_spacing(model, *, texts: dict[str, str] | None = None, scales=SCALES) -> pd.DataFrame:
+    """One row per (text, scale, layer, character): raw and scaled increment and placed position."""
+    byte_model(model, "char-spacing")
+    texts = DEFAULT_TEXTS if texts is None else texts
+    for bad in set(scales) - set(SCALES):
+        raise ValueError(f"unknown scale {bad!r} (choose from {SCALES})")
+    layers = increment_labels(model)
+    rows = []
+    for text_id, text in texts.items():
+        text = check_text(text, f"text '{text_id}'")
+        raw = char_increments(model, text)
+        for scale in scales:
+            div = raw.mean(axis=1, keepdims=True) if scale == "per-row" else np.full((raw.shape[0], 1), raw.mean())
+            scaled = raw / div
+            placed = np.cumsum(scaled, axis=1) - scaled[:, :1]
+            for li, layer in enumerate(layers):
+                for ci, ch in enumerate(text):
+                    rows.append(dict(model=model.model_name, text_id=text_id, scale=scale, layer=layer,
+                                     layer_index=li if layer != "shared" else np.nan, char_index=ci, char=ch,
+                                     increment=float(raw[li, ci]), scaled=float(scaled[li, ci]),
+                                     position=float(placed[li, ci]), divisor=float(div[li, 0])))
+    return pd.DataFrame(rows)

@@ -1,0 +1,108 @@
+"""Are multi-word entities spaced closer than the same words reversed? (seed 001)
+
+For each two-word entity "A B" the increment at the internal space is read in five carriers, real order
+("I visited New York") and reversed ("I visited York New"), from ``[EOS] + UTF-8 bytes``, and averaged
+over the carriers. Per layer, a two-sided Wilcoxon signed-rank test (SciPy defaults) on reversed - real
+across entities; p is 1 when every difference is zero (byte-identity layers cannot tell the orders apart).
+
+The increment is causal: it is decided before the second word is read, so a smaller real-order space
+means the first word made the model expect a continuation. Invented names ("Vantrel Oskbury") are the
+control: with no such expectation there should be no real-vs-reversed difference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import wilcoxon
+
+from analyses.common import byte_model, increment_labels, increments
+
+CARRIERS = ("{a} {b}", "the {a} {b}", "I visited {a} {b}", "near {a} {b}", "they went to {a} {b}")
+
+REAL_ENTITIES = (
+    # places
+    ("New", "York"), ("Los", "Angeles"), ("San", "Francisco"), ("Hong", "Kong"), ("New", "Zealand"),
+    ("South", "Africa"), ("Sri", "Lanka"), ("Costa", "Rica"), ("Puerto", "Rico"), ("Saudi", "Arabia"),
+    ("North", "Carolina"), ("South", "Dakota"), ("West", "Virginia"), ("Rhode", "Island"), ("Buenos", "Aires"),
+    ("Tel", "Aviv"), ("Las", "Vegas"), ("Grand", "Canyon"), ("Death", "Valley"), ("Rocky", "Mountains"),
+    ("Amazon", "River"), ("Long", "Island"), ("Pearl", "Harbor"), ("Easter", "Island"), ("Persian", "Gulf"),
+    ("Baltic", "Sea"), ("Arctic", "Ocean"), ("Sahara", "Desert"), ("Central", "Park"), ("Times", "Square"),
+    ("Buckingham", "Palace"), ("Mount", "Fuji"), ("Middle", "East"), ("Milky", "Way"),
+    # people
+    ("Albert", "Einstein"), ("Isaac", "Newton"), ("Charles", "Darwin"), ("Abraham", "Lincoln"),
+    ("Barack", "Obama"), ("Pablo", "Picasso"), ("Queen", "Elizabeth"), ("Elvis", "Presley"),
+    ("Michael", "Jordan"), ("Bob", "Dylan"), ("John", "Lennon"), ("Jane", "Austen"), ("Charles", "Dickens"),
+    ("Oscar", "Wilde"), ("Sigmund", "Freud"), ("Karl", "Marx"), ("Joseph", "Stalin"), ("Mahatma", "Gandhi"),
+    ("Julius", "Caesar"), ("Galileo", "Galilei"), ("Nikola", "Tesla"), ("Thomas", "Jefferson"),
+    ("Benjamin", "Franklin"), ("Walt", "Disney"),
+    # institutions, events, things
+    ("European", "Union"), ("Soviet", "Union"), ("United", "Nations"), ("Red", "Cross"), ("Royal", "Navy"),
+    ("Civil", "War"), ("Cold", "War"), ("Roman", "Empire"), ("Ottoman", "Empire"), ("Industrial", "Revolution"),
+    ("French", "Revolution"), ("Olympic", "Games"), ("World", "Cup"), ("Nobel", "Prize"), ("Wall", "Street"),
+    ("Silicon", "Valley"), ("Prime", "Minister"), ("Supreme", "Court"), ("Great", "Depression"),
+    ("Stone", "Age"), ("Bronze", "Age"), ("Big", "Bang"), ("Star", "Trek"), ("Harry", "Potter"),
+)
+
+INVENTED_NAMES = (
+    ("Vantrel", "Oskbury"), ("Quillon", "Derramere"), ("Brelvin", "Tasko"), ("Morvane", "Ulstead"),
+    ("Tregan", "Vollis"), ("Kestra", "Pemblow"), ("Dravik", "Solenne"), ("Yorvel", "Castagne"),
+    ("Pruvet", "Nashold"), ("Zelmira", "Oakhurst"), ("Fennick", "Rausloe"), ("Gavrel", "Minthorpe"),
+    ("Ostrid", "Vellamy"), ("Halvane", "Qusterby"), ("Irrenth", "Bolwick"), ("Jaskor", "Tembrelle"),
+    ("Lorquin", "Avesdale"), ("Mirrow", "Staffenby"), ("Nuvela", "Krastow"), ("Plendor", "Ivesham"),
+    ("Rostam", "Quenvale"), ("Sevrine", "Ullacott"), ("Torvald", "Emmerwick"), ("Ulmira", "Drossley"),
+    ("Vasquel", "Thornby"), ("Wendrel", "Ospreyton"), ("Xanthe", "Bellomir"), ("Yaskel", "Fernwold"),
+    ("Zorvik", "Amblethorn"), ("Aldric", "Pevensloe"), ("Bexley", "Quartano"), ("Corvin", "Dallowmere"),
+    ("Delphor", "Ristvane"), ("Elvarn", "Mossgrave"), ("Farrow", "Ketterbrook"), ("Grimsel", "Outerhay"),
+    ("Hestor", "Valcrane"), ("Istvel", "Normarch"), ("Jorvane", "Pellicott"), ("Kalmor", "Threnody"),
+)
+
+
+def space_offset(carrier: str, a: str, b: str) -> int:
+    """Token index of the space between ``a`` and ``b`` in ``[EOS] + bytes(carrier)``."""
+    prefix = carrier.split("{a}")[0].format(a=a, b=b)
+    offset = 1 + len(prefix.encode("utf-8")) + len(a.encode("utf-8"))
+    assert carrier.format(a=a, b=b).encode("utf-8")[offset - 1] == ord(" ")
+    return offset
+
+
+def internal_space_increments(model, pairs, carriers=CARRIERS, *, batch_size: int = 32) -> np.ndarray:
+    """``[n_pairs, n_layers]`` increment at the internal space, averaged over the carriers."""
+    eos = model.tokenizer.eos_id
+    seqs, where = [], []
+    for a, b in pairs:
+        for carrier in carriers:
+            seqs.append([eos, *carrier.format(a=a, b=b).encode("utf-8")])
+            where.append(space_offset(carrier, a, b))
+    values = np.empty((len(seqs), len(model.increment_sources())))
+    for index, inc in increments(model, seqs, batch_size=batch_size):
+        values[index] = inc[:, where[index]]
+    return values.reshape(len(pairs), len(carriers), -1).mean(1)
+
+
+def wilcoxon_p(diff: np.ndarray) -> tuple[float, float]:
+    """(statistic, two-sided p) of SciPy's default Wilcoxon; (0, 1) when every difference is zero."""
+    if np.allclose(diff, 0):
+        return 0.0, 1.0
+    res = wilcoxon(diff)
+    return float(res.statistic), float(res.pvalue)
+
+
+def entity_spacing(model, *, carriers=CARRIERS, real=REAL_ENTITIES, invented=INVENTED_NAMES, batch_size: int = 32) -> pd.DataFrame:
+    """Per layer: mean increment at the internal space in real vs reversed order, and the Wilcoxon test."""
+    byte_model(model, "entity-spacing")
+    layers = increment_labels(model)
+    rows = []
+    for name, pairs in (("real", real), ("invented", invented)):
+        if len(pairs) == 0:
+            continue
+        forward = internal_space_increments(model, pairs, carriers, batch_size=batch_size)
+        backward = internal_space_increments(model, [(b, a) for a, b in pairs], carriers, batch_size=batch_size)
+        for li, layer in enumerate(layers):
+            c, r = forward[:, li], backward[:, li]
+            stat, p = wilcoxon_p(r - c)
+            rows.append(dict(model=model.model_name, set=name, layer=layer, layer_index=li if layer != "shared" else np.nan,
+                             mean_real=float(c.mean()), mean_reversed=float(r.mean()),
+                             frac_real_smaller=float((c < r).mean()), p_value=p, statistic=stat,
+                             n_pairs=len(pairs), n_carriers=len(carriers)))
+    return pd.DataFrame(rows)

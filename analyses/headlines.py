@@ -1,0 +1,49 @@
+"""One data-driven sentence per result, for the report: what the numbers in this table say."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def byte_increments(df: pd.DataFrame) -> str:
+    parts = []
+    for (model, source), g in df.groupby(["model", "source"], sort=False):
+        g = g.set_index("category")["mean"]
+        parts.append(f"{model} ({source}): space {g['Space']:.2f}, newline {g['Newline']:.2f}, EOS {g['EOS']:.2f}, "
+                     f"a-z {g['English lowercase']:.2f}, A-Z {g['English uppercase']:.2f}")
+    return "; ".join(parts) + "."
+
+
+def word_boundaries(df: pd.DataFrame) -> str:
+    parts = []
+    models = df[df["layer"] != "jieba"]
+    for model, g in models[models["reference"] == "gold"].groupby("model", sort=False):
+        best = g.loc[(g["auc"] - 0.5).abs().idxmax()]
+        parts.append(f"{model}: strongest layer {best.layer} with AUC {best.auc:.3f} [{best.ci_low:.3f}, {best.ci_high:.3f}] vs gold")
+    agree = df[df["layer"] == "jieba"]
+    if len(agree):
+        parts.append(f"jieba itself reaches AUC {agree.iloc[0].auc:.3f} (F1 {agree.iloc[0].f1:.3f}) against gold on the same gaps")
+    return "; ".join(parts) + "."
+
+
+def entity_spacing(df: pd.DataFrame) -> str:
+    parts = []
+    for (model, name), g in df.groupby(["model", "set"], sort=False):
+        sig = g[g["p_value"] < 0.01]
+        layers = ", ".join(f"{r.layer} ({r.frac_real_smaller:.0%}, p={r.p_value:.1e})" for r in sig.itertuples())
+        parts.append(f"{model}, {name} names: " + (f"real order closer in {layers}" if layers else "no layer with p < 0.01"))
+    return "; ".join(parts) + "."
+
+
+def char_spacing(df: pd.DataFrame) -> str:
+    g = df[(df["scale"] == "per-row")]
+    widest = g.loc[g.groupby(["model", "text_id", "layer"])["scaled"].idxmax()]
+    top = widest.sort_values("scaled", ascending=False).head(4)
+    return "Widest gaps (per-row scale): " + ", ".join(
+        f"{r.model} {r.layer} before {r.char!r} ({r.scaled:.1f}x the row mean)" for r in top.itertuples()) + "."
+
+
+def loss_neutrality(df: pd.DataFrame) -> str:
+    g = df[df["language"] == "all"].sort_values("loss")
+    return "Held-out loss (nats/byte, all windows): " + ", ".join(
+        f"{r.model} {r.loss:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]" for r in g.itertuples()) + "."

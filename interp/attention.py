@@ -1,0 +1,94 @@
+"""Attention shared by the decoder families, with hookable scores and pattern that cost nothing unless used.
+
+When no hook or cache is attached to ``hook_attn_scores`` / ``hook_pattern`` the output comes from
+``scaled_dot_product_attention`` and no ``[q, k]`` matrix is built. When one is attached, the scores and
+pattern are materialised and passed through the hooks, so edits to them change the output.
+
+Inside ``query_rows(idx)`` only the listed query rows are materialised: the hooks see
+``[batch, head, len(idx), key_pos]``, the output of those rows is recomputed from the (possibly edited)
+pattern rows and every other row comes from the fused kernel. This is what lets attention-mass analyses
+stream long contexts without ever holding a full pattern.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+_QUERY_ROWS: contextvars.ContextVar[Tensor | None] = contextvars.ContextVar("poslens_query_rows", default=None)
+
+
+@contextlib.contextmanager
+def query_rows(rows):
+    """Restrict materialised attention scores / patterns to these query positions (1-D indices)."""
+    idx = torch.as_tensor(rows, dtype=torch.long).flatten()
+    if idx.numel() == 0:
+        raise ValueError("query_rows needs at least one query position")
+    token = _QUERY_ROWS.set(idx)
+    try:
+        yield idx
+    finally:
+        _QUERY_ROWS.reset(token)
+
+
+def current_query_rows() -> Tensor | None:
+    return _QUERY_ROWS.get()
+
+
+def _wanted(hook) -> bool:
+    return hook is not None and hook.has_hooks()
+
+
+def causal_mask(n_q: int, n_k: int, device, rows: Tensor | None = None) -> Tensor:
+    """Boolean ``[q, k]`` mask, True where the key is visible (key index <= query index)."""
+    q_idx = rows.to(device) if rows is not None else torch.arange(n_q, device=device)
+    return torch.arange(n_k, device=device)[None, :] <= q_idx[:, None]
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    bias: Tensor | None = None,
+    hook_scores=None,
+    hook_pattern=None,
+    scale: float | None = None,
+) -> Tensor:
+    """Attention output ``[batch, head, q_pos, d_v]`` from ``q, k [batch, head, pos, d]`` and ``v``.
+
+    ``bias`` is an additive ``[batch or 1, head or 1, q_pos, k_pos]`` term (ALiBi, learned decay); masked
+    entries are ``-inf`` in the scores handed to ``hook_scores`` and 0 in the pattern.
+    """
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    if not (_wanted(hook_scores) or _wanted(hook_pattern)):
+        mask = None
+        if bias is not None:
+            mask = bias.to(q.dtype)
+            if causal:
+                mask = mask.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and bias is None, scale=scale)
+
+    rows = current_query_rows()
+    q_sel = q if rows is None else q.index_select(-2, rows.to(q.device))
+    scores = torch.matmul(q_sel, k.transpose(-1, -2)) * scale
+    if bias is not None:
+        scores = scores + (bias if rows is None else bias.index_select(-2, rows.to(bias.device)))
+    if causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device, rows), float("-inf"))
+    if hook_scores is not None:
+        scores = hook_scores(scores)
+    pattern = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    if hook_pattern is not None:
+        pattern = hook_pattern(pattern)
+    z_sel = torch.matmul(pattern, v)
+    if rows is None:
+        return z_sel
+    z = attend(q, k, v, causal=causal, bias=bias, scale=scale)
+    return z.index_copy(-2, rows.to(z.device), z_sel)

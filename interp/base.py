@@ -1,0 +1,128 @@
+"""The base every poslens model stands on, and the capabilities analyses ask for.
+
+Analyses never test for a concrete class. They call ``require(model, Capability.X, ...)`` and then use
+the hook names and methods that capability promises:
+
+=====================  ==========================================================================
+capability             promise
+=====================  ==========================================================================
+``INCREMENTS``         ``increment_sources()``: ``(label, hook name)`` pairs whose hooks carry
+                       per-token increments ``[batch, pos]`` (or ``[batch, head, pos]``);
+                       ``context_free_increments()``: ``{label: [d_vocab] tensor}`` for the
+                       increment functions that read token identity alone.
+``POSITIONS``          ``blocks.{l}.attn.hook_positions`` ``[batch, head, pos]`` for every layer:
+                       the position each head rotates by (integer for plain RoPE).
+``ATTENTION``          ``blocks.{l}.attn.hook_pattern`` ``[batch, head, q, k]`` and
+                       ``model.query_rows(idx)`` to materialise only some query rows.
+``HIDDEN_STATES``      ``blocks.{l}.hook_resid_post`` ``[batch, pos, d_model]`` and
+                       ``residual_subspaces()``: named slices of the residual stream.
+``CAUSAL_LM``          ``forward(tokens)`` gives next-token logits ``[batch, pos, d_vocab]``.
+=====================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from transformer_lens import HookedRootModule
+
+from interp import attention
+
+
+class Capability(str, enum.Enum):
+    INCREMENTS = "learned increments"
+    POSITIONS = "per-head positions"
+    ATTENTION = "attention patterns"
+    HIDDEN_STATES = "hidden states"
+    CAUSAL_LM = "next-token logits"
+    AP_STREAM = "an absolute-position stream"
+    LOGIT_COMPONENTS = "decomposable attention logits"
+
+
+class CapabilityError(TypeError):
+    """An analysis was given a model that lacks what it needs."""
+
+
+class InputError(ValueError):
+    """Tokens a model cannot take (wrong shape, out of vocabulary, longer than the model allows)."""
+
+
+@dataclass(frozen=True)
+class HookDoc:
+    pattern: str  # hook name, with {l} for the layer index
+    shape: str
+    meaning: str
+
+
+def require(model, capability: Capability, analysis: str) -> None:
+    if capability not in getattr(model, "capabilities", frozenset()):
+        raise CapabilityError(
+            f"analysis '{analysis}' needs a model with {capability.value}; "
+            f"'{getattr(model, 'model_name', type(model).__name__)}' ({model.describe()}) has none"
+        )
+
+
+class PosLensModel(HookedRootModule):
+    """A HookedRootModule with a tokenizer, a family name, documented hooks and declared capabilities.
+
+    Subclasses set ``family``, ``HOOKS``, ``self.capabilities``, ``self.tokenizer``, ``self.n_layers``,
+    ``self.n_heads`` and ``self.max_seq_len``, build their modules, then call ``self.setup()``.
+    """
+
+    family: str = "?"
+    HOOKS: tuple[HookDoc, ...] = ()
+
+    def __init__(self):
+        super().__init__()
+        self.capabilities: frozenset[Capability] = frozenset()
+        self.model_name = type(self).__name__
+        self.source: dict = {}  # where the weights came from: path, sha256, format
+
+    def describe(self) -> str:
+        return f"{self.family} family"
+
+    @classmethod
+    def hook_table(cls) -> list[HookDoc]:
+        return list(cls.HOOKS)
+
+    def undocumented_hooks(self) -> list[str]:
+        """Hook points of this instance that no ``HOOKS`` entry describes (should be empty)."""
+        patterns = [h.pattern.replace("{l}", "*") for h in self.HOOKS]
+        return [n for n in self.hook_dict if not any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+    def query_rows(self, rows):
+        """Context manager: attention hooks see only these query rows (see ``interp.attention``)."""
+        return attention.query_rows(rows)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def check_tokens(self, tokens) -> Tensor:
+        """Validate and batch token ids: ``[pos]`` or ``[batch, pos]`` ints inside the vocabulary and context."""
+        tokens = torch.as_tensor(tokens)
+        if tokens.dim() == 1:
+            tokens = tokens.unsqueeze(0)
+        if tokens.dim() != 2:
+            raise InputError(f"tokens must be [batch, pos], got shape {tuple(tokens.shape)}")
+        if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+            raise InputError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        if tokens.shape[1] == 0:
+            raise InputError("tokens are empty (sequence length 0)")
+        if tokens.shape[1] > self.max_seq_len:
+            raise InputError(
+                f"a window of {tokens.shape[1]} tokens is longer than {self.model_name} allows "
+                f"(max_seq_len={self.max_seq_len})"
+            )
+        lo, hi = int(tokens.min()), int(tokens.max())
+        if lo < 0 or hi >= self.d_vocab:
+            raise InputError(f"token id {hi if hi >= self.d_vocab else lo} is outside the vocabulary [0, {self.d_vocab})")
+        return tokens.long().to(self.device)
+
+    def to_tokens(self, text: str, *, prepend_eos: bool = False) -> Tensor:
+        """``[1, pos]`` token ids for one text."""
+        return torch.tensor([self.tokenizer.encode(text, prepend_eos=prepend_eos)], device=self.device)

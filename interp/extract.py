@@ -1,0 +1,83 @@
+"""Streaming extraction of hook activations over many sequences.
+
+``stream(model, sequences, names)`` runs the model batch by batch and yields, per sequence, a dict of
+the requested hooks trimmed to that sequence's length, on the CPU. Only one batch of activations exists
+at a time, so memory does not grow with the number of sequences.
+
+Causal models take sequences of different lengths in one batch: right padding cannot change what a
+position sees. Bidirectional models are run one length at a time (no padding ever enters attention).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import torch
+from torch import Tensor
+
+from interp.base import Capability
+
+# which axis of each hook shape is the token axis (key axis of a pattern is trimmed too)
+_POS_AXIS = {"pattern": (2, 3), "attn_scores": (2, 3), "positions": (2,), "delta": (-1,), "decay_bias": (2, 3)}
+
+
+def _trim(name: str, t: Tensor, n: int) -> Tensor:
+    leaf = name.rsplit(".", 1)[-1].removeprefix("hook_")
+    axes = _POS_AXIS.get(leaf)
+    if axes is None:
+        axes = (1,)  # [batch, pos, ...]
+    for ax in axes:
+        t = t.narrow(ax, 0, n) if t.dim() > ax else t
+    return t
+
+
+@torch.no_grad()
+def run_and_collect(model, tokens: Tensor, names: Sequence[str]) -> dict[str, Tensor]:
+    """One forward pass; the named hook activations (any hook, including edited ones) on the CPU."""
+    missing = [n for n in names if n not in model.hook_dict]
+    if missing:
+        raise KeyError(f"{model.model_name} has no hook {missing[0]!r} (see its HOOKS table)")
+    _, cache = model.run_with_cache(tokens, names_filter=list(names))
+    return {n: cache[n].detach().float().cpu() for n in names}
+
+
+@torch.no_grad()
+def stream(
+    model,
+    sequences: Iterable[Sequence[int]],
+    names: Sequence[str],
+    *,
+    batch_size: int = 8,
+) -> Iterator[tuple[int, dict[str, Tensor]]]:
+    """Yield ``(index, {hook: tensor without the batch axis})`` for each sequence, in order."""
+    causal = Capability.CAUSAL_LM in model.capabilities
+    buffer: list[tuple[int, Sequence[int]]] = []
+
+    def flush():
+        groups = [buffer] if causal else _same_length_groups(buffer)
+        out = []
+        for group in groups:
+            longest = max(len(s) for _, s in group)
+            tokens = torch.zeros((len(group), longest), dtype=torch.long)
+            for row, (_, seq) in enumerate(group):
+                tokens[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+            acts = run_and_collect(model, tokens.to(model.device), names)
+            for row, (index, seq) in enumerate(group):
+                out.append((index, {n: _trim(n, acts[n][row : row + 1], len(seq))[0] for n in names}))
+        out.sort(key=lambda item: item[0])
+        return out
+
+    for index, seq in enumerate(sequences):
+        buffer.append((index, seq))
+        if len(buffer) == batch_size:
+            yield from flush()
+            buffer = []
+    if buffer:
+        yield from flush()
+
+
+def _same_length_groups(items):
+    groups: dict[int, list] = {}
+    for item in items:
+        groups.setdefault(len(item[1]), []).append(item)
+    return list(groups.values())

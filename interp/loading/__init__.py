@@ -1,0 +1,131 @@
+"""``load(name_or_path)``: one entry point for every checkpoint poslens understands.
+
+Recognised sources:
+
+- a registry name (``poslens models`` lists them): bundled checkpoints and models installed from packages
+  (a bare name wins over a same-named folder; write ``./name`` for the folder);
+- a poslens directory: ``model.safetensors`` + ``poslens.json`` (family, config) [+ ``training.json``];
+- an upstream learned-increments ``step_N.pt`` (``{'step', 'model_state_dict', 'model_config'}``).
+
+Loading is strict: a missing or unexpected key, a wrong shape, a config that contradicts the weights or
+a checkpoint of another family raises ``CheckpointError`` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from interp.loading import increments
+from interp.loading.errors import CheckpointError
+
+FORMAT = "poslens-checkpoint"
+FORMAT_VERSION = 1
+FAMILIES = {increments.FAMILY: increments}
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file, or of a directory's files (names and contents, sorted)."""
+    path = Path(path)
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        if path.is_dir():
+            h.update(str(f.relative_to(path)).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _family(name: str, where: str):
+    if name not in FAMILIES:
+        raise CheckpointError(f"{where}: unknown model family '{name}' (known: {sorted(FAMILIES)})")
+    return FAMILIES[name]
+
+
+def _check_family(found: str, wanted: str | None, where: str) -> None:
+    if wanted is not None and found != wanted:
+        raise CheckpointError(f"{where}: this is a '{found}' checkpoint, not a '{wanted}' one")
+
+
+def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    meta_path = path / "poslens.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{meta_path}: cannot be read as JSON: {err}") from None
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{meta_path}: 'format' is {meta.get('format')!r}, expected {FORMAT!r}")
+    for key in ("family", "config"):
+        if key not in meta:
+            raise CheckpointError(f"{meta_path}: lacks the '{key}' field")
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise CheckpointError(f"{path}: has poslens.json but no model.safetensors")
+    try:
+        state = load_file(weights)
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{weights}: cannot be read as safetensors (truncated or corrupt?): {err}") from None
+    return meta, state
+
+
+def load(source, *, family: str | None = None, device=None, dtype=None):
+    """A hooked model from a registry name, a poslens directory or an upstream checkpoint file."""
+    from interp import registry
+
+    # a bare name is looked up in the registry first; anything with a path separator is a path
+    entry = registry.lookup(source) if isinstance(source, str) and "/" not in source else None
+    if entry is not None:
+        model = entry.load()
+        _check_family(model.family, family, entry.name)
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise CheckpointError(f"{source}: no such file or directory, and not a model name ({registry.names_hint()})")
+        if path.is_dir() and (path / "poslens.json").exists():
+            meta, state = read_poslens_dir(path)
+            _check_family(meta["family"], family, str(path))
+            model = _family(meta["family"], str(path)).build(meta["config"], state, str(path))
+            model.model_name = meta.get("name") or path.name
+            fmt = FORMAT
+        elif path.is_file() and path.suffix in (".pt", ".pth", ".bin"):
+            config, state, _step = increments.read_step_pt(path)
+            _check_family(increments.FAMILY, family, str(path))
+            model = increments.build(config, state, str(path))
+            model.model_name = path.stem
+            fmt = "upstream step_N.pt"
+        elif path.is_dir():
+            raise CheckpointError(f"{path}: a directory without poslens.json (or a format poslens does not know)")
+        else:
+            raise CheckpointError(f"{path}: not a checkpoint poslens knows (expected a directory or a .pt file)")
+        model.source = {"path": str(path.resolve()), "sha256": sha256_of(path), "format": fmt}
+    if dtype is not None or device is not None:
+        model = model.to(device=device, dtype=dtype)
+    return model.eval()
+
+
+def save(model, directory, *, training: dict | None = None, name: str | None = None, overwrite: bool = False) -> Path:
+    """Write ``model.safetensors`` + ``poslens.json`` (+ ``training.json``); refuse to overwrite unless asked."""
+    directory = Path(directory)
+    targets = [directory / "model.safetensors", directory / "poslens.json", directory / "training.json"]
+    existing = [str(t) for t in targets if t.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
+    io = _family(model.family, str(directory))
+    config, state = io.export(model)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(targets[0]), metadata={"format": FORMAT, "family": model.family})
+    meta = {
+        "format": FORMAT, "version": FORMAT_VERSION, "family": model.family, "name": name or model.model_name,
+        "config": config, "n_params": int(sum(v.numel() for v in state.values())),
+    }
+    targets[1].write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    if training is not None:
+        targets[2].write_text(json.dumps(training, indent=2) + "\n", encoding="utf-8")
+    return directory

@@ -1,0 +1,94 @@
+"""The learned-increment family's checkpoint formats: upstream ``step_N.pt`` and the key layout they share."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import torch
+
+from interp.loading.errors import CheckpointError
+from interp.loading.strict import load_strict
+from interp.models.increments import IncrementConfig, IncrementTransformer
+
+FAMILY = "increments"
+COMPUTED_FIELDS = ("head_dim", "effective_delta_hidden_dim")
+COMPILE_PREFIX = "_orig_mod."
+
+
+def to_native(key: str) -> str:
+    key = re.sub(r"^delta_mlps\.(\d+)\.", r"blocks.\1.delta_mlp.", key)
+    return re.sub(r"^layers\.(\d+)\.", r"blocks.\1.", key)
+
+
+def to_file(key: str) -> str:
+    key = re.sub(r"^blocks\.(\d+)\.delta_mlp\.", r"delta_mlps.\1.", key)
+    return re.sub(r"^blocks\.(\d+)\.", r"layers.\1.", key)
+
+
+def config_from_dict(raw, where: str) -> IncrementConfig:
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{where}: model_config must be a dict, found {type(raw).__name__}")
+    fields = {f.name for f in dataclasses.fields(IncrementConfig)}
+    unknown = sorted(set(raw) - fields - set(COMPUTED_FIELDS))
+    if unknown:
+        raise CheckpointError(
+            f"{where}: model_config has fields {unknown} that no learned-increments config has "
+            "(is this a checkpoint of another family?)"
+        )
+    required = [f.name for f in dataclasses.fields(IncrementConfig) if f.default is dataclasses.MISSING]
+    absent = [k for k in required if k not in raw]
+    if absent:
+        raise CheckpointError(f"{where}: model_config lacks required fields {absent}")
+    try:
+        cfg = IncrementConfig(**{k: v for k, v in raw.items() if k in fields})
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{where}: invalid model_config: {err}") from None
+    for name in COMPUTED_FIELDS:
+        if name in raw and raw[name] != getattr(cfg, name):
+            raise CheckpointError(
+                f"{where}: model_config {name}={raw[name]} contradicts the other fields, which give {getattr(cfg, name)}"
+            )
+    return cfg
+
+
+def build(raw_config: dict, state: dict, where: str) -> IncrementTransformer:
+    """A model from a config dict and a state dict in the upstream key layout, strictly checked."""
+    cfg = config_from_dict(raw_config, where)
+    model = IncrementTransformer(cfg, init_weights=False)
+    note = f" (from model_config: dim={cfg.dim}, n_layers={cfg.n_layers}, vocab_size={cfg.vocab_size})"
+    load_strict(model, state, where, to_native=to_native, to_file=to_file, config_note=note)
+    return model.eval()
+
+
+def export(model: IncrementTransformer) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(model_config, state dict) in the upstream layout."""
+    state = {to_file(k): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    return model.cfg.to_dict(), state
+
+
+def read_step_pt(path: Path) -> tuple[dict, dict, int | None]:
+    """(model_config, state dict without the torch.compile prefix, step) from an upstream ``step_N.pt``."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for truncated or foreign files
+        raise CheckpointError(f"{path}: cannot be read as a torch checkpoint (truncated or corrupt?): {err}") from None
+    if not isinstance(obj, dict) or "model_state_dict" not in obj or "model_config" not in obj:
+        found = sorted(obj)[:10] if isinstance(obj, dict) else type(obj).__name__
+        raise CheckpointError(
+            f"{path}: not a learned-increments step_N.pt (needs 'model_state_dict' and 'model_config'; found {found})"
+        )
+    state = {k.removeprefix(COMPILE_PREFIX): v for k, v in obj["model_state_dict"].items()}
+    return obj["model_config"], state, obj.get("step")
+
+
+def looks_like_step_pt(obj) -> bool:
+    return isinstance(obj, dict) and "model_state_dict" in obj and "model_config" in obj
+
+
+def save_step_pt(model: IncrementTransformer, path: Path, step: int) -> Path:
+    """Write ``model`` exactly as upstream does: ``{'step', 'model_state_dict', 'model_config'}``."""
+    config, state = export(model)
+    torch.save({"step": step, "model_state_dict": state, "model_config": config}, path)
+    return path

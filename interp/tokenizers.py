@@ -1,0 +1,70 @@
+"""Tokenizers with character offsets, so analyses can map tokens back to the text they came from.
+
+Every tokenizer here returns, for each token, the half-open character span ``(start, end)`` of the text
+it covers. A byte-level model sees several tokens for one character (a Chinese character is three
+bytes): each of those bytes gets that character's span.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TokenizerError(ValueError):
+    """The text cannot be tokenized (empty, not valid UTF-8, no tokenizer for this model)."""
+
+
+def check_text(text, what: str = "text") -> str:
+    """Reject what no analysis can use: non-strings, empty text, and strings that are not valid UTF-8."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise TokenizerError(
+                f"{what} is not valid UTF-8: byte 0x{text[err.start]:02x} at offset {err.start} cannot be decoded"
+            ) from None
+    if not isinstance(text, str):
+        raise TokenizerError(f"{what} must be a string, got {type(text).__name__}")
+    if not text:
+        raise TokenizerError(f"{what} is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = text[err.start]
+        raise TokenizerError(
+            f"{what} is not valid UTF-8: character {err.start} is an undecodable byte "
+            f"(U+{ord(bad):04X}, usually raw bytes that were not UTF-8)"
+        ) from None
+    return text
+
+
+@dataclass(frozen=True)
+class Encoding:
+    ids: list[int]
+    spans: list[tuple[int, int]]  # character span of each token in the source text
+
+
+class ByteTokenizer:
+    """UTF-8 bytes are their own ids (0..255); id 256 is EOS, the document separator."""
+
+    vocab_size = 257
+    eos_id = 256
+    name = "bytes"
+
+    def encode(self, text: str, *, prepend_eos: bool = False) -> list[int]:
+        return self.encode_with_spans(text, prepend_eos=prepend_eos).ids
+
+    def encode_with_spans(self, text: str, *, prepend_eos: bool = False) -> Encoding:
+        text = check_text(text)
+        ids, spans = ([self.eos_id], [(0, 0)]) if prepend_eos else ([], [])
+        for i, ch in enumerate(text):
+            b = ch.encode("utf-8")
+            ids.extend(b)
+            spans.extend([(i, i + 1)] * len(b))
+        return Encoding(ids, spans)
+
+    def decode(self, ids) -> str:
+        return bytes(int(i) for i in ids if int(i) < 256).decode("utf-8", errors="replace")
+
+    def token_strings(self, ids) -> list[str]:
+        return ["<eos>" if int(i) == self.eos_id else bytes([int(i)]).decode("latin-1") for i in ids]

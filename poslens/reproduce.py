@@ -1,0 +1,109 @@
+"""The main job: every analysis on the bundled models, written as CSVs, figures and an ``index.html``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from analyses import get
+from poslens.run import run_analysis
+
+REPORT_MARKER = ".poslens-report"
+
+
+@dataclass(frozen=True)
+class Step:
+    analysis: str
+    models: tuple[str, ...]
+    options: dict = field(default_factory=dict)
+    quick: dict = field(default_factory=dict)  # options that shrink the run for tests
+    section: str = ""
+
+
+INCREMENT_MODELS = ("increments-shared", "increments-per-layer")
+
+PLAN: tuple[Step, ...] = (
+    Step("loss-neutrality", ("increments-shared", "increments-per-layer", "rope-bytes"), quick=dict(n_windows=8, n_boot=100),
+         section="Learned position increments (seed 001)"),
+    Step("byte-increments", INCREMENT_MODELS, section="Learned position increments (seed 001)"),
+    Step("word-boundaries", INCREMENT_MODELS, quick=dict(max_gaps=3000, n_boot=100), section="Learned position increments (seed 001)"),
+    Step("entity-spacing", INCREMENT_MODELS, section="Learned position increments (seed 001)"),
+    Step("char-spacing", INCREMENT_MODELS, section="Learned position increments (seed 001)"),
+)
+
+
+def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=PLAN, log=print) -> Path:
+    """Run ``plan`` into ``out`` and write ``out/index.html``; refuse to touch an existing report unless ``force``."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not (out / REPORT_MARKER).exists():
+            raise FileExistsError(f"{out} exists and is not a poslens report folder; choose another --out")
+        if not force:
+            raise FileExistsError(f"{out} already holds a report; pass --force to overwrite it")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / REPORT_MARKER).write_text("written by poslens reproduce\n", encoding="utf-8")
+    start = time.time()
+    done = []
+    for i, step in enumerate(plan, 1):
+        log(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({time.time() - start:.0f}s elapsed)")
+        options = {**step.options, **(step.quick if quick else {})}
+        result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True)
+        done.append((step, result))
+    (out / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
+    log(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
+    return out / "index.html"
+
+
+def _models_table(done) -> str:
+    seen = {}
+    for _, result in done:
+        prov = json.loads(next(p for p in result.files if p.name.endswith(".provenance.json")).read_text(encoding="utf-8"))
+        for m in prov["models"]:
+            seen.setdefault(m["name"], m)
+    rows = []
+    for name, m in seen.items():
+        record = Path(m.get("path", "")) / "training.json"
+        train = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+        loss = train.get("final_validation_loss")
+        rows.append(dict(model=name, family=m["family"], about=m["description"], sha256=m.get("sha256", "")[:12],
+                         steps=train.get("steps", ""), tokens=f"{train['tokens_seen']:,}" if "tokens_seen" in train else "",
+                         validation_loss=f"{loss:.4f}" if isinstance(loss, float) else ""))
+    return pd.DataFrame(rows).to_html(index=False, border=0, classes="models")
+
+
+def render_index(done, seconds: float) -> str:
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>poslens report</title><style>",
+        "body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}",
+        "iframe{width:100%;border:1px solid #ddd;border-radius:4px}table{border-collapse:collapse;font-size:13px}",
+        "td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}.headline{background:#f5f7fb;padding:.6em;border-left:3px solid #1f77b4}",
+        "details{margin:.5em 0}</style></head><body>",
+        "<h1>poslens: positional mechanisms, reproduced</h1>",
+        f"<p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC in {seconds:.0f} s. "
+        "Every figure below has its CSV and a provenance file (checkpoint hashes, versions, arguments) beside it.</p>",
+        "<h2>Models</h2>", _models_table(done),
+    ]
+    section = None
+    for step, result in done:
+        analysis = get(step.analysis)
+        if step.section != section:
+            section = step.section
+            parts.append(f"<h2>{html.escape(section)}</h2>")
+        name = analysis.name
+        parts.append(f"<h3 id='{name}'>{name}</h3><p>{html.escape(analysis.summary)}</p>")
+        if analysis.headline is not None:
+            parts.append(f"<p class='headline'>{html.escape(analysis.headline(result.table))}</p>")
+        height = 520 if name not in ("char-spacing", "byte-increments", "entity-spacing") else 900
+        parts.append(f"<iframe src='{name}.html' height='{height}' loading='lazy'></iframe>")
+        links = " · ".join(f"<a href='{p.name}'>{p.name}</a>" for p in result.files)
+        parts.append(f"<p>{links}</p>")
+        preview = result.table.head(30).to_html(index=False, border=0, float_format=lambda v: f"{v:.4g}")
+        parts.append(f"<details><summary>table ({len(result.table)} rows)</summary>{preview}</details>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

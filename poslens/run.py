@@ -1,0 +1,74 @@
+"""Run one analysis on one or more models and write ``NAME.csv``, its figure and ``NAME.provenance.json``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+import figures
+from analyses import get
+from poslens.provenance import provenance
+
+OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".provenance.json")
+
+
+@dataclass
+class Result:
+    name: str
+    table: pd.DataFrame
+    files: list[Path]
+
+
+def existing_outputs(out_dir: Path, name: str) -> list[Path]:
+    return [out_dir / f"{name}{s}" for s in OUTPUT_SUFFIXES if (out_dir / f"{name}{s}").exists()]
+
+
+def resolve_models(models) -> list:
+    from interp.loading import load
+
+    loaded = [m if hasattr(m, "hook_dict") else load(m) for m in models]
+    if not loaded:
+        raise ValueError("no model given (use --model NAME_OR_PATH; `poslens models` lists names)")
+    return loaded
+
+
+def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
+                 static: bool | None = None) -> Result:
+    """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance."""
+    analysis = get(name)
+    out_dir = Path(out_dir)
+    clash = existing_outputs(out_dir, name)
+    if clash and not force:
+        raise FileExistsError(f"{out_dir} already holds results of '{name}' ({', '.join(p.name for p in clash)}); "
+                              "pass --force to overwrite them")
+    kwargs = dict(options or {})
+    if analysis.seeded:
+        kwargs["seed"] = seed
+    loaded = resolve_models(models)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    table = pd.concat([analysis.function(m, **kwargs) for m in loaded], ignore_index=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in clash:
+        stale.unlink()
+    csv = out_dir / f"{name}.csv"
+    table.to_csv(csv, index=False)
+    module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
+    files = [csv] + figures.save(module.figure(table), out_dir / name, static=static)
+    record = provenance(name, loaded, {k: _jsonable(v) for k, v in kwargs.items()}, seed, [p.name for p in files])
+    prov = out_dir / f"{name}.provenance.json"
+    prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return Result(name, table, files + [prov])
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)

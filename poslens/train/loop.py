@@ -1,0 +1,166 @@
+"""A small training loop: AdamW, warmup + cosine, gradient clipping, bf16 autocast, validation loss,
+progress bar, and resumption from ``trainer_state.pt`` so a killed run continues where it stopped."""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from interp.loading import save
+
+STATE_FILE = "trainer_state.pt"
+
+
+@dataclass
+class TrainSpec:
+    """What a recipe provides: how to build the model, draw a batch, score it and evaluate it."""
+
+    name: str
+    build_model: Callable[[], torch.nn.Module]
+    sample_batch: Callable[[np.random.Generator, int], tuple]
+    loss: Callable[[torch.nn.Module, tuple], torch.Tensor]
+    validation: Callable[[], list[tuple]]
+    description: str = ""
+    data: dict = field(default_factory=dict)
+    tokens_per_batch: Callable[[tuple], int] = lambda batch: int(batch[0].numel())
+    extra_eval: Callable[[torch.nn.Module], dict] | None = None
+
+
+@dataclass
+class TrainArgs:
+    steps: int = 2000
+    batch_size: int = 16
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup: int = 100
+    grad_clip: float = 1.0
+    eval_every: int = 200
+    save_every: int = 100
+    seed: int = 0
+    bf16: bool = True
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def lr_at(step: int, args: TrainArgs) -> float:
+    if step < args.warmup:
+        return args.lr * (step + 1) / args.warmup
+    progress = (step - args.warmup) / max(1, args.steps - args.warmup)
+    return args.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+@torch.no_grad()
+def validation_loss(model, spec: TrainSpec, batches: list[tuple]) -> float:
+    model.eval()
+    total, count = 0.0, 0
+    for batch in batches:
+        n = spec.tokens_per_batch(batch)
+        total += float(spec.loss(model, batch)) * n
+        count += n
+    model.train()
+    return total / max(1, count)
+
+
+def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, force: bool = False, progress: bool = True,
+          session_steps: int | None = None) -> dict | None:
+    """Train ``spec`` into ``out_dir``; returns the training record written beside the weights.
+
+    ``session_steps`` stops this invocation after that many steps (state saved, no final model, returns
+    None); a later ``resume=True`` call continues on the same schedule.
+    """
+    out = Path(out_dir)
+    state_path = out / STATE_FILE
+    if (out / "model.safetensors").exists() and not (force or resume):
+        raise FileExistsError(f"{out} already holds a trained model; pass --resume to extend it or --force to start over")
+    if state_path.exists() and not (resume or force):
+        raise FileExistsError(f"{out} holds an unfinished run ({STATE_FILE}); pass --resume to continue or --force to restart")
+    out.mkdir(parents=True, exist_ok=True)
+
+    torch.manual_seed(args.seed)
+    model = spec.build_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    step, history, tokens_seen, elapsed = 0, {"train": [], "validation": []}, 0, 0.0
+    if resume and state_path.exists():
+        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        if state["recipe"] != spec.name or state["args"]["seed"] != args.seed:
+            raise ValueError(f"{state_path} is a run of {state['recipe']} (seed {state['args']['seed']}), not {spec.name} (seed {args.seed})")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        step, history, tokens_seen, elapsed = state["step"], state["history"], state["tokens_seen"], state["elapsed"]
+
+    val_batches = spec.validation()
+    model.train()
+    bar = tqdm(total=args.steps, initial=step, desc=spec.name, disable=not progress, dynamic_ncols=True)
+    t0 = time.time() - elapsed
+    running = []
+    stop_at = args.steps if session_steps is None else min(args.steps, step + session_steps)
+    while step < stop_at:
+        batch = spec.sample_batch(np.random.default_rng([args.seed, step]), args.batch_size)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, args)
+        with torch.autocast("cpu" if model_device(model).type == "cpu" else "cuda", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = spec.loss(model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        tokens_seen += spec.tokens_per_batch(batch)
+        running.append(float(loss.detach()))
+        if step % 20 == 0 or step == args.steps:
+            history["train"].append([step, float(np.mean(running))])
+            bar.set_postfix(loss=f"{np.mean(running):.3f}")
+            running = []
+        if step % args.eval_every == 0 or step == args.steps:
+            history["validation"].append([step, validation_loss(model, spec, val_batches)])
+            bar.set_postfix(val=f"{history['validation'][-1][1]:.3f}")
+        if step % args.save_every == 0 or step == stop_at:
+            _save_state(state_path, spec, args, model, opt, step, history, tokens_seen, time.time() - t0)
+        bar.update(1)
+    bar.close()
+    if step < args.steps:
+        return None
+
+    model.eval()
+    record = {
+        "recipe": spec.name,
+        "description": spec.description,
+        "steps": step,
+        "tokens_seen": tokens_seen,
+        "final_validation_loss": history["validation"][-1][1] if history["validation"] else None,
+        "validation_loss_unit": "nats per token",
+        "history": history,
+        "args": args.as_dict(),
+        "data": spec.data,
+        "wall_seconds": round(time.time() - t0, 1),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
+    if spec.extra_eval is not None:
+        record.update(spec.extra_eval(model))
+    save(model, out, training=record, name=spec.name, overwrite=True)
+    return record
+
+
+def model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _save_state(path: Path, spec, args, model, opt, step, history, tokens_seen, elapsed):
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {"recipe": spec.name, "args": args.as_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
+         "step": step, "history": history, "tokens_seen": tokens_seen, "elapsed": elapsed},
+        tmp,
+    )
+    tmp.replace(path)

@@ -1,0 +1,43 @@
+import pandas as pd
+import pytest
+
+from analyses import byte_increments, char_spacing, entity_spacing, loss_neutrality, word_boundaries
+from figures import byte_increments as f_bytes
+from figures import char_spacing as f_chars
+from figures import entity_spacing as f_entity
+from figures import loss_neutrality as f_loss
+from figures import save
+from figures import word_boundaries as f_words
+from tests.helpers import tiny_model
+
+
+@pytest.fixture(scope="module")
+def models():
+    return [tiny_model("shared", max_seq_len=512), tiny_model("per-layer", max_seq_len=512)]
+
+
+def test_word_boundary_figure_has_one_trace_per_model_and_reference_with_the_table_values(models):
+    df = pd.concat([word_boundaries(m, max_docs=3, max_gaps=500, n_boot=20) for m in models])
+    fig = f_words.figure(df)
+    assert len(fig.data) == 4
+    per_layer_gold = next(t for t in fig.data if t.name == "tiny-per-layer vs gold")
+    expected = df[(df.model == "tiny-per-layer") & (df.reference == "gold") & (df.layer != "jieba")]
+    assert list(per_layer_gold.x) == ["L0", "L1"] and list(per_layer_gold.y) == list(expected["auc"])
+
+
+def test_entity_and_char_and_byte_figures_show_every_model(models, tmp_path):
+    ent = pd.concat([entity_spacing(m, real=(("New", "York"), ("Hong", "Kong")), invented=()) for m in models])
+    assert len(f_entity.figure(ent).data) == 4  # real + reversed bars per model panel
+    chars = pd.concat([char_spacing(m, texts={"en": "a b."}) for m in models])
+    text_traces = [t for t in f_chars.figure(chars).data if t.mode == "text"]
+    assert len(text_traces) == 4 and all("".join(t.text) in ("a b.a b.", "a b.") for t in text_traces)
+    table = pd.concat([byte_increments(m) for m in models])
+    assert len(f_bytes.figure(table).data) == 3  # two range traces and the table
+    paths = save(f_bytes.figure(table), tmp_path / "bytes", static=False)
+    assert [p.name for p in paths] == ["bytes.html"] and (tmp_path / "plotly.min.js").exists()
+
+
+def test_loss_figure(models):
+    df = pd.concat([loss_neutrality(m, n_windows=2, context=32, n_boot=10) for m in models])
+    fig = f_loss.figure(df)
+    assert [t.name for t in fig.data] == ["tiny-shared", "tiny-per-layer"]

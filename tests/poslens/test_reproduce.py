@@ -1,0 +1,44 @@
+import pytest
+
+from interp.loading import save
+from poslens.reproduce import Step, reproduce
+from tests.helpers import tiny_model
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    for variant in ("shared", "per-layer", "rope"):
+        save(tiny_model(variant, max_seq_len=512), root / variant, training={"steps": 3, "tokens_seen": 99, "final_validation_loss": 5.5})
+    inc = (str(root / "shared"), str(root / "per-layer"))
+    return (
+        Step("loss-neutrality", inc + (str(root / "rope"),), quick=dict(n_windows=2, n_boot=10), section="A"),
+        Step("byte-increments", inc, section="A"),
+        Step("word-boundaries", inc, quick=dict(max_gaps=300, n_boot=10), section="A"),
+        Step("entity-spacing", inc, section="B"),
+        Step("char-spacing", inc, section="B"),
+    )
+
+
+def test_report_links_every_result_and_says_what_it_shows(plan, tmp_path):
+    lines = []
+    index = reproduce(tmp_path / "r", quick=True, plan=plan, log=lines.append)
+    html = index.read_text()
+    for step in plan:
+        assert f"<iframe src='{step.analysis}.html'" in html
+        assert (tmp_path / "r" / f"{step.analysis}.csv").exists()
+        assert f"{step.analysis}.provenance.json" in html
+    assert "jieba itself reaches AUC" in html  # the word-boundary headline is computed from the table
+    assert html.count("<p class='headline'>") == len(plan)
+    assert lines[0].startswith("[1/5] loss-neutrality")
+
+
+def test_refuses_foreign_folders_and_existing_reports(plan, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="not a poslens report folder"):
+        reproduce(tmp_path / "mine", quick=True, plan=plan[:1], log=lambda s: None)
+    reproduce(tmp_path / "r", quick=True, plan=plan[:1], log=lambda s: None)
+    with pytest.raises(FileExistsError, match="--force"):
+        reproduce(tmp_path / "r", quick=True, plan=plan[:1], log=lambda s: None)
+    reproduce(tmp_path / "r", quick=True, plan=plan[:1], force=True, log=lambda s: None)

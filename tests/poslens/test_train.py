@@ -1,0 +1,44 @@
+import json
+
+import pytest
+import torch
+
+from interp.loading import load
+from poslens.train import make_spec, train
+from poslens.train.loop import TrainArgs, lr_at
+
+TINY = dict(dim=32, n_heads=2, n_layers=1, intermediate_dim=64, max_seq_len=32)
+
+
+def _args(**kw):
+    return TrainArgs(**{**dict(steps=12, batch_size=4, warmup=2, eval_every=6, save_every=3, seed=5), **kw})
+
+
+def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    spec = make_spec("increments-per-layer", overrides=TINY, n_validation=16)
+    straight = train(spec, tmp_path / "a", _args(), progress=False)
+    assert train(spec, tmp_path / "b", _args(), progress=False, session_steps=5) is None  # interrupted
+    assert not (tmp_path / "b" / "model.safetensors").exists()
+    resumed = train(spec, tmp_path / "b", _args(), resume=True, progress=False)
+    a, b = load(tmp_path / "a"), load(tmp_path / "b")
+    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
+        torch.testing.assert_close(va, vb, msg=ka)
+    assert straight["final_validation_loss"] == pytest.approx(resumed["final_validation_loss"])
+    record = json.loads((tmp_path / "a" / "training.json").read_text())
+    assert record["steps"] == 12 and record["tokens_seen"] == 12 * 4 * 32
+    assert record["history"]["validation"][0][0] == 6
+
+
+def test_refuses_to_clobber_a_run(tmp_path):
+    spec = make_spec("rope-bytes", overrides=TINY, n_validation=16)
+    train(spec, tmp_path / "r", _args(steps=3), progress=False)
+    with pytest.raises(FileExistsError, match="--resume to extend it or --force"):
+        train(spec, tmp_path / "r", _args(steps=3), progress=False)
+
+
+def test_schedule_warms_up_then_decays_to_zero():
+    args = TrainArgs(steps=100, warmup=10, lr=1e-3)
+    assert lr_at(0, args) == pytest.approx(1e-4)
+    assert lr_at(9, args) == pytest.approx(1e-3)
+    assert lr_at(55, args) == pytest.approx(5e-4)
+    assert lr_at(100, args) == pytest.approx(0.0, abs=1e-12)
