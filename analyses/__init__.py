@@ -3,10 +3,13 @@ runnable as ``poslens analyze NAME`` (CSV + figure + provenance). Analyses rely 
 (``interp.base.Capability``), never on concrete model classes."""
 
 from analyses import headlines
+from analyses.attention_mass import attention_mass
 from analyses.byte_increments import byte_increments
 from analyses.char_spacing import DEFAULT_TEXTS, SCALES, char_spacing
 from analyses.entity_spacing import entity_spacing
 from analyses.loss_neutrality import loss_neutrality
+from analyses.niah_accuracy import niah_accuracy
+from analyses.positions import position_patterns, position_ranges
 from analyses.registry import Analysis, Option, all_analyses, get, register
 from analyses.word_boundaries import word_boundaries
 from interp.base import Capability
@@ -81,5 +84,51 @@ register(Analysis(
         Option("context", int, 512, "window length in bytes"),
     )))
 
-__all__ = ["loss_neutrality", "byte_increments", "word_boundaries", "entity_spacing", "char_spacing", "get", "all_analyses",
+def _ints(values):
+    return [int(v) for item in values for v in str(item).split(",") if v.strip()]
+
+
+ATTN = (Capability.ATTENTION, Capability.CAUSAL_LM)
+register(Analysis(
+    "attention-mass", attention_mass, "attention_mass",
+    "Attention from the answer tokens of needle-in-a-haystack prompts to the needle, the query and the rest of the "
+    "context (mean weight per token, the seed's Table 4, and total share), per layer and head and averaged; "
+    "answers are the model's greedy output or the gold value teacher-forced, and retrieval accuracy is reported.",
+    headline=headlines.attention_mass, needs=ATTN, seeded=True, options=(
+        Option("n_samples", int, 16, "NIAH prompts"),
+        Option("context_tokens", int, 512, "prompt length in the model's tokens"),
+        Option("depth", float, None, "needle depth in [0, 1] (default: spread evenly)"),
+        Option("haystack", str, "wiki", "wiki (English prose) or noise (RULER's repeated sentences)", choices=("wiki", "noise")),
+        Option("no_preamble", bool, False, "drop RULER's opening instruction"),
+    ), convert={"no_preamble": lambda v: {"preamble": not v}}))
+register(Analysis(
+    "position-ranges", position_ranges, "position_ranges",
+    "Range d = max - min of the positions each head assigns within a context, across heads: small d means a head "
+    "packs the context into a narrow span (local re-organisation), large d a wide one; integer RoPE gives d = N - 1.",
+    headline=headlines.position_ranges, needs=(Capability.POSITIONS,), seeded=True, options=(
+        Option("n_contexts", int, 8, "contexts"), Option("context_tokens", int, 512, "tokens per context"),
+        Option("source", str, "niah", "niah prompts or wiki windows", choices=("niah", "wiki")),
+    )))
+register(Analysis(
+    "position-patterns", position_patterns, "position_patterns",
+    "Assigned position against token index for chosen layers and heads, with jumps (steps above k times the median "
+    "step) and plateaus (runs of near-zero steps) counted per head: a straight line is plain RoPE.",
+    headline=headlines.position_patterns, needs=(Capability.POSITIONS,), seeded=True, options=(
+        Option("layer", str, None, "layer(s) to plot, comma-separated or repeated (default: all)", multiple=True),
+        Option("head", str, None, "head(s) to plot (default: all)", multiple=True),
+        Option("context_tokens", int, 256, "tokens in the context"),
+        Option("source", str, "niah", "niah prompt or wiki window", choices=("niah", "wiki")),
+        Option("jump_factor", float, 5.0, "a jump is a step above this many median steps"),
+        Option("plateau_factor", float, 0.1, "a plateau step is at most this many median steps"),
+    ), convert={"layer": lambda v: {"layers": _ints(v)} if v else {}, "head": lambda v: {"heads": _ints(v)} if v else {}}))
+register(Analysis(
+    "niah-accuracy", niah_accuracy, "niah_accuracy",
+    "Needle-in-a-haystack retrieval accuracy (greedy exact match) at several context lengths, beyond the training "
+    "length included: where a position scheme stops extrapolating.",
+    headline=headlines.niah_accuracy, needs=(Capability.CAUSAL_LM,), seeded=True, options=(
+        Option("length", str, None, "context length(s), comma-separated or repeated (default: 512,1024,2048)", multiple=True),
+        Option("n_samples", int, 32, "prompts per length"),
+    ), convert={"length": lambda v: {"lengths": tuple(_ints(v))} if v else {}}))
+
+__all__ = ["attention_mass", "position_ranges", "position_patterns", "niah_accuracy", "loss_neutrality", "byte_increments", "word_boundaries", "entity_spacing", "char_spacing", "get", "all_analyses",
            "Analysis", "Option", "DEFAULT_TEXTS"]

@@ -24,7 +24,7 @@ SCALES = ("per-row", "shared")
 
 def char_increments(model, text: str) -> np.ndarray:
     """``[n_layers, n_chars]`` increments per character (sum over its bytes)."""
-    enc = model.tokenizer.encode_with_spans(text, prepend_eos=True)
+    enc = model.tokenizer.encode_with_spans(text, doc_start=True)
     check_window(model, len(enc.ids), what="the text (in bytes, with EOS)")
     _, inc = next(increments(model, [enc.ids]))
     per_char = np.zeros((inc.shape[0], len(text)))

@@ -47,3 +47,35 @@ def loss_neutrality(df: pd.DataFrame) -> str:
     g = df[df["language"] == "all"].sort_values("loss")
     return "Held-out loss (nats/byte, all windows): " + ", ".join(
         f"{r.model} {r.loss:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]" for r in g.itertuples()) + "."
+
+
+def attention_mass(df: pd.DataFrame) -> str:
+    agg = df[(df["layer"].astype(str) == "all") & (df["mode"] == "teacher")].set_index(["model", "part"])
+    parts = []
+    for model in dict.fromkeys(df["model"]):
+        g = agg.loc[model]
+        parts.append(f"{model}: needle {100 * g.loc['needle', 'mean_per_token']:.3f}, query {100 * g.loc['query', 'mean_per_token']:.3f}, "
+                     f"rest {100 * g.loc['rest', 'mean_per_token']:.3f} (x0.01 per token), accuracy {g['accuracy'].iloc[0]:.2f}")
+    return "Teacher-forced answers: " + "; ".join(parts) + "."
+
+
+def position_ranges(df: pd.DataFrame) -> str:
+    per_head = df.groupby(["model", "layer", "head"], sort=False)["d"].mean()
+    parts = [f"{m}: median {g.median():.3g} (min {g.min():.3g}, max {g.max():.3g})" for m, g in per_head.groupby(level=0, sort=False)]
+    return f"Position range d per head over {int(df['n_tokens'].median())}-token contexts: " + "; ".join(parts) + "."
+
+
+def position_patterns(df: pd.DataFrame) -> str:
+    per_head = df.drop_duplicates(["model", "layer", "head"])
+    parts = []
+    for model, g in per_head.groupby("model", sort=False):
+        top = g.sort_values("longest_plateau", ascending=False).iloc[0]
+        parts.append(f"{model}: {int(g['n_jumps'].sum())} jumps over {len(g)} heads; longest plateau {int(top.longest_plateau)} tokens "
+                     f"(layer {top.layer}, head {top['head']})")
+    return "; ".join(parts) + "."
+
+
+def niah_accuracy(df: pd.DataFrame) -> str:
+    return "Accuracy by length: " + "; ".join(
+        f"{m}: " + ", ".join(f"{int(r.context_tokens)}: {r.accuracy:.2f}" for r in g.itertuples())
+        for m, g in df.groupby("model", sort=False)) + "."

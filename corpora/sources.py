@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import unicodedata
-from pathlib import Path
 
 from corpora.documents import Document
+from interp.packages import package_file
 
 TERMINAL = ("。", "！", "？", "”", "…", "」", "』")
-
-
-class CorpusNotInstalled(FileNotFoundError):
-    pass
-
-
-def package_file(package: str, relative: str, pip_name: str) -> Path:
-    """A data file inside an installed package, located without importing the package."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise CorpusNotInstalled(f"package '{package}' is not installed: pip install {pip_name}")
-    path = Path(list(spec.submodule_search_locations)[0]) / relative
-    if not path.is_file():
-        raise CorpusNotInstalled(f"{path} is missing from the installed '{package}' package ({pip_name})")
-    return path
 
 
 @functools.lru_cache(maxsize=None)

@@ -123,6 +123,22 @@ class PosLensModel(HookedRootModule):
             raise InputError(f"token id {hi if hi >= self.d_vocab else lo} is outside the vocabulary [0, {self.d_vocab})")
         return tokens.long().to(self.device)
 
-    def to_tokens(self, text: str, *, prepend_eos: bool = False) -> Tensor:
+    @torch.no_grad()
+    def generate(self, tokens, max_new_tokens: int) -> list[int]:
+        """Greedy continuation of one sequence (no KV cache: each step re-runs the whole sequence)."""
+        require(self, Capability.CAUSAL_LM, "generate")
+        seq = self.check_tokens(tokens)
+        if seq.shape[0] != 1:
+            raise InputError(f"generate takes one sequence, got a batch of {seq.shape[0]}")
+        new: list[int] = []
+        for _ in range(max_new_tokens):
+            if seq.shape[1] >= self.max_seq_len:
+                break
+            nxt = self(seq)[0, -1].argmax()
+            new.append(int(nxt))
+            seq = torch.cat([seq, nxt.view(1, 1)], dim=1)
+        return new
+
+    def to_tokens(self, text: str, *, doc_start: bool = False) -> Tensor:
         """``[1, pos]`` token ids for one text."""
-        return torch.tensor([self.tokenizer.encode(text, prepend_eos=prepend_eos)], device=self.device)
+        return torch.tensor([self.tokenizer.encode(text, doc_start=doc_start)], device=self.device)

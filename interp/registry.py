@@ -57,7 +57,9 @@ def register(entry: Entry) -> None:
 
 
 def entries() -> list[Entry]:
-    return _bundled_entries() + list(_EXTRA)
+    from interp import packaged
+
+    return _bundled_entries() + packaged.entries() + list(_EXTRA)
 
 
 def lookup(name: str) -> Entry | None:

@@ -45,18 +45,21 @@ class Encoding:
 
 
 class ByteTokenizer:
-    """UTF-8 bytes are their own ids (0..255); id 256 is EOS, the document separator."""
+    """UTF-8 bytes are their own ids (0..255); id 256 is EOS, the document separator.
+
+    ``doc_start=True`` prepends EOS, which is what a document looked like in training.
+    """
 
     vocab_size = 257
     eos_id = 256
     name = "bytes"
 
-    def encode(self, text: str, *, prepend_eos: bool = False) -> list[int]:
-        return self.encode_with_spans(text, prepend_eos=prepend_eos).ids
+    def encode(self, text: str, *, doc_start: bool = False) -> list[int]:
+        return self.encode_with_spans(text, doc_start=doc_start).ids
 
-    def encode_with_spans(self, text: str, *, prepend_eos: bool = False) -> Encoding:
+    def encode_with_spans(self, text: str, *, doc_start: bool = False) -> Encoding:
         text = check_text(text)
-        ids, spans = ([self.eos_id], [(0, 0)]) if prepend_eos else ([], [])
+        ids, spans = ([self.eos_id], [(0, 0)]) if doc_start else ([], [])
         for i, ch in enumerate(text):
             b = ch.encode("utf-8")
             ids.extend(b)
@@ -68,3 +71,31 @@ class ByteTokenizer:
 
     def token_strings(self, ids) -> list[str]:
         return ["<eos>" if int(i) == self.eos_id else bytes([int(i)]).decode("latin-1") for i in ids]
+
+
+class HFTokenizer:
+    """A Hugging Face tokenizer with character spans; ``doc_start=True`` prepends its BOS token."""
+
+    def __init__(self, tok, name: str):
+        self.tok = tok
+        self.name = name
+        self.vocab_size = len(tok)
+        self.eos_id = tok.eos_token_id
+        self.bos_id = tok.bos_token_id
+
+    def encode(self, text: str, *, doc_start: bool = False) -> list[int]:
+        return self.encode_with_spans(text, doc_start=doc_start).ids
+
+    def encode_with_spans(self, text: str, *, doc_start: bool = False) -> Encoding:
+        text = check_text(text)
+        enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, spans = list(enc["input_ids"]), [tuple(s) for s in enc["offset_mapping"]]
+        if doc_start and self.bos_id is not None:
+            ids, spans = [self.bos_id] + ids, [(0, 0)] + spans
+        return Encoding(ids, spans)
+
+    def decode(self, ids) -> str:
+        return self.tok.decode([int(i) for i in ids])
+
+    def token_strings(self, ids) -> list[str]:
+        return self.tok.convert_ids_to_tokens([int(i) for i in ids])

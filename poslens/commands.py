@@ -20,7 +20,9 @@ def add_analysis_commands(sub) -> None:
         for opt in analysis.options:
             flag = "--" + opt.name.replace("_", "-")
             kw = dict(help=opt.help, choices=opt.choices)
-            if opt.multiple:
+            if opt.type is bool:
+                p.add_argument(flag, action="store_true", help=opt.help)
+            elif opt.multiple:
                 p.add_argument(flag, action="append", type=opt.type, default=None, **kw)
             else:
                 p.add_argument(flag, type=opt.type, default=opt.default, **kw)

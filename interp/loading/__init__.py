@@ -5,7 +5,12 @@ Recognised sources:
 - a registry name (``poslens models`` lists them): bundled checkpoints and models installed from packages
   (a bare name wins over a same-named folder; write ``./name`` for the folder);
 - a poslens directory: ``model.safetensors`` + ``poslens.json`` (family, config) [+ ``training.json``];
-- an upstream learned-increments ``step_N.pt`` (``{'step', 'model_state_dict', 'model_config'}``).
+- an upstream learned-increments ``step_N.pt`` (``{'step', 'model_state_dict', 'model_config'}``);
+- a Hugging Face ``olmo2`` directory (the released RePo layout: ``config.json`` with ``pe_config``, one
+  safetensors file or shards with ``model.safetensors.index.json``).
+
+``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``)
+splits a large Hugging Face checkpoint over several devices with accelerate while it is read.
 
 Loading is strict: a missing or unexpected key, a wrong shape, a config that contradicts the weights or
 a checkpoint of another family raises ``CheckpointError`` naming the file and the key.
@@ -21,12 +26,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp.loading import increments
+from interp.loading import increments, repo
 from interp.loading.errors import CheckpointError
 
 FORMAT = "poslens-checkpoint"
 FORMAT_VERSION = 1
-FAMILIES = {increments.FAMILY: increments}
+FAMILIES = {increments.FAMILY: increments, repo.FAMILY: repo}
 
 
 def sha256_of(path: Path) -> str:
@@ -75,7 +80,7 @@ def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return meta, state
 
 
-def load(source, *, family: str | None = None, device=None, dtype=None):
+def load(source, *, family: str | None = None, device=None, dtype=None, device_map=None, max_memory=None):
     """A hooked model from a registry name, a poslens directory or an upstream checkpoint file."""
     from interp import registry
 
@@ -100,6 +105,11 @@ def load(source, *, family: str | None = None, device=None, dtype=None):
             model = increments.build(config, state, str(path))
             model.model_name = path.stem
             fmt = "upstream step_N.pt"
+        elif repo.is_hf_dir(path):
+            _check_family(repo.FAMILY, family, str(path))
+            model = repo.load_hf_dir(path, device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
+            device = dtype = None  # already placed while reading
+            fmt = "huggingface olmo2 directory"
         elif path.is_dir():
             raise CheckpointError(f"{path}: a directory without poslens.json (or a format poslens does not know)")
         else:

@@ -1,4 +1,4 @@
-"""Load a state dict into a module with no silent drops: every key and shape must match."""
+"""No silent drops: every key and every shape of a checkpoint must match the model it is loaded into."""
 
 from __future__ import annotations
 
@@ -10,47 +10,50 @@ from torch import nn
 from interp.loading.errors import CheckpointError, shape_str
 
 
-def load_strict(
-    module: nn.Module,
-    state: Mapping[str, torch.Tensor],
+def verify(
+    expected: Mapping[str, tuple],
+    found: Mapping[str, tuple],
     where: str,
     *,
     to_native: Callable[[str], str] = lambda k: k,
     to_file: Callable[[str], str] = lambda k: k,
     config_note: str = "",
-) -> None:
-    """Copy ``state`` (keys in the file's layout) into ``module``; raise naming every mismatch.
+) -> dict[str, str]:
+    """Compare shapes by key (``found`` in the file's layout); raise naming every mismatch.
 
-    ``to_native`` maps a file key to the module's key, ``to_file`` the reverse (for messages).
+    Returns the map native key -> file key.
     """
-    expected = module.state_dict()
-    native = {}
-    for key, value in state.items():
+    native: dict[str, str] = {}
+    for key in found:
         nkey = to_native(key)
         if nkey in native:
-            raise CheckpointError(f"{where}: keys map to the same parameter '{nkey}' twice (duplicate '{key}')")
-        native[nkey] = (key, value)
+            raise CheckpointError(f"{where}: keys '{native[nkey]}' and '{key}' map to the same parameter '{nkey}'")
+        native[nkey] = key
     problems = []
     missing = [k for k in expected if k not in native]
-    unexpected = [native[k][0] for k in native if k not in expected]
+    unexpected = [native[k] for k in native if k not in expected]
     for k in missing[:8]:
-        problems.append(f"missing key '{to_file(k)}' (expected shape {shape_str(expected[k].shape)})")
+        problems.append(f"missing key '{to_file(k)}' (expected shape {shape_str(expected[k])})")
     if len(missing) > 8:
         problems.append(f"... and {len(missing) - 8} more missing keys")
     for k in unexpected[:8]:
-        problems.append(f"unexpected key '{k}' (shape {shape_str(state[k].shape)})")
+        problems.append(f"unexpected key '{k}' (shape {shape_str(found[k])})")
     if len(unexpected) > 8:
         problems.append(f"... and {len(unexpected) - 8} more unexpected keys")
-    for nkey, (fkey, value) in native.items():
-        if nkey in expected and tuple(value.shape) != tuple(expected[nkey].shape):
-            problems.append(
-                f"key '{fkey}': expected shape {shape_str(expected[nkey].shape)}{config_note}, "
-                f"found {shape_str(value.shape)}"
-            )
+    for nkey, fkey in native.items():
+        if nkey in expected and tuple(found[fkey]) != tuple(expected[nkey]):
+            problems.append(f"key '{fkey}': expected shape {shape_str(expected[nkey])}{config_note}, found {shape_str(found[fkey])}")
     if problems:
         raise CheckpointError(f"{where}: checkpoint does not match the model:\n  " + "\n  ".join(problems))
-    for nkey, (_fkey, value) in native.items():
+    return native
+
+
+def load_strict(module: nn.Module, state: Mapping[str, torch.Tensor], where: str, **maps) -> None:
+    """Copy ``state`` (keys in the file's layout) into ``module`` after ``verify``."""
+    for key, value in state.items():
         if not torch.is_tensor(value):
-            raise CheckpointError(f"{where}: key '{_fkey}' holds a {type(value).__name__}, not a tensor")
+            raise CheckpointError(f"{where}: key '{key}' holds a {type(value).__name__}, not a tensor")
+    expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    native = verify(expected, {k: tuple(v.shape) for k, v in state.items()}, where, **maps)
     with torch.no_grad():
-        module.load_state_dict({k: v for k, (_, v) in native.items()}, strict=True)
+        module.load_state_dict({n: state[f] for n, f in native.items()}, strict=True)

@@ -1,0 +1,98 @@
+"""Where do answer tokens look in a needle-in-a-haystack prompt? (seed 000, Table 4)
+
+For each RULER-format prompt the model answers greedily; then the prompt plus an answer is run once more
+and the attention rows of the positions that produce the answer (the last prompt token and every answer
+token but the last) are read, one layer at a time, and reduced at once to the attention falling on each
+part of the context: the needle, the query (question and answer prefix) and the rest (haystack and
+preamble); 'other' is the document-start token and earlier answer tokens. The answer is either the
+model's own greedy output (``greedy``) or the gold value teacher-forced (``teacher``).
+
+Two numbers per part: ``mean_per_token``, the mean attention weight a token of that part receives (the
+seed's convention, its Table 4 in units of 0.01), and ``total_share``, the summed weight on the part.
+Rows with ``layer='all', head='all'`` average over heads and layers, as the seed reports. Nothing larger
+than one layer's answer rows ``[head, rows, keys]`` is ever held.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from corpora.niah import OTHER, PARTS, niah_samples
+from interp.base import Capability, require
+
+PART_NAMES = PARTS + ("other",)
+MODES = ("greedy", "teacher")
+
+
+def _masses(pattern: torch.Tensor, key_parts: torch.Tensor) -> torch.Tensor:
+    """``[head, rows, keys]`` -> ``[head, 4]``: attention on each part, averaged over the rows."""
+    out = [pattern[..., key_parts == p].sum(-1) for p in range(len(PARTS))]
+    out.append(pattern[..., key_parts == OTHER].sum(-1))
+    return torch.stack(out, -1).mean(1).float().cpu()
+
+
+@torch.no_grad()
+def answer_attention(model, prompt: list[int], continuation: list[int], prompt_parts: np.ndarray) -> torch.Tensor:
+    """``[layer, head, 4]`` attention of the answer-producing rows on rest / needle / query / other."""
+    seq = list(prompt) + list(continuation)
+    rows = torch.arange(len(prompt) - 1, len(seq) - 1)
+    key_parts = torch.as_tensor(np.concatenate([prompt_parts, np.full(len(continuation), OTHER)]), device=model.device)
+    out = torch.zeros(model.n_layers, model.n_heads, len(PART_NAMES))
+
+    def reduce(layer):
+        def hook(pattern, hook):
+            out[layer] = _masses(pattern[0], key_parts)
+        return hook
+
+    hooks = [(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]
+    with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
+        model(torch.tensor([seq], device=model.device))
+    return out
+
+
+def attention_mass(model, *, n_samples: int = 16, context_tokens: int = 512, depth: float | None = None,
+                   haystack: str = "wiki", preamble: bool = True, modes=MODES, seed: int = 0, samples=None) -> pd.DataFrame:
+    """Per model, mode, layer, head and part: mean attention per token and total share; plus NIAH accuracy."""
+    require(model, Capability.ATTENTION, "attention-mass")
+    require(model, Capability.CAUSAL_LM, "attention-mass")
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r} (choose from {MODES})")
+    if context_tokens + 16 > model.max_seq_len:
+        raise ValueError(f"--context-tokens={context_tokens} plus the answer does not fit in {model.model_name} "
+                         f"(max_seq_len={model.max_seq_len})")
+    if samples is None:
+        samples = niah_samples(model.tokenizer, n_samples, context_tokens, seed=seed, depth=depth, haystack=haystack, preamble=preamble)
+    share = {m: torch.zeros(model.n_layers, model.n_heads, len(PART_NAMES)) for m in modes}
+    per_token = {m: torch.zeros_like(share[m]) for m in modes}
+    correct = 0
+    for s in samples:
+        generated = model.generate([s.token_ids], len(s.answer_ids))
+        correct += int(s.value in model.tokenizer.decode(generated))
+        for mode in modes:
+            continuation = generated if mode == "greedy" else s.answer_ids
+            mass = answer_attention(model, s.token_ids, continuation, s.parts)
+            # 'other' per token counts the most other tokens any answer row sees (document start + earlier answer tokens)
+            n_other = int((s.parts == OTHER).sum()) + len(continuation) - 1
+            counts = torch.tensor([(s.parts == p).sum() for p in range(len(PARTS))] + [n_other], dtype=torch.float32)
+            share[mode] += mass
+            per_token[mode] += mass / counts.clamp(min=1)
+    n = len(samples)
+    rows = []
+    for mode in modes:
+        sh, pt = share[mode] / n, per_token[mode] / n
+        for p, part in enumerate(PART_NAMES):
+            rows.append(dict(mode=mode, layer="all", head="all", part=part, mean_per_token=float(pt[..., p].mean()),
+                             total_share=float(sh[..., p].mean())))
+            for layer in range(model.n_layers):
+                for head in range(model.n_heads):
+                    rows.append(dict(mode=mode, layer=layer, head=head, part=part, mean_per_token=float(pt[layer, head, p]),
+                                     total_share=float(sh[layer, head, p])))
+    df = pd.DataFrame(rows)
+    df.insert(0, "model", model.model_name)
+    df["n_samples"] = n
+    df["context_tokens"] = context_tokens
+    df["accuracy"] = correct / n
+    return df

@@ -1,0 +1,161 @@
+"""LLaMA-style decoder (standard integer RoPE), hooked: real pretrained models as peers of the learned-position
+families. Weights come from any Hugging Face LLaMA state dict; ``from_hf`` takes a loaded
+``transformers`` model (SmolLM2-135M is read from its GGUF file by ``transformers``).
+
+Pre-norm blocks (``x + attn(norm x)``, ``h + mlp(norm h)``), grouped-query attention, half-split RoPE,
+SwiGLU, optionally tied embeddings. Every layer rotates by the integer positions 0..N-1, which
+``blocks.{l}.attn.hook_positions`` reports like every other family does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+from interp import rope
+from interp.attention import attend
+from interp.base import Capability, HookDoc, PosLensModel
+from interp.layers import RMSNorm, SwiGLU, repeat_kv
+
+
+@dataclass
+class LlamaConfig:
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    max_position_embeddings: int
+    rope_theta: float
+    rms_norm_eps: float
+    tie_word_embeddings: bool
+    head_dim: int | None = None
+
+    def __post_init__(self):
+        self.head_dim = self.head_dim or self.hidden_size // self.num_attention_heads
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.cfg = cfg
+        h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = nn.Linear(cfg.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(cfg.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(cfg.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, cfg.hidden_size, bias=False)
+        self.hook_q = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
+        self.hook_v = HookPoint()
+        self.hook_positions = HookPoint()  # [batch, head, pos]
+        self.hook_rot_q = HookPoint()
+        self.hook_rot_k = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
+
+    def forward(self, x: Tensor) -> Tensor:
+        cfg = self.cfg
+        b, n, _ = x.shape
+        q = self.hook_q(self.q_proj(x).view(b, n, cfg.num_attention_heads, cfg.head_dim))
+        k = self.hook_k(self.k_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
+        v = self.hook_v(self.v_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
+        pos = self.hook_positions(torch.arange(n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
+        rep = cfg.num_attention_heads // cfg.num_key_value_heads
+        q = self.hook_rot_q(rope.rotate_half_split(q, pos, cfg.rope_theta))
+        k = self.hook_rot_k(rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta))
+        z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
+                   hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern)
+        return self.o_proj(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
+        self.attn = LlamaAttention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.hook_resid_pre(x)
+        h = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.input_layernorm(x))))
+        return self.hook_resid_post(h + self.hook_mlp_out(self.mlp(self.post_attention_layernorm(h))))
+
+
+class LlamaTransformer(PosLensModel):
+    family = "llama"
+    HOOKS = (
+        HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings"),
+        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l"),
+        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries before rotation"),
+        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys before rotation (grouped-query heads)"),
+        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
+        HookDoc("blocks.{l}.attn.hook_positions", "[batch, head, pos]", "integer positions 0..N-1"),
+        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
+        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation"),
+        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, causally masked logits"),
+        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities"),
+        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before o_proj"),
+        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added to the residual"),
+        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
+        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "MLP output added to the residual"),
+        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
+        HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual"),
+    )
+
+    def __init__(self, cfg: LlamaConfig, tokenizer=None):
+        super().__init__()
+        self.cfg = cfg
+        self.n_layers, self.n_heads, self.d_model = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size
+        self.d_vocab, self.max_seq_len = cfg.vocab_size, cfg.max_position_embeddings
+        self.tokenizer = tokenizer
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.blocks = nn.ModuleList([LlamaBlock(cfg) for _ in range(cfg.num_hidden_layers)])
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
+        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.hook_embed = HookPoint()
+        self.hook_final = HookPoint()
+        self.capabilities = frozenset({Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM})
+        self.setup()
+
+    def describe(self) -> str:
+        return f"llama family, integer RoPE (theta {self.cfg.rope_theta:g}), {self.n_layers} layers"
+
+    def forward(self, tokens) -> Tensor:
+        tokens = self.check_tokens(tokens)
+        x = self.hook_embed(self.embed_tokens(tokens))
+        for block in self.blocks:
+            x = block(x)
+        x = self.hook_final(self.norm(x))
+        return self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed_tokens.weight)
+
+    def residual_subspaces(self) -> dict[str, slice]:
+        return {"full": slice(0, self.d_model)}
+
+    @classmethod
+    def from_hf(cls, hf_model, tokenizer=None) -> LlamaTransformer:
+        """Copy the weights of a ``transformers`` LLaMA model (strictly: every key must map)."""
+        from interp.loading.hf_keys import to_file, to_native
+        from interp.loading.strict import load_strict
+
+        c = hf_model.config
+        theta = getattr(c, "rope_theta", None) or (getattr(c, "rope_parameters", None) or {}).get("rope_theta")
+        cfg = LlamaConfig(c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
+                          c.num_key_value_heads, c.vocab_size, c.max_position_embeddings, float(theta), c.rms_norm_eps,
+                          bool(c.tie_word_embeddings), getattr(c, "head_dim", None))
+        model = cls(cfg, tokenizer)
+        state = {k: v for k, v in hf_model.state_dict().items() if not (cfg.tie_word_embeddings and k == "lm_head.weight")}
+        load_strict(model, state, f"{type(hf_model).__name__}", to_native=to_native, to_file=to_file)
+        return model.eval()
+

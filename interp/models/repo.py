@@ -1,0 +1,229 @@
+"""OLMo-2-style decoder with context re-positioning (RePo, seed 000), hooked.
+
+The backbone is OLMo-2: post-norm blocks (``h = x + norm(attn(x)); out = h + norm(mlp(h))``), QK-norm
+over the full q / k width before the head split, half-split (``rotate_half``) RoPE, SwiGLU, untied head.
+
+``position_mode`` says what positions layers from ``start_layer`` on use (layers below always use integer
+RoPE, 0..N-1):
+
+- ``rope``: integer positions everywhere;
+- ``nope``: no rotation at all;
+- ``repo``: each token gets one real position per head,
+  ``z = final_map(silu(gate_map(x)) * content_map(x))`` from the raw residual ``x`` entering the layer,
+  used in R(z) on q and k (no bias, no clamp, no cumsum).
+
+Module names follow the Hugging Face layout with ``model.layers.{i}`` -> ``blocks.{i}`` and
+``self_attn`` -> ``attn``, so every upstream key maps one to one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+from interp import rope
+from interp.attention import attend
+from interp.base import Capability, HookDoc, PosLensModel
+from interp.layers import RMSNorm, SwiGLU, repeat_kv
+from interp.tokenizers import ByteTokenizer
+
+MODES = ("rope", "nope", "repo")
+
+
+@dataclass
+class RepoConfig:
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    vocab_size: int
+    num_key_value_heads: int | None = None
+    max_position_embeddings: int = 4096
+    rope_theta: float = 500000.0
+    rms_norm_eps: float = 1e-6
+    attention_bias: bool = False
+    tie_word_embeddings: bool = False
+    position_mode: str = "rope"
+    start_layer: int = 0
+    layer_ids: tuple[int, ...] | None = None  # layers (>= start_layer) that use the mode; None: all of them
+    repo_dim: int | None = None  # width of p; upstream: hidden_size // 8
+    tokenizer: str | None = None  # "bytes" for the bundled byte-level models
+
+    def __post_init__(self):
+        if self.num_key_value_heads is None:
+            self.num_key_value_heads = self.num_attention_heads
+        if self.position_mode not in MODES:
+            raise ValueError(f"position_mode {self.position_mode!r} is not one of {MODES}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}")
+        if self.position_mode == "repo" and self.num_key_value_heads != self.num_attention_heads:
+            raise ValueError("RePo assigns one position per head to q and k: it needs num_key_value_heads == num_attention_heads")
+        if self.layer_ids is not None:
+            self.layer_ids = tuple(int(i) for i in self.layer_ids)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def repo_width(self) -> int:
+        return self.repo_dim if self.repo_dim is not None else self.hidden_size // 8
+
+    def mode_of(self, layer: int) -> str:
+        """Position mode of one layer."""
+        if self.position_mode == "rope" or layer < self.start_layer:
+            return "rope"
+        if self.layer_ids is not None and layer not in self.layer_ids:
+            return "rope"
+        return self.position_mode
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["layer_ids"] = list(self.layer_ids) if self.layer_ids is not None else None
+        return d
+
+
+class RepoAttention(nn.Module):
+    def __init__(self, cfg: RepoConfig, layer: int):
+        super().__init__()
+        self.cfg, self.mode = cfg, cfg.mode_of(layer)
+        h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = nn.Linear(cfg.hidden_size, h * d, bias=cfg.attention_bias)
+        self.k_proj = nn.Linear(cfg.hidden_size, kv * d, bias=cfg.attention_bias)
+        self.v_proj = nn.Linear(cfg.hidden_size, kv * d, bias=cfg.attention_bias)
+        self.o_proj = nn.Linear(h * d, cfg.hidden_size, bias=cfg.attention_bias)
+        self.q_norm = RMSNorm(h * d, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(kv * d, cfg.rms_norm_eps)
+        if self.mode == "repo":
+            self.gate_map = nn.Linear(cfg.hidden_size, cfg.repo_width, bias=False)
+            self.content_map = nn.Linear(cfg.hidden_size, cfg.repo_width, bias=False)
+            self.final_map = nn.Linear(cfg.repo_width, h, bias=False)
+        self.hook_repo_p = HookPoint()  # [batch, pos, repo_dim] (RePo layers)
+        self.hook_q = HookPoint()  # [batch, pos, head, d_head] after QK-norm
+        self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
+        self.hook_v = HookPoint()
+        self.hook_positions = HookPoint()  # [batch, head, pos]
+        self.hook_rot_q = HookPoint()
+        self.hook_rot_k = HookPoint()
+        self.hook_attn_scores = HookPoint()  # [batch, head, q, k]
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()  # [batch, pos, head, d_head]
+
+    def positions(self, x: Tensor) -> Tensor:
+        b, n, _ = x.shape
+        if self.mode == "repo":
+            p = self.hook_repo_p(F.silu(self.gate_map(x)) * self.content_map(x))
+            return self.final_map(p).transpose(1, 2).float()
+        if self.mode == "nope":
+            return torch.zeros(b, self.cfg.num_attention_heads, n, device=x.device)
+        return torch.arange(n, device=x.device, dtype=torch.float32).expand(b, self.cfg.num_attention_heads, n)
+
+    def forward(self, x: Tensor) -> Tensor:
+        cfg = self.cfg
+        b, n, _ = x.shape
+        q = self.hook_q(self.q_norm(self.q_proj(x)).view(b, n, cfg.num_attention_heads, cfg.head_dim))
+        k = self.hook_k(self.k_norm(self.k_proj(x)).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
+        v = self.hook_v(self.v_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
+        positions = self.hook_positions(self.positions(x))
+        if self.mode != "nope":
+            k_pos = positions if cfg.num_key_value_heads == cfg.num_attention_heads else positions[:, : cfg.num_key_value_heads]
+            q = rope.rotate_half_split(q, positions, cfg.rope_theta)
+            k = rope.rotate_half_split(k, k_pos, cfg.rope_theta)
+        q, k = self.hook_rot_q(q), self.hook_rot_k(k)
+        rep = cfg.num_attention_heads // cfg.num_key_value_heads
+        z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
+                   hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern)
+        z = self.hook_z(z.transpose(1, 2))
+        return self.o_proj(z.reshape(b, n, -1))
+
+
+class RepoBlock(nn.Module):
+    def __init__(self, cfg: RepoConfig, layer: int):
+        super().__init__()
+        self.attn = RepoAttention(cfg, layer)
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
+        self.hook_attn_out = HookPoint()  # after post_attention_layernorm
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_out = HookPoint()  # after post_feedforward_layernorm
+        self.hook_resid_post = HookPoint()
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.hook_resid_pre(x)
+        h = self.hook_resid_mid(x + self.hook_attn_out(self.post_attention_layernorm(self.attn(x))))
+        return self.hook_resid_post(h + self.hook_mlp_out(self.post_feedforward_layernorm(self.mlp(h))))
+
+
+class RepoTransformer(PosLensModel):
+    family = "repo"
+    HOOKS = (
+        HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings"),
+        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l (RePo reads it raw)"),
+        HookDoc("blocks.{l}.attn.hook_repo_p", "[batch, pos, repo_dim]", "RePo position representation silu(gate_map x) * content_map x (RePo layers)"),
+        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries after QK-norm, before rotation"),
+        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys after QK-norm, before rotation"),
+        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
+        HookDoc("blocks.{l}.attn.hook_positions", "[batch, head, pos]", "position each head rotates by: z (RePo), 0..N-1 (RoPE), 0 (NoPE, no rotation)"),
+        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
+        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation"),
+        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, causally masked logits"),
+        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities"),
+        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before o_proj"),
+        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "post_attention_layernorm(o_proj z), added to the residual"),
+        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
+        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "post_feedforward_layernorm(mlp h), added to the residual"),
+        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
+        HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual"),
+    )
+
+    def __init__(self, cfg: RepoConfig, init_weights: bool = True):
+        super().__init__()
+        self.cfg = cfg
+        self.n_layers, self.n_heads, self.d_model = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size
+        self.d_vocab, self.max_seq_len = cfg.vocab_size, cfg.max_position_embeddings
+        self.tokenizer = ByteTokenizer() if cfg.tokenizer == "bytes" else None
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.blocks = nn.ModuleList([RepoBlock(cfg, i) for i in range(cfg.num_hidden_layers)])
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.hook_embed = HookPoint()
+        self.hook_final = HookPoint()
+        self.capabilities = frozenset({Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM})
+        if init_weights:
+            self.reset_parameters()
+        self.setup()
+
+    def describe(self) -> str:
+        c = self.cfg
+        if c.position_mode == "rope":
+            return "repo family, integer RoPE in every layer"
+        return f"repo family, {c.position_mode} from layer {c.start_layer}" + (f" (layers {list(c.layer_ids)})" if c.layer_ids else "")
+
+    def reset_parameters(self, std: float = 0.02):
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=std)
+                if getattr(m, "bias", None) is not None:
+                    nn.init.zeros_(m.bias)
+
+    def forward(self, tokens) -> Tensor:
+        """Next-token logits ``[batch, pos, vocab]``."""
+        tokens = self.check_tokens(tokens)
+        x = self.hook_embed(self.embed_tokens(tokens))
+        for block in self.blocks:
+            x = block(x)
+        x = self.hook_final(self.norm(x))
+        return self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed_tokens.weight)
+
+    def position_modes(self) -> list[str]:
+        return [self.cfg.mode_of(i) for i in range(self.n_layers)]
+
+    def residual_subspaces(self) -> dict[str, slice]:
+        return {"full": slice(0, self.d_model)}

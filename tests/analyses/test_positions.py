@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+import torch
+
+from analyses.niah_accuracy import wilson
+from analyses.positions import jumps_and_plateaus, position_patterns, position_ranges
+from tests.helpers import tiny_model
+from tests.repo_helpers import tiny_repo
+
+
+def test_ranges_of_integer_rope_nope_and_increments():
+    df = position_ranges(tiny_repo("nope"), n_contexts=2, context_tokens=300, source="wiki")
+    n = df["n_tokens"]
+    assert (df[df.layer == 0]["d"] == n[df.layer == 0] - 1).all()  # layer 0 is integer RoPE
+    assert (df[df.layer > 0]["d"] == 0).all()  # NoPE layers report position 0
+    inc = tiny_model("per-layer", max_seq_len=512)
+    df = position_ranges(inc, n_contexts=1, context_tokens=300, source="wiki")
+    _, cache = inc.run_with_cache(torch.tensor([inc.tokenizer.encode(_first_wiki_window(300), doc_start=True)[:300]]))
+    delta = cache["blocks.1.hook_delta"][0]
+    assert df[(df.layer == 1)]["d"].iloc[0] == pytest.approx(float(delta[1:].sum()), rel=1e-4)
+
+
+def _first_wiki_window(n):
+    from analyses.positions import context_tokens_for
+    from interp.tokenizers import ByteTokenizer
+
+    class M:
+        tokenizer = ByteTokenizer()
+    return bytes(t for t in context_tokens_for(M, 1, n, 0, "wiki")[0] if t < 256).decode("utf-8", "replace")
+
+
+def test_planted_plateaus_and_jumps_are_counted():
+    model = tiny_repo("repo")
+    planted = torch.cat([torch.zeros(40), torch.arange(1, 41).float(), 100 + torch.zeros(40), 200 + 0.5 * torch.arange(1, 177)])
+    model.add_hook("blocks.2.attn.hook_positions", lambda t, hook: planted[: t.shape[-1]].expand_as(t).clone())
+    df = position_patterns(model, layers=[2], heads=[0, 3], context_tokens=256, jump_factor=5, plateau_factor=0.1)
+    model.reset_hooks()
+    for head in (0, 3):
+        g = df[df["head"] == head]
+        np.testing.assert_allclose(g["position"], planted[: len(g)].numpy())
+        assert g["n_jumps"].iloc[0] == 2  # 40 -> 100 and 100 -> 200.5
+        assert g["longest_plateau"].iloc[0] == 40  # tokens 0..39 at 0 and tokens 80..119 at 100
+    assert set(df["mode"]) == {"repo"}
+
+
+def test_jump_and_plateau_rules_on_hand_cases():
+    is_jump, run, median, longest = jumps_and_plateaus(np.array([0, 1, 2, 2.05, 2.06, 9, 10.0]), 5, 0.1)
+    assert median == 1.0 and list(np.flatnonzero(is_jump)) == [5] and longest == 3
+    assert jumps_and_plateaus(np.arange(10.0), 5, 0.1)[3] == 1
+
+
+def test_bad_layer_or_head_is_named():
+    with pytest.raises(ValueError, match="layer 7 does not exist"):
+        position_patterns(tiny_repo("repo"), layers=[7])
+    with pytest.raises(ValueError, match="head 9 does not exist"):
+        position_patterns(tiny_repo("repo"), heads=[9])
+
+
+def test_wilson_interval_known_values():
+    lo, hi = wilson(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
+    assert wilson(0, 20)[0] == pytest.approx(0.0, abs=1e-12)

@@ -1,0 +1,138 @@
+import json
+
+import pytest
+import torch
+
+from interp.base import Capability
+from interp.loading import CheckpointError, load
+from interp.loading.repo import export, hf_config, save_pretrained
+from tests.repo_helpers import reference_logits, tiny_repo
+
+
+@pytest.mark.parametrize("mode", ["rope", "nope", "repo"])
+def test_logits_match_an_independent_upstream_reference(mode):
+    model = tiny_repo(mode)
+    _, state = export(model)
+    ids = torch.randint(0, 257, (2, 19))
+    torch.testing.assert_close(model(ids), reference_logits(state, hf_config(model.cfg), ids), atol=2e-4, rtol=2e-4)
+
+
+def test_repo_positions_are_final_map_of_the_raw_residual():
+    model = tiny_repo("repo")
+    _, cache = model.run_with_cache(torch.randint(0, 257, (1, 12)))
+    attn = model.blocks[2].attn
+    x = cache["blocks.2.hook_resid_pre"]
+    z = attn.final_map(torch.nn.functional.silu(attn.gate_map(x)) * attn.content_map(x)).transpose(1, 2)
+    torch.testing.assert_close(cache["blocks.2.attn.hook_positions"], z)
+    torch.testing.assert_close(cache["blocks.0.attn.hook_positions"][0, 1], torch.arange(12).float())  # below start layer
+    assert cache["blocks.2.attn.hook_repo_p"].shape == (1, 12, 8)
+    assert model.undocumented_hooks() == [] and model.position_modes() == ["rope", "repo", "repo"]
+    assert Capability.POSITIONS in model.capabilities
+
+
+def test_a_repo_layer_with_zero_maps_is_nope():
+    """Zero maps put every token at position 0: R(0) is the identity, so the layer equals a NoPE layer."""
+    repo = tiny_repo("repo")
+    with torch.no_grad():
+        for block in repo.blocks[1:]:
+            block.attn.final_map.weight.zero_()
+    nope = tiny_repo("nope")
+    nope.load_state_dict({k: v for k, v in repo.state_dict().items() if "_map" not in k})
+    ids = torch.randint(0, 257, (2, 15))
+    torch.testing.assert_close(repo(ids), nope(ids), atol=1e-5, rtol=1e-5)
+    _, cache = repo.run_with_cache(ids, names_filter="blocks.2.attn.hook_positions")
+    assert torch.all(cache["blocks.2.attn.hook_positions"] == 0)
+
+
+def test_stock_transformers_agrees_on_rope_and_silently_drops_the_repo_maps(tmp_path):
+    from transformers import Olmo2ForCausalLM
+
+    ids = torch.randint(0, 257, (1, 16))
+    rope = tiny_repo("rope")
+    save_pretrained(rope, tmp_path / "rope")
+    stock = Olmo2ForCausalLM.from_pretrained(tmp_path / "rope", attn_implementation="eager").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(stock(ids).logits, rope(ids), atol=2e-4, rtol=2e-4)
+    repo = tiny_repo("repo")
+    save_pretrained(repo, tmp_path / "repo")
+    stock = Olmo2ForCausalLM.from_pretrained(tmp_path / "repo", attn_implementation="eager").eval()
+    as_rope = tiny_repo("rope")
+    as_rope.load_state_dict({k: v for k, v in repo.state_dict().items() if "_map" not in k})
+    with torch.no_grad():
+        torch.testing.assert_close(stock(ids).logits, as_rope(ids), atol=2e-4, rtol=2e-4)  # the pitfall
+    assert not torch.allclose(load(tmp_path / "repo")(ids), as_rope(ids), atol=1e-3)  # poslens keeps the maps
+
+
+@pytest.mark.parametrize("shard_size", [None, 30_000])
+def test_released_layout_loads_single_and_sharded(tmp_path, shard_size):
+    model = tiny_repo("repo")
+    save_pretrained(model, tmp_path / "m", shard_size=shard_size)
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert cfg["model_type"] == "olmo2" and cfg["pe_config"]["dynmaic_pe_start_layer"] == 1
+    assert cfg["pe_config"]["dynamic_pe_mode"] == "swigluex_multihead"
+    if shard_size:
+        assert (tmp_path / "m" / "model.safetensors.index.json").exists()
+    loaded = load(tmp_path / "m")
+    ids = torch.randint(0, 257, (1, 10))
+    torch.testing.assert_close(loaded(ids), model(ids))
+    _, cache = loaded.run_with_cache(ids, names_filter="blocks.1.attn.hook_positions")
+    assert not torch.allclose(cache["blocks.1.attn.hook_positions"][0, 0], torch.arange(10).float())
+
+
+def test_bf16_dtype_option(tmp_path):
+    save_pretrained(tiny_repo("repo"), tmp_path / "m")
+    model = load(tmp_path / "m", dtype=torch.bfloat16)
+    assert model.embed_tokens.weight.dtype == torch.bfloat16
+    assert model(torch.randint(0, 257, (1, 8))).dtype == torch.bfloat16
+
+
+def _edit_config(path, fn):
+    cfg = json.loads((path / "config.json").read_text())
+    fn(cfg)
+    (path / "config.json").write_text(json.dumps(cfg))
+
+
+def test_config_says_repo_but_maps_are_missing(tmp_path):
+    save_pretrained(tiny_repo("rope"), tmp_path / "m")
+    _edit_config(tmp_path / "m", lambda c: c["pe_config"].update(dynamic_pe_mode="swigluex_multihead", dynmaic_pe_start_layer=1,
+                                                                   dynamic_pe_start_layer=1))
+    with pytest.raises(CheckpointError, match="missing key 'model.layers.1.self_attn.gate_map.weight'"):
+        load(tmp_path / "m")
+
+
+def test_maps_present_but_config_says_rope(tmp_path):
+    save_pretrained(tiny_repo("repo"), tmp_path / "m")
+    _edit_config(tmp_path / "m", lambda c: c["pe_config"].update(dynamic_pe_mode="none"))
+    with pytest.raises(CheckpointError, match="unexpected key 'model.layers.1.self_attn.final_map.weight'"):
+        load(tmp_path / "m")
+
+
+def test_start_layer_spellings(tmp_path):
+    save_pretrained(tiny_repo("repo"), tmp_path / "m")
+    _edit_config(tmp_path / "m", lambda c: c["pe_config"].update(dynamic_pe_start_layer=2))
+    with pytest.raises(CheckpointError, match="dynmaic_pe_start_layer=1 but dynamic_pe_start_layer=2"):
+        load(tmp_path / "m")
+    _edit_config(tmp_path / "m", lambda c: (c["pe_config"].pop("dynmaic_pe_start_layer"), c["pe_config"].update(dynamic_pe_start_layer=1)))
+    with pytest.raises(CheckpointError, match="not the misspelled dynmaic_pe_start_layer"):
+        load(tmp_path / "m")
+
+
+def test_missing_and_truncated_shards(tmp_path):
+    save_pretrained(tiny_repo("repo"), tmp_path / "m", shard_size=30_000)
+    shards = sorted((tmp_path / "m").glob("model-*.safetensors"))
+    shards[1].write_bytes(shards[1].read_bytes()[:100])
+    with pytest.raises(CheckpointError, match=f"{shards[1].name}: cannot be read as safetensors"):
+        load(tmp_path / "m")
+    shards[2].unlink()
+    with pytest.raises(CheckpointError, match=f"lives in shard '{shards[2].name}', which is missing"):
+        load(tmp_path / "m")
+
+
+def test_other_model_types_and_rope_scaling(tmp_path):
+    save_pretrained(tiny_repo("rope"), tmp_path / "m")
+    _edit_config(tmp_path / "m", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 4.0}))
+    with pytest.raises(CheckpointError, match="rope_scaling"):
+        load(tmp_path / "m")
+    with pytest.raises(CheckpointError, match="is a 'repo' checkpoint, not a 'increments' one"):
+        _edit_config(tmp_path / "m", lambda c: c.update(rope_scaling=None))
+        load(tmp_path / "m", family="increments")

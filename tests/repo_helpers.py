@@ -1,0 +1,68 @@
+"""Tiny RePo-family models and an independent reference of the upstream RePo / OLMo-2 forward."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from interp.models.repo import RepoConfig, RepoTransformer
+
+
+def tiny_repo(mode: str = "repo", seed: int = 0, **overrides) -> RepoTransformer:
+    base = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4, vocab_size=257,
+                max_position_embeddings=1200, rope_theta=10000.0, tokenizer="bytes", position_mode=mode,
+                start_layer=0 if mode == "rope" else 1)
+    torch.manual_seed(seed)
+    model = RepoTransformer(RepoConfig(**{**base, **overrides}))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.2 * torch.randn_like(p))
+    model.model_name = f"tiny-{mode}"
+    return model.eval()
+
+
+def _rms(x, w, eps=1e-6):
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def reference_logits(state: dict, hf_config: dict, ids: torch.Tensor) -> torch.Tensor:
+    """Upstream's patched Olmo2 forward, written from its description with cos/sin tables and rotate_half."""
+    b, n = ids.shape
+    d, h = hf_config["hidden_size"], hf_config["num_attention_heads"]
+    hd = d // h
+    pe = hf_config["pe_config"]
+    mode = pe["dynamic_pe_mode"]
+    start = pe["dynmaic_pe_start_layer"]
+    inv = 1.0 / hf_config["rope_theta"] ** (torch.arange(0, hd, 2).float() / hd)
+
+    def cos_sin(pos):  # pos [..., n] -> [..., n, hd]
+        emb = torch.cat([pos[..., None] * inv, pos[..., None] * inv], -1)
+        return emb.cos(), emb.sin()
+
+    def rotate_half(x):
+        return torch.cat([-x[..., hd // 2:], x[..., : hd // 2]], -1)
+
+    x = state["model.embed_tokens.weight"][ids]
+    causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    for i in range(hf_config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        q = _rms(x @ state[p + "self_attn.q_proj.weight"].T, state[p + "self_attn.q_norm.weight"])
+        k = _rms(x @ state[p + "self_attn.k_proj.weight"].T, state[p + "self_attn.k_norm.weight"])
+        v = x @ state[p + "self_attn.v_proj.weight"].T
+        q, k, v = (t.view(b, n, h, hd).transpose(1, 2) for t in (q, k, v))  # [b, h, n, hd]
+        layer_mode = mode if i >= start else "none"
+        if layer_mode == "swigluex_multihead":
+            z = (F.silu(x @ state[p + "self_attn.gate_map.weight"].T) * (x @ state[p + "self_attn.content_map.weight"].T)) \
+                @ state[p + "self_attn.final_map.weight"].T
+            cos, sin = cos_sin(z.transpose(1, 2))  # [b, h, n, hd]
+        else:
+            cos, sin = cos_sin(torch.arange(n).float())
+        if layer_mode != "nope":
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        scores = (q @ k.transpose(-1, -2)) / hd**0.5
+        attn = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+        o = attn.transpose(1, 2).reshape(b, n, d) @ state[p + "self_attn.o_proj.weight"].T
+        x = x + _rms(o, state[p + "post_attention_layernorm.weight"])
+        m = (F.silu(x @ state[p + "mlp.gate_proj.weight"].T) * (x @ state[p + "mlp.up_proj.weight"].T)) @ state[p + "mlp.down_proj.weight"].T
+        x = x + _rms(m, state[p + "post_feedforward_layernorm.weight"])
+    return _rms(x, state["model.norm.weight"]) @ state["lm_head.weight"].T
