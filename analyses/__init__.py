@@ -3,12 +3,15 @@ runnable as ``poslens analyze NAME`` (CSV + figure + provenance). Analyses rely 
 (``interp.base.Capability``), never on concrete model classes."""
 
 from analyses import headlines
+from analyses.ap_spectrum import ap_spectrum
 from analyses.attention_mass import attention_mass
 from analyses.byte_increments import byte_increments
 from analyses.char_spacing import DEFAULT_TEXTS, SCALES, char_spacing
 from analyses.entity_spacing import entity_spacing
+from analyses.kl_ablation import compare_heads, kl_ablation
 from analyses.loss_neutrality import loss_neutrality
 from analyses.niah_accuracy import niah_accuracy
+from analyses.position_probes import position_probes
 from analyses.positions import position_patterns, position_ranges
 from analyses.registry import Analysis, Option, all_analyses, get, register
 from analyses.word_boundaries import word_boundaries
@@ -129,6 +132,41 @@ register(Analysis(
         Option("length", str, None, "context length(s), comma-separated or repeated (default: 512,1024,2048)", multiple=True),
         Option("n_samples", int, 32, "prompts per length"),
     ), convert={"length": lambda v: {"lengths": tuple(_ints(v))} if v else {}}))
+register(Analysis(
+    "ap-spectrum", ap_spectrum, "ap_spectrum",
+    "PCA of the absolute-position embedding table (cumulative explained variance) and the DCT-II of each leading "
+    "component (share of power in the first 4 bins): a disentangled AP stream collapses onto a few smooth, "
+    "low-frequency components; an entangled one stays high-dimensional.",
+    headline=headlines.ap_spectrum, needs=(Capability.AP_STREAM,), options=(
+        Option("n_components", int, 8, "leading components to report"),
+        Option("low_bins", int, 4, "DCT bins counted as low frequency"),
+    )))
+KL_OPTIONS = (
+    Option("n_docs", int, 500, "documents (English Wikipedia leads joined up to the input length)"),
+    Option("max_tokens", int, 512, "tokens per document"),
+    Option("rp_support", float, 0.25, "RP influence from which a semantic head counts as RP-supported"),
+)
+register(Analysis(
+    "kl-ablation", kl_ablation, "kl_ablation",
+    "For each head, the KL divergence between its attention and the attention with one logit component (AP, "
+    "semantic, relative bias) removed, normalised into an influence vector (ternary plot), and the head taxonomy "
+    "it implies (AP-oriented, semantic-oriented, RP-supported).",
+    headline=headlines.kl_ablation, needs=(Capability.LOGIT_COMPONENTS,), seeded=True, options=KL_OPTIONS))
+register(Analysis(
+    "compare-heads", compare_heads, "compare_heads",
+    "The KL-ablation taxonomies of several models side by side, with the number of heads in each group.",
+    headline=headlines.kl_ablation, needs=(Capability.LOGIT_COMPONENTS,), seeded=True, options=KL_OPTIONS))
+register(Analysis(
+    "position-probes", position_probes, "position_probes",
+    "Held-out R^2 of ridge probes reading the normalised token index, the segment index and the progress inside "
+    "the segment from each layer's hidden state (and from the AP-only and semantic-only subspaces where a model has "
+    "them); shuffled targets are the control.",
+    headline=headlines.position_probes, needs=(Capability.HIDDEN_STATES,), seeded=True, options=(
+        Option("n_docs", int, 500, "documents"), Option("n_train", int, 400, "training documents per seed"),
+        Option("n_test", int, 100, "test documents per seed"), Option("n_seeds", int, 5, "train/test splits"),
+        Option("max_tokens", int, 512, "tokens per document (at most the model's context)"),
+        Option("cv_folds", int, 5, "folds of training documents for choosing alpha"),
+    )))
 
-__all__ = ["attention_mass", "position_ranges", "position_patterns", "niah_accuracy", "loss_neutrality", "byte_increments", "word_boundaries", "entity_spacing", "char_spacing", "get", "all_analyses",
+__all__ = ["ap_spectrum", "kl_ablation", "compare_heads", "position_probes", "attention_mass", "position_ranges", "position_patterns", "niah_accuracy", "loss_neutrality", "byte_increments", "word_boundaries", "entity_spacing", "char_spacing", "get", "all_analyses",
            "Analysis", "Option", "DEFAULT_TEXTS"]

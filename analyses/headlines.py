@@ -79,3 +79,34 @@ def niah_accuracy(df: pd.DataFrame) -> str:
     return "Accuracy by length: " + "; ".join(
         f"{m}: " + ", ".join(f"{int(r.context_tokens)}: {r.accuracy:.2f}" for r in g.itertuples())
         for m, g in df.groupby("model", sort=False)) + "."
+
+
+def ap_spectrum(df: pd.DataFrame) -> str:
+    comps = df.drop_duplicates(["model", "component"])
+    parts = []
+    for model, g in comps.groupby("model", sort=False):
+        g = g.set_index("component")
+        two = g.loc[2, "cumulative"] if 2 in g.index else g["cumulative"].iloc[-1]
+        parts.append(f"{model}: {100 * two:.1f}% of variance in 2 PCs, low-frequency power PC1 {100 * g.loc[1, 'low_freq_power']:.1f}%"
+                     + (f", PC2 {100 * g.loc[2, 'low_freq_power']:.1f}%" if 2 in g.index else ""))
+    return "; ".join(parts) + "."
+
+
+def kl_ablation(df: pd.DataFrame) -> str:
+    from analyses.kl_ablation import group_counts
+
+    counts = group_counts(df)
+    return "Head groups: " + "; ".join(
+        f"{m}: " + ", ".join(f"{int(n)} {g}" for g, n in row.items() if n) for m, row in counts.iterrows()) + "."
+
+
+def position_probes(df: pd.DataFrame) -> str:
+    d = df[df["control"] == "none"]
+    parts = []
+    for (model, space), g in d.groupby(["model", "subspace"], sort=False):
+        token = g[g["target"] == "token"].set_index("layer")["r2_mean"]
+        seg = g[g["target"] == "segment"].set_index("layer")["r2_mean"]
+        parts.append(f"{model} [{space}]: token R2 {token.iloc[0]:.2f} (first layer) -> {token.iloc[-1]:.2f} (last), "
+                     f"segment {seg.max():.2f} at best")
+    ctrl = df[df["control"] == "shuffled"]["r2_mean"]
+    return "; ".join(parts) + f"; shuffled controls between {ctrl.min():.2f} and {ctrl.max():.2f}."

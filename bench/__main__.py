@@ -1,6 +1,7 @@
 """``python -m bench``: run every benchmark and update BENCHMARKS.md."""
 
-from bench import extraction
+from bench import attention, extraction, probes
 
 if __name__ == "__main__":
-    print(extraction.main())
+    for bench in (extraction, attention, probes):
+        print(bench.main())

@@ -16,7 +16,12 @@ capability             promise
                        ``model.query_rows(idx)`` to materialise only some query rows.
 ``HIDDEN_STATES``      ``blocks.{l}.hook_resid_post`` ``[batch, pos, d_model]`` and
                        ``residual_subspaces()``: named slices of the residual stream.
-``CAUSAL_LM``          ``forward(tokens)`` gives next-token logits ``[batch, pos, d_vocab]``.
+``CAUSAL_LM``          ``forward(tokens)`` gives next-token logits ``[batch, pos, d_vocab]``;
+                       ``generate(tokens, n)`` continues greedily.
+``AP_STREAM``          ``ap_embedding_matrix()``: the absolute-position table ``[positions, d]``.
+``LOGIT_COMPONENTS``   ``logit_components()``: names c of additive logit components, each in
+                       ``blocks.{l}.attn.hook_logits_{c}`` ``[batch, head, q, k]``; their sum is
+                       ``hook_attn_scores``.
 =====================  ==========================================================================
 """
 

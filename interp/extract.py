@@ -18,7 +18,8 @@ from torch import Tensor
 from interp.base import Capability
 
 # which axis of each hook shape is the token axis (key axis of a pattern is trimmed too)
-_POS_AXIS = {"pattern": (2, 3), "attn_scores": (2, 3), "positions": (2,), "delta": (-1,), "decay_bias": (2, 3)}
+_POS_AXIS = {"pattern": (2, 3), "attn_scores": (2, 3), "positions": (2,), "delta": (-1,), "decay_bias": (2, 3),
+             "logits_ap": (2, 3), "logits_sem": (2, 3), "logits_rp": (2, 3)}
 
 
 def _trim(name: str, t: Tensor, n: int) -> Tensor:

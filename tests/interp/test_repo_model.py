@@ -136,3 +136,15 @@ def test_other_model_types_and_rope_scaling(tmp_path):
     with pytest.raises(CheckpointError, match="is a 'repo' checkpoint, not a 'increments' one"):
         _edit_config(tmp_path / "m", lambda c: c.update(rope_scaling=None))
         load(tmp_path / "m", family="increments")
+
+
+def test_device_maps_go_through_accelerate(tmp_path):
+    """On this CPU-only machine: an explicit per-module map and an 'auto' map bounded by max_memory."""
+    model = tiny_repo("repo")
+    save_pretrained(model, tmp_path / "m", shard_size=30_000)
+    ids = torch.randint(0, 257, (1, 9))
+    explicit = {"embed_tokens": "cpu", "blocks.0": "cpu", "blocks.1": "cpu", "blocks.2": "cpu", "norm": "cpu", "lm_head": "cpu"}
+    torch.testing.assert_close(load(tmp_path / "m", device_map=explicit)(ids), model(ids))
+    auto = load(tmp_path / "m", device_map="auto", max_memory={"cpu": "1GiB"})
+    torch.testing.assert_close(auto(ids), model(ids))
+    assert {p.device.type for p in auto.parameters()} == {"cpu"}

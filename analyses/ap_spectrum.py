@@ -1,0 +1,45 @@
+"""Is the absolute-position table low-dimensional and low-frequency? PCA and DCT-II of it (seed 002).
+
+PCA of the AP embedding matrix (positions x dims, centred over positions): explained variance per
+component and cumulative. Each leading component's scores along the positions go through an
+orthonormal DCT-II; ``low_freq_power`` is the share of spectral power in the first ``low_bins`` (4)
+bins. The seed reports 94.1% of variance in two components for DSTG (98-99% of their power in the
+first four bins) against 23.4% for an entangled AP model. Rows per (component, position) carry the
+component's scores so the figure can plot them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.fft import dct
+
+from interp.base import Capability, require
+
+
+def spectrum(matrix: np.ndarray, n_components: int = 8, low_bins: int = 4) -> pd.DataFrame:
+    """PCA + DCT-II of a ``[positions, dims]`` matrix; one row per (component, position)."""
+    E = np.asarray(matrix, dtype=np.float64)
+    if E.ndim != 2 or E.shape[0] < 2:
+        raise ValueError(f"expected a [positions, dims] matrix with at least 2 positions, got shape {E.shape}")
+    Ec = E - E.mean(0)
+    u, s, _ = np.linalg.svd(Ec, full_matrices=False)
+    var = s**2
+    ratio = var / var.sum()
+    k = min(n_components, len(s))
+    frames = []
+    for c in range(k):
+        scores = u[:, c] * s[c]
+        power = dct(scores, type=2, norm="ortho") ** 2
+        frames.append(pd.DataFrame(dict(
+            component=c + 1, explained_variance=ratio[c], cumulative=ratio[: c + 1].sum(),
+            low_freq_power=power[:low_bins].sum() / power.sum(), dominant_bin=int(np.argmax(power)),
+            position=np.arange(len(scores)), score=scores)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def ap_spectrum(model, *, n_components: int = 8, low_bins: int = 4) -> pd.DataFrame:
+    require(model, Capability.AP_STREAM, "ap-spectrum")
+    df = spectrum(model.ap_embedding_matrix().float().cpu().numpy(), n_components, low_bins)
+    df.insert(0, "model", model.model_name)
+    return df

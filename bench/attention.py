@@ -1,0 +1,81 @@
+"""Attention-mass extraction at long context: time against the bare forward pass, and peak memory against
+the context length, each length in a fresh process. Streaming keeps one layer's answer rows; a cache of
+full patterns would need layers x heads x N^2 floats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+LENGTHS = (512, 1024, 2048, 4096)
+CONFIG = dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=8, num_attention_heads=8, vocab_size=257,
+              max_position_embeddings=4200, rope_theta=10000.0, tokenizer="bytes", position_mode="repo", start_layer=2)
+
+
+def _model():
+    from interp.models.repo import RepoConfig, RepoTransformer
+
+    torch.manual_seed(0)
+    return RepoTransformer(RepoConfig(**CONFIG)).eval()
+
+
+def child(length: int) -> dict:
+    from analyses.attention_mass import answer_attention
+    from corpora.niah import niah_samples
+
+    model = _model()
+    s = niah_samples(model.tokenizer, 1, length - 8, seed=0, preamble=False)[0]
+    seq = torch.tensor([s.token_ids + s.answer_ids])
+    with torch.no_grad():
+        model(seq[:, :64])  # warm-up
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        model(seq)
+        bare = time.perf_counter() - t0
+        after_bare = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        answer_attention(model, s.token_ids, s.answer_ids, s.parts)
+        extract = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"length": seq.shape[1], "bare_s": bare, "extract_s": extract, "bare_growth_mb": (after_bare - base) / 1024,
+            "extract_growth_mb": (peak - base) / 1024, "full_cache_mb": CONFIG["num_hidden_layers"] * CONFIG["num_attention_heads"] * seq.shape[1] ** 2 * 4 / 2**20}
+
+
+def main() -> str:
+    from bench.report import machine, write_section
+
+    runs = []
+    for n in LENGTHS:
+        out = subprocess.run([sys.executable, "-m", "bench.attention", "--child", str(n)], capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    lines = ["| context | bare forward | attention-mass extraction | ratio | memory growth, bare | memory growth, extraction | full-pattern cache would need |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in runs:
+        lines.append(f"| {r['length']} | {r['bare_s']:.2f} s | {r['extract_s']:.2f} s | **{r['extract_s'] / r['bare_s']:.2f}x** | "
+                     f"{r['bare_growth_mb']:.0f} MB | {r['extract_growth_mb']:.0f} MB | {r['full_cache_mb']:.0f} MB |")
+    first, last = runs[0], runs[-1]
+    growth = last["extract_growth_mb"] / max(first["extract_growth_mb"], 1e-9)
+    body = (f"RePo decoder, 8 layers x 8 heads, d_model 256 (random weights, same cost as trained ones), one NIAH prompt with "
+            f"a 7-digit answer, teacher-forced; each length in a fresh process; {machine()}.\n\n" + "\n".join(lines) +
+            f"\n\nContext x{last['length'] / first['length']:.0f} -> extraction memory growth x{growth:.1f} "
+            f"(linear would be x{last['length'] / first['length']:.0f}, quadratic x{(last['length'] / first['length']) ** 2:.0f}).\n")
+    write_section("attention", "Attention-mass extraction at long context", body)
+    return body
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--child", type=int)
+    a = p.parse_args()
+    if a.child:
+        torch.set_num_threads(1)
+        print(json.dumps(child(a.child)))
+    else:
+        print(main())

@@ -1,0 +1,506 @@
+"""The encoder family's checkpoint formats: the development code's key layout, as a ``state_dict.pt`` or a
+``save_pretrained`` directory.
+
+**Key layout** (the development ``NeoBERT`` module; ``NeoBERTLMHead`` prefixes every key with ``model.``
+and adds top-level ``decoder.weight`` / ``decoder.bias``):
+``encoder.weight``, ``positional_embedding.weight``, ``transformer_encoder.{i}.`` +
+``qkv_pos / qkv_sem / wo_pos / wo_sem`` (DSTG) or ``qkv / wo`` (baselines) ``.weight``,
+``pos_attention_norm / sem_attention_norm / pos_ffn_norm / sem_ffn_norm`` (DSTG) or
+``attention_norm / ffn_norm`` (baselines) ``.weight``, ``ffn.w12.weight``, ``ffn.w3.weight``,
+``relative_pos_bias.relative_attention_bias`` ``[buckets, H]``, ``relative_pos_bias.bucket_indices``,
+``cls_sep_override.thetas`` ``[4, H]``, ``pos_layer_norm.weight`` + ``sem_layer_norm.weight`` (DSTG) or
+``layer_norm.weight`` (baselines). poslens maps ``transformer_encoder.{i}`` to ``blocks.{i}`` (attention
+weights to ``blocks.{i}.attn``), everything else keeps its name.
+
+The reference lists ``relative_pos_bias.*`` and ``cls_sep_override.thetas`` without a layer index: by default
+they are one module shared by all layers. The development code seen in its repository builds them inside each
+block (``transformer_encoder.{i}.relative_pos_bias.*``); such files load as ``rp_per_layer=True``.
+
+**Older key variants**, rewritten to the layout above before the strict check (errors name the keys as the
+file spells them): ``qk_pos`` + ``v_pos`` (and ``qk_sem`` + ``v_sem``) instead of the fused ``qkv_*``, where
+``qk`` is split per head as the development code did (rows ``[q_0 k_0 | q_1 k_1 | ...]``, ``d_qk`` each);
+per-head ``cls_sep_override.theta_cls_out / theta_sep_out / theta_cls_in / theta_sep_in`` (``[H]`` or
+``[1, H]``: CLS row, SEP row, CLS column, SEP column) instead of ``thetas``;
+``relative_pos_bias.relative_attention_bias.weight`` (an ``nn.Embedding`` spelling) for the bare parameter.
+A fused ``qk`` over the concatenated stream (an early prototype with cross-stream logits) is refused.
+
+**Config.** A ``state_dict.pt`` carries none: it is read off the shapes (vocab and hidden from
+``encoder.weight``, pos_size and max_length from ``positional_embedding``, layers from the largest block
+index, intermediate size from ``ffn.w3``, heads from ``relative_attention_bias`` / ``thetas``, d_qk from the
+``qkv_pos`` rows), with the residual mode the development code used (``normalized`` for DSTG, ``prenorm`` for
+the baselines) and its interleaved rotary layout for the RoPE baseline. A ``config.json`` beside the file
+overrides it: either the development schema below (recognised by ``model_type``) or ``EncoderConfig`` fields.
+
+**save_pretrained directories**: ``config.json`` + ``model.safetensors`` (or ``pytorch_model.bin``), keys
+as above with or without ``model.``. ``config.json`` is the development ``NeoBERTConfig``: ``model_type``
+``neobert`` (or ``dstg``), ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``, ``vocab_size``,
+``max_length`` (default 1024), ``pos_size`` (default 384), ``norm_eps`` (1e-6), ``pad_token_id`` (0), and the
+switches ``posneobert`` (DSTG), ``rope`` (default true), ``relative_pos_bias``, ``AP_embeddings`` (default
+true), ``untie_cls`` (DSTG only), ``use_only_sem_for_decoding`` (DSTG head on the semantic stream; else on
+``[AP | sem]``). The SwiGLU width follows the development rule: ``8 * ceil(int(2 * (pos_intermediate_size +
+intermediate_size) / 3) / 8)`` for DSTG, ``8 * ceil(int(2 * intermediate_size / 3) / 8)`` otherwise, with
+``intermediate_size`` defaulting to ``4 * hidden_size`` and ``pos_intermediate_size`` to ``4 * pos_size``.
+Options the development code has but this architecture is not (``ngpt``, ``shared_pos_keys``, separate FFNs,
+``hadamard`` mixing, softpick, LayerNorm, GELU, fixed AP tables) are errors. An optional ``"poslens"`` object of
+``EncoderConfig`` fields overrides the result (``save_pretrained`` writes the exact config there). Whether the
+file has an MLM head and per-layer RP modules is read off its keys.
+
+Loading is strict: a missing or unexpected key, a wrong shape, a ``bucket_indices`` that is not the T5
+bucketing, or a config contradicting the weights raises ``CheckpointError`` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from interp.loading.errors import CheckpointError
+from interp.loading.strict import verify
+from interp.models.encoder import EncoderConfig, EncoderModel, RelativePositionBias, t5_buckets
+
+FAMILY = "encoder"
+HF_MODEL_TYPES = ("neobert", "dstg")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+ATTN_MODULES = ("qkv_pos", "qkv_sem", "wo_pos", "wo_sem", "qkv", "wo", "relative_pos_bias", "cls_sep_override")
+OLD_THETAS = ("theta_cls_out", "theta_sep_out", "theta_cls_in", "theta_sep_in")  # rows of ``thetas``, in order
+PREFIX = "model."
+COMPILE_PREFIX = "_orig_mod."
+BLOCK = re.compile(r"^transformer_encoder\.(\d+)\.(.+)$")
+NATIVE_BLOCK = re.compile(r"^blocks\.(\d+)\.(?:attn\.)?(.+)$")
+
+
+# ---- key layout ------------------------------------------------------------------------------------------
+
+
+def to_native(key: str) -> str:
+    """Development key (without ``model.``) -> poslens module name."""
+    m = BLOCK.match(key)
+    if not m:
+        return key
+    layer, rest = m.groups()
+    return f"blocks.{layer}.attn.{rest}" if rest.split(".")[0] in ATTN_MODULES else f"blocks.{layer}.{rest}"
+
+
+def to_file(key: str) -> str:
+    """poslens module name -> development key (without ``model.``)."""
+    m = NATIVE_BLOCK.match(key)
+    return f"transformer_encoder.{m[1]}.{m[2]}" if m else key
+
+
+def _prefixed(key: str, prefix: str) -> str:
+    return key if key.startswith("decoder.") else prefix + key
+
+
+def split_prefix(state: dict, where: str) -> tuple[str, dict]:
+    """(``'model.'`` or ``''``, state with that prefix and torch.compile's removed); keys must agree on it."""
+    for key, value in state.items():
+        if not isinstance(key, str):
+            raise CheckpointError(f"{where}: key {key!r} is not a string")
+        if not torch.is_tensor(value):
+            raise CheckpointError(f"{where}: key '{key}' holds a {type(value).__name__}, not a tensor")
+    state = {k.removeprefix(COMPILE_PREFIX): v for k, v in state.items()}
+    body = [k for k in state if not k.startswith("decoder.")]
+    prefixed = [k for k in body if k.startswith(PREFIX)]
+    if prefixed and len(prefixed) != len(body):
+        odd = next(k for k in body if not k.startswith(PREFIX))
+        raise CheckpointError(f"{where}: key '{odd}' lacks the '{PREFIX}' prefix the other keys carry "
+                              "(an MLM-head state dict prefixes every backbone key)")
+    prefix = PREFIX if prefixed else ""
+    return prefix, {(k if k.startswith("decoder.") else k.removeprefix(prefix)): v for k, v in state.items()}
+
+
+def looks_like_state_dict(obj) -> bool:
+    """A plain dict of tensors with the development encoder's token embedding or blocks."""
+    if not isinstance(obj, dict) or not obj or not all(isinstance(k, str) for k in obj):
+        return False
+    keys = [k.removeprefix(COMPILE_PREFIX).removeprefix(PREFIX) for k in obj]
+    return "encoder.weight" in keys or any(BLOCK.match(k) for k in keys)
+
+
+# ---- config ----------------------------------------------------------------------------------------------
+
+
+def _layer_keys(flat, name: str) -> list[str]:
+    """Keys of module ``name`` (e.g. 'relative_pos_bias.'), shared or inside a block."""
+    return [k for k in flat if k.startswith(name) or ((m := BLOCK.match(k)) and m[2].startswith(name))]
+
+
+def _theta_heads(flat) -> int | None:
+    for key in _layer_keys(flat, "cls_sep_override."):
+        shape = tuple(flat[key].shape)
+        if key.endswith(".thetas") and len(shape) == 2:
+            return shape[1]
+        if key.rsplit(".", 1)[-1] in OLD_THETAS and len(shape) in (1, 2):
+            return shape[-1]
+    return None
+
+
+def infer_config(flat: dict, prefix: str, where: str) -> dict:
+    """``EncoderConfig`` fields read off the shapes of a development state dict (keys without the prefix).
+
+    ``num_attention_heads`` is left out when no key shows it; ``d_qk`` is filled in by ``_finish``.
+    """
+    if "encoder.weight" not in flat:
+        raise CheckpointError(f"{where}: no key '{prefix}encoder.weight' (the token embedding): cannot read the config off the shapes")
+    vocab, hidden = tuple(flat["encoder.weight"].shape)
+    layers = sorted({int(m[1]) for k in flat if (m := BLOCK.match(k))})
+    if not layers:
+        raise CheckpointError(f"{where}: no '{prefix}transformer_encoder.{{i}}.*' keys (no blocks)")
+    first = f"transformer_encoder.{layers[0]}."
+    if first + "qk.weight" in flat:
+        raise CheckpointError(f"{where}: key '{prefix}{first}qk.weight' is an early development layout (one qk projection over the "
+                              "concatenated [AP | semantic] stream, with cross-stream logits); poslens does not load it")
+    rp_keys, theta_keys = _layer_keys(flat, "relative_pos_bias."), _layer_keys(flat, "cls_sep_override.")
+    pe = flat.get("positional_embedding.weight")
+    fields: dict = {"vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers[-1] + 1}
+    if any(first + f"{name}_pos.weight" in flat for name in ("qkv", "qk")):
+        fields["variant"] = "disentangled"
+    elif pe is not None:
+        if rp_keys:
+            raise CheckpointError(f"{where}: has both '{prefix}positional_embedding.weight' and '{prefix}{rp_keys[0]}' in one stream "
+                                  "(an AP + RP baseline), which poslens does not load")
+        fields["variant"] = "ap"
+    else:
+        fields["variant"] = "rp" if rp_keys else "rope"
+    if fields["variant"] == "disentangled":
+        if pe is None:
+            raise CheckpointError(f"{where}: has '{prefix}{first}qkv_pos.weight' (DSTG) but no '{prefix}positional_embedding.weight'")
+        fields["pos_size"] = int(pe.shape[1])
+    if pe is not None:
+        fields["max_length"] = int(pe.shape[0]) - 1
+    bucket_keys = [k for k in rp_keys if k.endswith("bucket_indices")]
+    if pe is None and bucket_keys:
+        fields["max_length"] = int(flat[bucket_keys[0]].shape[0])
+    w3 = first + "ffn.w3.weight"
+    if w3 in flat and flat[w3].dim() == 2:
+        fields["intermediate_size"] = int(flat[w3].shape[1])
+    table = next((k for k in rp_keys if "relative_attention_bias" in k), None)
+    if table is not None and flat[table].dim() == 2:
+        fields["num_buckets"], fields["num_attention_heads"] = (int(s) for s in flat[table].shape)
+    elif (heads := _theta_heads(flat)) is not None:
+        fields["num_attention_heads"] = heads
+    fields["rp_bias"] = bool(rp_keys)
+    fields["untie_cls"] = bool(theta_keys)
+    fields["rp_per_layer"] = any(BLOCK.match(k) for k in rp_keys + theta_keys)
+    fields["mlm_head"] = "decoder.weight" in flat or "decoder.bias" in flat
+    if fields["variant"] == "disentangled" and "decoder.weight" in flat and flat["decoder.weight"].shape[-1] == hidden + fields["pos_size"]:
+        fields["mlm_input"] = "full"
+    if fields["variant"] == "rope":
+        fields["rope_style"] = "interleaved"
+    if vocab == 30522:
+        fields["tokenizer"] = "bert-uncased"
+    return fields
+
+
+def _finish(fields: dict, flat: dict, prefix: str, where: str, source: str) -> EncoderConfig:
+    """Fill what needs the head count (d_qk), then build the config, naming what is missing or invalid."""
+    if "num_attention_heads" not in fields:
+        raise CheckpointError(f"{where}: cannot read num_attention_heads off the shapes (only relative_pos_bias / cls_sep_override "
+                              "show it, and this file has neither); put a config.json with num_attention_heads beside it")
+    if "intermediate_size" not in fields:
+        raise CheckpointError(f"{where}: cannot read intermediate_size: no 2-d '{prefix}transformer_encoder.0.ffn.w3.weight'")
+    if fields.get("variant") == "disentangled" and fields.get("d_qk") is None:
+        h, p = fields["num_attention_heads"], fields["pos_size"]
+        key = next((k for k in ("transformer_encoder.0.qkv_pos.weight", "transformer_encoder.0.qk_pos.weight") if k in flat), None)
+        if key is not None and flat[key].dim() == 2:
+            rows = int(flat[key].shape[0]) - (p if "qkv" in key else 0)
+            if rows <= 0 or rows % (2 * h):
+                raise CheckpointError(f"{where}: key '{prefix}{key}' has {flat[key].shape[0]} rows, which is not "
+                                      f"2 * heads ({h}) * d_qk{' + pos_size (%d)' % p if 'qkv' in key else ''} for any whole d_qk")
+            fields["d_qk"] = rows // (2 * h)
+    return make_config(fields, where, source)
+
+
+def make_config(fields: dict, where: str, source: str) -> EncoderConfig:
+    known = {f.name for f in dataclasses.fields(EncoderConfig)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise CheckpointError(f"{where}: {source} has fields {unknown} that no encoder config has (is this a checkpoint of another family?)")
+    try:
+        return EncoderConfig(**fields)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{where}: invalid encoder config ({source}): {err}") from None
+
+
+def _swiglu_width(n: float) -> int:
+    width = int(2 * n / 3)
+    return 8 * ((width + 7) // 8)
+
+
+def config_from_dev(raw: dict, where: str) -> dict:
+    """``EncoderConfig`` fields from a development ``NeoBERTConfig`` dict (see the module docstring)."""
+    if raw.get("model_type") not in HF_MODEL_TYPES:
+        raise CheckpointError(f"{where}: model_type is {raw.get('model_type')!r}, not one of {list(HF_MODEL_TYPES)} "
+                              "(not a NeoBERT / DSTG encoder config)")
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size") if k not in raw]
+    if missing:
+        raise CheckpointError(f"{where}: config.json lacks {missing}")
+    for name, ok in (("ngpt", False), ("shared_pos_keys", False), ("mixed_feed_forward", True), ("rms_norm", True)):
+        if name in raw and bool(raw[name]) != ok:
+            raise CheckpointError(f"{where}: config.json sets {name}={raw[name]!r}; poslens loads only {name}={ok}")
+    for name, ok in (("hidden_act", "swiglu"), ("attention_activation", "softmax"), ("mix_attentions", "sum"),
+                     ("positional_embed_init", "random")):
+        if name in raw and str(raw[name]).lower() != ok:
+            raise CheckpointError(f"{where}: config.json sets {name}={raw[name]!r}; poslens loads only {name}={ok!r}")
+    hidden, heads = int(raw["hidden_size"]), int(raw["num_attention_heads"])
+    posneobert, use_rope = bool(raw.get("posneobert", False)), bool(raw.get("rope", True))
+    rp, ap = bool(raw.get("relative_pos_bias", False)), bool(raw.get("AP_embeddings", True))
+    fields = {"vocab_size": int(raw["vocab_size"]), "hidden_size": hidden, "num_hidden_layers": int(raw["num_hidden_layers"]),
+              "num_attention_heads": heads, "max_length": int(raw.get("max_length", 1024)),
+              "norm_eps": float(raw.get("norm_eps", 1e-6)), "pad_token_id": int(raw.get("pad_token_id", 0))}
+    inter = raw.get("intermediate_size") or 4 * hidden
+    if posneobert:
+        if use_rope:
+            raise CheckpointError(f"{where}: config.json sets posneobert and rope (rotary on the AP queries), which poslens does not load")
+        pos = int(raw.get("pos_size", 384))
+        fields.update(variant="disentangled", pos_size=pos, d_qk=(hidden + pos) // heads, rp_bias=rp,
+                      untie_cls=bool(raw.get("untie_cls", False)),
+                      mlm_input="semantic" if raw.get("use_only_sem_for_decoding", False) else "full",
+                      intermediate_size=_swiglu_width((raw.get("pos_intermediate_size") or 4 * pos) + inter))
+    else:
+        if use_rope:
+            if rp:
+                raise CheckpointError(f"{where}: config.json sets both rope and relative_pos_bias, which the development code refuses")
+            fields.update(variant="rope", rope_style="interleaved")
+        elif rp:
+            if ap:
+                raise CheckpointError(f"{where}: config.json sets relative_pos_bias with AP_embeddings (an AP + RP baseline), "
+                                      "which poslens does not load; set AP_embeddings false for the RP baseline")
+            fields.update(variant="rp", untie_cls=False)
+        elif ap:
+            fields["variant"] = "ap"
+        else:
+            raise CheckpointError(f"{where}: config.json has no position information at all (rope, relative_pos_bias and "
+                                  "AP_embeddings all off); poslens does not load NoPE encoders")
+        fields["intermediate_size"] = _swiglu_width(inter)
+    if fields["vocab_size"] == 30522:
+        fields["tokenizer"] = "bert-uncased"
+    return fields
+
+
+def hf_config(cfg: EncoderConfig) -> dict:
+    """``config.json`` in the development schema, with the exact config under ``poslens``."""
+    out = {"model_type": "neobert", "architectures": ["NeoBERTLMHead" if cfg.mlm_head else "NeoBERT"],
+           "hidden_size": cfg.hidden_size, "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
+           "vocab_size": cfg.vocab_size, "max_length": cfg.max_length, "norm_eps": cfg.norm_eps, "pad_token_id": cfg.pad_token_id,
+           "posneobert": cfg.disentangled, "rope": cfg.variant == "rope", "relative_pos_bias": bool(cfg.rp_bias),
+           "AP_embeddings": cfg.variant in ("disentangled", "ap"), "untie_cls": bool(cfg.untie_cls),
+           "use_only_sem_for_decoding": cfg.mlm_input == "semantic", "hidden_act": "SwiGLU", "rms_norm": True,
+           "mixed_feed_forward": True}
+    # the development rule's inputs, best effort (exact only when intermediate_size is a multiple of 8);
+    # the exact config is the "poslens" object, which readers of this schema apply last
+    pos_inter = 4 * cfg.pos_size if cfg.disentangled else 0
+    out["intermediate_size"] = -(-3 * cfg.intermediate_size // 2) - pos_inter
+    if cfg.disentangled:
+        out.update(pos_size=cfg.pos_size, pos_intermediate_size=pos_inter)
+    out["poslens"] = cfg.to_dict()
+    return out
+
+
+# ---- reading ---------------------------------------------------------------------------------------------
+
+
+def _expected_file_shapes(model: EncoderModel, flat: dict) -> dict[str, tuple]:
+    """The model's keys and shapes in the development layout (unprefixed), in the variant this file uses."""
+    cfg = model.cfg
+    expected = {to_file(k): tuple(v.shape) for k, v in model.state_dict().items()}
+    for key in list(expected):
+        if key in flat:
+            continue
+        m = re.match(r"^(.*)qkv_(pos|sem)\.weight$", key)
+        if m and f"{m[1]}qk_{m[2]}.weight" in flat:
+            rows, cols = expected.pop(key)
+            expected[f"{m[1]}qk_{m[2]}.weight"] = (rows - cols, cols)
+            expected[f"{m[1]}v_{m[2]}.weight"] = (cols, cols)
+        elif key.endswith("cls_sep_override.thetas") and any(key[:-6] + name in flat for name in OLD_THETAS):
+            expected.pop(key)
+            for name in OLD_THETAS:
+                found = tuple(flat[key[:-6] + name].shape) if key[:-6] + name in flat else None
+                h = cfg.num_attention_heads
+                expected[key[:-6] + name] = found if found in ((h,), (1, h)) else (h,)
+        elif key.endswith("relative_attention_bias") and key + ".weight" in flat:
+            expected[key + ".weight"] = expected.pop(key)
+    return expected
+
+
+def _native_state(model: EncoderModel, flat: dict) -> dict[str, torch.Tensor]:
+    """Rewrite a verified development state dict (any variant) into the model's own keys."""
+    h, dqk = model.cfg.num_attention_heads, model.cfg.d_qk
+    native = {}
+    for key, value in flat.items():
+        if m := re.match(r"^(.*\.)?qk_(pos|sem)\.weight$", key):
+            qk = value.view(h, 2, dqk, value.shape[-1]).transpose(0, 1).reshape(2 * h * dqk, value.shape[-1])
+            base = m[1] or ""
+            native[to_native(f"{base}qkv_{m[2]}.weight")] = torch.cat([qk, flat[f"{base}v_{m[2]}.weight"]], dim=0)
+        elif re.search(r"(^|\.)v_(pos|sem)\.weight$", key):  # consumed with its qk_* partner
+            continue
+        elif key.rsplit(".", 1)[-1] in OLD_THETAS and "cls_sep_override." in key:
+            base = key.rsplit(".", 1)[0] + "."
+            native[to_native(base + "thetas")] = torch.stack([flat[base + name].reshape(-1) for name in OLD_THETAS])
+        elif key.endswith("relative_attention_bias.weight"):
+            native[to_native(key.removesuffix(".weight"))] = value
+        else:
+            native[to_native(key)] = value
+    return native
+
+
+def _note(cfg: EncoderConfig, source: str) -> str:
+    sizes = f"hidden_size={cfg.hidden_size}" + (f", pos_size={cfg.pos_size}" if cfg.disentangled else "")
+    return (f" (from {source}: variant={cfg.variant}, {sizes}, heads={cfg.num_attention_heads}, d_qk={cfg.d_qk}, "
+            f"layers={cfg.num_hidden_layers}, intermediate_size={cfg.intermediate_size}, vocab_size={cfg.vocab_size})")
+
+
+def fill(model: EncoderModel, flat: dict, prefix: str, where: str, source: str) -> EncoderModel:
+    """Verify a development state dict (prefix removed) against ``model`` by file key, then copy it in."""
+    expected = {_prefixed(k, prefix): s for k, s in _expected_file_shapes(model, flat).items()}
+    found = {_prefixed(k, prefix): tuple(v.shape) for k, v in flat.items()}
+    verify(expected, found, where, config_note=_note(model.cfg, source))
+    with torch.no_grad():
+        model.load_state_dict(_native_state(model, flat), strict=True)
+    for name, module in model.named_modules():
+        if isinstance(module, RelativePositionBias):
+            _check_buckets(module, _prefixed(to_file(f"{name}.bucket_indices"), prefix), where)
+    return model.eval()
+
+
+def _check_buckets(module: RelativePositionBias, key: str, where: str) -> None:
+    n = module.bucket_indices.shape[0]
+    pos = torch.arange(n)
+    want = t5_buckets(pos[None, :] - pos[:, None], module.num_buckets, module.max_distance)
+    bad = (module.bucket_indices != want).nonzero()
+    if len(bad):
+        q, k = (int(i) for i in bad[0])
+        raise CheckpointError(f"{where}: key '{key}' is not the T5 bucketing of key - query ({module.num_buckets} buckets, max distance "
+                              f"{module.max_distance}): at query {q}, key {k} it holds {int(module.bucket_indices[q, k])}, "
+                              f"T5 gives {int(want[q, k])}")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path}: cannot be read as JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: holds a {type(raw).__name__}, not a JSON object")
+    return raw
+
+
+def _overrides(raw: dict, where: str) -> dict:
+    extra = raw.get("poslens") or {}
+    if not isinstance(extra, dict):
+        raise CheckpointError(f"{where}: 'poslens' must be an object of encoder config fields")
+    return dict(extra)
+
+
+def _config_for(flat: dict, prefix: str, weights: Path, sidecar: dict | None, sidecar_path: Path | None) -> tuple[EncoderConfig, str]:
+    """Config of a development state dict: from the shapes, a development config.json, or config fields."""
+    where = str(weights)
+    inferred = infer_config(flat, prefix, where)
+    if sidecar is None:
+        return _finish(inferred, flat, prefix, where, "the shapes"), "shapes of the file"
+    source = f"{sidecar_path}"
+    if "model_type" in sidecar:
+        fields = config_from_dev(sidecar, str(sidecar_path))
+        fields.update({k: inferred[k] for k in ("mlm_head", "rp_per_layer") if k in inferred})
+        fields.update(_overrides(sidecar, str(sidecar_path)))
+    else:
+        fields = {**inferred, **sidecar}
+    return _finish(fields, flat, prefix, where, source), source
+
+
+def load_state_pt(obj: dict, path: Path) -> EncoderModel:
+    """A model from a loaded development ``state_dict.pt`` (+ an optional ``config.json`` beside it)."""
+    prefix, flat = split_prefix(obj, str(path))
+    sidecar_path = path.parent / "config.json"
+    sidecar = _read_json(sidecar_path) if sidecar_path.is_file() else None
+    cfg, source = _config_for(flat, prefix, path, sidecar, sidecar_path if sidecar is not None else None)
+    model = fill(EncoderModel(cfg, init_weights=False), flat, prefix, str(path), source)
+    model.model_name = path.parent.name if path.stem == "state_dict" and path.parent.name else path.stem
+    return model
+
+
+def is_hf_dir(path: Path) -> bool:
+    if not (path.is_dir() and (path / "config.json").is_file()):
+        return False
+    try:
+        return json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type") in HF_MODEL_TYPES
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return False
+
+
+def _read_weights(path: Path) -> tuple[Path, dict]:
+    for name in WEIGHT_FILES:
+        file = path / name
+        if not file.is_file():
+            continue
+        if name.endswith(".safetensors"):
+            try:
+                return file, load_file(str(file))
+            except (SafetensorError, OSError) as err:
+                raise CheckpointError(f"{file}: cannot be read as safetensors (truncated or corrupt?): {err}") from None
+        try:
+            return file, torch.load(file, map_location="cpu", weights_only=True)
+        except Exception as err:  # torch raises several types for truncated or foreign files
+            raise CheckpointError(f"{file}: cannot be read as a torch checkpoint (truncated or corrupt?): {err}") from None
+    if (path / "model.safetensors.index.json").exists():
+        raise CheckpointError(f"{path}: sharded encoder checkpoints (model.safetensors.index.json) are not supported")
+    raise CheckpointError(f"{path}: has config.json but neither {' nor '.join(WEIGHT_FILES)}")
+
+
+def load_hf_dir(path: Path) -> EncoderModel:
+    """A model from a development ``save_pretrained`` directory."""
+    raw = _read_json(path / "config.json")
+    file, state = _read_weights(path)
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{file}: holds a {type(state).__name__}, not a state dict")
+    prefix, flat = split_prefix(state, str(file))
+    fields = config_from_dev(raw, str(path / "config.json"))
+    inferred = infer_config(flat, prefix, str(file))
+    fields.update({k: inferred[k] for k in ("mlm_head", "rp_per_layer")})
+    fields.update(_overrides(raw, str(path / "config.json")))
+    source = str(path / "config.json")
+    cfg = _finish(fields, flat, prefix, str(file), source)
+    model = fill(EncoderModel(cfg, init_weights=False), flat, prefix, str(file), source)
+    model.model_name = path.name
+    return model
+
+
+# ---- poslens directories and writing -------------------------------------------------------------------------
+
+
+def build(raw_config: dict, state: dict, where: str) -> EncoderModel:
+    """From a poslens directory: ``EncoderConfig`` fields and a state dict in the development layout."""
+    if not isinstance(raw_config, dict):
+        raise CheckpointError(f"{where}: the encoder config must be a dict, found {type(raw_config).__name__}")
+    cfg = make_config(dict(raw_config), where, "poslens.json")
+    prefix, flat = split_prefix(state, where)
+    return fill(EncoderModel(cfg, init_weights=False), flat, prefix, where, "poslens.json")
+
+
+def export(model: EncoderModel) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(config, state dict in the development layout: ``model.``-prefixed backbone + ``decoder.*`` when there is a head)."""
+    prefix = PREFIX if model.cfg.mlm_head else ""
+    state = {_prefixed(to_file(k), prefix): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    return model.cfg.to_dict(), state
+
+
+def save_state_pt(model: EncoderModel, path) -> Path:
+    """Write a development-style ``state_dict.pt`` (a plain state dict, no config)."""
+    path = Path(path)
+    torch.save(export(model)[1], path)
+    return path
+
+
+def save_pretrained(model: EncoderModel, directory) -> Path:
+    """Write ``config.json`` (development schema + exact ``poslens`` config) and ``model.safetensors``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(hf_config(model.cfg), indent=2) + "\n", encoding="utf-8")
+    save_file(export(model)[1], str(directory / "model.safetensors"), metadata={"format": "pt"})
+    return directory

@@ -1,0 +1,190 @@
+"""BERT encoder (learned absolute positions), hooked: real pretrained encoders as peers of the
+disentangled family. Weights come from a ``transformers`` BertModel (all-MiniLM-L6-v2 ships as a package).
+
+Post-LayerNorm blocks: ``h = LN(x + attn(x))``, ``out = LN(h + ffn(h))``; embeddings are
+``LN(word + position + token_type_0)``. The learned position table is the absolute-position (AP) matrix
+that ``ap_embedding_matrix()`` hands to the AP-spectrum analysis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+from interp.attention import attend
+from interp.base import Capability, HookDoc, InputError, PosLensModel
+
+
+@dataclass
+class BertConfig:
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+class BertAttention(nn.Module):
+    def __init__(self, cfg: BertConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.query = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.key = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.value = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.hook_q = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        self.hook_attn_scores = HookPoint()  # [batch, head, q, k]
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()  # [batch, pos, head, d_head]
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, n, _ = x.shape
+        shape = (b, n, self.cfg.num_attention_heads, self.cfg.head_dim)
+        q = self.hook_q(self.query(x).view(shape))
+        k = self.hook_k(self.key(x).view(shape))
+        v = self.hook_v(self.value(x).view(shape))
+        z = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=False,
+                   hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern, scale=1.0 / math.sqrt(self.cfg.head_dim))
+        return self.dense(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
+
+
+class BertBlock(nn.Module):
+    def __init__(self, cfg: BertConfig):
+        super().__init__()
+        self.attn = BertAttention(cfg)
+        self.attn_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.intermediate = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.output = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
+        self.ffn_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.hook_resid_pre(x)
+        h = self.hook_resid_mid(self.attn_norm(x + self.hook_attn_out(self.attn(x))))
+        return self.hook_resid_post(self.ffn_norm(h + self.hook_mlp_out(self.output(F.gelu(self.intermediate(h))))))
+
+
+class BertEncoder(PosLensModel):
+    family = "bert"
+    HOOKS = (
+        HookDoc("hook_embed", "[batch, pos, d_model]", "word embeddings"),
+        HookDoc("hook_pos_embed", "[batch, pos, d_model]", "learned absolute-position embeddings (rows 0..N-1)"),
+        HookDoc("hook_embed_out", "[batch, pos, d_model]", "LayerNorm(word + position + token type 0)"),
+        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l"),
+        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries"),
+        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, head, d_head]", "keys"),
+        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, head, d_head]", "values"),
+        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled logits (bidirectional, unmasked)"),
+        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities"),
+        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before the dense projection"),
+        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added before attn_norm"),
+        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "LayerNorm(x + attention)"),
+        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "feed-forward output added before ffn_norm"),
+        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l (post-LayerNorm)"),
+    )
+
+    def __init__(self, cfg: BertConfig, tokenizer=None):
+        super().__init__()
+        self.cfg = cfg
+        self.n_layers, self.n_heads, self.d_model = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size
+        self.d_vocab, self.max_seq_len = cfg.vocab_size, cfg.max_position_embeddings
+        self.tokenizer = tokenizer
+        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
+        self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
+        self.embed_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.blocks = nn.ModuleList([BertBlock(cfg) for _ in range(cfg.num_hidden_layers)])
+        self.hook_embed = HookPoint()
+        self.hook_pos_embed = HookPoint()
+        self.hook_embed_out = HookPoint()
+        self.capabilities = frozenset({Capability.HIDDEN_STATES, Capability.ATTENTION, Capability.AP_STREAM})
+        self.setup()
+
+    def describe(self) -> str:
+        return f"bert family, learned absolute positions, {self.n_layers} layers x {self.d_model}"
+
+    def forward(self, tokens) -> Tensor:
+        """Last hidden state ``[batch, pos, d_model]`` (this encoder has no language-model head)."""
+        tokens = self.check_tokens(tokens)
+        n = tokens.shape[1]
+        pos = torch.arange(n, device=tokens.device)
+        x = self.hook_embed(self.word_embeddings(tokens)) + self.hook_pos_embed(self.position_embeddings(pos)[None].expand(tokens.shape[0], -1, -1))
+        x = self.hook_embed_out(self.embed_norm(x + self.token_type_embeddings.weight[0]))
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+    def check_tokens(self, tokens) -> Tensor:
+        tokens = super().check_tokens(tokens)
+        if (tokens == 0).any():
+            raise InputError("token id 0 ([PAD]) in the input: run unpadded sequences, one length per batch")
+        return tokens
+
+    def ap_embedding_matrix(self) -> Tensor:
+        """The learned absolute-position table ``[max_position_embeddings, d_model]``."""
+        return self.position_embeddings.weight.detach()
+
+    def residual_subspaces(self) -> dict[str, slice]:
+        return {"full": slice(0, self.d_model)}
+
+    @classmethod
+    def from_hf(cls, hf_model, tokenizer=None) -> BertEncoder:
+        """Copy a ``transformers`` BertModel's weights (strictly; the pooler is not used and not loaded)."""
+        from interp.loading.strict import load_strict
+
+        c = hf_model.config
+        cfg = BertConfig(c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size, c.vocab_size,
+                         c.max_position_embeddings, c.type_vocab_size, c.layer_norm_eps)
+        model = cls(cfg, tokenizer)
+        state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.") and not k.endswith("position_ids")
+                 and not k.endswith("token_type_ids")}
+        load_strict(model, state, type(hf_model).__name__, to_native=_to_native, to_file=_to_file)
+        return model.eval()
+
+
+_MAP = (
+    ("embeddings.word_embeddings.", "word_embeddings."), ("embeddings.position_embeddings.", "position_embeddings."),
+    ("embeddings.token_type_embeddings.", "token_type_embeddings."), ("embeddings.LayerNorm.", "embed_norm."),
+    ("attention.self.query.", "attn.query."), ("attention.self.key.", "attn.key."), ("attention.self.value.", "attn.value."),
+    ("attention.output.dense.", "attn.dense."), ("attention.output.LayerNorm.", "attn_norm."),
+    ("intermediate.dense.", "intermediate."), ("output.dense.", "output."), ("output.LayerNorm.", "ffn_norm."),
+)
+
+
+def _to_native(key: str) -> str:
+    key = key.removeprefix("bert.")
+    if key.startswith("encoder.layer."):
+        _, _, i, rest = key.split(".", 3)
+        key = f"blocks.{i}.{rest}"
+    for hf, native in _MAP:
+        key = key.replace(hf, native, 1) if hf in key else key
+    return key
+
+
+def _to_file(key: str) -> str:
+    for hf, native in _MAP:
+        if native in key:
+            key = key.replace(native, hf, 1)
+            break
+    if key.startswith("blocks."):
+        _, i, rest = key.split(".", 2)
+        key = f"encoder.layer.{i}.{rest}"
+    return key

@@ -1,0 +1,617 @@
+"""Bidirectional MLM encoders of the DSTG paper (seed 002): disentangled DSTG-NeoBERT and its baselines, hooked.
+
+One class, ``EncoderModel``, covers four variants picked by ``EncoderConfig.variant``:
+
+- ``disentangled`` (DSTG): the residual stream is ``[AP (pos_size dims) | semantic (hidden_size dims)]``.
+  The token embedding ``encoder`` fills the semantic part, ``positional_embedding`` the AP part. Real tokens
+  take rows ``1..n`` of the AP table (row 0 is the padding row), or ``k+1..k+n`` with ``position_offset=k``
+  (AP shifting). Each stream has its own RMSNorms, its own queries and keys (``d_qk`` per head for both, so
+  their dot products have matched variance) and its own values (``pos_size/H`` and ``hidden_size/H`` per
+  head). The logit of head h is ``q_ap.k_ap/sqrt(d_qk) + q_sem.k_sem/sqrt(d_qk) + RP``, one softmax, and the
+  same probabilities weigh both value streams. The SwiGLU FFN reads and writes the concatenated stream (the
+  only place the streams mix); the MLM head ``decoder`` reads the semantic stream only.
+- ``ap``: one stream of ``hidden_size``; learned absolute positions (rows ``1..n``) added to the embedding.
+- ``rp``: one stream; T5 bucketed bias added to the logits.
+- ``rope``: one stream; rotary positions ``0..n-1`` on queries and keys.
+
+The baselines share norms, SwiGLU, residual mode and MLM head with DSTG. Their fused ``qkv`` projection is
+split per head as the development code (NeoBERT) does: output rows ``[q_0 k_0 v_0 | q_1 k_1 v_1 | ...]``.
+``rope_style`` picks the rotary layout: ``half_split`` (``rotate_half``) or ``interleaved`` (pairs 2i, 2i+1,
+the complex-number rotary of the development code; loaders pick it for development checkpoints).
+
+**RP bias and special tokens.** T5 bidirectional buckets of ``key - query`` (32 buckets, max distance 128:
+16 per direction, 8 of them exact) index ``relative_pos_bias.relative_attention_bias`` ``[buckets, H]``;
+the buckets live in the persistent buffer ``relative_pos_bias.bucket_indices`` ``[max_length, max_length]``.
+Sequences are unpadded, so [CLS] is index 0 and [SEP] index n-1. With ``untie_cls`` the logits of the
+[CLS]/[SEP] rows and columns take learned per-head values ``cls_sep_override.thetas`` ``[4, H]`` (rows:
+CLS row, SEP row, CLS column, SEP column; where a special row meets a special column the column wins).
+
+The development code writes these thetas *over the AP logits* of those rows and columns, the bucketed bias
+being 0 there. The paper instead counts them as the RP bias of special tokens and has no AP term for them.
+The total logit is the same either way; the *decomposition* here follows the paper: ``hook_logits_rp``
+carries the thetas at special rows/columns (the bucketed bias elsewhere) and ``hook_logits_ap`` is 0 there.
+The semantic logit is never overwritten. ``rp_at_special=True`` also adds the bucketed bias at special
+rows/columns (what one snapshot of the development code does); it is off by default, as the paper says.
+The RP bias and thetas are one module shared by all layers (``rp_per_layer=False``, how the reference lists
+them) or one per layer (``rp_per_layer=True``, how the development code builds them inside each block).
+
+**Residual.** ``residual="normalized"`` is the development code's DSTG block: the block *replaces* its input
+by the normalised input (AP and semantic parts normalised separately, then re-concatenated), adds the
+attention output to that, and does the same before the FFN. Checkpoints trained with it need it.
+``residual="prenorm"`` is standard pre-norm (``x + attn(norm x)``, ``h + ffn(norm h)``), what the
+development code's baselines use. Left unset it is ``normalized`` for DSTG and ``prenorm`` for baselines.
+
+Inputs are unpadded: every sequence of a batch has the same length and no pad id (0) may occur, because the
+[SEP] handling reads the last index and pads would take real positions. Attention is computed eagerly (max
+length 512) and every ``[batch, head, q, k]`` term is materialised and hookable; inside
+``model.query_rows(idx)`` those hooks see only the selected query rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+from interp import rope
+from interp.attention import current_query_rows
+from interp.base import Capability, HookDoc, InputError, PosLensModel
+from interp.layers import RMSNorm
+
+VARIANTS = ("disentangled", "ap", "rp", "rope")
+RESIDUALS = ("normalized", "prenorm")
+ROPE_STYLES = ("half_split", "interleaved")
+MLM_INPUTS = ("semantic", "full")
+TOKENIZERS = (None, "bert-uncased")
+THETA_ROWS = ("CLS row", "SEP row", "CLS column", "SEP column")
+
+
+@dataclass
+class EncoderConfig:
+    vocab_size: int
+    hidden_size: int  # semantic width (the whole stream for the baselines)
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int  # SwiGLU width I: ffn.w12 is [2I, d_model], ffn.w3 is [d_model, I]
+    variant: str = "disentangled"
+    pos_size: int = 0  # AP width (DSTG only)
+    d_qk: int | None = None  # per-head query/key width; DSTG default (hidden + pos) / H, baselines hidden / H
+    max_length: int = 512
+    residual: str | None = None  # None: "normalized" for DSTG, "prenorm" for the baselines
+    norm_eps: float = 1e-6
+    rp_bias: bool | None = None  # T5 bucketed bias; None: on for disentangled and rp
+    untie_cls: bool | None = None  # CLS/SEP thetas; None: on for disentangled and rp
+    rp_per_layer: bool = False  # one RP bias / theta module per layer instead of one shared by all
+    rp_at_special: bool = False  # also add the bucketed bias at the special rows / columns
+    num_buckets: int = 32
+    max_distance: int = 128
+    rope_theta: float = 10000.0
+    rope_style: str = "half_split"
+    mlm_head: bool = True  # False: forward returns the final-normed residual stream
+    mlm_input: str = "semantic"  # DSTG: the head reads the semantic stream, or "full" [AP | sem]
+    tie_word_embeddings: bool = False  # decoder weight = encoder.weight (only decoder.bias is its own)
+    pad_token_id: int = 0
+    tokenizer: str | None = None  # "bert-uncased": attach the WordPiece tokenizer
+
+    CHOICES = {"variant": VARIANTS, "residual": RESIDUALS, "rope_style": ROPE_STYLES, "mlm_input": MLM_INPUTS,
+               "tokenizer": TOKENIZERS}
+
+    def __post_init__(self):
+        positional = self.variant in ("disentangled", "rp")
+        if self.residual is None:
+            self.residual = "normalized" if self.variant == "disentangled" else "prenorm"
+        if self.rp_bias is None:
+            self.rp_bias = positional
+        if self.untie_cls is None:
+            self.untie_cls = positional
+        for field, allowed in self.CHOICES.items():
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"config {field}={getattr(self, field)!r} is not one of {allowed}")
+        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_length"):
+            if int(getattr(self, field)) < 1:
+                raise ValueError(f"config {field}={getattr(self, field)} must be positive")
+        h = self.num_attention_heads
+        if self.hidden_size % h:
+            raise ValueError(f"config hidden_size ({self.hidden_size}) must be divisible by num_attention_heads ({h})")
+        if self.variant == "disentangled":
+            if self.pos_size < 1 or self.pos_size % h:
+                raise ValueError(f"config pos_size ({self.pos_size}) must be a positive multiple of num_attention_heads ({h}) "
+                                 "for the disentangled variant")
+            if self.d_qk is None:
+                if (self.hidden_size + self.pos_size) % h:
+                    raise ValueError(f"config d_qk is unset and hidden_size + pos_size ({self.hidden_size + self.pos_size}) "
+                                     f"is not divisible by num_attention_heads ({h}); set d_qk")
+                self.d_qk = (self.hidden_size + self.pos_size) // h
+            if self.d_qk < 1:
+                raise ValueError(f"config d_qk ({self.d_qk}) must be positive")
+        else:
+            if self.pos_size:
+                raise ValueError(f"config pos_size={self.pos_size}: only the disentangled variant has an AP stream (use 0)")
+            if self.d_qk is not None and self.d_qk != self.hidden_size // h:
+                raise ValueError(f"config d_qk={self.d_qk}: the {self.variant} variant uses hidden_size / heads = {self.hidden_size // h}")
+            self.d_qk = self.hidden_size // h
+            if self.mlm_input != "semantic":
+                raise ValueError(f"config mlm_input={self.mlm_input!r}: only the disentangled variant has streams to choose from")
+        if self.variant == "rp" and not self.rp_bias:
+            raise ValueError("config rp_bias=False contradicts variant='rp' (the T5 bias is what the rp variant is)")
+        if self.variant in ("ap", "rope") and (self.rp_bias or self.untie_cls):
+            raise ValueError(f"config variant={self.variant!r} has no RP bias and no CLS/SEP thetas "
+                             f"(got rp_bias={self.rp_bias}, untie_cls={self.untie_cls})")
+        if self.rp_per_layer and not self.has_rp_component:
+            raise ValueError("config rp_per_layer=True but there is neither an RP bias nor CLS/SEP thetas")
+        if self.variant == "rope" and self.d_qk % 2:
+            raise ValueError(f"config head dimension ({self.d_qk}) must be even for rotary positions")
+        if self.rp_bias:
+            if self.num_buckets < 4 or self.num_buckets % 2:
+                raise ValueError(f"config num_buckets ({self.num_buckets}) must be even and at least 4")
+            if self.max_distance <= self.num_buckets // 4:
+                raise ValueError(f"config max_distance ({self.max_distance}) must exceed the exact buckets ({self.num_buckets // 4})")
+        if self.tie_word_embeddings and (not self.mlm_head or self.mlm_input == "full"):
+            raise ValueError("config tie_word_embeddings needs an MLM head reading hidden_size dims (mlm_head=True, mlm_input='semantic')")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"config pad_token_id ({self.pad_token_id}) is outside the vocabulary [0, {self.vocab_size})")
+
+    @property
+    def disentangled(self) -> bool:
+        return self.variant == "disentangled"
+
+    @property
+    def d_model(self) -> int:
+        return self.pos_size + self.hidden_size
+
+    @property
+    def has_rp_component(self) -> bool:
+        return bool(self.rp_bias or self.untie_cls)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---- RP bias and special tokens ------------------------------------------------------------------------
+
+
+def t5_buckets(relative_position: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """T5's bidirectional bucket of ``relative_position = key - query``.
+
+    Half the buckets per direction (keys after the query take the upper half); within a direction the first
+    half of the buckets are exact distances, the rest log-spaced up to ``max_distance`` (farther: last bucket).
+    """
+    half = num_buckets // 2
+    exact = half // 2
+    direction = (relative_position > 0).long() * half
+    dist = relative_position.abs()
+    far = exact + (torch.log(dist.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (half - exact)).long()
+    return direction + torch.where(dist < exact, dist, far.clamp(max=half - 1))
+
+
+def special_mask(n: int, device=None) -> Tensor:
+    """``[n, n]`` bool, True on the rows and columns of [CLS] (index 0) and [SEP] (index n-1)."""
+    mask = torch.zeros(n, n, dtype=torch.bool, device=device)
+    mask[0, :] = mask[n - 1, :] = True
+    mask[:, 0] = mask[:, n - 1] = True
+    return mask
+
+
+class RelativePositionBias(nn.Module):
+    """T5 bucketed bias, per head, for queries and keys at 0..n-1."""
+
+    def __init__(self, n_heads: int, max_length: int, num_buckets: int, max_distance: int):
+        super().__init__()
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.relative_attention_bias = nn.Parameter(torch.zeros(num_buckets, n_heads))
+        pos = torch.arange(max_length)
+        self.register_buffer("bucket_indices", t5_buckets(pos[None, :] - pos[:, None], num_buckets, max_distance), persistent=True)
+
+    def forward(self, n: int) -> Tensor:
+        """``[head, q, k]`` bias of the bucket of ``k - q``."""
+        return self.relative_attention_bias[self.bucket_indices[:n, :n]].permute(2, 0, 1)
+
+
+class SpecialTokenThetas(nn.Module):
+    """Per-head logits of the [CLS]/[SEP] rows and columns, ``thetas`` rows in ``THETA_ROWS`` order."""
+
+    def __init__(self, n_heads: int):
+        super().__init__()
+        self.thetas = nn.Parameter(torch.zeros(4, n_heads))
+
+    def forward(self, n: int) -> Tensor:
+        """``[head, q, k]``: theta on special rows / columns (columns written last, so they win), 0 elsewhere."""
+        out = self.thetas.new_zeros(self.thetas.shape[1], n, n)
+        out[:, 0, :] = self.thetas[0][:, None]
+        out[:, n - 1, :] = self.thetas[1][:, None]
+        out[:, :, 0] = self.thetas[2][:, None]
+        out[:, :, n - 1] = self.thetas[3][:, None]
+        return out
+
+
+class TiedDecoder(nn.Module):
+    """The MLM head when tied to the token embedding: only the bias is its own."""
+
+    def __init__(self, vocab_size: int):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+
+# ---- blocks ------------------------------------------------------------------------------------------
+
+
+class SwiGLUFFN(nn.Module):
+    """``w3(silu(gate) * up)`` with ``[gate | up] = w12 x`` (the xformers SwiGLU layout)."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.w12 = nn.Linear(dim, 2 * hidden, bias=False)
+        self.w3 = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        gate, up = self.w12(x).chunk(2, dim=-1)
+        return self.w3(F.silu(gate) * up)
+
+
+class EncoderAttention(nn.Module):
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        h, dqk = cfg.num_attention_heads, cfg.d_qk
+        if cfg.disentangled:
+            self.qkv_pos = nn.Linear(cfg.pos_size, 2 * h * dqk + cfg.pos_size, bias=False)
+            self.qkv_sem = nn.Linear(cfg.hidden_size, 2 * h * dqk + cfg.hidden_size, bias=False)
+            self.wo_pos = nn.Linear(cfg.pos_size, cfg.pos_size, bias=False)
+            self.wo_sem = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
+            for name in ("q_ap", "k_ap", "v_ap", "q_sem", "k_sem", "v_sem", "logits_ap", "z_ap", "z_sem"):
+                setattr(self, f"hook_{name}", HookPoint())
+        else:
+            self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size, bias=False)
+            self.wo = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
+            for name in ("q", "k", "v", "z") + (("rot_q", "rot_k") if cfg.variant == "rope" else ()):
+                setattr(self, f"hook_{name}", HookPoint())
+        self.relative_pos_bias = None
+        self.cls_sep_override = None
+        if cfg.rp_per_layer:
+            if cfg.rp_bias:
+                self.relative_pos_bias = RelativePositionBias(h, cfg.max_length, cfg.num_buckets, cfg.max_distance)
+            if cfg.untie_cls:
+                self.cls_sep_override = SpecialTokenThetas(h)
+        self.hook_logits_sem = HookPoint()  # [batch, head, q, k]
+        if cfg.has_rp_component:
+            self.hook_logits_rp = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+
+    def rp_logits(self, n: int, shared_bias, shared_thetas, device) -> Tensor:
+        """``[head, q, k]`` RP component: bucketed bias, and thetas on the special rows / columns."""
+        cfg = self.cfg
+        bias_mod = self.relative_pos_bias if cfg.rp_per_layer else shared_bias
+        theta_mod = self.cls_sep_override if cfg.rp_per_layer else shared_thetas
+        out = bias_mod(n) if bias_mod is not None else torch.zeros(cfg.num_attention_heads, n, n, device=device)
+        if theta_mod is not None:
+            mask = special_mask(n, device)
+            base = out if cfg.rp_at_special else torch.zeros_like(out)
+            out = torch.where(mask, base + theta_mod(n), out)
+        return out
+
+    def forward(self, x: Tensor, rope_positions: Tensor | None, shared_bias, shared_thetas) -> Tensor:
+        cfg = self.cfg
+        b, n, _ = x.shape
+        h, dqk = cfg.num_attention_heads, cfg.d_qk
+        scale = 1.0 / math.sqrt(dqk)
+        components = []  # (hook, [batch or 1, head, q, k])
+        if cfg.disentangled:
+            p = cfg.pos_size
+            q_ap, k_ap, v_ap = self.qkv_pos(x[..., :p]).split([h * dqk, h * dqk, p], dim=-1)
+            q_sem, k_sem, v_sem = self.qkv_sem(x[..., p:]).split([h * dqk, h * dqk, cfg.hidden_size], dim=-1)
+            q_ap, k_ap = self.hook_q_ap(q_ap.view(b, n, h, dqk)), self.hook_k_ap(k_ap.view(b, n, h, dqk))
+            q_sem, k_sem = self.hook_q_sem(q_sem.view(b, n, h, dqk)), self.hook_k_sem(k_sem.view(b, n, h, dqk))
+            values = [self.hook_v_ap(v_ap.view(b, n, h, -1)), self.hook_v_sem(v_sem.view(b, n, h, -1))]
+            ap = torch.einsum("bqhd,bkhd->bhqk", q_ap, k_ap) * scale
+            if cfg.untie_cls:  # special tokens carry no AP term: their logits are thetas, in the RP component
+                ap = ap.masked_fill(special_mask(n, x.device), 0.0)
+            components.append((self.hook_logits_ap, ap))
+            components.append((self.hook_logits_sem, torch.einsum("bqhd,bkhd->bhqk", q_sem, k_sem) * scale))
+        else:
+            q, k, v = self.qkv(x).view(b, n, h, 3 * dqk).chunk(3, dim=-1)
+            q, k, values = self.hook_q(q), self.hook_k(k), [self.hook_v(v)]
+            if cfg.variant == "rope":
+                place = rope.rotate_half_split if cfg.rope_style == "half_split" else rope.rotate_interleaved
+                q = self.hook_rot_q(place(q, rope_positions, cfg.rope_theta))
+                k = self.hook_rot_k(place(k, rope_positions, cfg.rope_theta))
+            components.append((self.hook_logits_sem, torch.einsum("bqhd,bkhd->bhqk", q, k) * scale))
+        if cfg.has_rp_component:
+            rp = self.rp_logits(n, shared_bias, shared_thetas, x.device).to(x.dtype)
+            components.append((self.hook_logits_rp, rp.unsqueeze(0).expand(b, -1, -1, -1)))
+        pattern = self._pattern(components, values[0].dtype)
+        zs = [torch.einsum("bhqk,bkhd->bqhd", pattern, v) for v in values]
+        if cfg.disentangled:
+            z_ap, z_sem = self.hook_z_ap(zs[0]), self.hook_z_sem(zs[1])
+            return torch.cat([self.wo_pos(z_ap.reshape(b, n, -1)), self.wo_sem(z_sem.reshape(b, n, -1))], dim=-1)
+        return self.wo(self.hook_z(zs[0]).reshape(b, n, -1))
+
+    def _pattern(self, components, dtype) -> Tensor:
+        """Hooked components -> summed scores -> softmax; under ``query_rows`` only those rows pass the hooks."""
+        rows = current_query_rows()
+        if rows is None:
+            scores = self.hook_attn_scores(sum(hook(t.clone()) for hook, t in components))
+            return self.hook_pattern(torch.softmax(scores.float(), dim=-1).to(dtype))
+        rows = rows.to(components[0][1].device)
+        pattern = torch.softmax(sum(t for _, t in components).float(), dim=-1).to(dtype)
+        scores = self.hook_attn_scores(sum(hook(t.index_select(-2, rows)) for hook, t in components))
+        chosen = self.hook_pattern(torch.softmax(scores.float(), dim=-1).to(dtype))
+        return pattern.index_copy(-2, rows, chosen)
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        if cfg.disentangled:
+            self.pos_attention_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
+            self.sem_attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+            self.pos_ffn_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
+            self.sem_ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        else:
+            self.attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+            self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.attn = EncoderAttention(cfg)
+        self.ffn = SwiGLUFFN(cfg.d_model, cfg.intermediate_size)
+        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
+        self.hook_attn_in = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_in = HookPoint()
+        self.hook_mlp_out = HookPoint()
+        if cfg.disentangled:
+            self.hook_resid_ap = HookPoint()  # [batch, pos, pos_size]
+            self.hook_resid_sem = HookPoint()  # [batch, pos, hidden_size]
+        self.hook_resid_post = HookPoint()
+
+    def _norm(self, x: Tensor, stage: str) -> Tensor:
+        if not self.cfg.disentangled:
+            return getattr(self, f"{stage}_norm")(x)
+        p = self.cfg.pos_size
+        return torch.cat([getattr(self, f"pos_{stage}_norm")(x[..., :p]), getattr(self, f"sem_{stage}_norm")(x[..., p:])], dim=-1)
+
+    def forward(self, x: Tensor, rope_positions: Tensor | None, shared_bias, shared_thetas) -> Tensor:
+        normalized = self.cfg.residual == "normalized"
+        x = self.hook_resid_pre(x)
+        a = self.hook_attn_in(self._norm(x, "attention"))
+        attn_out = self.hook_attn_out(self.attn(a, rope_positions, shared_bias, shared_thetas))
+        h = self.hook_resid_mid((a if normalized else x) + attn_out)
+        m = self.hook_mlp_in(self._norm(h, "ffn"))
+        out = (m if normalized else h) + self.hook_mlp_out(self.ffn(m))
+        if self.cfg.disentangled:
+            p = self.cfg.pos_size
+            out = torch.cat([self.hook_resid_ap(out[..., :p]), self.hook_resid_sem(out[..., p:])], dim=-1)
+        return self.hook_resid_post(out)
+
+
+# ---- the model ---------------------------------------------------------------------------------------
+
+
+class EncoderModel(PosLensModel):
+    family = "encoder"
+    HOOKS = (
+        HookDoc("hook_embed_sem", "[batch, pos, hidden_size]", "token embeddings (encoder.weight rows): the semantic stream's input; "
+                "in the baselines the whole stream's, before any positions are added"),
+        HookDoc("hook_embed_ap", "[batch, pos, pos_size]", "DSTG: AP embeddings, rows offset+1..offset+n of positional_embedding"),
+        HookDoc("hook_pos_embed", "[batch, pos, hidden_size]", "ap baseline: position embeddings (rows offset+1..offset+n) added to the tokens"),
+        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l (DSTG: [AP | semantic])"),
+        HookDoc("blocks.{l}.hook_attn_in", "[batch, pos, d_model]", "normalised attention input (DSTG: AP and semantic parts normalised "
+                "apart); with residual='normalized' the attention output is added to this, not to the raw residual"),
+        HookDoc("blocks.{l}.attn.hook_q_ap", "[batch, pos, head, d_qk]", "DSTG: AP queries"),
+        HookDoc("blocks.{l}.attn.hook_k_ap", "[batch, pos, head, d_qk]", "DSTG: AP keys"),
+        HookDoc("blocks.{l}.attn.hook_v_ap", "[batch, pos, head, pos_size/head]", "DSTG: AP values"),
+        HookDoc("blocks.{l}.attn.hook_q_sem", "[batch, pos, head, d_qk]", "DSTG: semantic queries"),
+        HookDoc("blocks.{l}.attn.hook_k_sem", "[batch, pos, head, d_qk]", "DSTG: semantic keys"),
+        HookDoc("blocks.{l}.attn.hook_v_sem", "[batch, pos, head, hidden_size/head]", "DSTG: semantic values"),
+        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "baselines: queries (before rotation)"),
+        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, head, d_head]", "baselines: keys (before rotation)"),
+        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, head, d_head]", "baselines: values"),
+        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "rope baseline: queries rotated by positions offset+0..offset+n-1"),
+        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, head, d_head]", "rope baseline: rotated keys"),
+        HookDoc("blocks.{l}.attn.hook_logits_ap", "[batch, head, q, k]", "DSTG: AP logit q_ap.k_ap/sqrt(d_qk); 0 on [CLS]/[SEP] rows and "
+                "columns when they have thetas"),
+        HookDoc("blocks.{l}.attn.hook_logits_sem", "[batch, head, q, k]", "semantic (content) logit q.k/sqrt(d_qk); the only logit of "
+                "the ap and rope baselines"),
+        HookDoc("blocks.{l}.attn.hook_logits_rp", "[batch, head, q, k]", "RP logit: T5 bucketed bias, and the CLS/SEP thetas on the "
+                "special rows / columns (DSTG, rp baseline)"),
+        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "sum of the logit components, before the softmax"),
+        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities (one softmax for both value streams)"),
+        HookDoc("blocks.{l}.attn.hook_z_ap", "[batch, pos, head, pos_size/head]", "DSTG: per-head AP output before wo_pos"),
+        HookDoc("blocks.{l}.attn.hook_z_sem", "[batch, pos, head, hidden_size/head]", "DSTG: per-head semantic output before wo_sem"),
+        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "baselines: per-head output before wo"),
+        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added to the residual (DSTG: [wo_pos z_ap | wo_sem z_sem])"),
+        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
+        HookDoc("blocks.{l}.hook_mlp_in", "[batch, pos, d_model]", "normalised FFN input (the FFN base with residual='normalized')"),
+        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "SwiGLU output added to the residual (the only place the streams mix)"),
+        HookDoc("blocks.{l}.hook_resid_ap", "[batch, pos, pos_size]", "DSTG: AP stream leaving layer l (hooked before the concatenation, "
+                "so edits propagate)"),
+        HookDoc("blocks.{l}.hook_resid_sem", "[batch, pos, hidden_size]", "DSTG: semantic stream leaving layer l"),
+        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
+        HookDoc("hook_final_ap", "[batch, pos, pos_size]", "DSTG: final-normed AP stream (read by no head unless mlm_input='full')"),
+        HookDoc("hook_final_sem", "[batch, pos, hidden_size]", "DSTG: final-normed semantic stream (the MLM head's input)"),
+        HookDoc("hook_final", "[batch, pos, hidden_size]", "baselines: final-normed residual (the MLM head's input)"),
+    )
+
+    def __init__(self, cfg: EncoderConfig, init_weights: bool = True):
+        super().__init__()
+        self.cfg = cfg
+        self.n_layers, self.n_heads, self.d_model = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.d_model
+        self.d_vocab, self.max_seq_len = cfg.vocab_size, cfg.max_length
+        self._tokenizer = None
+        self.encoder = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.positional_embedding = None
+        if cfg.variant in ("disentangled", "ap"):
+            self.positional_embedding = nn.Embedding(cfg.max_length + 1, cfg.pos_size if cfg.disentangled else cfg.hidden_size)
+        shared = not cfg.rp_per_layer
+        self.relative_pos_bias = (RelativePositionBias(cfg.num_attention_heads, cfg.max_length, cfg.num_buckets, cfg.max_distance)
+                                  if cfg.rp_bias and shared else None)
+        self.cls_sep_override = SpecialTokenThetas(cfg.num_attention_heads) if cfg.untie_cls and shared else None
+        self.blocks = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.num_hidden_layers)])
+        if cfg.disentangled:
+            self.pos_layer_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
+            self.sem_layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        else:
+            self.layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.decoder = None
+        if cfg.mlm_head:
+            width = cfg.d_model if cfg.mlm_input == "full" else cfg.hidden_size
+            self.decoder = TiedDecoder(cfg.vocab_size) if cfg.tie_word_embeddings else nn.Linear(width, cfg.vocab_size, bias=True)
+        self.hook_embed_sem = HookPoint()
+        if cfg.disentangled:
+            self.hook_embed_ap = HookPoint()
+            self.hook_final_ap = HookPoint()
+            self.hook_final_sem = HookPoint()
+        else:
+            if cfg.variant == "ap":
+                self.hook_pos_embed = HookPoint()
+            self.hook_final = HookPoint()
+        caps = {Capability.HIDDEN_STATES, Capability.ATTENTION}
+        if cfg.variant in ("disentangled", "ap"):
+            caps.add(Capability.AP_STREAM)
+        if cfg.variant in ("disentangled", "rp"):
+            caps.add(Capability.LOGIT_COMPONENTS)
+        self.capabilities = frozenset(caps)
+        if init_weights:
+            self.reset_parameters()
+        self.setup()
+
+    @property
+    def tokenizer(self):
+        """The WordPiece tokenizer when the config names one (built on first use), else whatever was set."""
+        if self._tokenizer is None and self.cfg.tokenizer == "bert-uncased":
+            from interp.tokenizers import WordPieceTokenizer
+
+            self._tokenizer = WordPieceTokenizer()
+        return self._tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, value):
+        self._tokenizer = value
+
+    def describe(self) -> str:
+        c = self.cfg
+        kind = {
+            "disentangled": f"DSTG (AP {c.pos_size} | semantic {c.hidden_size}, d_qk {c.d_qk})",
+            "ap": "AP baseline (learned absolute positions)",
+            "rp": "RP baseline (T5 bias)",
+            "rope": f"RoPE baseline ({c.rope_style}, theta {c.rope_theta:g})",
+        }[c.variant]
+        parts = [f"encoder family, {kind}"]
+        if c.has_rp_component:
+            what = " + ".join(w for w, on in (("T5 RP bias", c.rp_bias), ("CLS/SEP thetas", c.untie_cls)) if on)
+            parts.append(f"{what} {'per layer' if c.rp_per_layer else 'shared by all layers'}")
+        parts.append(f"{c.residual} residual")
+        if not c.mlm_head:
+            parts.append("no MLM head")
+        elif c.mlm_input == "full":
+            parts.append("MLM head on [AP | semantic]")
+        return ", ".join(parts)
+
+    def reset_parameters(self, std: float = 0.02):
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=std)
+                if getattr(m, "bias", None) is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, RelativePositionBias):
+                nn.init.normal_(m.relative_attention_bias, std=std)
+            elif isinstance(m, SpecialTokenThetas):
+                nn.init.normal_(m.thetas, std=std)
+
+    # -- inputs --------------------------------------------------------------------------------------------
+    def check_tokens(self, tokens) -> Tensor:
+        """Base checks, and no padding: one length per batch and no pad id anywhere."""
+        if isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, (Sequence, Tensor)) for t in tokens):
+            lengths = [len(t) for t in tokens]
+            if len(set(lengths)) > 1:
+                raise InputError(f"sequences in one batch must have the same length, got lengths {lengths}: this encoder takes "
+                                 "unpadded sequences only ([SEP] is read at the last index); group them by length")
+            tokens = torch.stack([torch.as_tensor(t) for t in tokens])
+        tokens = super().check_tokens(tokens)
+        pads = (tokens == self.cfg.pad_token_id).nonzero()
+        if len(pads):
+            row, pos = (int(i) for i in pads[0])
+            raise InputError(f"pad id {self.cfg.pad_token_id} at batch row {row}, position {pos}: this encoder takes unpadded sequences "
+                             "only ([CLS]/[SEP] are found at indices 0 and n-1, and pads would take real positions); "
+                             "run sequences of different lengths separately")
+        return tokens
+
+    def _offsets(self, position_offset, b: int, n: int) -> Tensor:
+        off = torch.as_tensor(position_offset)
+        if off.dtype.is_floating_point or off.dtype == torch.bool or off.is_complex():
+            raise InputError(f"position_offset must be an integer or a [batch] integer tensor, got dtype {off.dtype}")
+        if off.dim() == 0:
+            off = off.expand(b)
+        elif tuple(off.shape) != (b,):
+            raise InputError(f"position_offset must be an int or a [batch] tensor ([{b}]), got shape {tuple(off.shape)}")
+        lo, hi = int(off.min()), int(off.max())
+        if lo < 0:
+            raise InputError(f"position_offset must be >= 0, got {lo}")
+        if hi and self.cfg.variant == "rp":
+            raise InputError(f"position_offset={hi}: the rp variant has no absolute positions to shift")
+        if hi + n > self.cfg.max_length:
+            raise InputError(f"position_offset {hi} + {n} tokens = {hi + n} exceeds max_length {self.cfg.max_length} "
+                             f"(real tokens take positions offset+1..offset+n of 1..{self.cfg.max_length})")
+        return off.long().to(self.device)
+
+    # -- forward -------------------------------------------------------------------------------------------
+    def forward(self, tokens, position_offset=0, predict_at: Tensor | None = None) -> Tensor:
+        """MLM logits ``[batch, pos, vocab]`` (without an MLM head: the final-normed residual ``[batch, pos, d_model]``).
+
+        ``position_offset`` (int or ``[batch]``) shifts absolute positions: real tokens take AP rows
+        ``k+1..k+n`` (rotary positions ``k..k+n-1`` in the rope baseline). ``predict_at`` (bool
+        ``[batch, pos]``) applies the MLM head only there and returns ``[n_selected, vocab]`` (training).
+        """
+        cfg = self.cfg
+        tokens = self.check_tokens(tokens)
+        b, n = tokens.shape
+        offset = self._offsets(position_offset, b, n)
+        steps = torch.arange(n, device=tokens.device)
+        x = self.hook_embed_sem(self.encoder(tokens))
+        if cfg.disentangled:
+            x = torch.cat([self.hook_embed_ap(self.positional_embedding(offset[:, None] + steps + 1)), x], dim=-1)
+        elif cfg.variant == "ap":
+            x = x + self.hook_pos_embed(self.positional_embedding(offset[:, None] + steps + 1))
+        rope_positions = (offset[:, None] + steps).float() if cfg.variant == "rope" else None
+        for block in self.blocks:
+            x = block(x, rope_positions, self.relative_pos_bias, self.cls_sep_override)
+        if cfg.disentangled:
+            p = cfg.pos_size
+            ap = self.hook_final_ap(self.pos_layer_norm(x[..., :p]))
+            sem = self.hook_final_sem(self.sem_layer_norm(x[..., p:]))
+            final = torch.cat([ap, sem], dim=-1)
+            head_in = final if cfg.mlm_input == "full" else sem
+        else:
+            final = head_in = self.hook_final(self.layer_norm(x))
+        if self.decoder is None:
+            return final
+        if predict_at is not None:
+            head_in = head_in[predict_at.to(head_in.device)]
+        if cfg.tie_word_embeddings:
+            return F.linear(head_in, self.encoder.weight, self.decoder.bias)
+        return self.decoder(head_in)
+
+    # -- capability: HIDDEN_STATES ---------------------------------------------------------------------------
+    def residual_subspaces(self) -> dict[str, slice]:
+        if self.cfg.disentangled:
+            return {"full": slice(0, self.d_model), "ap": slice(0, self.cfg.pos_size), "semantic": slice(self.cfg.pos_size, self.d_model)}
+        return {"full": slice(0, self.d_model)}
+
+    # -- capability: AP_STREAM ---------------------------------------------------------------------------------
+    def ap_embedding_matrix(self) -> Tensor:
+        """``[max_length, d]``: the AP rows real positions 1..max_length use (row 0, the padding row, left out)."""
+        if self.positional_embedding is None:
+            raise AttributeError(f"the {self.cfg.variant} variant has no absolute-position embedding")
+        return self.positional_embedding.weight[1:].detach()
+
+    # -- capability: LOGIT_COMPONENTS ---------------------------------------------------------------------------
+    def logit_components(self) -> tuple[str, ...]:
+        """Names of the logit components, each at ``blocks.{l}.attn.hook_logits_{name}``; their sum is the score."""
+        names = ("ap", "sem") if self.cfg.disentangled else ("sem",)
+        return names + (("rp",) if self.cfg.has_rp_component else ())

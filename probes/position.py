@@ -1,0 +1,131 @@
+"""Ridge probes for token-level, segment-level and intra-segment position, by layer and subspace (seed 002).
+
+Documents are English Wikipedia lead sections concatenated up to the model's input length. For each
+of ``n_seeds`` seeds the documents are split into train and test documents, and the training documents
+into ``cv_folds`` folds; every document's hidden states are read once and its sufficient statistics are
+added to the (seed, fold or test) accumulators it belongs to. Per layer, subspace and target, the alpha
+with the lowest cross-validated error on the training documents is refitted on all of them and scored
+(R^2) on the test documents. A control refits on targets shuffled within each document: with no
+positional signal its R^2 must sit near 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp import extract
+from interp.base import Capability, require
+from probes.ridge import Stats, fit, r2, select_alpha
+from probes.targets import TARGETS, position_targets
+
+DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 9))
+
+
+@dataclass(frozen=True)
+class ProbeDoc:
+    text: str
+    ids: list[int]
+    spans: list[tuple[int, int]]
+
+
+def probe_documents(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0) -> list[ProbeDoc]:
+    """``n_docs`` documents of at most ``max_tokens`` tokens: lead sections joined by newlines, validation
+    articles first (held out from every bundled model's training), then training articles."""
+    from corpora.sources import english_wikipedia
+
+    wiki = english_wikipedia()
+    articles = [d.text for d in wiki if d.split == "validation"]
+    rest = [d.text for d in wiki if d.split != "validation"]
+    order = np.random.default_rng(seed).permutation(len(rest))
+    articles += [rest[i] for i in order]
+    docs, parts, it = [], [], iter(articles)
+    for article in it:
+        parts.append(article)
+        enc = tokenizer.encode_with_spans("\n".join(parts), doc_start=True)
+        if len(enc.ids) >= max_tokens:
+            text = "\n".join(parts)
+            enc = _fit(tokenizer, text, max_tokens)
+            docs.append(ProbeDoc(text[: max(b for _, b in enc.spans)], enc.ids, enc.spans))
+            parts = []
+            if len(docs) == n_docs:
+                return docs
+    raise ValueError(f"the corpus holds only {len(docs)} documents of {max_tokens} tokens, fewer than n_docs={n_docs}")
+
+
+def _fit(tokenizer, text: str, max_tokens: int):
+    if hasattr(tokenizer, "cls_id"):  # encoders wrap [CLS] ... [SEP] themselves
+        return tokenizer.encode_with_spans(text, max_tokens=max_tokens)
+    enc = tokenizer.encode_with_spans(text, doc_start=True)
+    return type(enc)(enc.ids[:max_tokens], enc.spans[:max_tokens])
+
+
+def fit_position_probes(model, docs: list[ProbeDoc], *, n_seeds: int = 5, n_train: int | None = None, n_test: int | None = None,
+                        alphas=DEFAULT_ALPHAS, cv_folds: int = 5, layers=None, subspaces=None, seed: int = 0) -> pd.DataFrame:
+    require(model, Capability.HIDDEN_STATES, "position-probes")
+    n_test = n_test if n_test is not None else max(1, len(docs) // 5)
+    n_train = n_train if n_train is not None else len(docs) - n_test
+    if n_train + n_test > len(docs) or n_train < cv_folds:
+        raise ValueError(f"need n_train + n_test <= {len(docs)} documents and n_train >= cv_folds={cv_folds}; "
+                         f"got n_train={n_train}, n_test={n_test}")
+    layers = list(range(model.n_layers)) if layers is None else list(layers)
+    spaces = model.residual_subspaces()
+    subspaces = list(spaces) if subspaces is None else list(subspaces)
+    for s in subspaces:
+        if s not in spaces:
+            raise ValueError(f"{model.model_name} has no subspace '{s}' (it has {list(spaces)})")
+    # group of each document per seed: 0..cv_folds-1 training folds, cv_folds test, -1 unused
+    groups = np.full((n_seeds, len(docs)), -1)
+    for s in range(n_seeds):
+        order = np.random.default_rng([seed, s]).permutation(len(docs))
+        groups[s, order[:n_train]] = np.arange(n_train) % cv_folds
+        groups[s, order[n_train : n_train + n_test]] = cv_folds
+    n_targets = 2 * len(TARGETS)  # the targets, then their within-document shuffles
+    acc = {}
+    for layer in layers:
+        for name in subspaces:
+            d = spaces[name].stop - spaces[name].start
+            acc[layer, name] = [[Stats.zeros(d, n_targets) for _ in range(cv_folds + 1)] for _ in range(n_seeds)]
+    names = [f"blocks.{l}.hook_resid_post" for l in layers]
+    shuffle_rng = np.random.default_rng([seed, 99])
+    for i, acts in extract.stream(model, [d.ids for d in docs], names, batch_size=1):
+        doc = docs[i]
+        rows, Y = position_targets(doc.text, doc.spans)
+        Y = np.concatenate([Y, np.stack([shuffle_rng.permutation(Y[:, j]) for j in range(Y.shape[1])], 1)], 1)
+        for layer, hook in zip(layers, names):
+            X = acts[hook][rows].double().numpy()
+            for name in subspaces:
+                st = Stats.of(X[:, spaces[name]], Y)
+                for s in range(n_seeds):
+                    if groups[s, i] >= 0:
+                        acc[layer, name][s][groups[s, i]].add_(st)
+    rows_out = []
+    alphas = np.asarray(alphas, dtype=np.float64)
+    for (layer, name), per_seed in acc.items():
+        scores, chosen = [], []
+        for folds in per_seed:
+            best = select_alpha(folds[:cv_folds], alphas)
+            W, b = fit(sum(folds[1:cv_folds], folds[0]), alphas)
+            scores.append([r2(folds[cv_folds], W[best[t]], b[best[t]])[t] for t in range(n_targets)])
+            chosen.append(alphas[best])
+        scores, chosen = np.array(scores), np.array(chosen)
+        for t in range(n_targets):
+            rows_out.append(dict(model=model.model_name, layer=layer, subspace=name, target=TARGETS[t % len(TARGETS)],
+                                 control="shuffled" if t >= len(TARGETS) else "none",
+                                 r2_mean=float(scores[:, t].mean()), r2_std=float(scores[:, t].std()),
+                                 alpha=float(np.exp(np.median(np.log(chosen[:, t])))),
+                                 n_train_docs=n_train, n_test_docs=n_test, n_seeds=n_seeds))
+    return pd.DataFrame(rows_out)
+
+
+@torch.no_grad()
+def position_probes(model, *, n_docs: int = 500, n_train: int = 400, n_test: int = 100, n_seeds: int = 5, max_tokens: int = 512,
+                    cv_folds: int = 5, seed: int = 0, alphas=DEFAULT_ALPHAS) -> pd.DataFrame:
+    """The seed's protocol: 500 documents of <= 512 tokens, 400 train / 100 test, 5 seeds."""
+    require(model, Capability.HIDDEN_STATES, "position-probes")
+    max_tokens = min(max_tokens, model.max_seq_len)
+    docs = probe_documents(model.tokenizer, n_docs, max_tokens, seed=seed)
+    return fit_position_probes(model, docs, n_seeds=n_seeds, n_train=n_train, n_test=n_test, cv_folds=cv_folds, seed=seed, alphas=alphas)

@@ -1,0 +1,21 @@
+"""The README is the entry point: it must open with the two commands and document every hook that exists."""
+
+from pathlib import Path
+
+from interp.hook_docs import markdown, readme_section
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_opens_with_the_two_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    head = text[:400]
+    assert "make demo" in head and "make test" in head
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "\ndemo:" in makefile and "\ntest:" in makefile
+    assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_hook_tables_in_the_readme_equal_the_models_declarations():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme_section(text).strip() == markdown().strip(), "run: python -m interp.hook_docs --write README.md"
