@@ -1,6 +1,7 @@
 """Where do answer tokens look in a needle-in-a-haystack prompt? (seed 000, Table 4)
 
-For each RULER-format prompt the model answers greedily; then the prompt plus an answer is run once more
+For each RULER-format prompt the model answers greedily (up to 8 tokens more than the gold answer, as RULER
+generates freely and string-matches the value); then the prompt plus an answer is run once more
 and the attention rows of the positions that produce the answer (the last prompt token and every answer
 token but the last) are read, one layer at a time, and reduced at once to the attention falling on each
 part of the context: the needle, the query (question and answer prefix) and the rest (haystack and
@@ -19,6 +20,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analyses.progress import progress
+from corpora.answers import answer_budget, answered_prefix, stop_ids
 from corpora.niah import OTHER, PARTS, niah_samples
 from interp.base import Capability, require
 
@@ -60,19 +63,24 @@ def attention_mass(model, *, n_samples: int = 16, context_tokens: int = 512, dep
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} (choose from {MODES})")
+    tokenizer = model.require_tokenizer("attention-mass")
+    if n_samples < 1 and samples is None:
+        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
     if context_tokens + 16 > model.max_seq_len:
         raise ValueError(f"--context-tokens={context_tokens} plus the answer does not fit in {model.model_name} "
                          f"(max_seq_len={model.max_seq_len})")
     if samples is None:
-        samples = niah_samples(model.tokenizer, n_samples, context_tokens, seed=seed, depth=depth, haystack=haystack, preamble=preamble)
+        samples = niah_samples(tokenizer, n_samples, context_tokens, seed=seed, depth=depth, haystack=haystack, preamble=preamble)
     share = {m: torch.zeros(model.n_layers, model.n_heads, len(PART_NAMES)) for m in modes}
     per_token = {m: torch.zeros_like(share[m]) for m in modes}
     correct = 0
-    for s in samples:
-        generated = model.generate([s.token_ids], len(s.answer_ids))
-        correct += int(s.value in model.tokenizer.decode(generated))
+    for s in progress(samples, f"attention-mass {model.model_name}"):
+        generated = model.generate([s.token_ids], answer_budget(s.answer_ids), stop_ids(tokenizer))
+        done = answered_prefix(tokenizer, generated, s.value)
+        correct += int(done is not None)
         for mode in modes:
-            continuation = generated if mode == "greedy" else s.answer_ids
+            # greedy: the generated tokens up to the one completing the value (or as many as the gold answer has)
+            continuation = generated[: done or len(s.answer_ids)] if mode == "greedy" else s.answer_ids
             mass = answer_attention(model, s.token_ids, continuation, s.parts)
             # 'other' per token counts the most other tokens any answer row sees (document start + earlier answer tokens)
             n_other = int((s.parts == OTHER).sum()) + len(continuation) - 1

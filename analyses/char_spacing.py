@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyses.common import byte_model, check_window, increment_labels, increments
+from analyses.common import byte_model, increment_labels, increments
+from interp.base import InputError
 from interp.tokenizers import check_text
 
 DEFAULT_TEXTS = {
@@ -25,7 +26,9 @@ SCALES = ("per-row", "shared")
 def char_increments(model, text: str) -> np.ndarray:
     """``[n_layers, n_chars]`` increments per character (sum over its bytes)."""
     enc = model.tokenizer.encode_with_spans(text, doc_start=True)
-    check_window(model, len(enc.ids), what="the text (in bytes, with EOS)")
+    if len(enc.ids) > model.max_seq_len:
+        raise InputError(f"the text is {len(enc.ids)} bytes with EOS, longer than {model.model_name} allows "
+                         f"(max_seq_len={model.max_seq_len})")
     _, inc = next(increments(model, [enc.ids]))
     per_char = np.zeros((inc.shape[0], len(text)))
     for t, (start, _end) in enumerate(enc.spans[1:], start=1):

@@ -30,8 +30,10 @@ def entity_spacing(df: pd.DataFrame) -> str:
     parts = []
     for (model, name), g in df.groupby(["model", "set"], sort=False):
         sig = g[g["p_value"] < 0.01]
-        layers = ", ".join(f"{r.layer} ({r.frac_real_smaller:.0%}, p={r.p_value:.1e})" for r in sig.itertuples())
-        parts.append(f"{model}, {name} names: " + (f"real order closer in {layers}" if layers else "no layer with p < 0.01"))
+        closer = ", ".join(f"{r.layer} ({r.frac_real_smaller:.0%}, p={r.p_value:.1e})" for r in sig.itertuples() if r.mean_real < r.mean_reversed)
+        wider = ", ".join(f"{r.layer} (p={r.p_value:.1e})" for r in sig.itertuples() if r.mean_real >= r.mean_reversed)
+        said = ([f"real order closer in {closer}"] if closer else []) + ([f"real order wider in {wider}"] if wider else [])
+        parts.append(f"{model}, {name} names: " + ("; ".join(said) if said else "no layer with p < 0.01"))
     return "; ".join(parts) + "."
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analyses.progress import progress
 from interp.base import Capability, require
 
 COMPONENTS = ("ap", "sem", "rp")
@@ -54,7 +55,10 @@ def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: 
 
     require(model, Capability.LOGIT_COMPONENTS, "kl-ablation")
     present = list(model.logit_components())
-    docs = docs if docs is not None else probe_documents(model.tokenizer, n_docs, min(max_tokens, model.max_seq_len), seed=seed)
+    if docs is None:
+        docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, min(max_tokens, model.max_seq_len), seed=seed)
+    if len(docs) == 0:
+        raise ValueError("kl-ablation needs at least one document")
     sums = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
     held: dict[str, torch.Tensor] = {}
 
@@ -72,7 +76,7 @@ def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: 
     hooks = [(f"blocks.{l}.attn.hook_logits_{c}", keep(c)) for l in range(model.n_layers) for c in present]
     hooks += [(f"blocks.{l}.attn.hook_attn_scores", reduce(l)) for l in range(model.n_layers)]
     with model.hooks(fwd_hooks=hooks):
-        for doc in docs:
+        for doc in progress(docs, f"kl-ablation {model.model_name}"):
             model(torch.tensor([doc.ids], device=model.device))
     rows = []
     for layer in range(model.n_layers):

@@ -23,8 +23,10 @@ from interp.tokenizers import ByteTokenizer, TokenizerError
 
 
 def training_record(model) -> dict:
-    path = Path(model.source.get("path", "")) / "training.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    """The ``training.json`` beside the model's checkpoint, if it has one."""
+    source = model.source.get("path")
+    path = Path(source) / "training.json" if source else None
+    return json.loads(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else {}
 
 
 @torch.no_grad()
@@ -49,8 +51,8 @@ def loss_neutrality(model, *, n_windows: int = 64, context: int = 512, seed: int
     streams = bilingual_streams("validation", 0).streams
     record = training_record(model)
     rows, per_language = [], {}
-    for language, stream in streams.items():
-        windows = stream.windows(np.random.default_rng([12345, len(language)]), n_windows, context + 1)
+    for index, (language, stream) in enumerate(streams.items()):
+        windows = stream.windows(np.random.default_rng([12345, index]), n_windows, context + 1)
         per_language[language] = window_losses(model, windows)
     per_language["all"] = np.concatenate(list(per_language.values()))
     rng = np.random.default_rng(seed)

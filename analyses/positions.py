@@ -23,22 +23,17 @@ from interp.base import Capability, require
 
 
 def context_tokens_for(model, n: int, context_tokens: int, seed: int, source: str = "niah"):
-    """Token sequences to read positions on: NIAH prompts (default) or Wikipedia windows."""
+    """Token sequences of ``context_tokens`` tokens (to within a sentence or word) to read positions on:
+    NIAH prompts (default) or Wikipedia lead sections joined to that length."""
+    tokenizer = model.require_tokenizer("positions")
     if source == "niah":
         from corpora.niah import niah_samples
 
-        return [s.token_ids for s in niah_samples(model.tokenizer, n, context_tokens, seed=seed, preamble=False)]
+        return [s.token_ids for s in niah_samples(tokenizer, n, context_tokens, seed=seed, preamble=False)]
     if source == "wiki":
-        from corpora.sources import english_wikipedia
+        from probes.position import probe_documents
 
-        docs = [d for d in english_wikipedia() if d.split == "validation"]
-        rng = np.random.default_rng(seed)
-        out = []
-        while len(out) < n:
-            ids = model.tokenizer.encode(docs[int(rng.integers(len(docs)))].text, doc_start=True)
-            if len(ids) >= context_tokens // 2:
-                out.append(ids[:context_tokens])
-        return out
+        return [d.ids for d in probe_documents(tokenizer, n, context_tokens, seed=seed)]
     raise ValueError(f"source must be 'niah' or 'wiki', not {source!r}")
 
 
@@ -103,7 +98,7 @@ def position_patterns(model, *, layers=None, heads=None, context_tokens: int = 2
     seq = context_tokens_for(model, 1, context_tokens, seed, source)[0]
     names = [f"blocks.{l}.attn.hook_positions" for l in layers]
     acts = extract.run_and_collect(model, [seq], names)
-    tokens = model.tokenizer.token_strings(seq) if model.tokenizer is not None else [str(t) for t in seq]
+    tokens = model.tokenizer.token_strings(seq)
     modes = _modes(model)
     frames = []
     for l, name in zip(layers, names):

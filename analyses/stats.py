@@ -37,6 +37,8 @@ def roc_auc(labels, scores) -> float:
         raise ValueError(f"labels and scores must be 1-D and equal length, got {labels.shape} and {scores.shape}")
     if not np.isin(labels, (0, 1)).all():
         raise ValueError("labels must be 0 or 1")
+    if not np.isfinite(scores).all():
+        raise ValueError(f"scores must be finite ({int((~np.isfinite(scores)).sum())} are NaN or infinite)")
     if labels.min() == labels.max():
         raise ValueError("ROC-AUC needs both positive and negative labels")
     order = np.argsort(scores, kind="mergesort")
@@ -44,11 +46,19 @@ def roc_auc(labels, scores) -> float:
 
 
 def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95, chunk: int = 50):
-    """Percentile bootstrap interval of the AUC, resampling ``clusters`` (or single items) with replacement."""
+    """Percentile bootstrap interval of the AUC, resampling ``clusters`` (or single items) with replacement.
+
+    (NaN, NaN) when there are fewer than two clusters or no resample holds both classes.
+    """
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    roc_auc(labels, scores)  # the same input checks
     labels = np.asarray(labels, dtype=float)
     scores = np.asarray(scores, dtype=float)
     clusters = np.arange(len(labels)) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]
     n_clusters = int(clusters.max()) + 1
+    if n_clusters < 2:
+        return float("nan"), float("nan")
     order = np.argsort(scores, kind="mergesort")
     labels_s, groups, clusters_s = labels[order], _tie_groups(scores[order]), clusters[order]
     rng = np.random.default_rng(seed)
@@ -59,5 +69,7 @@ def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: in
         values.append(_weighted_auc(labels_s, groups, counts[:, clusters_s].astype(float)))
     values = np.concatenate(values)
     values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return float("nan"), float("nan")
     alpha = (1 - level) / 2
     return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))

@@ -149,9 +149,10 @@ def word_boundaries(
         if (y < 0).any():
             continue  # documents without gold segmentation
         for li, layer in enumerate(layers):
+            auc = roc_auc(y, scores[li])
             lo, hi = bootstrap_auc(y, scores[li], gaps.doc, n_boot=n_boot, seed=seed)
             rows.append(dict(layer=layer, layer_index=li if layer != "shared" else np.nan, reference=ref,
-                             auc=roc_auc(y, scores[li]), ci_low=lo, ci_high=hi, n_gaps=len(y),
+                             auc=auc, ci_low=lo, ci_high=hi, n_gaps=len(y),
                              positive_rate=float(y.mean()), n_docs=gaps.n_docs))
     if (gaps.labels["gold"] >= 0).all():
         gold, jb = gaps.labels["gold"], gaps.labels["jieba"]

@@ -143,7 +143,9 @@ def make_sample(tokenizer, rng: np.random.Generator, haystack: Haystack, context
 def niah_samples(tokenizer, n: int, context_tokens: int, *, seed: int = 0, depth: float | None = None,
                  haystack: str = "wiki", split: str = "validation", preamble: bool = True) -> list[NiahSample]:
     """``n`` seeded prompts; ``depth=None`` spreads needles evenly over [0, 1]."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
     hay = Haystack(haystack, split)
     rng = np.random.default_rng(seed)
-    depths = [depth] * n if depth is not None else list(np.linspace(0, 1, n)) if n > 1 else [0.5]
+    depths = [depth] * n if depth is not None else list(np.linspace(0, 1, n)) if n > 1 else [0.5] * n
     return [make_sample(tokenizer, rng, hay, context_tokens, depth=d, preamble=preamble) for d in depths]

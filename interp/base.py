@@ -74,6 +74,9 @@ def require(model, capability: Capability, analysis: str) -> None:
 class PosLensModel(HookedRootModule):
     """A HookedRootModule with a tokenizer, a family name, documented hooks and declared capabilities.
 
+    ``max_seq_len`` is a plain attribute: inputs longer than it are refused. Rotary families compute their
+    angles on the fly, so raising it (``model.max_seq_len = 8192``) runs extrapolation experiments.
+
     Subclasses set ``family``, ``HOOKS``, ``self.capabilities``, ``self.tokenizer``, ``self.n_layers``,
     ``self.n_heads`` and ``self.max_seq_len``, build their modules, then call ``self.setup()``.
     """
@@ -129,8 +132,9 @@ class PosLensModel(HookedRootModule):
         return tokens.long().to(self.device)
 
     @torch.no_grad()
-    def generate(self, tokens, max_new_tokens: int) -> list[int]:
-        """Greedy continuation of one sequence (no KV cache: each step re-runs the whole sequence)."""
+    def generate(self, tokens, max_new_tokens: int, stop_ids=()) -> list[int]:
+        """Greedy continuation of one sequence, ending after a token in ``stop_ids`` (kept) or at
+        ``max_new_tokens`` or the context limit (no KV cache: each step re-runs the whole sequence)."""
         require(self, Capability.CAUSAL_LM, "generate")
         seq = self.check_tokens(tokens)
         if seq.shape[0] != 1:
@@ -141,8 +145,17 @@ class PosLensModel(HookedRootModule):
                 break
             nxt = self(seq)[0, -1].argmax()
             new.append(int(nxt))
+            if int(nxt) in stop_ids:
+                break
             seq = torch.cat([seq, nxt.view(1, 1)], dim=1)
         return new
+
+    def require_tokenizer(self, analysis: str):
+        """The tokenizer, or a clear error for models loaded without one."""
+        if getattr(self, "tokenizer", None) is None:
+            raise CapabilityError(f"analysis '{analysis}' reads text, and {self.model_name} was loaded without a tokenizer "
+                                  "(put the tokenizer files beside the checkpoint, or attach one: model.tokenizer = ...)")
+        return self.tokenizer
 
     def to_tokens(self, text: str, *, doc_start: bool = False) -> Tensor:
         """``[1, pos]`` token ids for one text."""

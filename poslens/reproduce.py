@@ -88,8 +88,8 @@ def _models_table(done) -> str:
             seen.setdefault(m["name"], m)
     rows = []
     for name, m in seen.items():
-        record = Path(m.get("path", "")) / "training.json"
-        train = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+        record = Path(m["path"]) / "training.json" if m.get("path") else None
+        train = json.loads(record.read_text(encoding="utf-8")) if record is not None and record.is_file() else {}
         loss = train.get("final_validation_loss")
         rows.append(dict(model=name, family=m["family"], about=m["description"], sha256=m.get("sha256", "")[:12],
                          steps=train.get("steps", ""), tokens=f"{train['tokens_seen']:,}" if "tokens_seen" in train else "",

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analyses.progress import progress
 from interp import extract
 from interp.base import Capability, require
 from probes.ridge import Stats, fit, r2, select_alpha
@@ -91,7 +92,8 @@ def fit_position_probes(model, docs: list[ProbeDoc], *, n_seeds: int = 5, n_trai
             acc[layer, name] = [[Stats.zeros(d, n_targets) for _ in range(cv_folds + 1)] for _ in range(n_seeds)]
     names = [f"blocks.{l}.hook_resid_post" for l in layers]
     shuffle_rng = np.random.default_rng([seed, 99])
-    for i, acts in extract.stream(model, [d.ids for d in docs], names, batch_size=1):
+    stream = extract.stream(model, [d.ids for d in docs], names, batch_size=1)
+    for i, acts in progress(stream, f"probes {model.model_name}", total=len(docs)):
         doc = docs[i]
         rows, Y = position_targets(doc.text, doc.spans)
         Y = np.concatenate([Y, np.stack([shuffle_rng.permutation(Y[:, j]) for j in range(Y.shape[1])], 1)], 1)
@@ -127,5 +129,5 @@ def position_probes(model, *, n_docs: int = 500, n_train: int = 400, n_test: int
     """The seed's protocol: 500 documents of <= 512 tokens, 400 train / 100 test, 5 seeds."""
     require(model, Capability.HIDDEN_STATES, "position-probes")
     max_tokens = min(max_tokens, model.max_seq_len)
-    docs = probe_documents(model.tokenizer, n_docs, max_tokens, seed=seed)
+    docs = probe_documents(model.require_tokenizer("position-probes"), n_docs, max_tokens, seed=seed)
     return fit_position_probes(model, docs, n_seeds=n_seeds, n_train=n_train, n_test=n_test, cv_folds=cv_folds, seed=seed, alphas=alphas)

@@ -204,8 +204,24 @@ def load_hf_dir(path: Path, *, device=None, dtype=None, device_map=None, max_mem
         handles.clear()
     if isinstance(device_map, dict) and len(set(device_map.values())) > 1:
         model = accelerate.dispatch_model(model, device_map=device_map)
+    if model.tokenizer is None:
+        model.tokenizer = hf_tokenizer(path)
     model.model_name = path.name
     return model.eval()
+
+
+def hf_tokenizer(path: Path):
+    """The tokenizer saved beside a released checkpoint (``tokenizer.json`` / ``tokenizer_config.json``), or None."""
+    if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+        return None
+    from transformers import AutoTokenizer
+
+    from interp.tokenizers import HFTokenizer
+
+    try:
+        return HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True), path.name)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{path}: has tokenizer files that cannot be loaded: {err}") from None
 
 
 def is_hf_dir(path: Path) -> bool:

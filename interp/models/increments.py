@@ -121,7 +121,7 @@ class DeltaMLP(nn.Module):
         """``[batch, pos, dim]`` -> ``[batch, pos]`` (one output) or ``[batch, head, pos]``."""
         if self.norm is not None:
             x = self.norm(x)
-        raw = self.fc2(F.gelu(self.fc1(x)))
+        raw = self.fc2(F.gelu(self.fc1(x))).float()  # softplus / sigmoid in fp32, as upstream's CUDA autocast does
         delta = MAX_DELTA * torch.sigmoid(raw) if self.bounded else F.softplus(raw)
         return delta.squeeze(-1) if delta.shape[-1] == 1 else delta.transpose(1, 2)
 
@@ -223,7 +223,7 @@ class Block(nn.Module):
     def forward(self, x: Tensor, positions: Tensor | None, bias: Tensor | None) -> Tensor:
         x = self.hook_resid_pre(x)
         if self.delta_mlp is not None:
-            positions = self.hook_delta(self.delta_mlp(x)).cumsum(-1)
+            positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.attn_norm(x), positions, bias)))
         return self.hook_resid_post(x + self.hook_mlp_out(self.ffn(self.ffn_norm(x))))
 
@@ -303,7 +303,7 @@ class IncrementTransformer(PosLensModel):
         x = self.hook_embed(self.tok_emb(tokens))
         positions = None
         if self.delta_mlp is not None:
-            positions = self.hook_delta(self.delta_mlp(x)).cumsum(-1)
+            positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
         elif not self.cfg.selective:
             positions = torch.arange(n, device=x.device, dtype=torch.float32).expand(b, n)
         bias = None

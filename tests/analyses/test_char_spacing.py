@@ -32,3 +32,8 @@ def test_bad_text(text, message):
 def test_text_longer_than_the_context():
     with pytest.raises(ValueError, match="longer than"):
         char_spacing(tiny_model("per-layer"), texts={"x": "a" * 100})
+
+
+def test_two_character_text_is_fine():
+    df = char_spacing(tiny_model("per-layer"), texts={"x": "ab"}, scales=("per-row",))
+    assert list(df[df.layer == "L0"]["char"]) == ["a", "b"]

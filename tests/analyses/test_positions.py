@@ -4,6 +4,7 @@ import torch
 
 from analyses.niah_accuracy import wilson
 from analyses.positions import jumps_and_plateaus, position_patterns, position_ranges
+from probes.position import probe_documents
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
 
@@ -15,18 +16,11 @@ def test_ranges_of_integer_rope_nope_and_increments():
     assert (df[df.layer > 0]["d"] == 0).all()  # NoPE layers report position 0
     inc = tiny_model("per-layer", max_seq_len=512)
     df = position_ranges(inc, n_contexts=1, context_tokens=300, source="wiki")
-    _, cache = inc.run_with_cache(torch.tensor([inc.tokenizer.encode(_first_wiki_window(300), doc_start=True)[:300]]))
+    ids = probe_documents(inc.tokenizer, 1, 300, seed=0)[0].ids  # the context the analysis read
+    assert df["n_tokens"].iloc[0] == len(ids) == 300
+    _, cache = inc.run_with_cache(torch.tensor([ids]))
     delta = cache["blocks.1.hook_delta"][0]
     assert df[(df.layer == 1)]["d"].iloc[0] == pytest.approx(float(delta[1:].sum()), rel=1e-4)
-
-
-def _first_wiki_window(n):
-    from analyses.positions import context_tokens_for
-    from interp.tokenizers import ByteTokenizer
-
-    class M:
-        tokenizer = ByteTokenizer()
-    return bytes(t for t in context_tokens_for(M, 1, n, 0, "wiki")[0] if t < 256).decode("utf-8", "replace")
 
 
 def test_planted_plateaus_and_jumps_are_counted():

@@ -57,3 +57,15 @@ def test_bootstrap_matches_a_plain_resampling_loop():
             values.append(roc_auc_score(y[idx], s[idx]))
     assert lo == pytest.approx(np.quantile(values, 0.025), abs=1e-9)
     assert hi == pytest.approx(np.quantile(values, 0.975), abs=1e-9)
+
+
+def test_guards():
+    y, s = np.array([0, 1, 0, 1]), np.array([0.1, 0.9, 0.2, 0.8])
+    with pytest.raises(ValueError, match="finite"):
+        roc_auc(y, np.array([0.1, np.nan, 0.2, 0.3]))
+    with pytest.raises(ValueError, match="n_boot"):
+        bootstrap_auc(y, s, n_boot=0)
+    with pytest.raises(ValueError, match="both positive and negative"):
+        bootstrap_auc(np.ones(4), s)
+    lo, hi = bootstrap_auc(y, s, clusters=np.zeros(4), n_boot=10)  # one document: no interval to give
+    assert np.isnan(lo) and np.isnan(hi)

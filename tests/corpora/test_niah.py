@@ -51,3 +51,12 @@ def test_bpe_tokens_are_labelled_by_character_spans():
     a, b = s.span("needle")
     assert tok.decode(s.token_ids[a:b]).strip() == NEEDLE.format(key=s.key, value=s.value)
     assert tok.decode(s.token_ids[s.span("query")[0]:]).lstrip().startswith("What is the special magic number")
+
+
+def test_zero_samples_and_answer_prefix():
+    from corpora.answers import answered_prefix
+
+    tok = ByteTokenizer()
+    assert niah_samples(tok, 0, 600) == []
+    assert answered_prefix(tok, list(b": 1234567.\n"), "1234567") == 9
+    assert answered_prefix(tok, list(b" 12345"), "1234567") is None

@@ -103,3 +103,18 @@ def test_context_free_increments_are_the_delta_of_each_embedding_alone():
 def test_bad_tokens_raise_clear_errors(bad, message):
     with pytest.raises(InputError, match=message):
         tiny_model("rope")(bad)
+
+
+@pytest.mark.parametrize("variant", ["shared", "per-layer"])
+def test_positions_stay_float32_under_bf16_autocast(variant):
+    """bf16 sums of ~1.0 increments stall above 256 (adjacent tokens 0 or 2 apart); upstream sums in fp32."""
+    model = tiny_model(variant, max_seq_len=600)
+    ids = torch.randint(0, 257, (1, 600))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, cache = model.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_positions") or n.endswith("hook_delta"))
+    pos = cache["blocks.1.attn.hook_positions"][0, 0]
+    assert pos.dtype == torch.float32
+    delta = cache["blocks.1.hook_delta" if variant == "per-layer" else "hook_delta"][0]
+    assert delta.dtype == torch.float32
+    torch.testing.assert_close(pos, delta.cumsum(-1))
+    assert (pos.diff() > 0).all()
