@@ -41,3 +41,16 @@ def test_loss_figure(models):
     df = pd.concat([loss_neutrality(m, n_windows=2, context=32, n_boot=10) for m in models])
     fig = f_loss.figure(df)
     assert [t.name for t in fig.data] == ["tiny-shared", "tiny-per-layer"]
+
+
+def test_static_export_where_a_chrome_is_found(tmp_path):
+    import plotly.graph_objects as go
+
+    from figures import find_chrome
+
+    if find_chrome() is None:
+        pytest.skip("no Chrome or Chromium on this machine: HTML only")
+    paths = save(go.Figure(go.Bar(x=["人", "b"], y=[1, 2])), tmp_path / "f")
+    assert [p.suffix for p in paths] == [".html", ".png", ".pdf"]
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "f.pdf").read_bytes()[:5] == b"%PDF-"
