@@ -1,4 +1,4 @@
-"""The ``poslens`` command: ``models``, ``train``, ``analyze``, ``reproduce``."""
+"""poslens: hooked models with learned positions, their analyses and figures (models, train, analyze, reproduce)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from analyses import get
 from poslens.run import run_analysis
+from poslens.summary import summary
 
 REPORT_MARKER = ".poslens-report"
 
@@ -76,6 +77,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
                               per_model={m: {**options, **o} for m, o in step.per_model.items()})
         done.append((step, result))
     (out / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
+    (out / "SUMMARY.md").write_text(summary(done), encoding="utf-8")
     log(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"
 
@@ -106,7 +108,8 @@ def render_index(done, seconds: float) -> str:
         "details{margin:.5em 0}</style></head><body>",
         "<h1>poslens: positional mechanisms, reproduced</h1>",
         f"<p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC in {seconds:.0f} s. "
-        "Every figure below has its CSV and a provenance file (checkpoint hashes, versions, arguments) beside it.</p>",
+        "Every figure below has its CSV and a provenance file (checkpoint hashes, versions, arguments) beside it; "
+        "<a href='SUMMARY.md'>SUMMARY.md</a> has the key numbers as tables.</p>",
         "<h2>Models</h2>", _models_table(done),
     ]
     section = None

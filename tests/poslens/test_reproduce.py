@@ -31,6 +31,8 @@ def test_report_links_every_result_and_says_what_it_shows(plan, tmp_path):
     assert "jieba itself reaches AUC" in html  # the word-boundary headline is computed from the table
     assert html.count("<p class='headline'>") == len(plan)
     assert lines[0].startswith("[1/5] loss-neutrality")
+    summary = (tmp_path / "r" / "SUMMARY.md").read_text()
+    assert summary.count("\n## ") == len(plan) and "| model | layer | reference | auc |" in summary
 
 
 def test_refuses_foreign_folders_and_existing_reports(plan, tmp_path):

@@ -1,0 +1,37 @@
+"""Every analysis' compact table builds from a real (tiny) result."""
+
+import pytest
+
+import analyses
+from poslens.summary import compact, markdown
+from probes.position import ProbeDoc
+from tests.encoder_helpers import token_ids, tiny_encoder
+from tests.repo_helpers import tiny_repo
+
+
+@pytest.fixture(scope="module")
+def results():
+    repo = tiny_repo("repo")
+    enc = tiny_encoder("disentangled")
+    docs = [ProbeDoc("", token_ids(enc, 1, 20, seed=s)[0].tolist(), []) for s in range(2)]
+    return {
+        "attention-mass": analyses.attention_mass(repo, n_samples=1, context_tokens=420),
+        "niah-accuracy": analyses.niah_accuracy(repo, lengths=(300,), n_samples=1),
+        "position-ranges": analyses.position_ranges(repo, n_contexts=1, context_tokens=300),
+        "position-patterns": analyses.position_patterns(repo, layers=[1], context_tokens=256),
+        "ap-spectrum": analyses.ap_spectrum(enc),
+        "kl-ablation": analyses.kl_ablation(enc, docs=docs),
+    }
+
+
+@pytest.mark.parametrize("name", ["attention-mass", "niah-accuracy", "position-ranges", "position-patterns", "ap-spectrum", "kl-ablation"])
+def test_compact_tables(results, name):
+    table = compact(name, results[name])
+    assert len(table) > 0
+    text = markdown(table)
+    assert text.startswith("| ") and text.count("\n") == len(table) + 1
+
+
+def test_attention_mass_table_has_the_three_parts(results):
+    table = compact("attention-mass", results["attention-mass"])
+    assert list(table.columns[:5]) == ["model", "mode", "needle", "query", "rest"]
