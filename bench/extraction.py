@@ -26,7 +26,7 @@ def _model():
     if entry is not None:
         return entry.load()
     from interp.models.increments import IncrementConfig, IncrementTransformer
-    from poslens.train.recipes import SMALL_BYTES
+    from poslens.train.recipes.increments import SMALL_BYTES
 
     torch.manual_seed(0)  # same size as the bundled model when it is not there
     return IncrementTransformer(IncrementConfig(**SMALL_BYTES, pos_encoding="selective_rope", per_layer_delta=True)).eval()

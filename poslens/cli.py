@@ -66,12 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("models", help="list the models loadable by name")
     m.set_defaults(func=cmd_models)
 
-    from poslens.train.recipes import SIZES, all_recipes
+    from poslens.train.recipes import all_recipes, sizes
 
     t = sub.add_parser("train", help="train a model family from a recipe (seeded, resumable)")
     t.add_argument("recipe", choices=all_recipes())
     t.add_argument("--out", required=True, help="run directory (weights, training record, resumable state)")
-    t.add_argument("--size", choices=sorted(set(SIZES) | {"large"}), default="small",
+    t.add_argument("--size", choices=sizes(), default="small",
                    help="small (CPU), blog (the increments blog's 256-d model) or large (decoders, for GPUs)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     t.add_argument("--steps", type=int, default=2000)

@@ -1,6 +1,6 @@
 """``poslens train RECIPE``: seeded, resumable training of the bundled model families."""
 
 from poslens.train.loop import TrainSpec, train
-from poslens.train.recipes import RECIPES, make_spec
+from poslens.train.recipes import all_recipes, make_spec
 
-__all__ = ["TrainSpec", "train", "RECIPES", "make_spec"]
+__all__ = ["TrainSpec", "train", "all_recipes", "make_spec"]
