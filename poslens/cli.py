@@ -50,7 +50,8 @@ def cmd_train(args) -> int:
     spec = make_spec(args.recipe, size=args.size, overrides=_parse_overrides(args.set), seed=args.seed)
     targs = TrainArgs(steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
                       eval_every=args.eval_every, save_every=args.save_every, seed=args.seed, bf16=not args.fp32)
-    record = train(spec, args.out, targs, resume=args.resume, force=args.force, session_steps=args.session_steps)
+    record = train(spec, args.out, targs, resume=args.resume, force=args.force, session_steps=args.session_steps,
+                   device=args.device)
     if record is None:
         print(f"{spec.name}: stopped after this session's steps; continue with --resume")
         return 0
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--save-every", type=int, default=100)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    t.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda, cuda:1, ...)")
     t.add_argument("--fp32", action="store_true", help="train in float32 instead of bf16 autocast")
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
     t.add_argument("--session-steps", type=int, default=None, help="stop after this many steps (resume later)")

@@ -172,6 +172,7 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
         raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
     io = _family(model.family, str(directory))
     config, state = io.export(model)
+    state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
     if dtype is not None:
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     directory.mkdir(parents=True, exist_ok=True)

@@ -71,9 +71,16 @@ def validation_loss(model, spec: TrainSpec, batches: list[tuple]) -> float:
     return total / max(1, count)
 
 
+def to_device(batch: tuple, device: torch.device) -> tuple:
+    return tuple(x.to(device, non_blocking=True) if isinstance(x, torch.Tensor) else x for x in batch)
+
+
 def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, force: bool = False, progress: bool = True,
-          session_steps: int | None = None) -> dict | None:
-    """Train ``spec`` into ``out_dir``; returns the training record written beside the weights.
+          session_steps: int | None = None, device: str | torch.device = "cpu") -> dict | None:
+    """Train ``spec`` into ``out_dir`` on ``device``; returns the training record written beside the weights.
+
+    Batches are drawn on the CPU from a generator seeded by (seed, step), so the data order does not depend
+    on the device; the arithmetic does (a GPU run matches a CPU run to float tolerance, not bit for bit).
 
     ``session_steps`` stops this invocation after that many steps (state saved, no final model, returns
     None); a later ``resume=True`` call continues on the same schedule.
@@ -87,25 +94,26 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     out.mkdir(parents=True, exist_ok=True)
 
     torch.manual_seed(args.seed)
-    model = spec.build_model()
+    device = torch.device(device)
+    model = spec.build_model().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     step, history, tokens_seen, elapsed = 0, {"train": [], "validation": []}, 0, 0.0
     if resume and state_path.exists():
-        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        state = torch.load(state_path, map_location=device, weights_only=False)
         if state["recipe"] != spec.name or state["args"]["seed"] != args.seed:
             raise ValueError(f"{state_path} is a run of {state['recipe']} (seed {state['args']['seed']}), not {spec.name} (seed {args.seed})")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step, history, tokens_seen, elapsed = state["step"], state["history"], state["tokens_seen"], state["elapsed"]
 
-    val_batches = spec.validation()
+    val_batches = [to_device(b, device) for b in spec.validation()]
     model.train()
     bar = tqdm(total=args.steps, initial=step, desc=spec.name, disable=not progress, dynamic_ncols=True)
     t0 = time.time() - elapsed
     running = []
     stop_at = args.steps if session_steps is None else min(args.steps, step + session_steps)
     while step < stop_at:
-        batch = spec.sample_batch(np.random.default_rng([args.seed, step]), args.batch_size)
+        batch = to_device(spec.sample_batch(np.random.default_rng([args.seed, step]), args.batch_size), device)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args)
         with torch.autocast("cpu" if model_device(model).type == "cpu" else "cuda", dtype=torch.bfloat16, enabled=args.bf16):
@@ -146,6 +154,7 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
         "torch": torch.__version__,
         "machine": platform.machine(),
         "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
     }
     if spec.extra_eval is not None:
         record.update(spec.extra_eval(model))

@@ -5,7 +5,7 @@ import torch
 
 from interp.loading import load
 from poslens.train import make_spec, train
-from poslens.train.loop import TrainArgs, lr_at
+from poslens.train.loop import TrainArgs, lr_at, to_device
 
 TINY = dict(dim=32, n_heads=2, n_layers=1, intermediate_dim=64, max_seq_len=32)
 
@@ -27,6 +27,22 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     record = json.loads((tmp_path / "a" / "training.json").read_text())
     assert record["steps"] == 12 and record["tokens_seen"] == 12 * 4 * 32
     assert record["history"]["validation"][0][0] == 6
+    assert record["device"] == "cpu"
+
+
+def test_to_device_moves_tensors_and_keeps_the_rest():
+    batch = (torch.ones(2, dtype=torch.float64), None, 3)
+    moved = to_device(batch, torch.device("meta"))
+    assert moved[0].device.type == "meta" and moved[0].dtype == torch.float64 and moved[1:] == (None, 3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_gpu_run_matches_the_cpu_run_to_float_tolerance(tmp_path):
+    spec = make_spec("increments-per-layer", overrides=TINY, n_validation=16)
+    cpu = train(spec, tmp_path / "cpu", _args(bf16=False), progress=False)
+    gpu = train(spec, tmp_path / "gpu", _args(bf16=False), progress=False, device="cuda")
+    assert gpu["device"] != "cpu" and gpu["tokens_seen"] == cpu["tokens_seen"]
+    assert gpu["final_validation_loss"] == pytest.approx(cpu["final_validation_loss"], rel=1e-3)
 
 
 def test_refuses_to_clobber_a_run(tmp_path):
