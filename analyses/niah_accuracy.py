@@ -10,10 +10,12 @@ import math
 import pandas as pd
 import torch
 
-from analyses.progress import progress
+from interp.progress import progress
 from corpora.answers import answer_budget, stop_ids
 from corpora.niah import niah_samples
 from interp.base import Capability, require
+
+BATCH = 8  # prompts generated together; rows leave the batch as they finish
 
 
 def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -23,6 +25,15 @@ def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return centre - half, centre + half
+
+
+def _equal_length_batches(samples, size: int = BATCH):
+    by_length: dict[int, list] = {}
+    for s in samples:
+        by_length.setdefault(len(s.token_ids), []).append(s)
+    for group in by_length.values():
+        for i in range(0, len(group), size):
+            yield group[i : i + size]
 
 
 @torch.no_grad()
@@ -38,8 +49,11 @@ def niah_accuracy(model, *, lengths=(512, 1024, 2048), n_samples: int = 32, hays
         if length + 16 > model.max_seq_len:
             raise ValueError(f"context length {length} does not fit in {model.model_name} (max_seq_len={model.max_seq_len})")
         samples = niah_samples(tokenizer, n_samples, length, seed=seed, haystack=haystack, preamble=preamble)
-        hits = sum(s.value in tokenizer.decode(model.generate([s.token_ids], answer_budget(s.answer_ids), stop_ids(tokenizer)))
-                   for s in progress(samples, f"niah {model.model_name} @{length}"))
+        hits = 0
+        for batch in progress(list(_equal_length_batches(samples)), f"niah {model.model_name} @{length}"):
+            outs = model.generate_batch([s.token_ids for s in batch], 0, stop_ids(tokenizer),
+                                        budgets=[answer_budget(s.answer_ids) for s in batch])
+            hits += sum(s.value in tokenizer.decode(o) for s, o in zip(batch, outs))
         lo, hi = wilson(hits, len(samples))
         rows.append(dict(model=model.model_name, context_tokens=length, accuracy=hits / len(samples), ci_low=lo, ci_high=hi,
                          n_samples=len(samples), haystack=haystack))

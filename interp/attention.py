@@ -8,6 +8,10 @@ Inside ``query_rows(idx)`` only the listed query rows are materialised: the hook
 ``[batch, head, len(idx), key_pos]``, the output of those rows is recomputed from the (possibly edited)
 pattern rows and every other row comes from the fused kernel. This is what lets attention-mass analyses
 stream long contexts without ever holding a full pattern.
+
+Inside ``decoding(cache)`` each attention module that supports it appends its rotated keys and values to
+a ``KVCache`` and attends from the new tokens only, so greedy generation runs one token per step; its
+hooks then see the new query rows against every cached key.
 """
 
 from __future__ import annotations
@@ -40,14 +44,53 @@ def current_query_rows() -> Tensor | None:
     return _QUERY_ROWS.get()
 
 
+class KVCache:
+    """Keys (after rotation) and values ``[batch, pos, kv_head, d]`` of the tokens already run, per module."""
+
+    def __init__(self):
+        self._kv: dict[torch.nn.Module, tuple[Tensor, Tensor]] = {}
+
+    def past(self, owner: torch.nn.Module) -> int:
+        """How many positions ``owner`` has cached: the absolute index of its next token."""
+        return self._kv[owner][0].shape[1] if owner in self._kv else 0
+
+    def append(self, owner: torch.nn.Module, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if owner in self._kv:
+            k, v = torch.cat([self._kv[owner][0], k], 1), torch.cat([self._kv[owner][1], v], 1)
+        self._kv[owner] = (k, v)
+        return k, v
+
+    def select(self, rows) -> None:
+        """Keep these batch rows (finished sequences leave the batch)."""
+        idx = torch.as_tensor(rows, dtype=torch.long)
+        self._kv = {m: (k[idx.to(k.device)], v[idx.to(v.device)]) for m, (k, v) in self._kv.items()}
+
+
+_KV_CACHE: contextvars.ContextVar[KVCache | None] = contextvars.ContextVar("poslens_kv_cache", default=None)
+
+
+@contextlib.contextmanager
+def decoding(cache: KVCache):
+    token = _KV_CACHE.set(cache)
+    try:
+        yield cache
+    finally:
+        _KV_CACHE.reset(token)
+
+
+def current_kv_cache() -> KVCache | None:
+    return _KV_CACHE.get()
+
+
 def _wanted(hook) -> bool:
     return hook is not None and hook.has_hooks()
 
 
 def causal_mask(n_q: int, n_k: int, device, rows: Tensor | None = None) -> Tensor:
-    """Boolean ``[q, k]`` mask, True where the key is visible (key index <= query index)."""
+    """Boolean ``[q, k]`` mask, True where the key is visible; the queries are the last ``n_q`` of the
+    ``n_k`` positions (all of them without a cache)."""
     q_idx = rows.to(device) if rows is not None else torch.arange(n_q, device=device)
-    return torch.arange(n_k, device=device)[None, :] <= q_idx[:, None]
+    return torch.arange(n_k, device=device)[None, :] <= q_idx[:, None] + (n_k - n_q)
 
 
 def attend(
@@ -68,12 +111,12 @@ def attend(
     """
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     if not (_wanted(hook_scores) or _wanted(hook_pattern)):
-        mask = None
-        if bias is not None:
-            mask = bias.to(q.dtype)
-            if causal:
-                mask = mask.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and bias is None, scale=scale)
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        mask = None if bias is None else bias.to(q.dtype)
+        if causal and (bias is not None or n_q != n_k):
+            visible = causal_mask(n_q, n_k, q.device)
+            mask = visible if mask is None else mask.masked_fill(~visible, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None, scale=scale)
 
     rows = current_query_rows()
     q_sel = q if rows is None else q.index_select(-2, rows.to(q.device))

@@ -27,6 +27,7 @@ capability             promise
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import fnmatch
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ class PosLensModel(HookedRootModule):
 
     family: str = "?"
     HOOKS: tuple[HookDoc, ...] = ()
+    supports_kv_cache = False  # attention appends to ``attention.KVCache`` inside ``attention.decoding``
 
     def __init__(self):
         super().__init__()
@@ -134,21 +136,45 @@ class PosLensModel(HookedRootModule):
     @torch.no_grad()
     def generate(self, tokens, max_new_tokens: int, stop_ids=()) -> list[int]:
         """Greedy continuation of one sequence, ending after a token in ``stop_ids`` (kept) or at
-        ``max_new_tokens`` or the context limit (no KV cache: each step re-runs the whole sequence)."""
-        require(self, Capability.CAUSAL_LM, "generate")
+        ``max_new_tokens`` or the context limit. Families with ``supports_kv_cache`` run one token per step;
+        the others re-run the whole sequence."""
         seq = self.check_tokens(tokens)
         if seq.shape[0] != 1:
-            raise InputError(f"generate takes one sequence, got a batch of {seq.shape[0]}")
-        new: list[int] = []
-        for _ in range(max_new_tokens):
-            if seq.shape[1] >= self.max_seq_len:
-                break
-            nxt = self(seq)[0, -1].argmax()
-            new.append(int(nxt))
-            if int(nxt) in stop_ids:
-                break
-            seq = torch.cat([seq, nxt.view(1, 1)], dim=1)
-        return new
+            raise InputError(f"generate takes one sequence, got a batch of {seq.shape[0]}; use generate_batch")
+        return self.generate_batch(seq, max_new_tokens, stop_ids)[0]
+
+    @torch.no_grad()
+    def generate_batch(self, prompts, max_new_tokens: int, stop_ids=(), budgets=None) -> list[list[int]]:
+        """Greedy continuations of equal-length prompts, run as one batch: row i gets what ``generate``
+        gives it alone (up to ``budgets[i]`` tokens); finished rows leave the batch."""
+        require(self, Capability.CAUSAL_LM, "generate")
+        if isinstance(prompts, (list, tuple)) and len({len(p) for p in prompts}) > 1:
+            raise InputError(f"generate_batch takes prompts of one length, got lengths {sorted({len(p) for p in prompts})}")
+        seq = self.check_tokens(prompts)
+        budgets = [max_new_tokens] * seq.shape[0] if budgets is None else [int(b) for b in budgets]
+        if len(budgets) != seq.shape[0]:
+            raise InputError(f"{len(budgets)} budgets for {seq.shape[0]} prompts")
+        out: list[list[int]] = [[] for _ in range(seq.shape[0])]
+        rows = [i for i, b in enumerate(budgets) if b > 0]
+        seq, length = seq[rows], seq.shape[1]
+        cache = attention.KVCache() if self.supports_kv_cache else None
+        with attention.decoding(cache) if cache is not None else contextlib.nullcontext():
+            step_input = seq
+            while rows and length < self.max_seq_len:
+                nxt = self(step_input)[:, -1].argmax(-1)
+                keep = []
+                for j, (i, t) in enumerate(zip(rows, nxt.tolist())):
+                    out[i].append(t)
+                    if t not in stop_ids and len(out[i]) < budgets[i]:
+                        keep.append(j)
+                rows, length = [rows[j] for j in keep], length + 1
+                if cache is not None:
+                    cache.select(keep)
+                    step_input = nxt[keep, None]
+                else:
+                    seq = torch.cat([seq, nxt[:, None]], dim=1)[keep]
+                    step_input = seq
+        return out
 
     def require_tokenizer(self, analysis: str):
         """The tokenizer, or a clear error for models loaded without one."""

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp import rope
-from interp.attention import attend
+from interp.attention import attend, current_kv_cache
 from interp.base import Capability, HookDoc, PosLensModel
 from interp.layers import RMSNorm, SwiGLU, repeat_kv
 
@@ -65,10 +65,14 @@ class LlamaAttention(nn.Module):
         q = self.hook_q(self.q_proj(x).view(b, n, cfg.num_attention_heads, cfg.head_dim))
         k = self.hook_k(self.k_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
         v = self.hook_v(self.v_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
-        pos = self.hook_positions(torch.arange(n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
+        cache = current_kv_cache()
+        start = cache.past(self) if cache is not None else 0
+        pos = self.hook_positions(torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
         q = self.hook_rot_q(rope.rotate_half_split(q, pos, cfg.rope_theta))
         k = self.hook_rot_k(rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta))
+        if cache is not None:
+            k, v = cache.append(self, k, v)
         z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
                    hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern)
         return self.o_proj(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
@@ -95,6 +99,7 @@ class LlamaBlock(nn.Module):
 
 class LlamaTransformer(PosLensModel):
     family = "llama"
+    supports_kv_cache = True
     HOOKS = (
         HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings"),
         HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l"),

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp import rope
-from interp.attention import attend
+from interp.attention import attend, current_kv_cache
 from interp.base import Capability, HookDoc, PosLensModel
 from interp.layers import RMSNorm, SwiGLU, repeat_kv
 from interp.tokenizers import ByteTokenizer
@@ -114,14 +114,15 @@ class RepoAttention(nn.Module):
         self.hook_pattern = HookPoint()
         self.hook_z = HookPoint()  # [batch, pos, head, d_head]
 
-    def positions(self, x: Tensor) -> Tensor:
+    def positions(self, x: Tensor, start: int = 0) -> Tensor:
+        """``[batch, head, pos]`` positions of the tokens in ``x``, the first of which is token ``start``."""
         b, n, _ = x.shape
         if self.mode == "repo":
             p = self.hook_repo_p(F.silu(self.gate_map(x)) * self.content_map(x))
             return self.final_map(p).transpose(1, 2).float()
         if self.mode == "nope":
             return torch.zeros(b, self.cfg.num_attention_heads, n, device=x.device)
-        return torch.arange(n, device=x.device, dtype=torch.float32).expand(b, self.cfg.num_attention_heads, n)
+        return torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, self.cfg.num_attention_heads, n)
 
     def forward(self, x: Tensor) -> Tensor:
         cfg = self.cfg
@@ -129,12 +130,15 @@ class RepoAttention(nn.Module):
         q = self.hook_q(self.q_norm(self.q_proj(x)).view(b, n, cfg.num_attention_heads, cfg.head_dim))
         k = self.hook_k(self.k_norm(self.k_proj(x)).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
         v = self.hook_v(self.v_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
-        positions = self.hook_positions(self.positions(x))
+        cache = current_kv_cache()
+        positions = self.hook_positions(self.positions(x, cache.past(self) if cache is not None else 0))
         if self.mode != "nope":
             k_pos = positions if cfg.num_key_value_heads == cfg.num_attention_heads else positions[:, : cfg.num_key_value_heads]
             q = rope.rotate_half_split(q, positions, cfg.rope_theta)
             k = rope.rotate_half_split(k, k_pos, cfg.rope_theta)
         q, k = self.hook_rot_q(q), self.hook_rot_k(k)
+        if cache is not None:
+            k, v = cache.append(self, k, v)
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
         z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
                    hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern)
@@ -163,6 +167,7 @@ class RepoBlock(nn.Module):
 
 class RepoTransformer(PosLensModel):
     family = "repo"
+    supports_kv_cache = True
     HOOKS = (
         HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings"),
         HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l (RePo reads it raw)"),

@@ -50,3 +50,13 @@ def test_hooks_fire_with_documented_shapes_and_real_values(pair):
     assert cache["blocks.3.attn.hook_k"].shape == (1, n, 3, 64)
     torch.testing.assert_close(cache["blocks.3.attn.hook_positions"][0, 4], torch.arange(n).float())
     assert model.source["format"].startswith("gguf")
+
+
+def test_cached_generation_matches_transformers_greedy(pair):
+    """SmolLM2 through the KV cache (GQA, 3 kv heads) continues exactly as transformers' own greedy decoding."""
+    model, hf = pair
+    ids = model.to_tokens("The capital of France is Paris. The capital of Italy is", doc_start=True)
+    ours = model.generate(ids, 6)
+    with torch.no_grad():
+        ref = hf.generate(ids, max_new_tokens=6, do_sample=False)[0, ids.shape[1]:].tolist()
+    assert ours == ref

@@ -169,3 +169,45 @@ def test_tokenizer_beside_the_weights_is_attached_and_its_absence_is_a_clear_err
     loaded = load(tmp_path / "with")
     assert loaded.tokenizer.encode("hello world") == [7592, 2088]
     assert len(position_ranges(loaded, n_contexts=1, context_tokens=300)) == 3 * 4
+
+
+def test_batched_generation_gives_each_prompt_its_own_greedy_continuation():
+    model = tiny_repo("repo").eval()
+    g = torch.Generator().manual_seed(3)
+    prompts = torch.randint(0, 257, (5, 14), generator=g).tolist()
+    stops = (7, 11, 40)
+    budgets = [6, 0, 3, 6, 1]
+    batched = model.generate_batch(prompts, 0, stops, budgets=budgets)
+    alone = [model.generate([p], b, stops) if b else [] for p, b in zip(prompts, budgets)]
+    assert batched == alone
+    assert [len(o) for o in batched][1] == 0 and all(len(o) <= b for o, b in zip(batched, budgets))
+
+
+def test_batched_generation_refuses_ragged_prompts():
+    from interp.base import InputError
+
+    with pytest.raises(InputError, match="one length, got lengths \\[3, 4\\]"):
+        tiny_repo("rope").generate_batch([[1, 2, 3], [1, 2, 3, 4]], 2)
+
+
+@pytest.mark.parametrize("mode", ["rope", "nope", "repo"])
+def test_cached_decoding_matches_the_full_forward(mode):
+    """One token at a time through the KV cache gives the logits of running the whole sequence."""
+    from interp.attention import KVCache, decoding
+
+    model = tiny_repo(mode).eval()
+    ids = torch.randint(0, 257, (3, 12))
+    full = model(ids)
+    cache = KVCache()
+    with torch.no_grad(), decoding(cache):
+        steps = [model(ids[:, :7])[:, -1]] + [model(ids[:, t : t + 1])[:, -1] for t in range(7, 12)]
+    torch.testing.assert_close(torch.stack(steps, 1), full[:, 6:], atol=1e-5, rtol=1e-5)
+    assert cache.past(model.blocks[0].attn) == 12
+
+
+def test_cached_and_uncached_generation_agree():
+    model = tiny_repo("repo").eval()
+    prompts = torch.randint(0, 257, (4, 10), generator=torch.Generator().manual_seed(1)).tolist()
+    cached = model.generate_batch(prompts, 6, (5,))
+    model.supports_kv_cache = False
+    assert model.generate_batch(prompts, 6, (5,)) == cached
