@@ -56,15 +56,20 @@ def attention_mass(df: pd.DataFrame) -> str:
     parts = []
     for model in dict.fromkeys(df["model"]):
         g = agg.loc[model]
-        parts.append(f"{model}: needle {100 * g.loc['needle', 'mean_per_token']:.3f}, query {100 * g.loc['query', 'mean_per_token']:.3f}, "
-                     f"rest {100 * g.loc['rest', 'mean_per_token']:.3f} (x0.01 per token), accuracy {g['accuracy'].iloc[0]:.2f}")
-    return "Teacher-forced answers: " + "; ".join(parts) + "."
+        needle, query, rest = (g.loc[p, "mean_per_token"] for p in ("needle", "query", "rest"))
+        parts.append(f"{model}: needle {100 * needle:.3f}%, query {100 * query:.3f}%, rest {100 * rest:.3f}% "
+                     f"(needle/rest x{needle / rest:.1f}), accuracy {g['accuracy'].iloc[0]:.2f}")
+    return "Attention per key token while teacher-forcing the answer: " + "; ".join(parts) + "."
 
 
 def position_ranges(df: pd.DataFrame) -> str:
-    per_head = df.groupby(["model", "layer", "head"], sort=False)["d"].mean()
-    parts = [f"{m}: median {g.median():.3g} (min {g.min():.3g}, max {g.max():.3g})" for m, g in per_head.groupby(level=0, sort=False)]
-    return f"Position range d per head over {int(df['n_tokens'].median())}-token contexts: " + "; ".join(parts) + "."
+    per_head = df.groupby(["model", "mode", "layer", "head"], sort=False).agg(d=("d", "mean"), n=("n_tokens", "median"))
+    parts = []
+    for model, g in per_head.groupby(level=0, sort=False):
+        modes = ", ".join(f"{mode} heads {h['d'].median():.3g} ({h['d'].min():.3g}-{h['d'].max():.3g})"
+                          for mode, h in g.groupby(level=1, sort=False))
+        parts.append(f"{model} ({int(g['n'].median())} tokens): {modes}")
+    return "Position range d per head, median (min-max): " + "; ".join(parts) + "."
 
 
 def position_patterns(df: pd.DataFrame) -> str:

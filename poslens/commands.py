@@ -11,7 +11,7 @@ def add_analysis_commands(sub) -> None:
     a = sub.add_parser("analyze", help="run one analysis: CSV + figure + provenance")
     names = a.add_subparsers(dest="analysis", required=True, metavar="NAME")
     for analysis in all_analyses():
-        p = names.add_parser(analysis.name, help=analysis.summary.split(":")[0], description=analysis.summary)
+        p = names.add_parser(analysis.name, help=analysis.summary.split(":")[0].replace("%", "%%"), description=analysis.summary)
         p.add_argument("--model", action="append", required=True, metavar="NAME_OR_PATH",
                        help="registry name, poslens directory or upstream checkpoint (repeatable)")
         p.add_argument("--out", required=True, help="output folder")
@@ -19,9 +19,10 @@ def add_analysis_commands(sub) -> None:
         p.add_argument("--seed", type=int, default=0)
         for opt in analysis.options:
             flag = "--" + opt.name.replace("_", "-")
-            kw = dict(help=opt.help, choices=opt.choices)
+            text = opt.help.replace("%", "%%")  # argparse %-formats help strings
+            kw = dict(help=text, choices=opt.choices)
             if opt.type is bool:
-                p.add_argument(flag, action="store_true", help=opt.help)
+                p.add_argument(flag, action="store_true", help=text)
             elif opt.multiple:
                 p.add_argument(flag, action="append", type=opt.type, default=None, **kw)
             else:

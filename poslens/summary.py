@@ -34,6 +34,7 @@ def compact(name: str, df: pd.DataFrame) -> pd.DataFrame:
         d = df[(df["layer"].astype(str) == "all") & df["part"].isin(["needle", "query", "rest"])]
         d = d.assign(per_token_x100=100 * d["mean_per_token"])
         wide = d.pivot_table(index=["model", "mode"], columns="part", values="per_token_x100", sort=False)[["needle", "query", "rest"]]
+        wide.columns = [f"{part} (% per token)" for part in wide.columns]
         acc = d.groupby(["model", "mode"], sort=False)[["accuracy", "n_samples", "context_tokens"]].first()
         return wide.join(acc).reset_index()
     if name == "niah-accuracy":

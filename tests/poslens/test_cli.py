@@ -76,3 +76,15 @@ def test_console_script_runs_in_a_fresh_process(checkpoints, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "poslens.cli", "analyze", "byte-increments", "--model",
                            str(tmp_path / "missing.pt"), "--out", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and "no such file or directory" in proc.stderr
+
+
+def test_every_analysis_help_renders_with_its_options(capsys):
+    from analyses import all_analyses
+
+    for analysis in all_analyses():
+        with pytest.raises(SystemExit) as exit_:
+            main(["analyze", analysis.name, "--help"])
+        assert exit_.value.code == 0, analysis.name
+        text = capsys.readouterr().out
+        for opt in analysis.options:
+            assert "--" + opt.name.replace("_", "-") in text, (analysis.name, opt.name)

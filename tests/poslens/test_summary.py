@@ -34,4 +34,7 @@ def test_compact_tables(results, name):
 
 def test_attention_mass_table_has_the_three_parts(results):
     table = compact("attention-mass", results["attention-mass"])
-    assert list(table.columns[:5]) == ["model", "mode", "needle", "query", "rest"]
+    assert list(table.columns[:5]) == ["model", "mode", "needle (% per token)", "query (% per token)", "rest (% per token)"]
+    raw = results["attention-mass"]
+    first = raw[(raw["layer"].astype(str) == "all") & (raw["part"] == "needle")].iloc[0]
+    assert table.iloc[0]["needle (% per token)"] == pytest.approx(100 * first["mean_per_token"])
