@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analyses.progress import progress
+from interp.progress import progress
 from corpora.answers import answer_budget, answered_prefix, stop_ids
 from corpora.niah import OTHER, PARTS, niah_samples
 from interp.base import Capability, require

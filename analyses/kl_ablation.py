@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analyses.progress import progress
+from interp.progress import progress
 from interp.base import Capability, require
 
 COMPONENTS = ("ap", "sem", "rp")

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analyses.progress import progress
+from interp.progress import progress
 from interp import extract
 from interp.base import Capability, require
 from probes.ridge import Stats, fit, r2, select_alpha

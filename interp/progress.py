@@ -1,4 +1,4 @@
-"""Progress bars for the long loops of analyses: shown on a terminal, silent in pipes, logs and CI."""
+"""Progress bars for the long loops of analyses and probes: shown on a terminal, silent in pipes, logs and CI."""
 
 from tqdm.auto import tqdm
 
