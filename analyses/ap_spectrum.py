@@ -17,6 +17,15 @@ from scipy.fft import dct
 from interp.base import Capability, require
 
 
+def _oriented(scores: np.ndarray) -> np.ndarray:
+    """A component's sign is arbitrary (LAPACK builds differ): make it rise with position, or, when it does
+    not trend, make its largest-magnitude score positive."""
+    trend = float(np.dot(scores, np.arange(len(scores)) - (len(scores) - 1) / 2))
+    if abs(trend) <= 1e-9 * float(np.abs(scores).sum()) * len(scores):
+        trend = float(scores[np.argmax(np.abs(scores))])
+    return -scores if trend < 0 else scores
+
+
 def spectrum(matrix: np.ndarray, n_components: int = 8, low_bins: int = 4) -> pd.DataFrame:
     """PCA + DCT-II of a ``[positions, dims]`` matrix; one row per (component, position)."""
     E = np.asarray(matrix, dtype=np.float64)
@@ -29,7 +38,7 @@ def spectrum(matrix: np.ndarray, n_components: int = 8, low_bins: int = 4) -> pd
     k = min(n_components, len(s))
     frames = []
     for c in range(k):
-        scores = u[:, c] * s[c]
+        scores = _oriented(u[:, c] * s[c])
         power = dct(scores, type=2, norm="ortho") ** 2
         frames.append(pd.DataFrame(dict(
             component=c + 1, explained_variance=ratio[c], cumulative=ratio[: c + 1].sum(),

@@ -17,6 +17,7 @@ def add_analysis_commands(sub) -> None:
         p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--force", action="store_true", help="overwrite this analysis' earlier results in --out")
         p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, ...)")
         for opt in analysis.options:
             flag = "--" + opt.name.replace("_", "-")
             text = opt.help.replace("%", "%%")  # argparse %-formats help strings
@@ -34,6 +35,7 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--force", action="store_true", help="overwrite an earlier report in --out")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--quick", action="store_true", help="smaller samples (for tests)")
+    r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, ...)")
     r.set_defaults(func=cmd_reproduce)
 
 
@@ -48,7 +50,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             options.update(spec.convert[opt.name](value))
         elif value is not None:
             options[opt.name] = value
-    result = run_analysis(spec.name, args.model, args.out, options=options, seed=args.seed, force=args.force)
+    result = run_analysis(spec.name, args.model, args.out, options=options, seed=args.seed, force=args.force,
+                          device=args.device)
     with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
         print(result.table.head(40).to_string(index=False))
     print("wrote " + ", ".join(str(p) for p in result.files))
@@ -58,5 +61,5 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from poslens.reproduce import reproduce
 
-    reproduce(args.out, seed=args.seed, force=args.force, quick=args.quick)
+    reproduce(args.out, seed=args.seed, force=args.force, quick=args.quick, device=args.device)
     return 0

@@ -33,7 +33,8 @@ def git_commit() -> str | None:
 
 
 def model_record(model) -> dict:
-    return {"name": model.model_name, "family": model.family, "description": model.describe(), **model.source}
+    return {"name": model.model_name, "family": model.family, "description": model.describe(), **model.source,
+            "device": str(model.device), "dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}
 
 
 def provenance(analysis: str, models, arguments: dict, seed: int | None, outputs: list[str]) -> dict:

@@ -58,7 +58,8 @@ PLAN: tuple[Step, ...] = (
 )
 
 
-def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=PLAN, log=print) -> Path:
+def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=PLAN, log=print,
+              device=None) -> Path:
     """Run ``plan`` into ``out`` and write ``out/index.html``; refuse to touch an existing report unless ``force``."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -74,7 +75,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         log(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({time.time() - start:.0f}s elapsed)")
         options = {**step.options, **(step.quick if quick else {})}
         result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
-                              per_model={m: {**options, **o} for m, o in step.per_model.items()})
+                              per_model={m: {**options, **o} for m, o in step.per_model.items()}, device=device)
         done.append((step, result))
     (out / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
     (out / "SUMMARY.md").write_text(summary(done), encoding="utf-8")

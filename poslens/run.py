@@ -28,17 +28,18 @@ def existing_outputs(out_dir: Path, name: str) -> list[Path]:
     return [out_dir / f"{name}{s}" for s in OUTPUT_SUFFIXES if (out_dir / f"{name}{s}").exists()]
 
 
-def resolve_models(models) -> list:
+def resolve_models(models, device=None) -> list:
+    """Load names and paths (models already built pass through); ``device`` moves every one there."""
     from interp.loading import load
 
     loaded = [m if hasattr(m, "hook_dict") else load(m) for m in models]
     if not loaded:
         raise ValueError("no model given (use --model NAME_OR_PATH; `poslens models` lists names)")
-    return loaded
+    return [m.to(device) for m in loaded] if device is not None else loaded
 
 
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
-                 static: bool | None = None, per_model: dict | None = None) -> Result:
+                 static: bool | None = None, per_model: dict | None = None, device=None) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only.
@@ -53,7 +54,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     if analysis.seeded:
         kwargs["seed"] = seed
     names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
-    loaded = resolve_models(models)
+    loaded = resolve_models(models, device)
     torch.manual_seed(seed)
     np.random.seed(seed)
     tables, used = [], {}

@@ -41,3 +41,17 @@ def test_against_sklearn_pca_and_scipy_dct():
 def test_bad_matrix():
     with pytest.raises(ValueError, match=r"\[positions, dims\]"):
         spectrum(np.zeros(5))
+
+
+def test_component_signs_do_not_depend_on_the_svd():
+    """Rotating the embedding dimensions leaves PCA unchanged up to each component's sign, which the
+    orientation rule fixes: scores rise with position (or their largest entry is positive)."""
+    rng = np.random.default_rng(4)
+    p = np.arange(128)
+    E = np.stack([p / 128.0, np.cos(np.pi * (p + 0.5) / 128 * 3), rng.normal(size=128)], 1) @ rng.normal(size=(3, 16))
+    rotation, _ = np.linalg.qr(rng.normal(size=(16, 16)))
+    a, b, c = spectrum(E, n_components=3), spectrum(E @ rotation, n_components=3), spectrum(-E, n_components=3)
+    np.testing.assert_allclose(a["score"], b["score"], atol=1e-9)
+    np.testing.assert_allclose(a["score"], c["score"], atol=1e-9)
+    pc1 = a[a.component == 1]["score"].to_numpy()
+    assert np.corrcoef(pc1, p)[0, 1] > 0

@@ -22,13 +22,14 @@ def checkpoints(tmp_path_factory):
 def test_analyze_writes_csv_figure_and_provenance(checkpoints, tmp_path):
     out = tmp_path / "out"
     rc = main(["analyze", "entity-spacing", "--model", str(checkpoints / "step_7.pt"), "--model", str(checkpoints / "shared"),
-               "--out", str(out), "--seed", "3"])
+               "--out", str(out), "--seed", "3", "--device", "cpu"])
     assert rc == 0
     df = pd.read_csv(out / "entity-spacing.csv")
     assert set(df["model"]) == {"step_7", "tiny-shared"} and set(df["layer"]) == {"L0", "L1", "shared"}
     prov = json.loads((out / "entity-spacing.provenance.json").read_text())
     assert prov["seed"] == 3 and prov["analysis"] == "entity-spacing"
     assert prov["models"][0]["sha256"] == sha256_of(checkpoints / "step_7.pt")
+    assert prov["models"][0]["device"] == "cpu" and prov["models"][0]["dtype"] == "float32"
     assert prov["models"][1]["sha256"] == sha256_of(checkpoints / "shared")
     assert prov["versions"]["torch"] and prov["versions"]["poslens"] == "0.1.0"
     assert (out / "entity-spacing.html").exists()
