@@ -204,6 +204,14 @@ def test_cached_decoding_matches_the_full_forward(mode):
     torch.testing.assert_close(torch.stack(steps, 1), full[:, 6:], atol=1e-5, rtol=1e-5)
     assert cache.past(model.blocks[0].attn) == 12
 
+    seen = []
+    hooks = [(f"blocks.{l}.attn.hook_pattern", lambda p, hook: seen.append(p.shape) or p) for l in range(model.n_layers)]
+    cache = KVCache()
+    with torch.no_grad(), decoding(cache), model.hooks(fwd_hooks=hooks):  # the materialised path, with the offset mask
+        steps = [model(ids[:, :7])[:, -1]] + [model(ids[:, t : t + 1])[:, -1] for t in range(7, 12)]
+    torch.testing.assert_close(torch.stack(steps, 1), full[:, 6:], atol=1e-5, rtol=1e-5)
+    assert seen[0] == (3, 4, 7, 7) and seen[-1] == (3, 4, 1, 12)
+
 
 def test_cached_and_uncached_generation_agree():
     model = tiny_repo("repo").eval()
