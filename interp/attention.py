@@ -28,16 +28,20 @@ _QUERY_ROWS: contextvars.ContextVar[Tensor | None] = contextvars.ContextVar("pos
 
 
 @contextlib.contextmanager
+def _setting(var: contextvars.ContextVar, value):
+    token = var.set(value)
+    try:
+        yield value
+    finally:
+        var.reset(token)
+
+
 def query_rows(rows):
     """Restrict materialised attention scores / patterns to these query positions (1-D indices)."""
     idx = torch.as_tensor(rows, dtype=torch.long).flatten()
     if idx.numel() == 0:
         raise ValueError("query_rows needs at least one query position")
-    token = _QUERY_ROWS.set(idx)
-    try:
-        yield idx
-    finally:
-        _QUERY_ROWS.reset(token)
+    return _setting(_QUERY_ROWS, idx)
 
 
 def current_query_rows() -> Tensor | None:
@@ -69,13 +73,8 @@ class KVCache:
 _KV_CACHE: contextvars.ContextVar[KVCache | None] = contextvars.ContextVar("poslens_kv_cache", default=None)
 
 
-@contextlib.contextmanager
 def decoding(cache: KVCache):
-    token = _KV_CACHE.set(cache)
-    try:
-        yield cache
-    finally:
-        _KV_CACHE.reset(token)
+    return _setting(_KV_CACHE, cache)
 
 
 def current_kv_cache() -> KVCache | None:
