@@ -170,3 +170,28 @@ register(Analysis(
 
 __all__ = ["ap_spectrum", "kl_ablation", "compare_heads", "position_probes", "attention_mass", "position_ranges", "position_patterns", "niah_accuracy", "loss_neutrality", "byte_increments", "word_boundaries", "entity_spacing", "char_spacing", "get", "all_analyses",
            "Analysis", "Option", "DEFAULT_TEXTS"]
+
+
+# --input PATH: the user's own documents (corpora.user.read_documents), one block for every analysis that reads text.
+def _with_input(name: str, help: str, argument: str = "documents"):
+    import dataclasses
+
+    from corpora.user import read_documents
+
+    def convert(path):
+        if not path:
+            return {}
+        docs = read_documents(path)
+        return {"texts": {d.id: d.text for d in docs}} if argument == "texts" else {argument: docs}
+
+    a = get(name)
+    register(dataclasses.replace(a, options=a.options + (Option("input", str, None, help),), convert={**a.convert, "input": convert}))
+
+
+_DOCS = "your documents: a .txt file (one document), a .jsonl file ('text' and optional 'id' per line) or a directory of .txt files"
+for _name in ("position-ranges", "position-patterns", "kl-ablation", "compare-heads", "loss-neutrality", "word-boundaries"):
+    _with_input(_name, _DOCS + "; longer ones are split into windows")
+_with_input("position-probes", _DOCS + "; each read whole (a longer one than --max-tokens is refused)")
+for _name in ("attention-mass", "niah-accuracy"):
+    _with_input(_name, "haystack from " + _DOCS)
+_with_input("char-spacing", "texts to plot from " + _DOCS, "texts")

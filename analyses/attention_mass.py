@@ -12,6 +12,11 @@ Two numbers per part: ``mean_per_token``, the mean attention weight a token of t
 seed's convention, its Table 4 in units of 0.01), and ``total_share``, the summed weight on the part.
 Rows with ``layer='all', head='all'`` average over heads and layers, as the seed reports. Nothing larger
 than one layer's answer rows ``[head, rows, keys]`` is ever held.
+
+Inputs: seeded prompts on Wikipedia or noise (``haystack``), prompts whose haystack is the user's own
+``documents=`` (``--input PATH``; their sentences in order, needle inserted at ``depth``), or ready
+``samples=`` (``corpora.niah.NiahSample``). ``context_tokens`` is then the longest prompt given, and
+every prompt plus its answer budget must fit the model (refused otherwise).
 """
 
 from __future__ import annotations
@@ -56,7 +61,8 @@ def answer_attention(model, prompt: list[int], continuation: list[int], prompt_p
 
 
 def attention_mass(model, *, n_samples: int = 16, context_tokens: int = 512, depth: float | None = None,
-                   haystack: str = "wiki", preamble: bool = True, modes=MODES, seed: int = 0, samples=None) -> pd.DataFrame:
+                   haystack: str = "wiki", preamble: bool = True, modes=MODES, seed: int = 0, samples=None,
+                   documents=None) -> pd.DataFrame:
     """Per model, mode, layer, head and part: mean attention per token and total share; plus NIAH accuracy."""
     require(model, Capability.ATTENTION, "attention-mass")
     require(model, Capability.CAUSAL_LM, "attention-mass")
@@ -66,11 +72,21 @@ def attention_mass(model, *, n_samples: int = 16, context_tokens: int = 512, dep
     tokenizer = model.require_tokenizer("attention-mass")
     if n_samples < 1 and samples is None:
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
-    if context_tokens + 16 > model.max_seq_len:
-        raise ValueError(f"--context-tokens={context_tokens} plus the answer does not fit in {model.model_name} "
-                         f"(max_seq_len={model.max_seq_len})")
     if samples is None:
-        samples = niah_samples(tokenizer, n_samples, context_tokens, seed=seed, depth=depth, haystack=haystack, preamble=preamble)
+        if context_tokens + 16 > model.max_seq_len:
+            raise ValueError(f"--context-tokens={context_tokens} plus the answer does not fit in {model.model_name} "
+                             f"(max_seq_len={model.max_seq_len})")
+        samples = niah_samples(tokenizer, n_samples, context_tokens, seed=seed, depth=depth,
+                               haystack=haystack if documents is None else documents, preamble=preamble)
+    else:
+        samples = list(samples)
+        if not samples:
+            raise ValueError("samples= holds no prompts")
+        for i, s in enumerate(samples):
+            if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
+                raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
+                                 f"{model.model_name} (max_seq_len={model.max_seq_len})")
+        context_tokens = max(len(s.token_ids) for s in samples)
     share = {m: torch.zeros(model.n_layers, model.n_heads, len(PART_NAMES)) for m in modes}
     per_token = {m: torch.zeros_like(share[m]) for m in modes}
     correct = 0

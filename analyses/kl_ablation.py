@@ -12,6 +12,12 @@ Taxonomy (rule, applied to influences ap, sem, rp; a component a model lacks cou
 - ``RP-supported``: sem is the largest and rp >= ``rp_support`` (0.25);
 - ``semantic-oriented``: sem is the largest and rp < ``rp_support``.
 One layer's components ``[head, q, k]`` are held at a time.
+
+Inputs: the built-in Wikipedia documents (seeded), or the user's ``documents=`` (strings or
+``corpora.user.Document``; ``--input PATH``) or ``token_ids=`` (lists of ids, read as given). A user
+document longer than ``max_tokens`` is split into consecutive windows of at most ``max_tokens`` tokens,
+each opening with the document-start token (encoders: wrapped in [CLS] ... [SEP]); each window counts as
+one document in the averages (``n_docs`` is then the number of windows).
 """
 
 from __future__ import annotations
@@ -49,12 +55,26 @@ def group_of(ap: float, sem: float, rp: float, rp_support: float) -> str:
 
 
 @torch.no_grad()
-def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: float = 0.25, seed: int = 0, docs=None) -> pd.DataFrame:
+def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: float = 0.25, seed: int = 0, docs=None,
+                documents=None, token_ids=None) -> pd.DataFrame:
     """Per head: mean KL for removing each component, influences, and the taxonomy group."""
-    from probes.position import probe_documents
+    from probes.position import ProbeDoc, probe_documents
 
     require(model, Capability.LOGIT_COMPONENTS, "kl-ablation")
     present = list(model.logit_components())
+    if sum(x is not None for x in (docs, documents, token_ids)) > 1:
+        raise ValueError("give one of docs=, documents= and token_ids=")
+    if documents is not None:
+        from corpora.user import as_documents, token_windows
+
+        if max_tokens > model.max_seq_len:
+            raise ValueError(f"--max-tokens={max_tokens} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+        docs = token_windows(model.require_tokenizer("kl-ablation"), as_documents(documents), max_tokens)
+    elif token_ids is not None:
+        docs = [ProbeDoc("", [int(i) for i in ids], []) for ids in token_ids]
+        for i, d in enumerate(docs):
+            if not 0 < len(d.ids) <= model.max_seq_len:
+                raise ValueError(f"token_ids[{i}] has {len(d.ids)} tokens; {model.model_name} takes 1 to {model.max_seq_len}")
     if docs is None:
         docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, min(max_tokens, model.max_seq_len), seed=seed)
     if len(docs) == 0:

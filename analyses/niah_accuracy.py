@@ -1,7 +1,12 @@
 """Needle-in-a-haystack retrieval accuracy by context length: the model generates greedily (up to 8 tokens
 more than the answer, stopping at EOS) and a sample counts when the value appears, as RULER scores it;
 Wilson 95% intervals. Lengths beyond the training length test extrapolation: the bundled decoders allow
-4x their training length; for other checkpoints raise ``model.max_seq_len`` first."""
+4x their training length; for other checkpoints raise ``model.max_seq_len`` first.
+
+Inputs: seeded prompts on Wikipedia or noise, prompts whose haystack is the user's ``documents=``
+(``--input PATH``), or ready ``samples=`` (``corpora.niah.NiahSample``), scored in one row whose
+``context_tokens`` is the longest prompt (``lengths`` is then not used); a prompt that does not fit with
+its answer is refused."""
 
 from __future__ import annotations
 
@@ -38,17 +43,28 @@ def _equal_length_batches(samples, size: int = BATCH):
 
 @torch.no_grad()
 def niah_accuracy(model, *, lengths=(512, 1024, 2048), n_samples: int = 32, haystack: str = "wiki",
-                  preamble: bool = False, seed: int = 1) -> pd.DataFrame:
+                  preamble: bool = False, seed: int = 1, samples=None, documents=None) -> pd.DataFrame:
     """One row per context length: accuracy, Wilson interval, samples."""
     require(model, Capability.CAUSAL_LM, "niah-accuracy")
     tokenizer = model.require_tokenizer("niah-accuracy")
     if n_samples < 1:
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
+    given = None
+    if samples is not None:
+        given = list(samples)
+        if not given:
+            raise ValueError("samples= holds no prompts")
+        for i, s in enumerate(given):
+            if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
+                raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
+                                 f"{model.model_name} (max_seq_len={model.max_seq_len})")
+        lengths = (max(len(s.token_ids) for s in given),)
     rows = []
     for length in lengths:
-        if length + 16 > model.max_seq_len:
+        if length + 16 > model.max_seq_len and given is None:
             raise ValueError(f"context length {length} does not fit in {model.model_name} (max_seq_len={model.max_seq_len})")
-        samples = niah_samples(tokenizer, n_samples, length, seed=seed, haystack=haystack, preamble=preamble)
+        samples = given if given is not None else niah_samples(
+            tokenizer, n_samples, length, seed=seed, haystack=haystack if documents is None else documents, preamble=preamble)
         hits = 0
         for batch in progress(list(_equal_length_batches(samples)), f"niah {model.model_name} @{length}"):
             outs = model.generate_batch([s.token_ids for s in batch], 0, stop_ids(tokenizer),
@@ -56,5 +72,5 @@ def niah_accuracy(model, *, lengths=(512, 1024, 2048), n_samples: int = 32, hays
             hits += sum(s.value in tokenizer.decode(o) for s, o in zip(batch, outs))
         lo, hi = wilson(hits, len(samples))
         rows.append(dict(model=model.model_name, context_tokens=length, accuracy=hits / len(samples), ci_low=lo, ci_high=hi,
-                         n_samples=len(samples), haystack=haystack))
+                         n_samples=len(samples), haystack=haystack if documents is None and given is None else "input"))
     return pd.DataFrame(rows)

@@ -11,6 +11,14 @@ seed's distribution of ranges across heads).
 points at made countable: a *jump* is a step |z_t - z_{t-1}| larger than ``jump_factor`` times the
 head's median absolute step; a *plateau* is a run of consecutive steps each at most ``plateau_factor``
 times that median (many tokens mapped to nearly one position). Integer RoPE has neither.
+
+Inputs: the built-in NIAH prompts or Wikipedia windows (``source``, seeded), or the user's own
+``documents=`` (strings or ``corpora.user.Document``; ``--input PATH`` on the command line) or
+``token_ids=`` (lists of ids, read as given). A document longer than ``context_tokens`` is split into
+consecutive windows of at most ``context_tokens`` tokens, each opening with the document-start token
+(``corpora.user.token_windows``); every window is a context, named by the ``document`` and ``window``
+columns, so integer RoPE gives d = N - 1 per window. ``position_patterns`` reads every window too; its
+figure draws the first.
 """
 
 from __future__ import annotations
@@ -37,6 +45,24 @@ def context_tokens_for(model, n: int, context_tokens: int, seed: int, source: st
     raise ValueError(f"source must be 'niah' or 'wiki', not {source!r}")
 
 
+def contexts(model, *, n: int, context_tokens: int, seed: int, source: str, documents=None, token_ids=None):
+    """``[(document, window, ids)]``: the user's documents in windows, their token ids, or the built-in source."""
+    if documents is not None and token_ids is not None:
+        raise ValueError("give documents= or token_ids=, not both")
+    if documents is not None:
+        from corpora.user import as_documents, token_windows
+
+        windows = token_windows(model.require_tokenizer("positions"), as_documents(documents), context_tokens)
+        return [(w.document, w.index, w.ids) for w in windows]
+    if token_ids is not None:
+        seqs = [list(map(int, ids)) for ids in token_ids]
+        for i, ids in enumerate(seqs):
+            if not 0 < len(ids) <= model.max_seq_len:
+                raise ValueError(f"token_ids[{i}] has {len(ids)} tokens; {model.model_name} takes 1 to {model.max_seq_len}")
+        return [(str(i), 0, ids) for i, ids in enumerate(seqs)]
+    return [(f"{source}:{i}", 0, ids) for i, ids in enumerate(context_tokens_for(model, n, context_tokens, seed, source))]
+
+
 def _modes(model) -> list[str]:
     if hasattr(model, "position_modes"):
         return model.position_modes()
@@ -45,7 +71,8 @@ def _modes(model) -> list[str]:
     return ["rope"] * model.n_layers
 
 
-def position_ranges(model, *, n_contexts: int = 8, context_tokens: int = 512, source: str = "niah", seed: int = 0) -> pd.DataFrame:
+def position_ranges(model, *, n_contexts: int = 8, context_tokens: int = 512, source: str = "niah", seed: int = 0,
+                    documents=None, token_ids=None) -> pd.DataFrame:
     """One row per context, layer and head: d = max - min of the assigned positions, with min and max."""
     require(model, Capability.POSITIONS, "position-ranges")
     if context_tokens > model.max_seq_len:
@@ -53,12 +80,14 @@ def position_ranges(model, *, n_contexts: int = 8, context_tokens: int = 512, so
     names = [f"blocks.{l}.attn.hook_positions" for l in range(model.n_layers)]
     modes = _modes(model)
     rows = []
-    seqs = context_tokens_for(model, n_contexts, context_tokens, seed, source)
+    ctx = contexts(model, n=n_contexts, context_tokens=context_tokens, seed=seed, source=source, documents=documents,
+                   token_ids=token_ids)
+    seqs = [ids for _, _, ids in ctx]
     for c, acts in extract.stream(model, seqs, names, batch_size=4):
         for l, name in enumerate(names):
             z = acts[name].numpy()  # [head, pos]
             for h in range(z.shape[0]):
-                rows.append(dict(model=model.model_name, context=c, layer=l, head=h, mode=modes[l], d=float(z[h].max() - z[h].min()),
+                rows.append(dict(model=model.model_name, context=c, document=ctx[c][0], window=ctx[c][1], layer=l, head=h, mode=modes[l], d=float(z[h].max() - z[h].min()),
                                  z_min=float(z[h].min()), z_max=float(z[h].max()), n_tokens=z.shape[1]))
     return pd.DataFrame(rows)
 
@@ -84,8 +113,10 @@ def jumps_and_plateaus(z: np.ndarray, jump_factor: float, plateau_factor: float)
 
 
 def position_patterns(model, *, layers=None, heads=None, context_tokens: int = 256, source: str = "niah",
-                      jump_factor: float = 5.0, plateau_factor: float = 0.1, seed: int = 0) -> pd.DataFrame:
-    """Assigned position per token for chosen layers / heads of one context, with jumps and plateaus."""
+                      jump_factor: float = 5.0, plateau_factor: float = 0.1, seed: int = 0, documents=None,
+                      token_ids=None) -> pd.DataFrame:
+    """Assigned position per token for chosen layers / heads of one context (or every window of the user's
+    documents), with jumps and plateaus."""
     require(model, Capability.POSITIONS, "position-patterns")
     layers = list(range(model.n_layers)) if layers is None else list(layers)
     heads = list(range(model.n_heads)) if heads is None else list(heads)
@@ -95,18 +126,22 @@ def position_patterns(model, *, layers=None, heads=None, context_tokens: int = 2
     for h in heads:
         if not 0 <= h < model.n_heads:
             raise ValueError(f"head {h} does not exist in {model.model_name} ({model.n_heads} heads)")
-    seq = context_tokens_for(model, 1, context_tokens, seed, source)[0]
+    if context_tokens > model.max_seq_len:
+        raise ValueError(f"--context-tokens={context_tokens} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+    ctx = contexts(model, n=1, context_tokens=context_tokens, seed=seed, source=source, documents=documents, token_ids=token_ids)
     names = [f"blocks.{l}.attn.hook_positions" for l in layers]
-    acts = extract.run_and_collect(model, [seq], names)
-    tokens = model.tokenizer.token_strings(seq)
     modes = _modes(model)
     frames = []
-    for l, name in zip(layers, names):
-        for h in heads:
-            z = acts[name][0, h].numpy()
-            is_jump, run_id, median, longest = jumps_and_plateaus(z, jump_factor, plateau_factor)
-            frames.append(pd.DataFrame(dict(
-                model=model.model_name, layer=l, head=h, mode=modes[l], token_index=np.arange(len(z)), token=tokens,
-                position=z, is_jump=is_jump, plateau=run_id, n_jumps=int(is_jump.sum()), longest_plateau=longest,
-                median_step=median, jump_factor=jump_factor, plateau_factor=plateau_factor)))
+    for document, window, seq in ctx:
+        acts = extract.run_and_collect(model, [seq], names)
+        tokens = model.tokenizer.token_strings(seq)
+        for l, name in zip(layers, names):
+            for h in heads:
+                z = acts[name][0, h].numpy()
+                is_jump, run_id, median, longest = jumps_and_plateaus(z, jump_factor, plateau_factor)
+                frames.append(pd.DataFrame(dict(
+                    model=model.model_name, document=document, window=window, layer=l, head=h, mode=modes[l],
+                    token_index=np.arange(len(z)), token=tokens, position=z, is_jump=is_jump, plateau=run_id,
+                    n_jumps=int(is_jump.sum()), longest_plateau=longest, median_step=median, jump_factor=jump_factor,
+                    plateau_factor=plateau_factor)))
     return pd.concat(frames, ignore_index=True)

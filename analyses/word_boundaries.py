@@ -10,6 +10,10 @@ Labels come from two references on the same gaps: jieba (precise mode over the w
 PKU gold segmentation of People's Daily. The row ``layer='jieba', reference='gold'`` scores jieba's own
 boundaries against gold (its AUC is balanced accuracy; precision / recall / F1 beside it).
 Confidence intervals resample whole documents (gaps in one document are not independent).
+
+The user's own ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH``) replace People's
+Daily: every document is read whole, in the same character-aligned windows (``max_docs`` and
+``max_gaps`` do not apply), and scored against jieba only (they carry no gold segmentation).
 """
 
 from __future__ import annotations
@@ -124,6 +128,7 @@ def word_boundaries(
     n_boot: int = 1000,
     seed: int = 0,
     batch_size: int = 8,
+    documents=None,
 ) -> pd.DataFrame:
     """ROC-AUC of each layer's increments for word boundaries, against jieba and gold segmentation.
 
@@ -131,7 +136,13 @@ def word_boundaries(
     """
     byte_model(model, "word-boundaries")
     check_window(model, max_bytes)
-    docs = validation_documents(max_docs) if docs is None else list(docs)[:max_docs]
+    if documents is not None:
+        from corpora.documents import Document
+        from corpora.user import as_documents
+
+        docs = [Document(d.id, d.text, "input") for d in as_documents(documents)]
+        max_gaps = np.inf
+    docs = validation_documents(max_docs) if docs is None else list(docs)[:max_docs] if documents is None else docs
     gaps = gap_table(docs, max_bytes, max_gaps)
     if len(gaps.lead_byte) == 0:
         raise ValueError("the documents contain no gap between two CJK characters")

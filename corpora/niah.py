@@ -5,7 +5,8 @@ sentences; the needle is "One of the special magic numbers for {key} is: {value}
 it and ends with the answer prefix, so the next tokens should be the value. Length is counted in the
 model's own tokens; the needle sits at a chosen depth (fraction of the haystack before it). Every token
 of the prompt is labelled with the part it belongs to, from character spans, so the labels are exact for
-byte-level and BPE tokenizers alike.
+byte-level and BPE tokenizers alike. ``haystack`` may also be the user's own documents (strings or
+``corpora.user.Document``): their sentences, in order, are the haystack.
 """
 
 from __future__ import annotations
@@ -57,7 +58,13 @@ def _sentences(text: str) -> list[str]:
 class Haystack:
     """An endless supply of sentences: Wikipedia lead sections of a split, or RULER's noise."""
 
-    def __init__(self, kind: str = "wiki", split: str = "validation"):
+    def __init__(self, kind="wiki", split: str = "validation"):
+        if not isinstance(kind, str):
+            from corpora.user import as_documents
+
+            self.sentences = [s for d in as_documents(kind, "haystack") for s in _sentences(d.text)]
+            self.kind = "documents"
+            return
         if kind == "noise":
             self.sentences = _sentences(NOISE)
         elif kind == "wiki":
@@ -141,7 +148,7 @@ def make_sample(tokenizer, rng: np.random.Generator, haystack: Haystack, context
 
 
 def niah_samples(tokenizer, n: int, context_tokens: int, *, seed: int = 0, depth: float | None = None,
-                 haystack: str = "wiki", split: str = "validation", preamble: bool = True) -> list[NiahSample]:
+                 haystack="wiki", split: str = "validation", preamble: bool = True) -> list[NiahSample]:
     """``n`` seeded prompts; ``depth=None`` spreads needles evenly over [0, 1]."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")

@@ -7,6 +7,10 @@ from figures.style import TEMPLATE
 
 
 def figure(df) -> go.Figure:
+    first = None
+    if "document" in df and len(df.groupby(["document", "window"])) > 1:  # several contexts: draw the first
+        first = df[["document", "window"]].iloc[0]
+        df = df[(df["document"] == first["document"]) & (df["window"] == first["window"])]
     panels = list(df.groupby(["model", "layer"], sort=False))
     fig = make_subplots(rows=len(panels), cols=1, vertical_spacing=0.3 / max(1, len(panels)),
                         subplot_titles=[f"{m}, layer {l} ({g['mode'].iloc[0]})" for (m, l), g in panels])
@@ -25,5 +29,6 @@ def figure(df) -> go.Figure:
         fig.update_yaxes(title_text="z", row=row, col=1)
     fig.update_xaxes(title_text="token index", row=len(panels), col=1)
     fig.update_layout(template=TEMPLATE, height=260 * len(panels) + 120,
-                      title="Assigned position vs token index (x: jumps larger than k x the median step)")
+                      title="Assigned position vs token index (x: jumps larger than k x the median step)"
+                      + (f", document {first['document']} window {first['window']}" if first is not None else ""))
     return fig

@@ -70,13 +70,26 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     table.to_csv(csv, index=False)
     module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
     files = [csv] + figures.save(module.figure(table), out_dir / name, static=static)
-    arguments = {k: _jsonable(v) for k, v in kwargs.items()}
+    arguments = {k: _argument(k, v) for k, v in kwargs.items()}
     if per_model:
         arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
     record = provenance(name, loaded, arguments, seed, [p.name for p in files])
     prov = out_dir / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return Result(name, table, files + [prov])
+
+
+def _argument(key: str, value):
+    """User documents are recorded by their input file's path, size and sha256 (or a hash of their texts)."""
+    if key in ("documents", "samples", "token_ids"):
+        from corpora.user import documents_record
+
+        if key == "samples":
+            value = [s.text for s in value]
+        elif key == "token_ids":
+            value = [" ".join(map(str, ids)) for ids in value]
+        return documents_record(value)
+    return _jsonable(value)
 
 
 def _jsonable(value):

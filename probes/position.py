@@ -7,6 +7,11 @@ added to the (seed, fold or test) accumulators it belongs to. Per layer, subspac
 with the lowest cross-validated error on the training documents is refitted on all of them and scored
 (R^2) on the test documents. A control refits on targets shuffled within each document: with no
 positional signal its R^2 must sit near 0.
+
+The user's own ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH``) replace the
+built-in ones; segments come from their text by the same rule (``probes.targets``). A user document
+longer than ``max_tokens`` is refused, not split: the targets (normalised token index, segment index)
+are defined over a whole document, and a window would silently redefine them.
 """
 
 from __future__ import annotations
@@ -55,6 +60,19 @@ def probe_documents(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0) -
             if len(docs) == n_docs:
                 return docs
     raise ValueError(f"the corpus holds only {len(docs)} documents of {max_tokens} tokens, fewer than n_docs={n_docs}")
+
+
+def user_probe_documents(tokenizer, documents, max_tokens: int) -> list[ProbeDoc]:
+    """The user's documents, whole; one longer than ``max_tokens`` is refused."""
+    from corpora.user import as_documents, longer_than
+
+    documents = as_documents(documents)
+    longer_than(tokenizer, documents, max_tokens, "position-probes")
+    out = []
+    for d in documents:
+        enc = tokenizer.encode_with_spans(d.text, doc_start=True)
+        out.append(ProbeDoc(d.text, enc.ids, enc.spans))
+    return out
 
 
 def _fit(tokenizer, text: str, max_tokens: int):
@@ -125,9 +143,14 @@ def fit_position_probes(model, docs: list[ProbeDoc], *, n_seeds: int = 5, n_trai
 
 @torch.no_grad()
 def position_probes(model, *, n_docs: int = 500, n_train: int = 400, n_test: int = 100, n_seeds: int = 5, max_tokens: int = 512,
-                    cv_folds: int = 5, seed: int = 0, alphas=DEFAULT_ALPHAS) -> pd.DataFrame:
-    """The seed's protocol: 500 documents of <= 512 tokens, 400 train / 100 test, 5 seeds."""
+                    cv_folds: int = 5, seed: int = 0, alphas=DEFAULT_ALPHAS, documents=None) -> pd.DataFrame:
+    """The seed's protocol: 500 documents of <= 512 tokens, 400 train / 100 test, 5 seeds (or the user's
+    ``documents``, each whole, with ``n_train`` / ``n_test`` of them)."""
     require(model, Capability.HIDDEN_STATES, "position-probes")
     max_tokens = min(max_tokens, model.max_seq_len)
-    docs = probe_documents(model.require_tokenizer("position-probes"), n_docs, max_tokens, seed=seed)
+    tokenizer = model.require_tokenizer("position-probes")
+    if documents is not None:
+        docs = user_probe_documents(tokenizer, documents, max_tokens)
+    else:
+        docs = probe_documents(tokenizer, n_docs, max_tokens, seed=seed)
     return fit_position_probes(model, docs, n_seeds=n_seeds, n_train=n_train, n_test=n_test, cv_folds=cv_folds, seed=seed, alphas=alphas)

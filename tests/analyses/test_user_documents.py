@@ -1,0 +1,175 @@
+"""Every analysis that reads documents takes the user's: planted structure in user text is recovered."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from analyses.attention_mass import attention_mass
+from analyses.kl_ablation import kl_ablation
+from analyses.loss_neutrality import loss_neutrality
+from analyses.niah_accuracy import niah_accuracy
+from analyses.positions import position_patterns, position_ranges
+from corpora.niah import niah_samples
+from corpora.user import read_documents, token_windows
+from interp.base import InputError
+from probes.position import position_probes
+from tests.encoder_helpers import tiny_encoder
+from tests.helpers import tiny_model
+from tests.repo_helpers import tiny_repo
+
+TEXT = ("The river runs past the old mill. Children play on the bank in summer. " * 8).strip()
+
+
+@pytest.fixture
+def files(tmp_path):
+    txt = tmp_path / "story.txt"
+    txt.write_text(TEXT, encoding="utf-8")
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text("\n".join(json.dumps({"id": f"d{i}", "text": TEXT[: 100 + 60 * i]}) for i in range(3)) + "\n", encoding="utf-8")
+    return txt, jsonl
+
+
+def test_position_ranges_on_user_files_give_rope_ranges_per_window(files):
+    model = tiny_repo("nope")  # layer 0 integer RoPE, later layers NoPE (position 0)
+    for path in files:
+        docs = read_documents(path)
+        df = position_ranges(model, documents=docs, context_tokens=128)
+        windows = token_windows(model.tokenizer, docs, 128)
+        assert df["context"].nunique() == len(windows) > len(docs)  # long documents were split, not cut
+        assert df.groupby("document")["n_tokens"].sum().div(model.n_heads * model.n_layers).to_dict() == {
+            d.id: len(model.tokenizer.encode(d.text)) + sum(w.document == d.id for w in windows) for d in docs}
+        l0 = df[df.layer == 0]
+        assert (l0["d"] == l0["n_tokens"] - 1).all() and (df[df.layer > 0]["d"] == 0).all()
+
+
+def test_position_patterns_on_user_jsonl_are_the_token_index_for_rope(files):
+    model = tiny_repo("rope")
+    df = position_patterns(model, documents=read_documents(files[1]), context_tokens=128, layers=[1], heads=[2])
+    assert set(df["document"]) == {"d0", "d1", "d2"}
+    for _, g in df.groupby(["document", "window"]):
+        np.testing.assert_allclose(g["position"], np.arange(len(g)), atol=1e-4)
+        assert g["n_jumps"].iloc[0] == 0
+
+
+def test_kl_ablation_on_user_text_equals_the_same_tokens_passed_directly(files):
+    from interp.tokenizers import WordPieceTokenizer
+
+    model = tiny_encoder("disentangled", vocab_size=30522, max_length=48)
+    model.tokenizer = WordPieceTokenizer()
+    docs = read_documents(files[0])
+    got = kl_ablation(model, documents=docs, max_tokens=48)
+    windows = token_windows(model.tokenizer, docs, 48)
+    assert len(windows) > 1 and got["n_docs"].iloc[0] == len(windows)
+    direct = kl_ablation(model, token_ids=[w.ids for w in windows])
+    cols = ["kl_ap", "kl_sem", "kl_rp", "influence_ap", "influence_sem", "influence_rp"]
+    np.testing.assert_allclose(got[cols].to_numpy(), direct[cols].to_numpy(), rtol=1e-6)
+    assert (got["group"] == direct["group"]).all()
+    single = kl_ablation(model, token_ids=[windows[0].ids])  # and they are not all the same document
+    assert not np.allclose(single[cols].to_numpy(), got[cols].to_numpy())
+
+
+def _segments_of(ids):
+    """Segment index per token of byte ids, by the probes' rule (a '. ' ends a segment)."""
+    seg, out, pending = 0, [], False
+    for i, t in enumerate(ids):
+        if pending and t != 32:
+            seg, pending = seg + 1, False
+        out.append(seg)
+        if t == 46 and (i + 1 == len(ids) or ids[i + 1] == 32):
+            pending = True
+    return out
+
+
+def test_position_probes_recover_planted_segment_structure():
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", "gamma", "delta", "omega"]
+    docs = [" ".join(" ".join(rng.choice(words, rng.integers(2, 6))) + "." for _ in range(rng.integers(2, 7)))
+            for _ in range(30)]
+    model = tiny_model("per-layer", max_seq_len=256)
+    seen = {}
+    handle = model.register_forward_pre_hook(lambda mod, args: seen.__setitem__("ids", args[0]))
+
+    def plant(t, hook):  # layer 1 writes the segment index into dimension 0
+        t = t.clone()
+        for row in range(t.shape[0]):
+            t[row, :, 0] = torch.tensor(_segments_of(seen["ids"][row].tolist()), dtype=t.dtype) * 3.0
+        return t
+
+    model.add_hook("blocks.1.hook_resid_post", plant)
+    try:
+        df = position_probes(model, documents=docs, n_train=20, n_test=10, n_seeds=2, cv_folds=4)
+    finally:
+        handle.remove()
+        model.reset_hooks()
+    r2 = df.set_index(["layer", "subspace", "target", "control"])["r2_mean"]
+    assert r2[1, "full", "segment", "none"] > 0.999
+    assert r2[0, "full", "segment", "none"] < 0.9  # layer 0 was not planted
+    assert r2[1, "full", "segment", "shuffled"] < 0.5
+    with pytest.raises(InputError, match="document '0' has 5.. tokens"):
+        position_probes(model, documents=["x. " * 180], n_train=1, n_test=1, cv_folds=1)
+
+
+def test_loss_on_a_user_file_equals_the_hand_computed_loss(tmp_path):
+    model = tiny_model("per-layer", max_seq_len=64)
+    path = tmp_path / "short.txt"
+    path.write_text("Learned positions, small text.", encoding="utf-8")
+    ids = torch.tensor([model.tokenizer.encode(path.read_text(encoding="utf-8"), doc_start=True)])
+    with torch.no_grad():
+        hand = F.cross_entropy(model(ids[:, :-1])[0].float(), ids[0, 1:]).item()
+    df = loss_neutrality(model, documents=read_documents(path), context=48, n_boot=50)
+    assert df["loss"].iloc[0] == pytest.approx(hand, rel=1e-6) and df["n_bytes"].iloc[0] == ids.shape[1] - 1
+    long = tmp_path / "long.txt"
+    long.write_text(TEXT[:150], encoding="utf-8")  # 151 ids: windows of 17 ids starting every 16
+    ids = model.tokenizer.encode(TEXT[:150], doc_start=True)
+    total = 0.0
+    with torch.no_grad():
+        for start in range(0, len(ids) - 1, 16):
+            w = torch.tensor([ids[start : start + 17]])
+            total += F.cross_entropy(model(w[:, :-1])[0], w[0, 1:], reduction="sum").item()
+    df = loss_neutrality(model, documents=read_documents(long), context=16, n_boot=50)
+    assert df["n_windows"].iloc[0] == 10 and df["n_bytes"].iloc[0] == 150
+    assert df["loss"].iloc[0] == pytest.approx(total / 150, rel=1e-6)
+
+
+def test_attention_mass_uses_the_samples_own_length():
+    model = tiny_repo("repo")
+    samples = niah_samples(model.tokenizer, 2, 300, seed=0, preamble=False)
+    model.max_seq_len = 340  # 512 + 16 would not fit: the samples must be what is checked
+    df = attention_mass(model, samples=samples, modes=("teacher",))
+    assert (df["context_tokens"] == max(len(s.token_ids) for s in samples)).all()
+    model.max_seq_len = len(samples[0].token_ids) + 5
+    with pytest.raises(ValueError, match=r"samples\[0\]: .* do not fit"):
+        attention_mass(model, samples=samples)
+
+
+def test_niah_haystack_from_user_documents():
+    model = tiny_repo("repo")
+    mine = ["Zebras graze quietly near the purple lake. Owls watch from the birch trees."]
+    s = niah_samples(model.tokenizer, 1, 300, seed=0, haystack=mine, preamble=False)[0]
+    assert "Zebras graze quietly" in s.text and "Owls watch" in s.text
+    df = niah_accuracy(model, documents=mine, lengths=(300,), n_samples=2)
+    assert df["haystack"].iloc[0] == "input" and df["n_samples"].iloc[0] == 2
+    df = niah_accuracy(model, samples=[s])
+    assert df["context_tokens"].iloc[0] == len(s.token_ids)
+
+
+def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
+    from corpora.user import input_record
+    from poslens.cli import main
+
+    out = tmp_path / "out"
+    assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]), "--context-tokens", "64",
+                 "--out", str(out)]) == 0
+    import pandas as pd
+
+    df = pd.read_csv(out / "position-ranges.csv")
+    assert set(df["document"]) == {"d0", "d1", "d2"} and (df["d"] == df["n_tokens"] - 1).all()  # RoPE: d = N - 1
+    prov = json.loads((out / "position-ranges.provenance.json").read_text())
+    assert prov["arguments"]["documents"] == dict(input=input_record(files[1]), n_documents=3)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok"}\n{oops}\n', encoding="utf-8")
+    assert main(["analyze", "kl-ablation", "--model", "dstg-small", "--input", str(bad), "--out", str(tmp_path / "o2")]) != 0
+    assert "bad.jsonl:2: not valid JSON" in capsys.readouterr().err
