@@ -195,3 +195,25 @@ _with_input("position-probes", _DOCS + "; each read whole (a longer one than --m
 for _name in ("attention-mass", "niah-accuracy"):
     _with_input(_name, "haystack from " + _DOCS)
 _with_input("char-spacing", "texts to plot from " + _DOCS, "texts")
+
+
+# head-profiles (issue 9 item 2)
+from analyses import head_profiles as _head_profiles_module  # noqa: E402
+
+head_profiles = _head_profiles_module.head_profiles
+register(Analysis(
+    "head-profiles", head_profiles, "head_profiles",
+    "Per head of each model, on one normalised-depth axis: attention on the previous token, the first token (sink) "
+    "and a local window, the range of its positions, its attention to the needle while answering and its "
+    "retrieval score (top attention on the needle token being copied), KL influences where logits decompose, "
+    "and the dominant behaviour as a group.",
+    headline=_head_profiles_module.headline, needs=(Capability.ATTENTION,), seeded=True, options=(
+        Option("n_contexts", int, 8, "contexts for the attention masses (built-in Wikipedia windows)"),
+        Option("context_tokens", int, 512, "tokens per context (at most the model's context)"),
+        Option("max_rows", int, 256, "query rows read per context, evenly spaced"),
+        Option("local_window", int, 8, "keys within this distance (token itself excluded) count as local"),
+        Option("n_samples", int, 8, "NIAH prompts for needle mass and retrieval score (causal LMs)"),
+        Option("niah_tokens", int, 512, "NIAH prompt length in the model's tokens"),
+    )))
+_with_input("head-profiles", _DOCS + "; split into windows of --context-tokens, and the NIAH haystack")
+__all__.append("head_profiles")

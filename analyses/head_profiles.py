@@ -1,0 +1,204 @@
+"""What does each head do, across models of any depth? One profile row per model, layer and head.
+
+Two passes, each reading attention through ``model.query_rows`` so that at most one layer's
+``[head, rows, keys]`` for the chosen rows is held, however long the input:
+
+1. **Contexts** (built-in Wikipedia windows of ``context_tokens``, seeded, or the user's ``documents=``
+   split into windows of that length, as ``corpora.user.token_windows``). In each context up to
+   ``max_rows`` query rows, evenly spaced over positions 1..N-1, are read; per head, averaged over rows
+   and contexts:
+   - ``previous_token_mass``: weight on key q - 1;
+   - ``first_token_mass``: weight on key 0 (the document-start / [CLS] token: the attention sink);
+   - ``local_mass``: weight on keys with 0 < |q - k| <= ``local_window`` (default 8; for a decoder the
+     8 tokens before q, for an encoder 8 on each side). The token itself is excluded, the previous one
+     included;
+   - ``position_range``: max - min of ``blocks.{l}.attn.hook_positions`` over the context, as
+     ``position-ranges`` (models with ``Capability.POSITIONS``). NaN for models whose heads rotate by no
+     per-head position (BERT's learned absolute table, the AP / RP / DSTG encoders).
+2. **Needle retrieval** (causal LMs only): RULER NIAH prompts of ``niah_tokens`` tokens (seeded, the
+   user's documents as haystack, or ``samples=``) with the gold answer teacher-forced; the rows that
+   produce the answer (last prompt token and every answer token but the last) are read, as
+   ``attention-mass``:
+   - ``needle_mass``: summed weight on the needle's tokens, mean over answer rows (attention-mass's
+     ``total_share`` of the needle, teacher mode);
+   - ``retrieval_score``: the retrieval-head score of Wu et al. (2024): among the answer tokens that occur
+     in the needle, the fraction whose producing row's top-attended key is a needle token with that same id.
+   Masked LMs have no answer to copy: both are NaN for them.
+3. **KL influences** (``Capability.LOGIT_COMPONENTS``): ``influence_ap / _sem / _rp`` and ``kl_group`` of
+   ``kl-ablation`` on the same contexts (full patterns of one layer at a time there). NaN / "" otherwise.
+
+``depth`` = layer / (n_layers - 1) puts models of different depth on one axis.
+
+``group``, the first rule that holds: ``retrieval`` (retrieval_score >= 0.5), ``previous-token``
+(previous_token_mass >= 0.5), ``sink`` (first_token_mass >= 0.5), ``local`` (local_mass >= 0.5), else
+the KL taxonomy group where the model has one, else ``mixed``. The threshold 0.5 means "most of the
+weight", so each head has at most one dominant behaviour.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp.base import Capability, require
+from interp.progress import progress
+
+THRESHOLD = 0.5
+METRICS = ("previous_token_mass", "first_token_mass", "local_mass", "needle_mass", "retrieval_score", "position_range")
+
+
+def group_of(row: dict, threshold: float = THRESHOLD) -> str:
+    if row["retrieval_score"] >= threshold:  # NaN compares False
+        return "retrieval"
+    for name, col in (("previous-token", "previous_token_mass"), ("sink", "first_token_mass"), ("local", "local_mass")):
+        if row[col] >= threshold:
+            return name
+    return row.get("kl_group") or "mixed"
+
+
+def _contexts(model, n_contexts: int, context_tokens: int, seed: int, documents) -> list[list[int]]:
+    tokenizer = model.require_tokenizer("head-profiles")
+    if documents is not None:
+        from corpora.user import as_documents, token_windows
+
+        return [w.ids for w in token_windows(tokenizer, as_documents(documents), context_tokens)]
+    from probes.position import probe_documents
+
+    return [d.ids for d in probe_documents(tokenizer, n_contexts, context_tokens, seed=seed)]
+
+
+@torch.no_grad()
+def context_masses(model, ids: list[int], max_rows: int, local_window: int) -> dict[str, torch.Tensor]:
+    """``{metric: [layer, head]}`` row-averaged masses (and ``position_range`` when the model has positions)."""
+    n = len(ids)
+    rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
+    q = rows.to(model.device)[:, None]
+    k = torch.arange(n, device=model.device)[None, :]
+    previous, local = (k == q - 1), ((q - k).abs() <= local_window) & (k != q)
+    out = {m: torch.zeros(model.n_layers, model.n_heads) for m in ("previous_token_mass", "first_token_mass", "local_mass")}
+
+    def reduce(layer):
+        def hook(pattern, hook):
+            p = pattern[0].float()  # [head, rows, keys]
+            out["previous_token_mass"][layer] = (p * previous).sum(-1).mean(-1).cpu()
+            out["first_token_mass"][layer] = p[..., 0].mean(-1).cpu()
+            out["local_mass"][layer] = (p * local).sum(-1).mean(-1).cpu()
+        return hook
+
+    hooks = [(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]
+    if Capability.POSITIONS in model.capabilities:
+        out["position_range"] = torch.zeros(model.n_layers, model.n_heads)
+
+        def positions(layer):
+            def hook(z, hook):
+                z = z[0].float()
+                out["position_range"][layer] = (z.max(-1).values - z.min(-1).values).cpu()
+            return hook
+
+        hooks += [(f"blocks.{l}.attn.hook_positions", positions(l)) for l in range(model.n_layers)]
+    with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
+        model(torch.tensor([ids], device=model.device))
+    return out
+
+
+@torch.no_grad()
+def needle_scores(model, sample) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[layer, head]`` needle mass and retrieval score of one teacher-forced NIAH prompt."""
+    from corpora.niah import PARTS
+
+    seq = list(sample.token_ids) + list(sample.answer_ids)
+    rows = torch.arange(len(sample.token_ids) - 1, len(seq) - 1)
+    needle = torch.zeros(len(seq), dtype=torch.bool)
+    needle[: len(sample.parts)] = torch.as_tensor(sample.parts == PARTS.index("needle"))
+    ids = torch.tensor(seq)
+    target = ids[rows + 1]  # the token each row produces
+    copyable = torch.tensor([bool((ids[needle] == t).any()) for t in target.tolist()])
+    needle, ids, target, copyable = (x.to(model.device) for x in (needle, ids, target, copyable))
+    mass = torch.zeros(model.n_layers, model.n_heads)
+    score = torch.zeros(model.n_layers, model.n_heads)
+
+    def reduce(layer):
+        def hook(pattern, hook):
+            p = pattern[0].float()  # [head, rows, keys]
+            mass[layer] = p[..., needle].sum(-1).mean(-1).cpu()
+            top = p.argmax(-1)  # [head, rows]
+            hit = needle[top] & (ids[top] == target) & copyable
+            score[layer] = (hit.sum(-1).float() / copyable.sum().clamp(min=1)).cpu()
+        return hook
+
+    hooks = [(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]
+    with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
+        model(torch.tensor([seq], device=model.device))
+    if not bool(copyable.any()):
+        score[:] = float("nan")
+    return mass, score
+
+
+def head_profiles(model, *, n_contexts: int = 8, context_tokens: int = 512, max_rows: int = 256, local_window: int = 8,
+                  n_samples: int = 8, niah_tokens: int = 512, seed: int = 0, documents=None, samples=None) -> pd.DataFrame:
+    """One row per layer and head: depth, masses, position range, needle retrieval, KL influences, group."""
+    require(model, Capability.ATTENTION, "head-profiles")
+    for name, value in (("n_contexts", n_contexts), ("max_rows", max_rows), ("local_window", local_window), ("n_samples", n_samples)):
+        if value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    context_tokens = min(context_tokens, model.max_seq_len)
+    if context_tokens < 3:
+        raise ValueError(f"--context-tokens={context_tokens} is too short (at least 3)")
+    contexts = _contexts(model, n_contexts, context_tokens, seed, documents)
+    sums: dict[str, torch.Tensor] = {}
+    for ids in progress(contexts, f"head-profiles {model.model_name}"):
+        if len(ids) < 2:
+            continue
+        for k, v in context_masses(model, ids, max_rows, local_window).items():
+            sums[k] = sums.get(k, 0) + v / len(contexts)
+    nan = torch.full((model.n_layers, model.n_heads), float("nan"))
+    needle, retrieval = nan.clone(), nan.clone()
+    if Capability.CAUSAL_LM in model.capabilities:
+        from corpora.answers import answer_budget
+        from corpora.niah import niah_samples
+
+        if samples is None:
+            if niah_tokens + 16 > model.max_seq_len:
+                raise ValueError(f"--niah-tokens={niah_tokens} plus the answer does not fit in {model.model_name} "
+                                 f"(max_seq_len={model.max_seq_len})")
+            samples = niah_samples(model.require_tokenizer("head-profiles"), n_samples, niah_tokens, seed=seed,
+                                   haystack="wiki" if documents is None else documents, preamble=False)
+        for i, s in enumerate(samples):
+            if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
+                raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
+                                 f"{model.model_name} (max_seq_len={model.max_seq_len})")
+        scored = [needle_scores(model, s) for s in samples]
+        needle = torch.stack([m for m, _ in scored]).mean(0)
+        retrieval = torch.stack([r for _, r in scored]).nanmean(0)
+    kl = None
+    if Capability.LOGIT_COMPONENTS in model.capabilities:
+        from analyses.kl_ablation import kl_ablation
+
+        kl = kl_ablation(model, token_ids=contexts).set_index(["layer", "head"])
+    rows = []
+    for layer in range(model.n_layers):
+        for head in range(model.n_heads):
+            row = dict(model=model.model_name, layer=layer, head=head, n_layers=model.n_layers,
+                       depth=layer / max(1, model.n_layers - 1),
+                       **{m: float(sums.get(m, nan)[layer, head]) for m in ("previous_token_mass", "first_token_mass", "local_mass", "position_range")},
+                       needle_mass=float(needle[layer, head]), retrieval_score=float(retrieval[layer, head]))
+            for c in ("ap", "sem", "rp"):
+                row[f"influence_{c}"] = float(kl.loc[(layer, head), f"influence_{c}"]) if kl is not None else float("nan")
+            row["kl_group"] = kl.loc[(layer, head), "group"] if kl is not None else ""
+            row["group"] = group_of(row)
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    df["n_contexts"] = len(contexts)
+    df["context_tokens"] = max(len(c) for c in contexts)
+    df["local_window"] = local_window
+    df["n_samples"] = len(samples) if samples is not None else 0
+    return df
+
+
+def headline(df: pd.DataFrame) -> str:
+    parts = []
+    for model, g in df.groupby("model", sort=False):
+        counts = g["group"].value_counts()
+        parts.append(f"{model}: " + ", ".join(f"{n} {grp}" for grp, n in counts.items()))
+    return "Heads by dominant behaviour: " + "; ".join(parts) + "."

@@ -1,0 +1,22 @@
+"""The tutorial notebook runs top to bottom: a failing cell fails the test."""
+
+import os
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_tutorial_notebook_runs():
+    nb = nbformat.read(ROOT / "notebooks" / "tutorial.ipynb", as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # committed without outputs
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    client.km = client.kernel_manager_class(kernel_name="python3")
+    client.execute(env=env)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs) >= 5  # figures render inline
+    assert any("text/html" in o.get("data", {}) and "previous_token_mass" in o["data"]["text/html"] for o in outputs)
