@@ -173,3 +173,28 @@ def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
     bad.write_text('{"text": "ok"}\n{oops}\n', encoding="utf-8")
     assert main(["analyze", "kl-ablation", "--model", "dstg-small", "--input", str(bad), "--out", str(tmp_path / "o2")]) != 0
     assert "bad.jsonl:2: not valid JSON" in capsys.readouterr().err
+
+
+def test_word_boundaries_on_user_chinese_recover_planted_jieba_boundaries(tmp_path):
+    from analyses.word_boundaries import char_windows, jieba_words, word_boundaries, word_final_indices
+    from tests.planting import planted_increments
+
+    texts = ["人工智能是计算机科学的一个分支。研究人员希望机器能够理解语言。" * 3, "今天的天气很好，我们去公园散步吧。"]
+    path = tmp_path / "zh.jsonl"
+    path.write_text("\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in texts) + "\n", encoding="utf-8")
+    table = {}
+    for text in texts:
+        ends = word_final_indices(jieba_words(text))
+        for w in char_windows(text, 64):
+            values = np.ones(len(w.byte_ids))
+            for i in range(1, len(w.text)):
+                if w.first_char + i - 1 in ends:
+                    values[w.lead_bytes[i]] = 2.0
+            table[w.byte_ids] = values
+    model = tiny_model("per-layer", max_seq_len=128)
+    with planted_increments(model, "blocks.0.hook_delta", lambda ids: table[tuple(ids)]):
+        df = word_boundaries(model, documents=read_documents(path), max_bytes=64, max_docs=1, max_gaps=5, n_boot=20)
+    row = df.set_index(["layer", "reference"])
+    assert set(df["reference"]) == {"jieba"}  # user text has no gold segmentation
+    assert row.loc[("L0", "jieba"), "auc"] == 1.0 and row.loc[("L1", "jieba"), "auc"] < 0.9
+    assert (df["n_docs"] == 2).all() and (df["n_gaps"] > 5).all()  # every document read, max_docs / max_gaps unused
