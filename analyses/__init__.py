@@ -176,13 +176,17 @@ __all__ = ["ap_spectrum", "kl_ablation", "compare_heads", "position_probes", "at
 def _with_input(name: str, help: str, argument: str = "documents"):
     import dataclasses
 
-    from corpora.user import read_documents
+    from corpora.user import Texts, read_documents
 
     def convert(path):
         if not path:
             return {}
         docs = read_documents(path)
-        return {"texts": {d.id: d.text for d in docs}} if argument == "texts" else {argument: docs}
+        if argument == "texts":
+            texts = Texts({d.id: d.text for d in docs})
+            texts.source = docs.source
+            return {"texts": texts}
+        return {argument: docs}
 
     a = get(name)
     register(dataclasses.replace(a, options=a.options + (Option("input", str, None, help),), convert={**a.convert, "input": convert}))

@@ -33,6 +33,12 @@ class Documents(list):
     source: dict | None = None
 
 
+class Texts(dict):
+    """``{id: text}`` of documents read from a file (for analyses that take named texts), with their ``source``."""
+
+    source: dict | None = None
+
+
 @dataclass(frozen=True)
 class Window:
     document: str  # the document's id

@@ -81,6 +81,8 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
 
 def _argument(key: str, value):
     """User documents are recorded by their input file's path, size and sha256 (or a hash of their texts)."""
+    if key == "texts" and getattr(value, "source", None) is not None:
+        return dict(input=value.source, n_documents=len(value))
     if key in ("documents", "samples", "token_ids"):
         from corpora.user import documents_record
 

@@ -198,3 +198,20 @@ def test_word_boundaries_on_user_chinese_recover_planted_jieba_boundaries(tmp_pa
     assert set(df["reference"]) == {"jieba"}  # user text has no gold segmentation
     assert row.loc[("L0", "jieba"), "auc"] == 1.0 and row.loc[("L1", "jieba"), "auc"] < 0.9
     assert (df["n_docs"] == 2).all() and (df["n_gaps"] > 5).all()  # every document read, max_docs / max_gaps unused
+
+
+def test_char_spacing_input_is_recorded_by_path_size_and_sha256(tmp_path):
+    from corpora.user import input_record
+    from interp.loading import save
+    from poslens.cli import main
+
+    save(tiny_model("per-layer", max_seq_len=128), tmp_path / "m")
+    txt = tmp_path / "mine.txt"
+    txt.write_text("Ada Lovelace wrote notes.", encoding="utf-8")
+    assert main(["analyze", "char-spacing", "--model", str(tmp_path / "m"), "--input", str(txt), "--out", str(tmp_path / "o")]) == 0
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "o" / "char-spacing.csv")
+    assert set(df["text_id"]) == {"mine.txt"}
+    prov = json.loads((tmp_path / "o" / "char-spacing.provenance.json").read_text())
+    assert prov["arguments"]["texts"] == dict(input=input_record(txt), n_documents=1)
