@@ -135,6 +135,29 @@ def needle_scores(model, sample) -> tuple[torch.Tensor, torch.Tensor]:
     return mass, score
 
 
+def _needle_samples(model, samples, n_samples: int, niah_tokens: int, seed: int, documents):
+    """NIAH prompts for a causal LM (checked to fit with their answers), None for other models."""
+    if Capability.CAUSAL_LM not in model.capabilities:
+        return None
+    from corpora.answers import answer_budget
+    from corpora.niah import niah_samples
+
+    if samples is None:
+        if niah_tokens + 16 > model.max_seq_len:
+            raise ValueError(f"--niah-tokens={niah_tokens} plus the answer does not fit in {model.model_name} "
+                             f"(max_seq_len={model.max_seq_len})")
+        samples = niah_samples(model.require_tokenizer("head-profiles"), n_samples, niah_tokens, seed=seed,
+                               haystack="wiki" if documents is None else documents, preamble=False)
+    samples = list(samples)
+    if not samples:
+        raise ValueError("samples= holds no prompts")
+    for i, s in enumerate(samples):
+        if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
+            raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
+                             f"{model.model_name} (max_seq_len={model.max_seq_len})")
+    return samples
+
+
 def head_profiles(model, *, n_contexts: int = 8, context_tokens: int = 512, max_rows: int = 256, local_window: int = 8,
                   n_samples: int = 8, niah_tokens: int = 512, seed: int = 0, documents=None, samples=None) -> pd.DataFrame:
     """One row per layer and head: depth, masses, position range, needle retrieval, KL influences, group."""
@@ -145,6 +168,7 @@ def head_profiles(model, *, n_contexts: int = 8, context_tokens: int = 512, max_
     context_tokens = min(context_tokens, model.max_seq_len)
     if context_tokens < 3:
         raise ValueError(f"--context-tokens={context_tokens} is too short (at least 3)")
+    samples = _needle_samples(model, samples, n_samples, niah_tokens, seed, documents)  # checked before any work
     contexts = _contexts(model, n_contexts, context_tokens, seed, documents)
     sums: dict[str, torch.Tensor] = {}
     for ids in progress(contexts, f"head-profiles {model.model_name}"):
@@ -154,20 +178,7 @@ def head_profiles(model, *, n_contexts: int = 8, context_tokens: int = 512, max_
             sums[k] = sums.get(k, 0) + v / len(contexts)
     nan = torch.full((model.n_layers, model.n_heads), float("nan"))
     needle, retrieval = nan.clone(), nan.clone()
-    if Capability.CAUSAL_LM in model.capabilities:
-        from corpora.answers import answer_budget
-        from corpora.niah import niah_samples
-
-        if samples is None:
-            if niah_tokens + 16 > model.max_seq_len:
-                raise ValueError(f"--niah-tokens={niah_tokens} plus the answer does not fit in {model.model_name} "
-                                 f"(max_seq_len={model.max_seq_len})")
-            samples = niah_samples(model.require_tokenizer("head-profiles"), n_samples, niah_tokens, seed=seed,
-                                   haystack="wiki" if documents is None else documents, preamble=False)
-        for i, s in enumerate(samples):
-            if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
-                raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
-                                 f"{model.model_name} (max_seq_len={model.max_seq_len})")
+    if samples is not None:
         scored = [needle_scores(model, s) for s in samples]
         needle = torch.stack([m for m, _ in scored]).mean(0)
         retrieval = torch.stack([r for _, r in scored]).nanmean(0)

@@ -100,3 +100,18 @@ def test_attention_mass_figure_uses_normalised_depth_for_models_of_different_dep
     assert [max(t.x) for t in lines] == [1.0, 1.0] and len(lines[1].x) == 30
     same = figure(pd.concat([table("a", 4), table("b", 4)]))
     assert [max(t.x) for t in same.data if t.type == "scatter"] == [3, 3]
+
+
+def test_needle_mass_equals_attention_mass_teacher_share_and_bad_options_are_named():
+    from analyses.attention_mass import attention_mass
+
+    model = tiny_repo("repo")
+    samples = niah_samples(model.tokenizer, 2, 260, seed=5, preamble=False)
+    hp = head_profiles(model, n_contexts=1, context_tokens=64, max_rows=8, samples=samples).set_index(["layer", "head"])
+    am = attention_mass(model, samples=samples, modes=("teacher",))
+    am = am[(am.part == "needle") & (am.layer.astype(str) != "all")].astype({"layer": int, "head": int}).set_index(["layer", "head"])
+    np.testing.assert_allclose(hp["needle_mass"], am.loc[hp.index, "total_share"], rtol=1e-5)
+    with pytest.raises(ValueError, match="--niah-tokens=2000 plus the answer does not fit"):
+        head_profiles(model, niah_tokens=2000)
+    with pytest.raises(ValueError, match="--local-window must be at least 1"):
+        head_profiles(model, local_window=0)
