@@ -213,3 +213,11 @@ def headline(df: pd.DataFrame) -> str:
         counts = g["group"].value_counts()
         parts.append(f"{model}: " + ", ".join(f"{n} {grp}" for grp, n in counts.items()))
     return "Heads by dominant behaviour: " + "; ".join(parts) + "."
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Heads per group and the strongest head of each kind, per model (for SUMMARY.md)."""
+    counts = df.groupby(["model", "group"], sort=False).size().unstack(fill_value=0)
+    best = df.groupby("model", sort=False)[["previous_token_mass", "first_token_mass", "retrieval_score"]].max()
+    best.columns = [f"max {c}" for c in best.columns]
+    return counts.join(best).reset_index()
