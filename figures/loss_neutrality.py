@@ -15,7 +15,7 @@ def figure(df) -> go.Figure:
             hovertemplate="%{x}: %{y:.4f} nats/byte<extra>" + model + "</extra>"))
     steps = {m: g["trained_steps"].iloc[0] for m, g in df.groupby("model")}
     budget = ", ".join(f"{m}: {int(s)} steps" for m, s in steps.items() if s == s and s is not None)
-    fig.update_layout(template=TEMPLATE, barmode="group", yaxis_title="next-byte loss (nats), held-out windows",
+    fig.update_layout(template=TEMPLATE, barmode="group", yaxis_title="held-out loss (nats per byte)",
                       title="Loss neutrality: same data, same budget" + (f"<br><sup>{budget}</sup>" if budget else ""),
                       height=440)
     return fig

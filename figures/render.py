@@ -117,6 +117,7 @@ def rerender(csv, *, formats=None, width=None, height=None, template: str = "def
     targets = [stem.parent / f"{stem.name}.{f}" for f in formats]
     clash = [p for p in targets if p.exists()]
     if clash and not force:
-        raise FileExistsError(f"{', '.join(str(p) for p in clash)} already exist(s); pass --force to overwrite, or --out DIR")
+        verb = "exists" if len(clash) == 1 else "exist"
+        raise FileExistsError(f"{', '.join(str(p) for p in clash)} already {verb}; pass --force to overwrite, or --out DIR")
     w = fig.layout.width if width is not None else None
     return save(fig, stem, formats, width=w, height=fig.layout.height if w else None)
