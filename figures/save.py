@@ -5,6 +5,8 @@ that ``plotly_get_chrome`` / ``kaleido.get_chrome_sync()`` downloaded, then a Ch
 installed on the system). One browser is started per process, on the first static export, and serves every
 later one (starting it costs seconds, an export a fraction of one). Static formats asked for without a browser
 are refused before any work (``resolve_formats``); by default they are skipped with a one-line note.
+``POSLENS_FORMATS`` (e.g. ``html``) replaces the default set; the test suite uses it so that only the tests
+written for static export start a browser.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def resolve_formats(formats=None, *, log=None) -> tuple[str, ...]:
     """The formats to write: as asked (static ones need a browser, else ``BrowserMissing`` with advice),
     or by default HTML plus PDF and PNG where a browser is found (one note, once per process, where not)."""
     global _noted
+    if formats is None and os.environ.get("POSLENS_FORMATS"):
+        formats = os.environ["POSLENS_FORMATS"]
     if formats is not None:
         formats = parse_formats(formats)
         static = [f for f in formats if f in STATIC]

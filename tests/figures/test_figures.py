@@ -50,7 +50,7 @@ def test_static_export_where_a_chrome_is_found(tmp_path):
 
     if find_browser() is None:
         pytest.skip("no Chrome or Chromium on this machine: HTML only")
-    paths = save(go.Figure(go.Bar(x=["人", "b"], y=[1, 2])), tmp_path / "f")
+    paths = save(go.Figure(go.Bar(x=["人", "b"], y=[1, 2])), tmp_path / "f", "html,pdf,png")
     assert [p.suffix for p in paths] == [".html", ".pdf", ".png"]
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "f.pdf").read_bytes()[:5] == b"%PDF-"

@@ -227,6 +227,7 @@ def test_static_format_without_a_browser_fails_before_the_analysis(tmp_path, mon
     assert rc == 2 and "--format svg needs a browser" in err and "plotly_get_chrome" in err and "apt-get install chromium" in err
     assert not loaded and not (tmp_path / "o").exists()
     monkeypatch.setattr(sys.modules["figures.save"], "_noted", False)
+    monkeypatch.delenv("POSLENS_FORMATS", raising=False)
     assert figures.resolve_formats(None) == ("html",)
     assert "HTML only, no PDF/PNG" in capsys.readouterr().err
     assert figures.resolve_formats(None) == ("html",) and capsys.readouterr().err == ""  # said once
@@ -237,7 +238,11 @@ def test_browser_path_overrides_the_search(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     monkeypatch.setenv("BROWSER_PATH", str(fake))
+    monkeypatch.delenv("POSLENS_FORMATS", raising=False)
     assert figures.find_browser() == str(fake)
+    assert figures.resolve_formats(None) == ("html", "pdf", "png")  # the default where a browser is found
+    monkeypatch.setenv("POSLENS_FORMATS", "svg")
+    assert figures.resolve_formats(None) == ("svg",)
     monkeypatch.delenv("BROWSER_PATH")
     from choreographer.browsers.chromium import Chromium
 
