@@ -141,7 +141,7 @@ def position_patterns(model, *, layers=None, heads=None, context_tokens: int = 2
                 is_jump, run_id, median, longest = jumps_and_plateaus(z, jump_factor, plateau_factor)
                 frames.append(pd.DataFrame(dict(
                     model=model.model_name, document=document, window=window, layer=l, head=h, mode=modes[l],
-                    token_index=np.arange(len(z)), token=tokens, position=z, is_jump=is_jump, plateau=run_id,
+                    token_index=np.arange(len(z)), token=tokens, position=z.astype(np.float64), is_jump=is_jump, plateau=run_id,
                     n_jumps=int(is_jump.sum()), longest_plateau=longest, median_step=median, jump_factor=jump_factor,
                     plateau_factor=plateau_factor)))
     return pd.concat(frames, ignore_index=True)

@@ -1,9 +1,12 @@
 """Plotly figures, one module per analysis: ``figures.<name>.figure(df) -> go.Figure``.
 
-``save(fig, stem)`` always writes interactive HTML (plotly.js written once per folder, so reports work
-offline) and also PNG and PDF when a Chrome or Chromium is found for kaleido.
+``render(name, df, template=, width=, title=)`` builds an analysis' figure from its table (the CSV is enough),
+``save(fig, stem, formats)`` writes HTML (plotly.js once per folder, so reports work offline) and PDF / SVG / PNG
+through kaleido, ``rerender(csv, ...)`` does both for a saved result (``poslens figure``).
 """
 
-from figures.save import find_chrome, save
+from figures.save import BrowserMissing, close_browser, find_browser, find_chrome, parse_formats, resolve_formats, save
+from figures.render import read_result, read_table, render, rerender
 
-__all__ = ["save", "find_chrome"]
+__all__ = ["save", "render", "rerender", "read_result", "read_table", "find_browser", "find_chrome", "resolve_formats",
+           "parse_formats", "close_browser", "BrowserMissing"]

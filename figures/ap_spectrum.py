@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from figures.style import COLORS, TEMPLATE
+from figures.style import TEMPLATE, model_colors
 
 
 def figure(df) -> go.Figure:
@@ -12,9 +12,10 @@ def figure(df) -> go.Figure:
     fig = make_subplots(rows=2, cols=2, specs=[[{}, {}], [{"colspan": 2}, None]], vertical_spacing=0.14,
                         subplot_titles=("cumulative explained variance", "share of DCT-II power in the first 4 bins",
                                         "first two principal components along the positions (scaled to unit peak)"))
-    for i, model in enumerate(models):
+    colors = model_colors(models)
+    for model in models:
         g = comps[comps["model"] == model]
-        color = COLORS[i % 10]
+        color = colors[model]
         fig.add_trace(go.Scatter(x=g["component"], y=g["cumulative"], mode="lines+markers", name=model, line_color=color,
                                  legendgroup=model), row=1, col=1)
         fig.add_trace(go.Bar(x=[f"PC{c}" for c in g["component"]], y=g["low_freq_power"], name=model, marker_color=color,

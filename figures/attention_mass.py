@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from figures.style import COLORS, TEMPLATE
+from figures.style import TEMPLATE, model_colors
 
 PARTS = ("needle", "query", "rest")
 
@@ -18,16 +18,20 @@ def figure(df) -> go.Figure:
                         specs=[[{"type": "xy"}], [{"type": "xy"}], [{"type": "table"}]],
                         subplot_titles=("mean attention per token of each part (x 0.01), averaged over heads and layers",
                                         "share of attention on the needle, per layer (mean over heads; normalised depth when models differ in depth)", ""))
-    for i, (model, mode) in enumerate(keys):
+    colors = model_colors(m for m, _ in keys)
+    modes = list(dict.fromkeys(mode for _, mode in keys))
+    for model, mode in keys:
+        shape = ["", "/", ".", "x"][modes.index(mode) % 4]
         g = agg[(agg["model"] == model) & (agg["mode"] == mode)].set_index("part").loc[list(PARTS)]
-        fig.add_trace(go.Bar(x=list(PARTS), y=100 * g["mean_per_token"], name=f"{model} ({mode})", marker_color=COLORS[i % 10],
+        fig.add_trace(go.Bar(x=list(PARTS), y=100 * g["mean_per_token"], name=f"{model} ({mode})", marker_color=colors[model], marker_pattern_shape=shape,
                              legendgroup=f"{model}{mode}", hovertemplate="%{x}: %{y:.3f} x 0.01<extra>" + f"{model} {mode}</extra>"),
                       row=1, col=1)
         per_layer = df[(df["model"] == model) & (df["mode"] == mode) & (df["part"] == "needle") & (df["layer"].astype(str) != "all")]
         per_layer = per_layer.assign(layer=per_layer["layer"].astype(int)).groupby("layer")["total_share"].mean()
         x = per_layer.index / max(1, n_layers[model] - 1) if normalised else per_layer.index
         fig.add_trace(go.Scatter(x=x, y=per_layer.values, customdata=per_layer.index,
-                                 hovertemplate="layer %{customdata}: %{y:.3f}<extra>" + f"{model} ({mode})</extra>", mode="lines+markers", marker_color=COLORS[i % 10],
+                                 hovertemplate="layer %{customdata}: %{y:.3f}<extra>" + f"{model} ({mode})</extra>", mode="lines+markers", marker_color=colors[model],
+                                 line=dict(color=colors[model], dash=["solid", "dot", "dash", "dashdot"][modes.index(mode) % 4]),
                                  legendgroup=f"{model}{mode}", showlegend=False, name=f"{model} ({mode})"), row=2, col=1)
     fig.update_xaxes(title_text="depth = layer / (n_layers - 1)" if normalised else "layer", row=2, col=1)
     header = ["model", "answer", "accuracy", "needle", "query", "rest", "needle share", "query share", "rest share"]

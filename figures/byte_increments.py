@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from figures.style import COLORS, TEMPLATE
+from figures.style import TEMPLATE, model_colors
 
 
 def figure(df) -> go.Figure:
@@ -11,10 +11,11 @@ def figure(df) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, row_heights=[0.55, 0.45], vertical_spacing=0.08,
                         specs=[[{"type": "xy"}], [{"type": "table"}]])
     categories = list(dict.fromkeys(df["category"]))
-    for i, ((model, source), g) in enumerate(groups):
+    colors = model_colors(m for (m, _), _ in groups)
+    for (model, source), g in groups:
         g = g.set_index("category").loc[categories]
         fig.add_trace(go.Scatter(
-            x=g["mean"], y=categories, mode="markers", name=f"{model} ({source})", marker=dict(size=10, color=COLORS[i % 10]),
+            x=g["mean"], y=categories, mode="markers", name=f"{model} ({source})", marker=dict(size=10, color=colors[model]),
             error_x=dict(type="data", symmetric=False, array=g["max"] - g["mean"], arrayminus=g["mean"] - g["min"]),
             hovertemplate="%{y}: mean %{x:.3f}<extra>" + f"{model} {source}" + "</extra>"), row=1, col=1)
     fig.update_yaxes(autorange="reversed", row=1, col=1)

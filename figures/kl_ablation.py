@@ -3,10 +3,20 @@
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.kl_ablation import GROUPS, group_counts
-from figures.style import TEMPLATE
+from figures.style import OKABE_ITO, TEMPLATE
 
-GROUP_COLORS = {"AP-oriented": "#d62728", "semantic-oriented": "#1f77b4", "RP-supported": "#2ca02c", "RP-oriented": "#ff7f0e", "none": "#999"}
+GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")  # analyses.kl_ablation.GROUPS (tested equal)
+GROUP_COLORS = {"AP-oriented": OKABE_ITO["vermillion"], "semantic-oriented": OKABE_ITO["blue"],
+                "RP-supported": OKABE_ITO["green"], "RP-oriented": OKABE_ITO["orange"], "none": "#999"}
+
+
+def group_counts(df):
+    """Heads per model and group (the table under the ternaries), from the CSV alone: no torch import."""
+    counts = df.groupby(["model", "group"]).size().unstack(fill_value=0)
+    for g in GROUPS:
+        if g not in counts:
+            counts[g] = 0
+    return counts[list(GROUPS)]
 
 
 def ternaries(df, title: str) -> go.Figure:

@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from figures.style import TEMPLATE
+from figures.style import COLORS, TEMPLATE
 
 
 def figure(df) -> go.Figure:
@@ -14,18 +14,18 @@ def figure(df) -> go.Figure:
     panels = list(df.groupby(["model", "layer"], sort=False))
     fig = make_subplots(rows=len(panels), cols=1, vertical_spacing=0.3 / max(1, len(panels)),
                         subplot_titles=[f"{m}, layer {l} ({g['mode'].iloc[0]})" for (m, l), g in panels])
-    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+    palette = COLORS
     for row, ((model, layer), g) in enumerate(panels, start=1):
         for j, (head, gh) in enumerate(g.groupby("head")):
             s = gh.iloc[0]
             fig.add_trace(go.Scatter(
-                x=gh["token_index"], y=gh["position"], mode="lines", line=dict(color=palette[j % 8], width=1.2),
+                x=gh["token_index"], y=gh["position"], mode="lines", line=dict(color=palette[j % 7], width=1.2),
                 name=f"head {head}", legendgroup=f"h{head}", showlegend=row == 1, customdata=gh["token"],
                 hovertemplate=f"head {head}: " + "%{x} %{customdata!r} z=%{y:.3f}<extra>" +
                 f"{int(s.n_jumps)} jumps, longest plateau {int(s.longest_plateau)}</extra>"), row=row, col=1)
             jumps = gh[gh["is_jump"]]
             fig.add_trace(go.Scatter(x=jumps["token_index"], y=jumps["position"], mode="markers", showlegend=False,
-                                     marker=dict(color=palette[j % 8], size=6, symbol="x"), hoverinfo="skip"), row=row, col=1)
+                                     marker=dict(color=palette[j % 7], size=6, symbol="x"), hoverinfo="skip"), row=row, col=1)
         fig.update_yaxes(title_text="z", row=row, col=1)
     fig.update_xaxes(title_text="token index", row=len(panels), col=1)
     fig.update_layout(template=TEMPLATE, height=260 * len(panels) + 120,

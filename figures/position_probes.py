@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from figures.style import COLORS, TEMPLATE
+from figures.style import TEMPLATE, model_colors
 
 TITLES = {"token": "token-level position", "segment": "segment index", "intra": "intra-segment progress"}
 
@@ -13,8 +13,9 @@ def figure(df) -> go.Figure:
     fig = make_subplots(rows=1, cols=len(targets), subplot_titles=[TITLES[t] for t in targets], shared_yaxes=True)
     series = list(dict.fromkeys(zip(df["model"], df["subspace"])))
     dashes = {"full": "solid", "ap": "dash", "semantic": "dot"}
+    colors = model_colors(df["model"])
     for j, target in enumerate(targets, start=1):
-        for i, (model, space) in enumerate(series):
+        for model, space in series:
             g = df[(df["model"] == model) & (df["subspace"] == space) & (df["target"] == target)]
             for control, gg in g.groupby("control"):
                 shuffled = control == "shuffled"
@@ -22,7 +23,7 @@ def figure(df) -> go.Figure:
                     x=gg["layer"], y=gg["r2_mean"], mode="lines+markers",
                     name=f"{model} [{space}]" + (" shuffled" if shuffled else ""), legendgroup=f"{model}{space}{control}",
                     showlegend=j == 1, opacity=0.35 if shuffled else 1.0,
-                    line=dict(color=COLORS[i % 10], dash="longdashdot" if shuffled else dashes.get(space, "solid")),
+                    line=dict(color=colors[model], dash="longdashdot" if shuffled else dashes.get(space, "solid")),
                     error_y=dict(type="data", array=gg["r2_std"], visible=True)), row=1, col=j)
         fig.update_xaxes(title_text="layer", row=1, col=j)
     fig.update_yaxes(title_text="held-out R^2 (mean ± std over seeds)", range=[-0.2, 1.02], row=1, col=1)

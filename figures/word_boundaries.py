@@ -2,18 +2,18 @@
 
 import plotly.graph_objects as go
 
-from figures.style import COLORS, TEMPLATE, layer_order
+from figures.style import TEMPLATE, layer_order, model_colors
 
 
 def figure(df) -> go.Figure:
     fig = go.Figure()
     layers = layer_order(df.loc[df["layer"] != "jieba", "layer"])
-    models = list(dict.fromkeys(df["model"]))
-    for i, ((model, ref), g) in enumerate(df[df["layer"] != "jieba"].groupby(["model", "reference"], sort=False)):
+    colors = model_colors(df["model"])
+    for (model, ref), g in (df[df["layer"] != "jieba"].groupby(["model", "reference"], sort=False)):
         g = g.set_index("layer").loc[[x for x in layers if x in set(g["layer"])]]
         fig.add_trace(go.Scatter(
             x=list(g.index), y=g["auc"], mode="lines+markers", name=f"{model} vs {ref}",
-            line=dict(color=COLORS[models.index(model) % 10], dash="solid" if ref == "gold" else "dot"),
+            line=dict(color=colors[model], dash="solid" if ref == "gold" else "dot"),
             error_y=dict(type="data", symmetric=False, array=g["ci_high"] - g["auc"], arrayminus=g["auc"] - g["ci_low"]),
             hovertemplate="%{x}: AUC %{y:.3f}<extra>" + f"{model} vs {ref}" + "</extra>"))
     fig.add_hline(y=0.5, line=dict(color="grey", dash="dash"), annotation_text="chance")

@@ -1,4 +1,4 @@
-"""poslens: hooked models with learned positions, their analyses and figures (models, train, analyze, reproduce)."""
+"""poslens: hooked models with learned positions, their analyses and figures (models, train, analyze, reproduce, figure)."""
 
 from __future__ import annotations
 
@@ -93,11 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
     from poslens import commands
 
     commands.add_analysis_commands(sub)
+    from poslens.figure import add_figure_command
+
+    add_figure_command(sub)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["figure"]:  # re-rendering loads no model: its parser alone, without the analyses (torch)
+        from poslens.figure import figure_parser
+
+        args = figure_parser(__doc__).parse_args(argv)
+    else:
+        args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except (FileExistsError, FileNotFoundError, ValueError, KeyError, TypeError) as err:

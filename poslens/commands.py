@@ -18,6 +18,8 @@ def add_analysis_commands(sub) -> None:
         p.add_argument("--force", action="store_true", help="overwrite this analysis' earlier results in --out")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, ...)")
+        p.add_argument("--format", default=None, metavar="FORMATS",
+                       help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser is found)")
         for opt in analysis.options:
             flag = "--" + opt.name.replace("_", "-")
             text = opt.help.replace("%", "%%")  # argparse %-formats help strings
@@ -51,7 +53,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         elif value is not None:
             options[opt.name] = value
     result = run_analysis(spec.name, args.model, args.out, options=options, seed=args.seed, force=args.force,
-                          device=args.device)
+                          device=args.device, formats=args.format)
     with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
         print(result.table.head(40).to_string(index=False))
     print("wrote " + ", ".join(str(p) for p in result.files))

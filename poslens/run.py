@@ -14,7 +14,7 @@ import figures
 from analyses import get
 from poslens.provenance import provenance
 
-OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".provenance.json")
+OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")
 
 
 @dataclass
@@ -39,12 +39,14 @@ def resolve_models(models, device=None) -> list:
 
 
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
-                 static: bool | None = None, per_model: dict | None = None, device=None) -> Result:
+                 formats=None, per_model: dict | None = None, device=None) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
-    ``per_model`` maps a model name to options that replace ``options`` for that model only.
+    ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
+    the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found).
     """
     analysis = get(name)
+    figures.resolve_formats(formats)
     out_dir = Path(out_dir)
     clash = existing_outputs(out_dir, name)
     if clash and not force:
@@ -68,8 +70,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
         stale.unlink()
     csv = out_dir / f"{name}.csv"
     table.to_csv(csv, index=False)
-    module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
-    files = [csv] + figures.save(module.figure(table), out_dir / name, static=static)
+    files = [csv] + figures.save(figures.render(name, table), out_dir / name, formats)
     arguments = {k: _argument(k, v) for k, v in kwargs.items()}
     if per_model:
         arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}

@@ -33,7 +33,7 @@ def test_entity_and_char_and_byte_figures_show_every_model(models, tmp_path):
     assert len(text_traces) == 4 and all("".join(t.text) in ("a b.a b.", "a b.") for t in text_traces)
     table = pd.concat([byte_increments(m) for m in models])
     assert len(f_bytes.figure(table).data) == 3  # two range traces and the table
-    paths = save(f_bytes.figure(table), tmp_path / "bytes", static=False)
+    paths = save(f_bytes.figure(table), tmp_path / "bytes", "html")
     assert [p.name for p in paths] == ["bytes.html"] and (tmp_path / "plotly.min.js").exists()
 
 
@@ -46,11 +46,11 @@ def test_loss_figure(models):
 def test_static_export_where_a_chrome_is_found(tmp_path):
     import plotly.graph_objects as go
 
-    from figures import find_chrome
+    from figures import find_browser
 
-    if find_chrome() is None:
+    if find_browser() is None:
         pytest.skip("no Chrome or Chromium on this machine: HTML only")
-    paths = save(go.Figure(go.Bar(x=["人", "b"], y=[1, 2])), tmp_path / "f")
-    assert [p.suffix for p in paths] == [".html", ".png", ".pdf"]
+    paths = save(go.Figure(go.Bar(x=["人", "b"], y=[1, 2])), tmp_path / "f", "html,pdf,png")
+    assert [p.suffix for p in paths] == [".html", ".pdf", ".png"]
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "f.pdf").read_bytes()[:5] == b"%PDF-"

@@ -1,0 +1,304 @@
+"""Figures rebuilt from saved results equal the analysis-time figures; static export renders for real.
+
+Every registered analysis runs once (tiny models, small options) through ``run_analysis``; the figure it made is
+captured and compared with ``render(name, read_table(csv))``. Where a Chrome/Chromium is found, every figure
+is then written as PDF, SVG and PNG at a column's width through one browser and the files are checked.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import figures
+from analyses import all_analyses
+from figures.render import known, read_result, read_table, render, rerender
+from figures.style import MODEL_COLORS, PAPER, PALETTE, model_colors
+from poslens.cli import main
+from poslens.run import run_analysis
+from probes.position import ProbeDoc
+from tests.encoder_helpers import token_ids, tiny_encoder
+from tests.helpers import tiny_model
+from tests.repo_helpers import tiny_repo
+
+ROOT = Path(__file__).resolve().parents[2]
+BROWSER = figures.find_browser()
+needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chrome/Chromium for kaleido (install `chromium` or run "
+                                   "`plotly_get_chrome`): static export not tested")
+
+
+def _docs(enc):
+    return [ProbeDoc("", token_ids(enc, 1, 20, seed=s)[0].tolist(), []) for s in range(3)]
+
+
+def _plan():
+    inc = [tiny_model("shared", max_seq_len=512), tiny_model("per-layer", max_seq_len=512)]
+    repo = [tiny_repo("repo"), tiny_repo("rope")]
+    enc = tiny_encoder("disentangled")
+    docs = _docs(enc)
+    return {
+        "byte-increments": (inc, {}),
+        "word-boundaries": (inc, dict(max_docs=3, max_gaps=400, n_boot=10)),
+        "entity-spacing": (inc, dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")), invented=(("Zor", "Vex"),))),
+        "char-spacing": (inc, dict(texts={"en": "a b, NA", "zh": "我们"})),
+        "loss-neutrality": (inc, dict(n_windows=2, context=32, n_boot=10)),
+        "attention-mass": (repo[:1], dict(n_samples=1, context_tokens=300, preamble=False)),
+        "niah-accuracy": (repo, dict(lengths=(300, 400), n_samples=1)),
+        "position-ranges": (repo[:1] + [inc[1]], dict(n_contexts=1, context_tokens=300)),
+        "position-patterns": (repo[:1], dict(layers=[1, 2], context_tokens=64, source="wiki")),
+        "ap-spectrum": ([enc], dict(n_components=3)),
+        "kl-ablation": ([enc], dict(docs=docs)),
+        "compare-heads": ([enc, tiny_encoder("rp", seed=1)], dict(docs=docs)),
+        "position-probes": (["dstg-small"], dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2, max_tokens=64)),
+    }
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """``{name: (csv path, the figure made at analysis time)}`` for every registered analysis."""
+    out = tmp_path_factory.mktemp("results")
+    made = {}
+    real_save = figures.save
+
+    def capture(fig, stem, formats=None, **kw):
+        made[Path(stem).name] = fig
+        return real_save(fig, stem, formats, **kw)
+
+    figures.save = capture
+    try:
+        for name, (models, options) in _plan().items():
+            run_analysis(name, models, out, options=options, seed=1, formats="html")
+    finally:
+        figures.save = real_save
+    return {name: (out / f"{name}.csv", fig) for name, fig in made.items()}
+
+
+def test_every_analysis_has_a_figure_named_after_it():
+    names = {a.name for a in all_analyses()}
+    assert set(known()) == names
+    assert all(a.figure == a.name.replace("-", "_") for a in all_analyses())
+
+
+def test_plan_covers_every_registered_analysis(results):
+    assert set(results) == {a.name for a in all_analyses()}
+
+
+def _decoded(x):
+    """plotly's typed arrays (``{"dtype", "bdata"}``) as numbers; the dtype itself is not compared."""
+    if isinstance(x, dict) and "bdata" in x and "dtype" in x:
+        import base64
+
+        return np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"])).astype(float).tolist()
+    return x
+
+
+def _close(a, b, path="fig") -> list[str]:
+    """Paths where two figure JSON trees differ (floats to 1e-12 relative)."""
+    a, b = _decoded(a), _decoded(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
+        return [d for k in a for d in _close(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, (list, tuple, np.ndarray)) and isinstance(b, (list, tuple, np.ndarray)):
+        a, b = list(a), list(b)
+        if len(a) != len(b):
+            return [f"{path}: length {len(a)} != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _close(x, y, f"{path}[{i}]")]
+    if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)) \
+            and not isinstance(a, bool) and not isinstance(b, bool):
+        if math.isnan(float(a)) and math.isnan(float(b)):
+            return []
+        return [] if math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-15) else [f"{path}: {a} != {b}"]
+    return [] if a == b and type(a) is type(b) or (a == b and {type(a), type(b)} <= {str, np.str_}) else [f"{path}: {a!r} != {b!r}"]
+
+
+@pytest.mark.parametrize("name", sorted(a.name for a in all_analyses()))
+def test_figure_from_the_csv_equals_the_figure_made_at_analysis_time(results, name):
+    csv, made = results[name]
+    name_read, df, prov = read_result(csv)
+    assert name_read == name and prov["analysis"] == name
+    rebuilt = render(name, df)
+    differences = _close(made.to_plotly_json(), rebuilt.to_plotly_json())
+    assert not differences, differences[:5]
+    assert len(made.data) > 0
+
+
+def test_the_comparison_would_see_a_changed_value(results):
+    csv, made = results["loss-neutrality"]
+    df = read_table(csv)
+    df.loc[0, "loss"] += 1e-9
+    assert _close(made.to_plotly_json(), render("loss-neutrality", df).to_plotly_json())
+
+
+def test_paper_template_drops_the_title_and_keeps_one_colour_per_model(results):
+    csv, made = results["loss-neutrality"]
+    df = read_table(csv)
+    paper = render("loss-neutrality", df, template="paper", width="3.3in")
+    assert made.layout.title.text and paper.layout.title.text is None
+    assert paper.layout.template.layout.font.family == pio_template().layout.font.family
+    assert paper.layout.width == pytest.approx(3.3 * 96) and paper.layout.height > 0.4 * paper.layout.width
+    assert render("loss-neutrality", df, template="paper", title="Loss").layout.title.text == "Loss"
+    colors = {t.name: t.marker.color for t in paper.data}
+    words = render("word-boundaries", read_table(results["word-boundaries"][0]), template="paper")
+    for t in words.data:
+        model = t.name.split(" vs ")[0]
+        assert t.line.color == colors[model]  # the same model, the same colour, in another figure
+    assert len(set(colors.values())) == len(colors)
+
+
+def pio_template():
+    import plotly.io as pio
+
+    return pio.templates[PAPER]
+
+
+def test_model_colours_are_fixed_for_bundled_models_and_distinct_within_a_figure():
+    reproduce_groups = [("increments-shared", "increments-per-layer", "rope-bytes"),
+                        ("repo-small", "rope-small", "nope-small", "increments-per-layer", "smollm2"),
+                        ("dstg-small", "ap-encoder-small", "rp-encoder-small", "rope-encoder-small", "minilm", "repo-small",
+                         "increments-per-layer")]
+    for group in reproduce_groups:
+        colors = model_colors(group)
+        assert len(set(colors.values())) == len(group) and all(colors[m] == MODEL_COLORS[m] for m in group)
+    mine = model_colors(["my-a", "my-b", "my-c", "dstg-small"])
+    assert mine == model_colors(["my-a", "my-b", "my-c", "dstg-small"]) and len(set(mine.values())) == 4
+    assert set(mine.values()) <= set(PALETTE)
+
+
+def test_kl_groups_match_the_analysis():
+    from analyses.kl_ablation import GROUPS
+    from figures.kl_ablation import GROUPS as FIGURE_GROUPS
+
+    assert FIGURE_GROUPS == GROUPS
+
+
+def test_rerendering_imports_no_torch(results, tmp_path):
+    csv = results["loss-neutrality"][0]
+    code = ("import sys; from figures.render import read_result, render; n, df, _ = read_result(sys.argv[1]); "
+            "fig = render(n, df, template='paper', width='7in'); import poslens.cli; "
+            "assert poslens.cli.main(['figure', sys.argv[1], '--format', 'html', '--out', sys.argv[2]]) == 0; "
+            "print(len(fig.data), 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, str(csv), str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1].split() == ["2", "False"]  # two models' bars
+    assert (tmp_path / "loss-neutrality.html").is_file()
+
+
+def test_bad_figure_requests_are_one_line_errors(results, tmp_path, capsys):
+    csv = results["byte-increments"][0]
+    for args, message in ((["--width", "wide"], "--width 'wide': expected a length"),
+                          (["--format", "pdf,eps"], "--format eps: expected any of html,pdf,svg,png"),
+                          (["--width=-3in"], "not a positive length")):
+        assert main(["figure", str(csv), "--out", str(tmp_path)] + args) == 2
+        assert message in capsys.readouterr().err
+    (tmp_path / "stray.csv").write_text("model,x\na,1\n")
+    assert main(["figure", str(tmp_path / "stray.csv"), "--format", "html"]) == 2
+    assert "pass --analysis NAME" in capsys.readouterr().err
+    assert main(["figure", str(tmp_path / "missing.csv")]) == 2
+    assert "missing.csv: no such file" in capsys.readouterr().err
+    assert not list(tmp_path.glob("byte-increments*"))
+
+
+def test_existing_figures_are_not_overwritten_without_force(results, tmp_path, capsys):
+    csv = results["niah-accuracy"][0]
+    target = tmp_path / "niah-accuracy-paper.html"
+    target.write_text("mine")
+    args = ["figure", str(csv), "--format", "html", "--template", "paper", "--out", str(tmp_path)]
+    assert main(args) == 2 and "already exist" in capsys.readouterr().err
+    assert target.read_text() == "mine"
+    assert main(args + ["--force"]) == 0 and "plotly" in target.read_text()
+
+
+def test_static_format_without_a_browser_fails_before_the_analysis(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chrome"))
+    loaded = []
+    monkeypatch.setattr("poslens.run.resolve_models", lambda *a, **k: loaded.append(a))
+    rc = main(["analyze", "byte-increments", "--model", "increments-per-layer", "--out", str(tmp_path / "o"),
+               "--format", "html,svg"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--format svg needs a browser" in err and "plotly_get_chrome" in err and "apt-get install chromium" in err
+    assert not loaded and not (tmp_path / "o").exists()
+    monkeypatch.setattr(sys.modules["figures.save"], "_noted", False)
+    monkeypatch.delenv("POSLENS_FORMATS", raising=False)
+    assert figures.resolve_formats(None) == ("html",)
+    assert "HTML only, no PDF/PNG" in capsys.readouterr().err
+    assert figures.resolve_formats(None) == ("html",) and capsys.readouterr().err == ""  # said once
+
+
+def test_browser_path_overrides_the_search(tmp_path, monkeypatch):
+    fake = tmp_path / "my-chrome"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("BROWSER_PATH", str(fake))
+    monkeypatch.delenv("POSLENS_FORMATS", raising=False)
+    assert figures.find_browser() == str(fake)
+    assert figures.resolve_formats(None) == ("html", "pdf", "png")  # the default where a browser is found
+    monkeypatch.setenv("POSLENS_FORMATS", "svg")
+    assert figures.resolve_formats(None) == ("svg",)
+    monkeypatch.delenv("BROWSER_PATH")
+    from choreographer.browsers.chromium import Chromium
+
+    assert figures.find_browser() == Chromium.find_browser(skip_local=False)
+
+
+# ---- static export, for real ----------------------------------------------------------------------------
+
+def _pdf_page_width_pt(path: Path) -> float:
+    if shutil.which("pdfinfo"):
+        out = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True, check=True).stdout
+        size = next(line for line in out.splitlines() if line.startswith("Page size:"))
+        return float(size.split()[2])
+    import re
+
+    box = re.search(rb"/MediaBox\s*\[\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", path.read_bytes())
+    return float(box.group(3)) - float(box.group(1))
+
+
+def _check_png(path: Path) -> None:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        assert abs(im.width - 3.3 * 300) <= 2, im.size  # 300 dpi at 3.3 in
+        grey = np.asarray(im.convert("L"))
+        colors = im.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert (grey < 200).mean() > 0.005, f"{path.name} is (nearly) blank"
+    assert colors is None or len(colors) > 2, f"{path.name} has {len(colors)} colours"
+
+
+@needs_browser
+@pytest.mark.parametrize("template", ["paper"])
+def test_every_figure_renders_as_pdf_svg_and_png_at_column_width(results, tmp_path, template):
+    for name, (csv, _) in sorted(results.items()):
+        written = rerender(csv, formats="pdf,svg,png", width="3.3in", template=template, out=tmp_path)
+        assert [p.name for p in written] == [f"{name}-paper-3.3in.{f}" for f in ("pdf", "svg", "png")]
+        pdf, svg, png = written
+        assert pdf.read_bytes()[:5] == b"%PDF-"
+        assert abs(_pdf_page_width_pt(pdf) - 237.6) < 1.0, (name, _pdf_page_width_pt(pdf))  # Chrome snaps to 1/60 in
+        root = ET.parse(svg).getroot()
+        assert root.tag.endswith("svg") and float(root.get("width")) == pytest.approx(316.8, abs=1)
+        _check_png(png)
+
+
+@needs_browser
+def test_double_column_pdf_and_analyze_format_pdf_svg(results, tmp_path, capsys):
+    written = rerender(results["attention-mass"][0], formats="pdf", width="7in", height="4in", out=tmp_path)
+    assert written[0].name == "attention-mass-7inx4in.pdf"
+    out = subprocess.run(["pdfinfo", str(written[0])], capture_output=True, text=True).stdout if shutil.which("pdfinfo") else ""
+    assert abs(_pdf_page_width_pt(written[0]) - 504) < 1.0 and ("x 288 pts" in out or not out)
+    ckpt = tmp_path / "m"
+    from interp.loading import save
+
+    save(tiny_model("shared", max_seq_len=512), ckpt)
+    assert main(["analyze", "byte-increments", "--model", str(ckpt), "--out", str(tmp_path / "o"), "--format", "pdf,svg"]) == 0
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "byte-increments.csv", "byte-increments.pdf", "byte-increments.provenance.json", "byte-increments.svg"]
+    prov = json.loads((tmp_path / "o" / "byte-increments.provenance.json").read_text())
+    assert "byte-increments.svg" in json.dumps(prov)
