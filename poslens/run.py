@@ -1,4 +1,5 @@
-"""Run one analysis on one or more models and write ``NAME.csv``, its figure and ``NAME.provenance.json``."""
+"""Run one analysis on one or more models and write ``NAME.csv``, its figure and ``NAME.provenance.json``
+(all at once, under a lock: see ``poslens.outputs``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 
 import figures
 from analyses import get
+from poslens.outputs import Outputs
 from poslens.provenance import provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".provenance.json")
@@ -42,41 +44,44 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
                  static: bool | None = None, per_model: dict | None = None, device=None) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
+    Under the lock ``out_dir/.NAME.lock`` every file is written aside and renamed into place only once all
+    succeeded (``poslens.outputs``): a concurrent run into the same folder is refused, a failed run changes nothing.
+
     ``per_model`` maps a model name to options that replace ``options`` for that model only.
     """
     analysis = get(name)
     out_dir = Path(out_dir)
-    clash = existing_outputs(out_dir, name)
-    if clash and not force:
-        raise FileExistsError(f"{out_dir} already holds results of '{name}' ({', '.join(p.name for p in clash)}); "
-                              "pass --force to overwrite them")
-    kwargs = dict(options or {})
-    if analysis.seeded:
-        kwargs["seed"] = seed
-    names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
-    loaded = resolve_models(models, device)
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    tables, used = [], {}
-    for name_given, model in zip(names, loaded):
-        these = {**kwargs, **(per_model or {}).get(name_given, {})}
-        used[model.model_name] = these
-        tables.append(analysis.function(model, **these))
-    table = pd.concat(tables, ignore_index=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in clash:
-        stale.unlink()
-    csv = out_dir / f"{name}.csv"
-    table.to_csv(csv, index=False)
-    module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
-    files = [csv] + figures.save(module.figure(table), out_dir / name, static=static)
-    arguments = {k: _jsonable(v) for k, v in kwargs.items()}
-    if per_model:
-        arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
-    record = provenance(name, loaded, arguments, seed, [p.name for p in files])
-    prov = out_dir / f"{name}.provenance.json"
-    prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return Result(name, table, files + [prov])
+    with Outputs(out_dir, name) as outputs:
+        clash = existing_outputs(out_dir, name)
+        if clash and not force:
+            raise FileExistsError(f"{out_dir} already holds results of '{name}' ({', '.join(p.name for p in clash)}); "
+                                  "pass --force to overwrite them")
+        kwargs = dict(options or {})
+        if analysis.seeded:
+            kwargs["seed"] = seed
+        names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
+        loaded = resolve_models(models, device)
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        tables, used = [], {}
+        for name_given, model in zip(names, loaded):
+            these = {**kwargs, **(per_model or {}).get(name_given, {})}
+            used[model.model_name] = these
+            tables.append(analysis.function(model, **these))
+        table = pd.concat(tables, ignore_index=True)
+        staged = outputs.staging
+        csv = staged / f"{name}.csv"
+        table.to_csv(csv, index=False)
+        module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
+        files = [csv] + figures.save(module.figure(table), staged / name, static=static)
+        arguments = {k: _jsonable(v) for k, v in kwargs.items()}
+        if per_model:
+            arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
+        record = provenance(name, loaded, arguments, seed, [p.name for p in files])
+        prov = staged / f"{name}.provenance.json"
+        prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        final = outputs.commit(files + [prov], replaces=clash)
+    return Result(name, table, final)
 
 
 def _jsonable(value):

@@ -29,6 +29,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from interp.atomic import replacing, write_text
 from interp.loading import encoder, increments, repo
 from interp.loading.errors import CheckpointError
 
@@ -176,12 +177,13 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
     if dtype is not None:
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     directory.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(targets[0]), metadata={"format": FORMAT, "family": model.family})
+    with replacing(targets[0]) as tmp:  # a kill mid-write must not leave a truncated checkpoint behind
+        save_file(state, str(tmp), metadata={"format": FORMAT, "family": model.family})
     meta = {
         "format": FORMAT, "version": FORMAT_VERSION, "family": model.family, "name": name or model.model_name,
         "config": config, "n_params": int(sum(v.numel() for v in state.values())),
     }
-    targets[1].write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    write_text(targets[1], json.dumps(meta, indent=2) + "\n")
     if training is not None:
-        targets[2].write_text(json.dumps(training, indent=2) + "\n", encoding="utf-8")
+        write_text(targets[2], json.dumps(training, indent=2) + "\n")
     return directory
