@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from analyses.common import check_window
+from analyses.tables import may_be_nan
 from interp.base import Capability, require
 from interp.tokenizers import ByteTokenizer, TokenizerError
 
@@ -40,6 +41,7 @@ def window_losses(model, windows: np.ndarray, batch_size: int = 8) -> np.ndarray
     return np.concatenate(out)
 
 
+@may_be_nan(trained_steps="no training.json beside the checkpoint", trained_tokens="no training.json beside the checkpoint", training_validation_loss="no training.json beside the checkpoint")
 def loss_neutrality(model, *, n_windows: int = 64, context: int = 512, seed: int = 0, n_boot: int = 1000) -> pd.DataFrame:
     """Held-out next-byte loss per language, with the training budget beside it."""
     from corpora.streams import bilingual_streams

@@ -23,6 +23,7 @@ import pandas as pd
 
 from analyses.common import byte_model, check_window, increment_labels, increments
 from analyses.stats import bootstrap_auc, roc_auc
+from analyses.tables import may_be_nan
 
 CJK_FIRST, CJK_LAST = 0x4E00, 0x9FFF
 REFERENCES = ("jieba", "gold")
@@ -114,6 +115,7 @@ def validation_documents(max_docs: int):
     return [d for d in people_daily() if d.split == "validation"][:max_docs]
 
 
+@may_be_nan(layer_index="no layer: the shared increment, or jieba itself", ci_low="bootstrap interval undefined (fewer than two documents)", ci_high="bootstrap interval undefined (fewer than two documents)", precision="only the jieba-vs-gold row has it", recall="only the jieba-vs-gold row has it", f1="only the jieba-vs-gold row has it", agreement="only the jieba-vs-gold row has it")
 def word_boundaries(
     model,
     *,

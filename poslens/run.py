@@ -13,6 +13,7 @@ import torch
 
 import figures
 from analyses import get
+from analyses.tables import check_table, nan_columns
 from poslens.outputs import Outputs
 from poslens.provenance import provenance
 
@@ -69,6 +70,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
             used[model.model_name] = these
             tables.append(analysis.function(model, **these))
         table = pd.concat(tables, ignore_index=True)
+        check_table(table, name, nan_columns(analysis.function))  # NaN / inf only where the analysis gives it a meaning
         staged = outputs.staging
         csv = staged / f"{name}.csv"
         table.to_csv(csv, index=False)
