@@ -10,13 +10,17 @@
    that this run did not write.
 
 If anything raises before ``commit()``, the staging folder and lock are removed and ``out_dir`` is left as
-it was (a folder created for the run is removed again if still empty).
+it was (a folder created for the run is removed again if still empty). ``under_lock`` wraps a whole
+function (``run_analysis``, ``reproduce``) in one such context.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
+import functools
+import inspect
 import itertools
 import os
 import shutil
@@ -117,3 +121,36 @@ class Outputs:
         if self._created:
             with contextlib.suppress(OSError):
                 self.out_dir.rmdir()  # only if still empty
+
+
+_ACTIVE: contextvars.ContextVar[Outputs | None] = contextvars.ContextVar("poslens_outputs", default=None)
+
+
+def under_lock(name: str | None = None, folder: str = "out_dir"):
+    """Decorator: run the function inside ``Outputs(<its folder argument>, name or <its name argument>)``.
+
+    The body writes into ``active().staging`` and ends with ``active().commit(...)``; whatever it raises
+    leaves the folder as it was."""
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            with Outputs(bound.arguments[folder], name or bound.arguments["name"]) as outputs:
+                token = _ACTIVE.set(outputs)
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    _ACTIVE.reset(token)
+        return run
+    return wrap
+
+
+def active() -> Outputs:
+    """The ``Outputs`` of the innermost ``under_lock`` function running now."""
+    outputs = _ACTIVE.get()
+    if outputs is None:
+        raise RuntimeError("active() is only defined inside a function decorated with under_lock")
+    return outputs

@@ -14,7 +14,7 @@ import torch
 import figures
 from analyses import get
 from analyses.tables import check_table, nan_columns
-from poslens.outputs import Outputs
+from poslens.outputs import active, under_lock
 from poslens.provenance import provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".provenance.json")
@@ -41,49 +41,48 @@ def resolve_models(models, device=None) -> list:
     return [m.to(device) for m in loaded] if device is not None else loaded
 
 
+@under_lock()
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
                  static: bool | None = None, per_model: dict | None = None, device=None) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
-    Under the lock ``out_dir/.NAME.lock`` every file is written aside and renamed into place only once all
-    succeeded (``poslens.outputs``): a concurrent run into the same folder is refused, a failed run changes nothing.
-
     ``per_model`` maps a model name to options that replace ``options`` for that model only.
+
+    The whole call holds the lock ``out_dir/.NAME.lock`` (a concurrent run into the same folder is refused);
+    every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.
     """
     analysis = get(name)
     out_dir = Path(out_dir)
-    with Outputs(out_dir, name) as outputs:
-        clash = existing_outputs(out_dir, name)
-        if clash and not force:
-            raise FileExistsError(f"{out_dir} already holds results of '{name}' ({', '.join(p.name for p in clash)}); "
-                                  "pass --force to overwrite them")
-        kwargs = dict(options or {})
-        if analysis.seeded:
-            kwargs["seed"] = seed
-        names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
-        loaded = resolve_models(models, device)
-        torch.manual_seed(seed)
-        np.random.seed(seed)
-        tables, used = [], {}
-        for name_given, model in zip(names, loaded):
-            these = {**kwargs, **(per_model or {}).get(name_given, {})}
-            used[model.model_name] = these
-            tables.append(analysis.function(model, **these))
-        table = pd.concat(tables, ignore_index=True)
-        check_table(table, name, nan_columns(analysis.function))  # NaN / inf only where the analysis gives it a meaning
-        staged = outputs.staging
-        csv = staged / f"{name}.csv"
-        table.to_csv(csv, index=False)
-        module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
-        files = [csv] + figures.save(module.figure(table), staged / name, static=static)
-        arguments = {k: _jsonable(v) for k, v in kwargs.items()}
-        if per_model:
-            arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
-        record = provenance(name, loaded, arguments, seed, [p.name for p in files])
-        prov = staged / f"{name}.provenance.json"
-        prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        final = outputs.commit(files + [prov], replaces=clash)
-    return Result(name, table, final)
+    clash = existing_outputs(out_dir, name)
+    if clash and not force:
+        raise FileExistsError(f"{out_dir} already holds results of '{name}' ({', '.join(p.name for p in clash)}); "
+                              "pass --force to overwrite them")
+    kwargs = dict(options or {})
+    if analysis.seeded:
+        kwargs["seed"] = seed
+    names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
+    loaded = resolve_models(models, device)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    tables, used = [], {}
+    for name_given, model in zip(names, loaded):
+        these = {**kwargs, **(per_model or {}).get(name_given, {})}
+        used[model.model_name] = these
+        tables.append(analysis.function(model, **these))
+    table = pd.concat(tables, ignore_index=True)
+    check_table(table, name, nan_columns(analysis.function))  # NaN / inf only where the analysis gives it a meaning
+    staged = active().staging
+    csv = staged / f"{name}.csv"
+    table.to_csv(csv, index=False)
+    module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
+    files = [csv] + figures.save(module.figure(table), staged / name, static=static)
+    arguments = {k: _jsonable(v) for k, v in kwargs.items()}
+    if per_model:
+        arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
+    record = provenance(name, loaded, arguments, seed, [p.name for p in files])
+    prov = staged / f"{name}.provenance.json"
+    prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return Result(name, table, active().commit(files + [prov], replaces=clash))
 
 
 def _jsonable(value):
