@@ -56,6 +56,8 @@ def acquire(lock: Path, what: str) -> None:
             try:
                 pid_text, _, host = lock.read_text(encoding="utf-8").strip().partition(" ")
                 pid = int(pid_text)
+            except FileNotFoundError:
+                continue  # released meanwhile: try again
             except (OSError, ValueError):
                 pid, host = None, ""  # unreadable or half-written: treat as held unless it vanishes
             if pid is not None and host == socket.gethostname() and not _alive(pid):
