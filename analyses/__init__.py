@@ -34,7 +34,13 @@ def _entity_file(path):
     from pathlib import Path
 
     pairs = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        line = err.object[: err.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+                         "save the entities file as UTF-8") from None
+    for n, line in enumerate(text.splitlines(), 1):
         words = line.split()
         if not words:
             continue

@@ -26,11 +26,16 @@ def _oriented(scores: np.ndarray) -> np.ndarray:
     return -scores if trend < 0 else scores
 
 
-def spectrum(matrix: np.ndarray, n_components: int = 8, low_bins: int = 4) -> pd.DataFrame:
+def spectrum(matrix: np.ndarray, n_components: int = 8, low_bins: int = 4, what: str = "the matrix") -> pd.DataFrame:
     """PCA + DCT-II of a ``[positions, dims]`` matrix; one row per (component, position)."""
     E = np.asarray(matrix, dtype=np.float64)
     if E.ndim != 2 or E.shape[0] < 2:
         raise ValueError(f"expected a [positions, dims] matrix with at least 2 positions, got shape {E.shape}")
+    bad = ~np.isfinite(E)
+    if bad.any():
+        rows = np.flatnonzero(bad.any(1))
+        raise ValueError(f"ap-spectrum: {what} holds {int(bad.sum())} NaN/inf values (positions "
+                         f"{', '.join(map(str, rows[:10]))}{' ...' if len(rows) > 10 else ''}); PCA of it is undefined")
     Ec = E - E.mean(0)
     u, s, _ = np.linalg.svd(Ec, full_matrices=False)
     var = s**2
@@ -49,6 +54,7 @@ def spectrum(matrix: np.ndarray, n_components: int = 8, low_bins: int = 4) -> pd
 
 def ap_spectrum(model, *, n_components: int = 8, low_bins: int = 4) -> pd.DataFrame:
     require(model, Capability.AP_STREAM, "ap-spectrum")
-    df = spectrum(model.ap_embedding_matrix().float().cpu().numpy(), n_components, low_bins)
+    df = spectrum(model.ap_embedding_matrix().float().cpu().numpy(), n_components, low_bins,
+                  what=f"the absolute-position table of {model.model_name}")
     df.insert(0, "model", model.model_name)
     return df

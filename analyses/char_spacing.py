@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analyses.common import byte_model, increment_labels, increments
+from analyses.tables import may_be_nan
 from interp.base import InputError
 from interp.tokenizers import check_text
 
@@ -36,6 +37,7 @@ def char_increments(model, text: str) -> np.ndarray:
     return per_char
 
 
+@may_be_nan(layer_index="no layer: the shared increment")
 def char_spacing(model, *, texts: dict[str, str] | None = None, scales=SCALES) -> pd.DataFrame:
     """One row per (text, scale, layer, character): raw and scaled increment and placed position."""
     byte_model(model, "char-spacing")

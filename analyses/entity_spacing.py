@@ -17,6 +17,7 @@ import pandas as pd
 from scipy.stats import wilcoxon
 
 from analyses.common import byte_model, increment_labels, increments
+from analyses.tables import may_be_nan
 
 CARRIERS = ("{a} {b}", "the {a} {b}", "I visited {a} {b}", "near {a} {b}", "they went to {a} {b}")
 
@@ -88,6 +89,7 @@ def wilcoxon_p(diff: np.ndarray) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
+@may_be_nan(layer_index="no layer: the shared increment")
 def entity_spacing(model, *, carriers=CARRIERS, real=REAL_ENTITIES, invented=INVENTED_NAMES, batch_size: int = 32) -> pd.DataFrame:
     """Per layer: mean increment at the internal space in real vs reversed order, and the Wilcoxon test."""
     byte_model(model, "entity-spacing")

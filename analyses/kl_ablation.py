@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from interp.progress import progress
+from analyses.tables import may_be_nan
 from interp.base import Capability, require
 
 COMPONENTS = ("ap", "sem", "rp")
@@ -34,14 +35,18 @@ GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")
 
 
 def kl_per_head(components: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``{c: [head]}`` mean over query rows of KL(softmax(sum) || softmax(sum - c)); inputs ``[head, q, k]``."""
+    """``{c: [head]}`` mean over query rows of KL(softmax(sum) || softmax(sum - c)); inputs ``[head, q, k]``.
+
+    Keys masked in the sum (-inf) stay masked after removing a component and contribute 0 log 0 = 0; any other
+    NaN (from NaN weights or hooks) stays NaN, never becoming a KL of 0."""
     total = sum(components.values())
     logp = torch.log_softmax(total.double(), -1)
     p = logp.exp()
     out = {}
     for name, comp in components.items():
-        logq = torch.log_softmax((total - comp).double(), -1)
-        kl = (p * (logp - logq)).nan_to_num(0.0).sum(-1)  # 0 log 0 = 0 for masked keys
+        ablated = torch.where(torch.isneginf(total), float("-inf"), total.double() - comp.double())  # masked stays masked
+        logq = torch.log_softmax(ablated, -1)
+        kl = torch.where(p == 0, 0.0, p * (logp - logq)).sum(-1)  # 0 log 0 = 0 for masked keys; NaN stays NaN
         out[name] = kl.mean(-1).float()
     return out
 
@@ -54,6 +59,7 @@ def group_of(ap: float, sem: float, rp: float, rp_support: float) -> str:
     return "RP-supported" if rp >= rp_support else "semantic-oriented"
 
 
+@may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
 @torch.no_grad()
 def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: float = 0.25, seed: int = 0, docs=None,
                 documents=None, token_ids=None) -> pd.DataFrame:
@@ -89,7 +95,17 @@ def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: 
 
     def reduce(layer):
         def hook(scores, hook):
-            for name, kl in kl_per_head({c: held.pop(c) for c in present}).items():
+            comps = {c: held.pop(c) for c in present}
+            for c, t in comps.items():
+                if torch.isnan(t).any():
+                    raise ValueError(f"kl-ablation: blocks.{layer}.attn.hook_logits_{c} of {model.model_name} holds NaN "
+                                     f"(heads {torch.isnan(t).flatten(1).any(1).nonzero().flatten().tolist()}); a KL computed "
+                                     "from it would be meaningless (check the weights and any attached hooks)")
+            for name, kl in kl_per_head(comps).items():
+                if not torch.isfinite(kl).all():
+                    raise ValueError(f"kl-ablation: removing '{name}' in layer {layer} of {model.model_name} gives a "
+                                     f"non-finite KL for heads {(~torch.isfinite(kl)).nonzero().flatten().tolist()} "
+                                     "(a component is infinite where the full attention is not)")
                 sums[name][layer] += kl.cpu()
         return hook
 
@@ -111,6 +127,7 @@ def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: 
     return pd.DataFrame(rows)
 
 
+@may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
 def compare_heads(model, **kwargs) -> pd.DataFrame:
     """``kl_ablation`` rows, for the side-by-side view of several models' taxonomies."""
     return kl_ablation(model, **kwargs)

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from analyses.common import check_window
+from analyses.tables import may_be_nan
 from interp.base import Capability, require
 from interp.tokenizers import ByteTokenizer, TokenizerError
 
@@ -63,6 +64,7 @@ def document_losses(model, documents, context: int) -> tuple[np.ndarray, np.ndar
     return np.array(sums), np.array(counts)
 
 
+@may_be_nan(trained_steps="no training.json beside the checkpoint", trained_tokens="no training.json beside the checkpoint", training_validation_loss="no training.json beside the checkpoint")
 def loss_neutrality(model, *, n_windows: int = 64, context: int = 512, seed: int = 0, n_boot: int = 1000,
                     documents=None) -> pd.DataFrame:
     """Held-out next-byte loss per language (or on the user's documents), with the training budget beside it."""

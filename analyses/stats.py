@@ -29,8 +29,10 @@ def _weighted_auc(labels_sorted: np.ndarray, groups: np.ndarray, weights: np.nda
         return (pos_w * credit).sum(1) / (total_pos * total_neg)
 
 
-def roc_auc(labels, scores) -> float:
-    """Area under the ROC curve: P(score of a positive > score of a negative), ties counted half."""
+def roc_auc(labels, scores, what: str = "ROC-AUC") -> float:
+    """Area under the ROC curve: P(score of a positive > score of a negative), ties counted half.
+
+    ``what`` names the AUC in error messages (which scores, against which labels)."""
     labels = np.asarray(labels, dtype=float)
     scores = np.asarray(scores, dtype=float)
     if labels.shape != scores.shape or labels.ndim != 1:
@@ -39,20 +41,24 @@ def roc_auc(labels, scores) -> float:
         raise ValueError("labels must be 0 or 1")
     if not np.isfinite(scores).all():
         raise ValueError(f"scores must be finite ({int((~np.isfinite(scores)).sum())} are NaN or infinite)")
+    if len(labels) == 0:
+        raise ValueError(f"{what}: no labelled items")
     if labels.min() == labels.max():
-        raise ValueError("ROC-AUC needs both positive and negative labels")
+        raise ValueError(f"{what} needs both positive and negative labels, but all {len(labels)} are "
+                         f"{'positive' if labels[0] == 1 else 'negative'}")
     order = np.argsort(scores, kind="mergesort")
     return float(_weighted_auc(labels[order], _tie_groups(scores[order]), np.ones((1, len(scores))))[0])
 
 
-def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95, chunk: int = 50):
+def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95, chunk: int = 50,
+                  what: str = "ROC-AUC"):
     """Percentile bootstrap interval of the AUC, resampling ``clusters`` (or single items) with replacement.
 
     (NaN, NaN) when there are fewer than two clusters or no resample holds both classes.
     """
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
-    roc_auc(labels, scores)  # the same input checks
+    roc_auc(labels, scores, what)  # the same input checks
     labels = np.asarray(labels, dtype=float)
     scores = np.asarray(scores, dtype=float)
     clusters = np.arange(len(labels)) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]

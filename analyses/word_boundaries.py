@@ -27,6 +27,7 @@ import pandas as pd
 
 from analyses.common import byte_model, check_window, increment_labels, increments
 from analyses.stats import bootstrap_auc, roc_auc
+from analyses.tables import may_be_nan
 
 CJK_FIRST, CJK_LAST = 0x4E00, 0x9FFF
 REFERENCES = ("jieba", "gold")
@@ -118,6 +119,7 @@ def validation_documents(max_docs: int):
     return [d for d in people_daily() if d.split == "validation"][:max_docs]
 
 
+@may_be_nan(layer_index="no layer: the shared increment, or jieba itself", ci_low="bootstrap interval undefined (fewer than two documents)", ci_high="bootstrap interval undefined (fewer than two documents)", precision="only the jieba-vs-gold row has it", recall="only the jieba-vs-gold row has it", f1="only the jieba-vs-gold row has it", agreement="only the jieba-vs-gold row has it")
 def word_boundaries(
     model,
     *,
@@ -143,9 +145,11 @@ def word_boundaries(
         docs = [Document(d.id, d.text, "input") for d in as_documents(documents)]
         max_gaps = np.inf
     docs = validation_documents(max_docs) if docs is None else list(docs)[:max_docs] if documents is None else docs
+    if not docs:
+        raise ValueError(f"word-boundaries: no documents to read (max_docs={max_docs})")
     gaps = gap_table(docs, max_bytes, max_gaps)
     if len(gaps.lead_byte) == 0:
-        raise ValueError("the documents contain no gap between two CJK characters")
+        raise ValueError(f"word-boundaries: the {len(docs)} documents contain no gap between two CJK characters")
     layers = increment_labels(model)
     scores = np.empty((len(layers), len(gaps.lead_byte)))
     by_window: dict[int, np.ndarray] = {}
@@ -160,17 +164,20 @@ def word_boundaries(
         if (y < 0).any():
             continue  # documents without gold segmentation
         for li, layer in enumerate(layers):
-            auc = roc_auc(y, scores[li])
-            lo, hi = bootstrap_auc(y, scores[li], gaps.doc, n_boot=n_boot, seed=seed)
+            what = (f"word-boundaries: ROC-AUC of layer {layer} against the {ref} segmentation ({len(y)} gaps in "
+                    f"{gaps.n_docs} documents)")
+            auc = roc_auc(y, scores[li], what)
+            lo, hi = bootstrap_auc(y, scores[li], gaps.doc, n_boot=n_boot, seed=seed, what=what)
             rows.append(dict(layer=layer, layer_index=li if layer != "shared" else np.nan, reference=ref,
                              auc=auc, ci_low=lo, ci_high=hi, n_gaps=len(y),
                              positive_rate=float(y.mean()), n_docs=gaps.n_docs))
     if (gaps.labels["gold"] >= 0).all():
         gold, jb = gaps.labels["gold"], gaps.labels["jieba"]
-        lo, hi = bootstrap_auc(gold, jb, gaps.doc, n_boot=n_boot, seed=seed)
+        what = f"word-boundaries: ROC-AUC of jieba against the gold segmentation ({len(gold)} gaps in {gaps.n_docs} documents)"
+        lo, hi = bootstrap_auc(gold, jb, gaps.doc, n_boot=n_boot, seed=seed, what=what)
         tp = int(((gold == 1) & (jb == 1)).sum())
         precision, recall = tp / max(1, int(jb.sum())), tp / max(1, int(gold.sum()))
-        rows.append(dict(layer="jieba", layer_index=np.nan, reference="gold", auc=roc_auc(gold, jb), ci_low=lo,
+        rows.append(dict(layer="jieba", layer_index=np.nan, reference="gold", auc=roc_auc(gold, jb, what), ci_low=lo,
                          ci_high=hi, n_gaps=len(gold), positive_rate=float(gold.mean()), n_docs=gaps.n_docs,
                          precision=precision, recall=recall, f1=2 * precision * recall / max(1e-12, precision + recall),
                          agreement=float((gold == jb).mean())))

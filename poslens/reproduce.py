@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import get
+from interp.atomic import write_text
+from poslens.outputs import active, under_lock
 from poslens.run import run_analysis
 from poslens.summary import summary
 
@@ -58,17 +60,20 @@ PLAN: tuple[Step, ...] = (
 )
 
 
+@under_lock("report", folder="out")
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=PLAN, log=print,
               device=None) -> Path:
-    """Run ``plan`` into ``out`` and write ``out/index.html``; refuse to touch an existing report unless ``force``."""
+    """Run ``plan`` into ``out`` and write ``out/index.html``; refuse to touch an existing report unless ``force``.
+
+    The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
+    (``poslens.outputs``), the index and summary last."""
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
+    if active().foreign():
         if not (out / REPORT_MARKER).exists():
             raise FileExistsError(f"{out} exists and is not a poslens report folder; choose another --out")
         if not force:
             raise FileExistsError(f"{out} already holds a report; pass --force to overwrite it")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / REPORT_MARKER).write_text("written by poslens reproduce\n", encoding="utf-8")
+    write_text(out / REPORT_MARKER, "written by poslens reproduce\n")
     start = time.time()
     done = []
     for i, step in enumerate(plan, 1):
@@ -77,8 +82,9 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
                               per_model={m: {**options, **o} for m, o in step.per_model.items()}, device=device)
         done.append((step, result))
-    (out / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
-    (out / "SUMMARY.md").write_text(summary(done), encoding="utf-8")
+    (active().staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
+    (active().staging / "SUMMARY.md").write_text(summary(done), encoding="utf-8")
+    active().commit([])
     log(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"
 

@@ -1,4 +1,5 @@
-"""Run one analysis on one or more models and write ``NAME.csv``, its figure and ``NAME.provenance.json``."""
+"""Run one analysis on one or more models and write ``NAME.csv``, its figure and ``NAME.provenance.json``
+(all at once, under a lock: see ``poslens.outputs``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import torch
 
 import figures
 from analyses import get
+from analyses.tables import check_table, nan_columns
+from poslens.outputs import active, under_lock
 from poslens.provenance import provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")
@@ -38,12 +41,16 @@ def resolve_models(models, device=None) -> list:
     return [m.to(device) for m in loaded] if device is not None else loaded
 
 
+@under_lock()
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
                  formats=None, per_model: dict | None = None, device=None) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
     the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found).
+
+    The whole call holds the lock ``out_dir/.NAME.lock`` (a concurrent run into the same folder is refused);
+    every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.
     """
     analysis = get(name)
     figures.resolve_formats(formats)
@@ -65,19 +72,18 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
         used[model.model_name] = these
         tables.append(analysis.function(model, **these))
     table = pd.concat(tables, ignore_index=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in clash:
-        stale.unlink()
-    csv = out_dir / f"{name}.csv"
+    check_table(table, name, nan_columns(analysis.function))  # NaN / inf only where the analysis gives it a meaning
+    staged = active().staging
+    csv = staged / f"{name}.csv"
     table.to_csv(csv, index=False)
-    files = [csv] + figures.save(figures.render(name, table), out_dir / name, formats)
+    files = [csv] + figures.save(figures.render(name, table), staged / name, formats)
     arguments = {k: _argument(k, v) for k, v in kwargs.items()}
     if per_model:
         arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
     record = provenance(name, loaded, arguments, seed, [p.name for p in files])
-    prov = out_dir / f"{name}.provenance.json"
+    prov = staged / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return Result(name, table, files + [prov])
+    return Result(name, table, active().commit(files + [prov], replaces=clash))
 
 
 def _argument(key: str, value):

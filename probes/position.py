@@ -117,6 +117,10 @@ def fit_position_probes(model, docs: list[ProbeDoc], *, n_seeds: int = 5, n_trai
         Y = np.concatenate([Y, np.stack([shuffle_rng.permutation(Y[:, j]) for j in range(Y.shape[1])], 1)], 1)
         for layer, hook in zip(layers, names):
             X = acts[hook][rows].double().numpy()
+            if not np.isfinite(X).all():
+                raise ValueError(f"position-probes: {hook} of {model.model_name} holds NaN/inf on document {i} "
+                                 f"({int((~np.isfinite(X)).sum())} values); a probe fitted on it would be meaningless "
+                                 "(check the weights and any attached hooks)")
             for name in subspaces:
                 st = Stats.of(X[:, spaces[name]], Y)
                 for s in range(n_seeds):

@@ -29,8 +29,11 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from interp.atomic import replacing, write_text
+from interp.fingerprint import weights_sha256
 from interp.loading import encoder, increments, repo
 from interp.loading.errors import CheckpointError
+from interp.loading.finite import check_finite
 
 FORMAT = "poslens-checkpoint"
 FORMAT_VERSION = 1
@@ -102,8 +105,11 @@ def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return meta, state
 
 
-def load(source, *, family: str | None = None, device=None, dtype=None, device_map=None, max_memory=None):
-    """A hooked model from a registry name, a poslens directory or an upstream checkpoint file."""
+def load(source, *, family: str | None = None, device=None, dtype=None, device_map=None, max_memory=None,
+         allow_nonfinite: bool = False):
+    """A hooked model from a registry name, a poslens directory or an upstream checkpoint file.
+
+    Weights holding NaN or inf are refused by name unless ``allow_nonfinite`` (see ``interp.loading.finite``)."""
     from interp import registry
 
     # a bare name is looked up in the registry first; anything with a path separator is a path
@@ -154,8 +160,10 @@ def load(source, *, family: str | None = None, device=None, dtype=None, device_m
         else:
             raise CheckpointError(f"{path}: not a checkpoint poslens knows (expected a directory or a .pt file)")
         model.source = {"path": str(path.resolve()), "sha256": sha256_of(path), "format": fmt}
+    model.source = {**model.source, "nonfinite": check_finite(model, str(source), allow_nonfinite)}
     if dtype is not None or device is not None:
         model = model.to(device=device, dtype=dtype)
+    model.source["weights_sha256"] = weights_sha256(model)  # provenance compares the weights it sees with these
     return model.eval()
 
 
@@ -176,12 +184,13 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
     if dtype is not None:
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     directory.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(targets[0]), metadata={"format": FORMAT, "family": model.family})
+    with replacing(targets[0]) as tmp:  # a kill mid-write must not leave a truncated checkpoint behind
+        save_file(state, str(tmp), metadata={"format": FORMAT, "family": model.family})
     meta = {
         "format": FORMAT, "version": FORMAT_VERSION, "family": model.family, "name": name or model.model_name,
         "config": config, "n_params": int(sum(v.numel() for v in state.values())),
     }
-    targets[1].write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    write_text(targets[1], json.dumps(meta, indent=2) + "\n")
     if training is not None:
-        targets[2].write_text(json.dumps(training, indent=2) + "\n", encoding="utf-8")
+        write_text(targets[2], json.dumps(training, indent=2) + "\n")
     return directory

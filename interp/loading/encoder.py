@@ -171,6 +171,11 @@ def infer_config(flat: dict, prefix: str, where: str) -> dict:
     if fields["variant"] == "disentangled":
         if pe is None:
             raise CheckpointError(f"{where}: has '{prefix}{first}qkv_pos.weight' (DSTG) but no '{prefix}positional_embedding.weight'")
+        pos_in = next((flat[first + f"{n}_pos.weight"] for n in ("qkv", "qk") if first + f"{n}_pos.weight" in flat), None)
+        if pe.dim() != 2 or (pos_in is not None and pos_in.dim() == 2 and pe.shape[1] != pos_in.shape[1]):
+            raise CheckpointError(f"{where}: key '{prefix}positional_embedding.weight' has shape {list(pe.shape)}, but the AP "
+                                  f"projections take pos_size={pos_in.shape[1] if pos_in is not None and pos_in.dim() == 2 else '?'} "
+                                  "inputs: expected [max_length + 1, pos_size] (the position table is corrupt)")
         fields["pos_size"] = int(pe.shape[1])
     if pe is not None:
         fields["max_length"] = int(pe.shape[0]) - 1

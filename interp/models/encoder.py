@@ -334,7 +334,7 @@ class EncoderAttention(nn.Module):
 
     def _pattern(self, components, dtype) -> Tensor:
         """Hooked components -> summed scores -> softmax; under ``query_rows`` only those rows pass the hooks."""
-        rows = current_query_rows()
+        rows = current_query_rows(components[0][1].shape[-2])
         if rows is None:
             scores = self.hook_attn_scores(sum(hook(t.clone()) for hook, t in components))
             return self.hook_pattern(torch.softmax(scores.float(), dim=-1).to(dtype))

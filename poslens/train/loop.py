@@ -1,8 +1,15 @@
 """A small training loop: AdamW, warmup + cosine, gradient clipping, bf16 autocast, validation loss,
-progress bar, and resumption from ``trainer_state.pt`` so a killed run continues where it stopped."""
+progress bar, and resumption from ``trainer_state.safetensors`` so a killed run continues where it stopped.
+
+The trainer state is tensors (model weights, AdamW moments) in a safetensors file whose metadata holds the
+rest as JSON (step, history, optimizer hyper-parameters): reading it can never run code. A
+``trainer_state.pt`` from an older poslens is read with ``torch.load(weights_only=True)`` (tensors and plain
+containers only) and anything else in it is refused.
+"""
 
 from __future__ import annotations
 
+import json
 import math
 import platform
 import time
@@ -12,11 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 from tqdm import tqdm
 
 from interp.loading import save
 
-STATE_FILE = "trainer_state.pt"
+STATE_FILE = "trainer_state.safetensors"
+LEGACY_STATE_FILE = "trainer_state.pt"
 
 
 @dataclass
@@ -87,10 +97,11 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     """
     out = Path(out_dir)
     state_path = out / STATE_FILE
+    found = next((p for p in (state_path, out / LEGACY_STATE_FILE) if p.exists()), None)
     if (out / "model.safetensors").exists() and not (force or resume):
         raise FileExistsError(f"{out} already holds a trained model; pass --resume to extend it or --force to start over")
-    if state_path.exists() and not (resume or force):
-        raise FileExistsError(f"{out} holds an unfinished run ({STATE_FILE}); pass --resume to continue or --force to restart")
+    if found is not None and not (resume or force):
+        raise FileExistsError(f"{out} holds an unfinished run ({found.name}); pass --resume to continue or --force to restart")
     out.mkdir(parents=True, exist_ok=True)
 
     torch.manual_seed(args.seed)
@@ -98,11 +109,11 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     model = spec.build_model().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     step, history, tokens_seen, elapsed = 0, {"train": [], "validation": []}, 0, 0.0
-    if resume and state_path.exists():
-        state = torch.load(state_path, map_location=device, weights_only=False)
+    if resume and found is not None:
+        state = read_state(found)
         if state["recipe"] != spec.name or state["args"]["seed"] != args.seed:
             raise ValueError(f"{state_path} is a run of {state['recipe']} (seed {state['args']['seed']}), not {spec.name} (seed {args.seed})")
-        model.load_state_dict(state["model"])
+        model.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
         opt.load_state_dict(state["optimizer"])
         step, history, tokens_seen, elapsed = state["step"], state["history"], state["tokens_seen"], state["elapsed"]
 
@@ -167,10 +178,46 @@ def model_device(model) -> torch.device:
 
 
 def _save_state(path: Path, spec, args, model, opt, step, history, tokens_seen, elapsed):
-    tmp = path.with_suffix(".tmp")
-    torch.save(
-        {"recipe": spec.name, "args": args.as_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
-         "step": step, "history": history, "tokens_seen": tokens_seen, "elapsed": elapsed},
-        tmp,
-    )
+    """Write the state aside, then rename it over the old one: a kill mid-write leaves the last good state."""
+    tensors = {f"model/{k}": v for k, v in model.state_dict().items()}
+    optim = opt.state_dict()
+    scalars: dict[str, dict] = {}
+    for pid, entry in optim["state"].items():
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optimizer/{pid}/{key}"] = value
+            else:
+                scalars.setdefault(str(pid), {})[key] = value
+    meta = {"recipe": spec.name, "args": args.as_dict(), "step": step, "history": history, "tokens_seen": tokens_seen,
+            "elapsed": elapsed, "param_groups": optim["param_groups"], "optimizer_scalars": scalars}
+    tmp = path.with_name(f".{path.name}.partial")
+    save_file({k: v.detach().cpu().clone().contiguous() for k, v in tensors.items()}, str(tmp),
+              metadata={"poslens_trainer_state": json.dumps(meta)})
     tmp.replace(path)
+
+
+def read_state(path: Path) -> dict:
+    """The trainer state in ``path``, without unpickling anything beyond tensors and plain containers."""
+    if path.suffix == ".pt":
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # UnpicklingError for foreign objects, others for truncated files
+            raise ValueError(f"{path}: refused: a trainer state may hold only tensors, numbers, strings, lists and dicts "
+                             f"(unpickling anything else could run code); pass --force to restart the run "
+                             f"({type(err).__name__}: {str(err).splitlines()[0]})") from None
+    try:
+        with safe_open(str(path), "pt") as fh:
+            meta = json.loads((fh.metadata() or {})["poslens_trainer_state"])
+            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    except (SafetensorError, OSError, KeyError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not a poslens trainer state (truncated or corrupt?): {err}; pass --force to restart") from None
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("optimizer/"):
+            _, pid, name = key.split("/", 2)
+            state.setdefault(int(pid), {})[name] = value
+    for pid, extra in meta.pop("optimizer_scalars").items():
+        state.setdefault(int(pid), {}).update(extra)
+    meta["model"] = {k.removeprefix("model/"): v for k, v in tensors.items() if k.startswith("model/")}
+    meta["optimizer"] = {"state": state, "param_groups": meta.pop("param_groups")}
+    return meta

@@ -54,3 +54,29 @@ def test_static_export_where_a_chrome_is_found(tmp_path):
     assert [p.suffix for p in paths] == [".html", ".pdf", ".png"]
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "f.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_loss_figure_plots_the_table_numbers(models):
+    df = pd.concat([loss_neutrality(m, n_windows=2, context=32, n_boot=10) for m in models])
+    fig = f_loss.figure(df)
+    for model, g in df.groupby("model"):
+        trace = next(t for t in fig.data if t.name == model)
+        assert list(trace.x) == list(g["language"])
+        assert list(trace.y) == pytest.approx(list(g["loss"]), rel=0, abs=0)
+        assert list(trace.error_y.array) == pytest.approx(list(g["ci_high"] - g["loss"]))
+        assert list(trace.error_y.arrayminus) == pytest.approx(list(g["loss"] - g["ci_low"]))
+
+
+def test_entity_figure_bars_are_the_table_means_per_layer(models):
+    ent = pd.concat([entity_spacing(m, real=(("New", "York"), ("Hong", "Kong")), invented=()) for m in models])
+    fig = f_entity.figure(ent)
+    panels = list(ent.groupby(["model", "set"], sort=False))
+    assert len(fig.data) == 2 * len(panels)
+    for i, ((model, _), g) in enumerate(panels):
+        real, reversed_ = fig.data[2 * i], fig.data[2 * i + 1]
+        layers = [label.split("<br>")[0] for label in real.x]
+        g = g.set_index("layer").loc[layers]
+        assert sorted(layers) == sorted(ent[ent.model == model]["layer"])
+        assert list(real.y) == pytest.approx(list(g["mean_real"]), rel=0, abs=0)
+        assert list(reversed_.y) == pytest.approx(list(g["mean_reversed"]), rel=0, abs=0)
+        assert real.name == "real order" and reversed_.name == "reversed"

@@ -24,12 +24,40 @@ def results():
     }
 
 
+def _cells(text):
+    lines = text.strip().split("\n")
+    split = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return split[0], split[2:]
+
+
 @pytest.mark.parametrize("name", ["attention-mass", "niah-accuracy", "position-ranges", "position-patterns", "ap-spectrum", "kl-ablation"])
 def test_compact_tables(results, name):
+    """The Markdown holds the compact table's own header and values, row by row, to 3 digits."""
     table = compact(name, results[name])
     assert len(table) > 0
-    text = markdown(table)
-    assert text.startswith("| ") and text.count("\n") == len(table) + 1
+    header, rows = _cells(markdown(table))
+    assert header == [str(c) for c in table.columns] and len(rows) == len(table)
+    for row, (_, expected) in zip(rows, table.iterrows()):
+        for cell, value in zip(row, expected):
+            if isinstance(value, float):
+                assert (cell == "") if value != value else float(cell) == pytest.approx(value, rel=5e-3, abs=5e-4)
+            else:
+                assert cell == str(value)
+
+
+def test_compact_tables_summarise_the_raw_numbers(results):
+    kl = results["kl-ablation"]
+    counts = compact("kl-ablation", kl).set_index("model").iloc[0]
+    assert counts.sum() == len(kl) and dict(counts[counts > 0]) == dict(kl["group"].value_counts())
+    spec = results["ap-spectrum"]
+    ap = compact("ap-spectrum", spec)
+    assert list(ap["component"]) == [1, 2, 3, 4]
+    first = spec[spec.component == 1].iloc[0]
+    assert ap.iloc[0]["cumulative"] == first["cumulative"] == pytest.approx(first["explained_variance"])
+    raw = results["position-ranges"]
+    pr = compact("position-ranges", raw).iloc[0]
+    per_head = raw[raw["mode"] == pr["mode"]].groupby(["layer", "head"])["d"].mean()
+    assert pr["heads"] == len(per_head) and pr["d_max"] == pytest.approx(per_head.max()) and pr["d_min"] == pytest.approx(per_head.min())
 
 
 def test_attention_mass_table_has_the_three_parts(results):

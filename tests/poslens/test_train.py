@@ -58,3 +58,35 @@ def test_schedule_warms_up_then_decays_to_zero():
     assert lr_at(9, args) == pytest.approx(1e-3)
     assert lr_at(55, args) == pytest.approx(5e-4)
     assert lr_at(100, args) == pytest.approx(0.0, abs=1e-12)
+
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))  # unpickling this creates a file: code ran
+
+
+def test_a_crafted_trainer_state_is_refused_without_running_code(tmp_path):
+    spec = make_spec("increments-per-layer", overrides=TINY, n_validation=16)
+    out, marker = tmp_path / "run", tmp_path / "pwned"
+    out.mkdir()
+    torch.save({"recipe": spec.name, "payload": _RunsCode(marker)}, out / "trainer_state.pt")
+    with pytest.raises(ValueError, match=r"trainer_state\.pt: refused: .*could run code.*--force"):
+        train(spec, out, _args(), resume=True, progress=False)
+    assert not marker.exists()
+
+
+def test_the_trainer_state_is_safetensors_with_json_metadata(tmp_path):
+    from safetensors import safe_open
+
+    spec = make_spec("increments-per-layer", overrides=TINY, n_validation=16)
+    train(spec, tmp_path / "b", _args(), progress=False, session_steps=3)
+    with safe_open(str(tmp_path / "b" / "trainer_state.safetensors"), "pt") as fh:
+        meta = json.loads(fh.metadata()["poslens_trainer_state"])
+        assert meta["step"] == 3 and meta["recipe"] == spec.name
+        assert any(k.startswith("optimizer/") and k.endswith("/exp_avg") for k in fh.keys())
+    (tmp_path / "b" / "trainer_state.safetensors").write_bytes(b"\x00" * 10)
+    with pytest.raises(ValueError, match="not a poslens trainer state"):
+        train(spec, tmp_path / "b", _args(), resume=True, progress=False)

@@ -1,0 +1,84 @@
+"""One check over every model family: hooks documented, ``run_with_cache`` equal to the forward pass, and a
+save / load round trip that gives the same logits."""
+
+import pytest
+import torch
+
+from interp.loading import load, save
+from tests.encoder_helpers import tiny_encoder, token_ids
+from tests.helpers import tiny_model
+from tests.repo_helpers import tiny_repo
+
+
+def _llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from interp.models.llama import LlamaTransformer
+
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                      rope_theta=10000.0, tie_word_embeddings=True, attn_implementation="eager"))
+    return LlamaTransformer.from_hf(hf.eval())
+
+
+def _bert():
+    from transformers import BertConfig, BertModel
+
+    from interp.models.bert import BertEncoder
+
+    torch.manual_seed(0)
+    hf = BertModel(BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+                              max_position_embeddings=64, attn_implementation="eager"), add_pooling_layer=False)
+    return BertEncoder.from_hf(hf.eval())
+
+
+NOT_SAVED_YET = pytest.mark.xfail(strict=True, reason="interp.save does not write this family yet (the loadpath branch adds it)")
+FAMILIES = [
+    pytest.param(lambda: tiny_model("shared"), id="increments-shared"),
+    pytest.param(lambda: tiny_model("per-layer"), id="increments-per-layer"),
+    pytest.param(lambda: tiny_repo("repo"), id="repo-repo"),
+    pytest.param(lambda: tiny_repo("rope"), id="repo-rope"),
+    pytest.param(lambda: tiny_repo("nope"), id="repo-nope"),
+    pytest.param(lambda: tiny_encoder("disentangled"), id="encoder-dstg"),
+    pytest.param(lambda: tiny_encoder("ap"), id="encoder-ap"),
+    pytest.param(lambda: tiny_encoder("rp"), id="encoder-rp"),
+    pytest.param(lambda: tiny_encoder("rope"), id="encoder-rope"),
+    pytest.param(_llama, id="llama"),
+    pytest.param(_bert, id="bert"),
+]
+
+
+def _tokens(model):
+    if model.family == "encoder":
+        return token_ids(model, batch=2, n=9)
+    g = torch.Generator().manual_seed(3)
+    return torch.randint(1, min(model.d_vocab, 250), (2, 9), generator=g)
+
+
+def _out(model, tokens):
+    with torch.no_grad():
+        return model(tokens)
+
+
+@pytest.mark.parametrize("make", FAMILIES)
+def test_hooks_are_documented_and_run_with_cache_equals_the_forward(make):
+    model = make()
+    assert model.undocumented_hooks() == []
+    tokens = _tokens(model)
+    plain = _out(model, tokens)
+    with torch.no_grad():
+        cached, cache = model.run_with_cache(tokens)
+    torch.testing.assert_close(cached, plain)  # hooked attention is materialised, the plain one fused: float tolerance
+    assert len(cache) > 0 and all(torch.isfinite(v).all() for k, v in cache.items() if v.is_floating_point() and "scores" not in k)
+
+
+@pytest.mark.parametrize("make", [p if p.id not in ("llama", "bert") else pytest.param(*p.values, id=p.id, marks=NOT_SAVED_YET)
+                                  for p in FAMILIES])
+def test_save_then_load_gives_identical_logits(make, tmp_path):
+    model = make()
+    tokens = _tokens(model)
+    save(model, tmp_path / "m")
+    loaded = load(tmp_path / "m")
+    assert loaded.family == model.family
+    torch.testing.assert_close(_out(loaded, tokens), _out(model, tokens), rtol=0, atol=0)
