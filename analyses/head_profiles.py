@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analyses.tables import may_be_nan
 from interp.base import Capability, require
 from interp.progress import progress
 
@@ -158,6 +159,10 @@ def _needle_samples(model, samples, n_samples: int, niah_tokens: int, seed: int,
     return samples
 
 
+@may_be_nan(position_range="the model's heads assign no per-head positions", needle_mass="a masked LM copies no answer",
+            retrieval_score="a masked LM copies no answer, or no answer token occurs once in the needle",
+            influence_ap="the model does not decompose its attention logits", influence_sem="the model does not decompose its attention logits",
+            influence_rp="the model does not decompose its attention logits")
 def head_profiles(model, *, n_contexts: int = 8, context_tokens: int = 512, max_rows: int = 256, local_window: int = 8,
                   n_samples: int = 8, niah_tokens: int = 512, seed: int = 0, documents=None, samples=None) -> pd.DataFrame:
     """One row per layer and head: depth, masses, position range, needle retrieval, KL influences, group."""
