@@ -41,7 +41,7 @@ def test_two_concurrent_runs_one_wins_the_other_is_refused_naming_the_lock(tmp_p
 
     def first():
         try:
-            outcome["a"] = run_analysis("byte-increments", [a], tmp_path, static=False)
+            outcome["a"] = run_analysis("byte-increments", [a], tmp_path, formats=("html",))
         except Exception as err:  # pragma: no cover - reported below
             outcome["a"] = err
 
@@ -49,7 +49,7 @@ def test_two_concurrent_runs_one_wins_the_other_is_refused_naming_the_lock(tmp_p
     thread.start()
     assert started.wait(30)
     with pytest.raises(OutputLocked, match=r"\.byte-increments\.lock: pid \d+ .* is writing the results of 'byte-increments'"):
-        run_analysis("byte-increments", [b], tmp_path, static=False, force=True)
+        run_analysis("byte-increments", [b], tmp_path, formats=("html",), force=True)
     release.set()
     thread.join(60)
     assert not isinstance(outcome["a"], Exception), outcome["a"]
@@ -61,7 +61,7 @@ def test_two_concurrent_runs_one_wins_the_other_is_refused_naming_the_lock(tmp_p
 
 def test_a_run_that_fails_midway_leaves_the_folder_byte_identical(tmp_path, monkeypatch):
     model = tiny_model("shared")
-    run_analysis("byte-increments", [model], tmp_path, static=False)
+    run_analysis("byte-increments", [model], tmp_path, formats=("html",))
     before = _snapshot(tmp_path)
     import figures
 
@@ -71,7 +71,7 @@ def test_a_run_that_fails_midway_leaves_the_folder_byte_identical(tmp_path, monk
 
     monkeypatch.setattr(figures, "save", broken_figure)
     with pytest.raises(RuntimeError, match="disk full"):
-        run_analysis("byte-increments", [tiny_model("shared", seed=9)], tmp_path, static=False, force=True)
+        run_analysis("byte-increments", [tiny_model("shared", seed=9)], tmp_path, formats=("html",), force=True)
     assert _snapshot(tmp_path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)
 
@@ -84,7 +84,7 @@ def test_a_run_that_fails_in_a_new_folder_leaves_no_folder(tmp_path, monkeypatch
 
     monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(spec, function=fails))
     with pytest.raises(ValueError, match="planted failure"):
-        run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "new", static=False)
+        run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "new", formats=("html",))
     assert not (tmp_path / "new").exists()
 
 
@@ -94,7 +94,7 @@ def test_a_stale_lock_from_a_dead_process_is_taken_over(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
     (tmp_path / ".byte-increments.lock").write_text(f"{dead} {socket.gethostname()}\n")
     (tmp_path / ".byte-increments.partial-123-0-x").mkdir()  # staging left by a killed run
-    result = run_analysis("byte-increments", [tiny_model("shared")], tmp_path, static=False)
+    result = run_analysis("byte-increments", [tiny_model("shared")], tmp_path, formats=("html",))
     assert (tmp_path / "byte-increments.csv").exists() and result.files[0] == tmp_path / "byte-increments.csv"
     assert not any(p.name.startswith(".byte-increments") for p in tmp_path.iterdir())
 
@@ -105,14 +105,14 @@ def test_a_live_lock_is_never_broken(tmp_path):
 
     (tmp_path / ".byte-increments.lock").write_text(f"{os.getppid()} {socket.gethostname()}\n")
     with pytest.raises(OutputLocked, match="is writing"):
-        run_analysis("byte-increments", [tiny_model("shared")], tmp_path, static=False)
+        run_analysis("byte-increments", [tiny_model("shared")], tmp_path, formats=("html",))
     assert (tmp_path / ".byte-increments.lock").exists() and not (tmp_path / "byte-increments.csv").exists()
 
 
 def test_force_replaces_every_earlier_output_and_reports_final_paths(tmp_path):
     (tmp_path / "byte-increments.png").write_bytes(b"old png of another run")
     with pytest.raises(FileExistsError, match="pass --force"):
-        run_analysis("byte-increments", [tiny_model("shared")], tmp_path, static=False)
-    result = run_analysis("byte-increments", [tiny_model("shared")], tmp_path, static=False, force=True)
+        run_analysis("byte-increments", [tiny_model("shared")], tmp_path, formats=("html",))
+    result = run_analysis("byte-increments", [tiny_model("shared")], tmp_path, formats=("html",), force=True)
     assert not (tmp_path / "byte-increments.png").exists()  # not written by this run: a stale mix is removed
     assert all(p.parent == tmp_path and p.exists() for p in result.files)

@@ -45,7 +45,7 @@ def test_attached_hooks_are_listed_by_hook_point(loaded, tmp_path):
 
     loaded.add_hook("blocks.1.attn.hook_pattern", zero_head)
     try:
-        result = run_analysis("byte-increments", [loaded], tmp_path / "out", static=False)
+        result = run_analysis("byte-increments", [loaded], tmp_path / "out", formats=("html",))
     finally:
         loaded.reset_hooks()
     prov = json.loads(next(p for p in result.files if p.name.endswith(".provenance.json")).read_text())
@@ -65,7 +65,7 @@ def test_a_table_with_nan_in_an_undeclared_column_is_not_written(tmp_path, monke
 
     monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(spec, function=poisoned))
     with pytest.raises(ValueError, match=r"byte-increments: column 'mean' holds NaN/inf in 1 of \d+ rows \(row 2: model=tiny-shared"):
-        run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "out", static=False)
+        run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "out", formats=("html",))
     assert not (tmp_path / "out").exists()
 
 
