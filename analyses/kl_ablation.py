@@ -16,12 +16,11 @@ One layer's components ``[head, q, k]`` are held at a time.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-import torch
+from typing import Annotated
 
+from analyses.registry import Cli, Fits, Help, Range, analysis
+from interp.capabilities import Capability
 from interp.progress import progress
-from interp.base import Capability, require
 
 COMPONENTS = ("ap", "sem", "rp")
 GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")
@@ -29,6 +28,8 @@ GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")
 
 def kl_per_head(components: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``{c: [head]}`` mean over query rows of KL(softmax(sum) || softmax(sum - c)); inputs ``[head, q, k]``."""
+    import torch
+
     total = sum(components.values())
     logp = torch.log_softmax(total.double(), -1)
     p = logp.exp()
@@ -48,15 +49,36 @@ def group_of(ap: float, sem: float, rp: float, rp_support: float) -> str:
     return "RP-supported" if rp >= rp_support else "semantic-oriented"
 
 
-@torch.no_grad()
-def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: float = 0.25, seed: int = 0, docs=None) -> pd.DataFrame:
-    """Per head: mean KL for removing each component, influences, and the taxonomy group."""
+def headline(df) -> str:
+    counts = group_counts(df)
+    return "Head groups: " + "; ".join(
+        f"{m}: " + ", ".join(f"{int(n)} {g}" for g, n in row.items() if n) for m, row in counts.iterrows()) + "."
+
+
+def summary(df):
+    return group_counts(df).reset_index()
+
+
+@analysis("kl-ablation", needs=[Capability.LOGIT_COMPONENTS], headline=headline, summary=summary)
+def kl_ablation(model, *,
+                n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"), Range(1)] = 500,
+                length: Annotated[int, Help("tokens per document"), Range(2), Fits(), Cli(aliases=("--max-tokens",))] = 512,
+                rp_support: Annotated[float, Help("RP influence from which a semantic head counts as RP-supported"),
+                                      Range(0, 1)] = 0.25,
+                seed: int = 0, docs=None) -> pd.DataFrame:
+    """For each head, the KL divergence between its attention and the attention with one logit component (AP,
+    semantic, relative bias) removed, normalised into an influence vector (ternary plot), and the head taxonomy
+    it implies (AP-oriented, semantic-oriented, RP-supported).
+
+    Per head: mean KL for removing each component, influences, and the taxonomy group."""
+    import pandas as pd
+    import torch
+
     from probes.position import probe_documents
 
-    require(model, Capability.LOGIT_COMPONENTS, "kl-ablation")
     present = list(model.logit_components())
     if docs is None:
-        docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, min(max_tokens, model.max_seq_len), seed=seed)
+        docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, length, seed=seed)
     if len(docs) == 0:
         raise ValueError("kl-ablation needs at least one document")
     sums = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
@@ -91,12 +113,16 @@ def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: 
     return pd.DataFrame(rows)
 
 
+@analysis("compare-heads", needs=[Capability.LOGIT_COMPONENTS], like=kl_ablation, headline=headline, summary=summary)
 def compare_heads(model, **kwargs) -> pd.DataFrame:
-    """``kl_ablation`` rows, for the side-by-side view of several models' taxonomies."""
+    """The KL-ablation taxonomies of several models side by side, with the number of heads in each group.
+
+    ``kl_ablation`` rows, for the side-by-side view of several models' taxonomies."""
     return kl_ablation(model, **kwargs)
 
 
 def group_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Heads per (model, taxonomy group)."""
     counts = df.groupby(["model", "group"]).size().unstack(fill_value=0)
     for g in GROUPS:
         if g not in counts:

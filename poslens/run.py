@@ -22,6 +22,7 @@ class Result:
     name: str
     table: pd.DataFrame
     files: list[Path]
+    figure_height: int | None = None  # the figure's own layout height, for the report
 
 
 def existing_outputs(out_dir: Path, name: str) -> list[Path]:
@@ -39,10 +40,14 @@ def resolve_models(models, device=None) -> list:
 
 
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
-                 static: bool | None = None, per_model: dict | None = None, device=None) -> Result:
+                 static: bool | None = None, per_model: dict | None = None, device=None, inputs: dict | None = None,
+                 cli: bool = False) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
-    ``per_model`` maps a model name to options that replace ``options`` for that model only.
+    ``per_model`` maps a model name to options that replace ``options`` for that model only. Every model's
+    options are checked (``Analysis.bind``) before the first one runs; provenance records the values used.
+    ``inputs`` maps an option to the record of the file it was read from (path, size, sha256); ``cli``
+    names options by their flags in errors.
     """
     analysis = get(name)
     out_dir = Path(out_dir)
@@ -57,9 +62,11 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     loaded = resolve_models(models, device)
     torch.manual_seed(seed)
     np.random.seed(seed)
+    label = (lambda opt: opt.flag) if cli else None
+    bound = [analysis.bind(model, {**kwargs, **(per_model or {}).get(given, {})}, label=label)
+             for given, model in zip(names, loaded)]
     tables, used = [], {}
-    for name_given, model in zip(names, loaded):
-        these = {**kwargs, **(per_model or {}).get(name_given, {})}
+    for model, these in zip(loaded, bound):
         used[model.model_name] = these
         tables.append(analysis.function(model, **these))
     table = pd.concat(tables, ignore_index=True)
@@ -68,15 +75,19 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
         stale.unlink()
     csv = out_dir / f"{name}.csv"
     table.to_csv(csv, index=False)
-    module = __import__(f"figures.{analysis.figure}", fromlist=["figure"])
-    files = [csv] + figures.save(module.figure(table), out_dir / name, static=static)
-    arguments = {k: _jsonable(v) for k, v in kwargs.items()}
-    if per_model:
-        arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
+    fig = analysis.figure(table)
+    files = [csv] + figures.save(fig, out_dir / name, static=static)
+    first = bound[0]
+    arguments = {k: inputs[k]["path"] if k in (inputs or {}) else _jsonable(v) for k, v in first.items()}
+    differ = {m: {k: _jsonable(v) for k, v in o.items() if k not in (inputs or {})} for m, o in used.items() if o != first}
+    if differ:
+        arguments["per_model"] = differ
     record = provenance(name, loaded, arguments, seed, [p.name for p in files])
+    if inputs:
+        record["inputs"] = inputs
     prov = out_dir / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return Result(name, table, files + [prov])
+    return Result(name, table, files + [prov], fig.layout.height)
 
 
 def _jsonable(value):
