@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import math
 import typing
 import warnings
 from collections.abc import Callable
@@ -122,6 +123,10 @@ class Option:
                 value = [self.type(v) for v in items]
             except ValueError:
                 raise OptionError(f"{self.flag} {shown}: expected {_kind(self.type)}") from None
+            if not value:
+                raise OptionError(f"{self.flag} {shown}: expected at least one value")
+            if self.type is float and not all(math.isfinite(v) for v in value):
+                raise OptionError(f"{self.flag} {shown}: expected a finite number")
             value = tuple(value) if self.multiple else value[0]
         self.validate(value, self.flag + " " + shown)
         return value

@@ -20,8 +20,8 @@ SMALL = {  # analysis -> (bundled models, small options)
     "char-spacing": (("increments-shared",), {}),
     "loss-neutrality": (("increments-shared", "rope-bytes"), dict(n_docs=2, length=64, n_boot=20)),
     "attention-mass": (("repo-small",), dict(n_docs=1, length=300, preamble=False)),
-    "position-ranges": (("repo-small",), dict(n_docs=1, length=96)),
-    "position-patterns": (("repo-small",), dict(length=64, layers=(1,))),
+    "position-ranges": (("repo-small",), dict(n_docs=1, length=64, source="wiki")),
+    "position-patterns": (("repo-small",), dict(length=64, layers=(1,), source="wiki")),
     "niah-accuracy": (("repo-small",), dict(lengths=(300,), n_docs=2)),
     "ap-spectrum": (("dstg-small",), {}),
     "kl-ablation": (("dstg-small",), dict(n_docs=2, length=48)),
@@ -46,6 +46,14 @@ def numbers(values) -> np.ndarray:
     return flat[np.isfinite(flat)].to_numpy(dtype=float)
 
 
+def formatted(values: np.ndarray, like: str) -> set[str]:
+    """``values`` printed as ``like`` is printed (fixed decimals, scientific or integer)."""
+    mantissa, _, exponent = like.partition("e")
+    digits = len(mantissa.partition(".")[2])
+    spec = f".{digits}e" if exponent else f".{digits}f"
+    return {format(v, spec) for v in values}
+
+
 @pytest.fixture(scope="module")
 def tables():
     out = {}
@@ -60,17 +68,20 @@ def test_table_figure_headline_and_summary(tables, name):
     models = set(SMALL[name][0])
     assert set(table["model"]) == models
 
-    # headline: names every model and prints numbers that are in the table, to the digits it shows
+    # headline: names every model, and most numbers it prints are the table's or the summary table's, to the
+    # digits it shows (percentages included)
+    small = spec.summary(table)
     line = spec.headline(table)
     assert all(m in line for m in models)
-    shown = [(float(x), len(x.split(".")[1])) for x in re.findall(r"-?\d+\.\d+", line)]
-    assert shown, line
     values = numbers(table.select_dtypes("number").to_numpy())
-    found = [any(math.isclose(round(v * k, d), x, abs_tol=10 ** -d) for v in values for k in (1, 100)) for x, d in shown]
-    assert sum(found) >= max(1, len(shown) // 2), (line, found)
+    known = np.concatenate([values, numbers(small.select_dtypes("number").to_numpy())])
+    known = np.concatenate([known, 100 * known])
+    shown = re.findall(r"(?<![\w.\-])\d+(?:\.\d+)?(?:e[-+]\d+)?(?![\w-])", line)
+    found = [printed in formatted(known, printed) for printed in shown]
+    decimals = [f for f, x in zip(found, shown) if "." in x]
+    assert shown and sum(found) >= len(found) / 2 and sum(decimals) >= len(decimals) / 2, (line, shown, found)
 
     # summary: a compact table of these models whose columns taken from the table hold the table's values
-    small = spec.summary(table)
     assert len(small) > 0 and markdown(small).count("\n") == len(small) + 1
     if "model" in small.columns:
         assert set(small["model"]) == models
@@ -85,7 +96,7 @@ def test_table_figure_headline_and_summary(tables, name):
                             if getattr(t, k, None) is not None and not isinstance(getattr(t, k), (str, dict))]
                            + [np.zeros(0)])
     real = values[(values != np.round(values)) & np.isfinite(values)]
-    assert np.isin(np.round(drawn, 6), np.round(real, 6)).any(), name
+    assert np.isin(np.round(drawn, 6), np.round(np.concatenate([real, 100 * real]), 6)).any(), name  # as is, or in %
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
@@ -105,7 +116,7 @@ def test_modules_are_modules_and_old_keywords_still_work_with_a_warning():
 
     assert module.__name__ == "analyses.word_boundaries" and module.word_boundaries.analysis is analyses.get("word-boundaries")
     with pytest.warns(DeprecationWarning, match="'n_contexts=' is now 'n_docs='"):
-        df = analyses.run("position-ranges", model("repo-small"), n_contexts=1, length=64)
+        df = analyses.run("position-ranges", model("repo-small"), n_contexts=1, length=64, source="wiki")
     assert df["context"].nunique() == 1
 
 
