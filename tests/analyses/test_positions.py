@@ -44,9 +44,9 @@ def test_jump_and_plateau_rules_on_hand_cases():
 
 
 def test_bad_layer_or_head_is_named():
-    with pytest.raises(ValueError, match="layer 7 does not exist"):
+    with pytest.raises(ValueError, match="layers 7: tiny-repo has n_layers 3, so it must be between 0 and 2"):
         position_patterns(tiny_repo("repo"), layers=[7])
-    with pytest.raises(ValueError, match="head 9 does not exist"):
+    with pytest.raises(ValueError, match="heads 9: tiny-repo has n_heads 4, so it must be between 0 and 3"):
         position_patterns(tiny_repo("repo"), heads=[9])
 
 
