@@ -10,11 +10,12 @@ component's scores so the figure can plot them.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-from scipy.fft import dct
+from typing import Annotated
 
-from interp.base import Capability, require
+import numpy as np
+
+from analyses.registry import Help, Range, analysis
+from interp.capabilities import Capability
 
 
 def _oriented(scores: np.ndarray) -> np.ndarray:
@@ -28,6 +29,9 @@ def _oriented(scores: np.ndarray) -> np.ndarray:
 
 def spectrum(matrix: np.ndarray, n_components: int = 8, low_bins: int = 4, what: str = "the matrix") -> pd.DataFrame:
     """PCA + DCT-II of a ``[positions, dims]`` matrix; one row per (component, position)."""
+    import pandas as pd
+    from scipy.fft import dct
+
     E = np.asarray(matrix, dtype=np.float64)
     if E.ndim != 2 or E.shape[0] < 2:
         raise ValueError(f"expected a [positions, dims] matrix with at least 2 positions, got shape {E.shape}")
@@ -52,8 +56,29 @@ def spectrum(matrix: np.ndarray, n_components: int = 8, low_bins: int = 4, what:
     return pd.concat(frames, ignore_index=True)
 
 
-def ap_spectrum(model, *, n_components: int = 8, low_bins: int = 4) -> pd.DataFrame:
-    require(model, Capability.AP_STREAM, "ap-spectrum")
+def headline(df) -> str:
+    comps = df.drop_duplicates(["model", "component"])
+    parts = []
+    for model, g in comps.groupby("model", sort=False):
+        g = g.set_index("component")
+        two = g.loc[2, "cumulative"] if 2 in g.index else g["cumulative"].iloc[-1]
+        parts.append(f"{model}: {100 * two:.1f}% of variance in 2 PCs, low-frequency power PC1 {100 * g.loc[1, 'low_freq_power']:.1f}%"
+                     + (f", PC2 {100 * g.loc[2, 'low_freq_power']:.1f}%" if 2 in g.index else ""))
+    return "; ".join(parts) + "."
+
+
+def summary(df):
+    comps = df.drop_duplicates(["model", "component"])
+    return comps[comps["component"] <= 4][["model", "component", "explained_variance", "cumulative", "low_freq_power"]]
+
+
+@analysis("ap-spectrum", needs=[Capability.AP_STREAM], headline=headline, summary=summary)
+def ap_spectrum(model, *,
+                n_components: Annotated[int, Help("leading components to report"), Range(1)] = 8,
+                low_bins: Annotated[int, Help("DCT bins counted as low frequency"), Range(1)] = 4) -> pd.DataFrame:
+    """PCA of the absolute-position embedding table (cumulative explained variance) and the DCT-II of each leading
+    component (share of power in the first ``low_bins`` bins): a disentangled AP stream collapses onto a few smooth,
+    low-frequency components; an entangled one stays high-dimensional."""
     df = spectrum(model.ap_embedding_matrix().float().cpu().numpy(), n_components, low_bins,
                   what=f"the absolute-position table of {model.model_name}")
     df.insert(0, "model", model.model_name)

@@ -21,14 +21,16 @@ every prompt plus its answer budget must fit the model (refused otherwise).
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-import torch
+from typing import Annotated
 
-from interp.progress import progress
+import numpy as np
+
+from analyses.common import no_grad
+from analyses.registry import Choices, Cli, Fits, Help, Range, analysis
 from corpora.answers import answer_budget, answered_prefix, stop_ids
 from corpora.niah import OTHER, PARTS, niah_samples
-from interp.base import Capability, require
+from interp.capabilities import Capability
+from interp.progress import progress
 
 PART_NAMES = PARTS + ("other",)
 MODES = ("greedy", "teacher")
@@ -36,14 +38,18 @@ MODES = ("greedy", "teacher")
 
 def _masses(pattern: torch.Tensor, key_parts: torch.Tensor) -> torch.Tensor:
     """``[head, rows, keys]`` -> ``[head, 4]``: attention on each part, averaged over the rows."""
+    import torch
+
     out = [pattern[..., key_parts == p].sum(-1) for p in range(len(PARTS))]
     out.append(pattern[..., key_parts == OTHER].sum(-1))
     return torch.stack(out, -1).mean(1).float().cpu()
 
 
-@torch.no_grad()
+@no_grad
 def answer_attention(model, prompt: list[int], continuation: list[int], prompt_parts: np.ndarray) -> torch.Tensor:
     """``[layer, head, 4]`` attention of the answer-producing rows on rest / needle / query / other."""
+    import torch
+
     seq = list(prompt) + list(continuation)
     rows = torch.arange(len(prompt) - 1, len(seq) - 1)
     key_parts = torch.as_tensor(np.concatenate([prompt_parts, np.full(len(continuation), OTHER)]), device=model.device)
@@ -60,23 +66,56 @@ def answer_attention(model, prompt: list[int], continuation: list[int], prompt_p
     return out
 
 
-def attention_mass(model, *, n_samples: int = 16, context_tokens: int = 512, depth: float | None = None,
-                   haystack: str = "wiki", preamble: bool = True, modes=MODES, seed: int = 0, samples=None,
-                   documents=None) -> pd.DataFrame:
-    """Per model, mode, layer, head and part: mean attention per token and total share; plus NIAH accuracy."""
-    require(model, Capability.ATTENTION, "attention-mass")
-    require(model, Capability.CAUSAL_LM, "attention-mass")
+def headline(df) -> str:
+    agg = df[(df["layer"].astype(str) == "all") & (df["mode"] == "teacher")].set_index(["model", "part"])
+    parts = []
+    for model in dict.fromkeys(df["model"]):
+        g = agg.loc[model]
+        needle, query, rest = (g.loc[p, "mean_per_token"] for p in ("needle", "query", "rest"))
+        parts.append(f"{model}: needle {100 * needle:.3f}%, query {100 * query:.3f}%, rest {100 * rest:.3f}% "
+                     f"(needle/rest x{needle / rest:.1f}), accuracy {g['accuracy'].iloc[0]:.2f}")
+    return "Attention per key token while teacher-forcing the answer: " + "; ".join(parts) + "."
+
+
+def summary(df):
+    d = df[(df["layer"].astype(str) == "all") & df["part"].isin(["needle", "query", "rest"])]
+    d = d.assign(per_token_x100=100 * d["mean_per_token"])
+    wide = d.pivot_table(index=["model", "mode"], columns="part", values="per_token_x100", sort=False)[["needle", "query", "rest"]]
+    wide.columns = [f"{part} (% per token)" for part in wide.columns]
+    acc = d.groupby(["model", "mode"], sort=False)[["accuracy", "n_samples", "context_tokens"]].first()
+    return wide.join(acc).reset_index()
+
+
+@analysis("attention-mass", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
+def attention_mass(model, *,
+                   n_docs: Annotated[int, Help("NIAH prompts"), Range(1), Cli(aliases=("--n-samples",))] = 16,
+                   length: Annotated[int, Help("prompt length in the model's tokens (16 more must fit for the answer)"),
+                                     Range(32), Fits(margin=16), Cli(aliases=("--context-tokens",))] = 512,
+                   depth: Annotated[float, Help("needle depth in [0, 1] (default: spread evenly)"), Range(0, 1)] = None,
+                   haystack: Annotated[str, Help("wiki (English prose) or noise (RULER's repeated sentences)"),
+                                       Choices(("wiki", "noise"))] = "wiki",
+                   preamble: Annotated[bool, Help("RULER's opening instruction (--no-preamble drops it)")] = True,
+                   modes=MODES, seed: int = 0, samples=None, documents=None) -> pd.DataFrame:
+    """Attention from the answer tokens of needle-in-a-haystack prompts to the needle, the query and the rest of the
+    context (mean weight per token, the seed's Table 4, and total share), per layer and head and averaged; answers
+    are the model's greedy output or the gold value teacher-forced, and retrieval accuracy is reported.
+
+    Per model, mode, layer, head and part: mean attention per token and total share; plus NIAH accuracy.
+    ``documents=`` (``--input``) is the haystack; ``samples=`` are ready prompts (``length`` is then the longest)."""
+    import pandas as pd
+    import torch
+
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} (choose from {MODES})")
     tokenizer = model.require_tokenizer("attention-mass")
-    if n_samples < 1 and samples is None:
-        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
+    if n_docs < 1 and samples is None:
+        raise ValueError(f"n_docs must be at least 1, got {n_docs}")
     if samples is None:
-        if context_tokens + 16 > model.max_seq_len:
-            raise ValueError(f"--context-tokens={context_tokens} plus the answer does not fit in {model.model_name} "
+        if length + 16 > model.max_seq_len:
+            raise ValueError(f"--length={length} plus the answer does not fit in {model.model_name} "
                              f"(max_seq_len={model.max_seq_len})")
-        samples = niah_samples(tokenizer, n_samples, context_tokens, seed=seed, depth=depth,
+        samples = niah_samples(tokenizer, n_docs, length, seed=seed, depth=depth,
                                haystack=haystack if documents is None else documents, preamble=preamble)
     else:
         samples = list(samples)
@@ -86,7 +125,7 @@ def attention_mass(model, *, n_samples: int = 16, context_tokens: int = 512, dep
             if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
                 raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
                                  f"{model.model_name} (max_seq_len={model.max_seq_len})")
-        context_tokens = max(len(s.token_ids) for s in samples)
+        length = max(len(s.token_ids) for s in samples)
     share = {m: torch.zeros(model.n_layers, model.n_heads, len(PART_NAMES)) for m in modes}
     per_token = {m: torch.zeros_like(share[m]) for m in modes}
     correct = 0
@@ -117,6 +156,6 @@ def attention_mass(model, *, n_samples: int = 16, context_tokens: int = 512, dep
     df = pd.DataFrame(rows)
     df.insert(0, "model", model.model_name)
     df["n_samples"] = n
-    df["context_tokens"] = context_tokens
+    df["context_tokens"] = length
     df["accuracy"] = correct / n
     return df

@@ -7,9 +7,8 @@ increments are averaged over heads.
 
 from __future__ import annotations
 
-import pandas as pd
-
-from interp.base import Capability, require
+from analyses.registry import analysis
+from interp.capabilities import Capability
 
 CATEGORIES: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     ("English lowercase", "a-z", tuple(range(97, 123))),
@@ -25,9 +24,27 @@ CATEGORIES: tuple[tuple[str, str, tuple[int, ...]], ...] = (
 )
 
 
+def headline(df) -> str:
+    parts = []
+    for (model, source), g in df.groupby(["model", "source"], sort=False):
+        g = g.set_index("category")["mean"]
+        parts.append(f"{model} ({source}): space {g['Space']:.2f}, newline {g['Newline']:.2f}, EOS {g['EOS']:.2f}, "
+                     f"a-z {g['English lowercase']:.2f}, A-Z {g['English uppercase']:.2f}")
+    return "; ".join(parts) + "."
+
+
+def summary(df):
+    return df.pivot_table(index="category", columns=["model", "source"], values="mean", sort=False).reset_index()
+
+
+@analysis("byte-increments", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
 def byte_increments(model) -> pd.DataFrame:
-    """One row per (source, category): min / max / mean context-free increment."""
-    require(model, Capability.INCREMENTS, "byte-increments")
+    """Increment each byte gets from its identity alone (the shared DeltaMLP, or layer 0 of the per-layer model):
+    boundary bytes (space, newline, punctuation, EOS, capitals) should get larger steps than word-internal bytes.
+
+    One row per (source, category): min / max / mean context-free increment."""
+    import pandas as pd
+
     rows = []
     for source, values in model.context_free_increments().items():
         values = values.float().cpu()

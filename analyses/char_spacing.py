@@ -9,12 +9,14 @@ A character sits at its cumulative increment, so the gap before it is its own in
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
-import pandas as pd
 
 from analyses.common import byte_model, increment_labels, increments
+from analyses.registry import Choices, Cli, Help, analysis
 from analyses.tables import may_be_nan
-from interp.base import InputError
+from interp.capabilities import Capability
 from interp.tokenizers import check_text
 
 DEFAULT_TEXTS = {
@@ -28,6 +30,8 @@ def char_increments(model, text: str) -> np.ndarray:
     """``[n_layers, n_chars]`` increments per character (sum over its bytes)."""
     enc = model.tokenizer.encode_with_spans(text, doc_start=True)
     if len(enc.ids) > model.max_seq_len:
+        from interp.base import InputError
+
         raise InputError(f"the text is {len(enc.ids)} bytes with EOS, longer than {model.model_name} allows "
                          f"(max_seq_len={model.max_seq_len})")
     _, inc = next(increments(model, [enc.ids]))
@@ -37,9 +41,48 @@ def char_increments(model, text: str) -> np.ndarray:
     return per_char
 
 
+def parse_texts(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError("expected ID=TEXT")
+        out[key] = text
+    return out
+
+
+def headline(df) -> str:
+    g = df[(df["scale"] == "per-row")]
+    widest = g.loc[g.groupby(["model", "text_id", "layer"])["scaled"].idxmax()]
+    top = widest.sort_values("scaled", ascending=False).head(4)
+    return "Widest gaps (per-row scale): " + ", ".join(
+        f"{r.model} {r.layer} before {r.char!r} ({r.scaled:.1f}x the row mean)" for r in top.itertuples()) + "."
+
+
+def summary(df):
+    d = df[df["scale"] == "per-row"]
+    return d.groupby(["model", "text_id", "layer"], as_index=False).agg(widest_gap=("scaled", "max"), mean_increment=("increment", "mean"))
+
+
+@analysis("char-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
 @may_be_nan(layer_index="no layer: the shared increment")
-def char_spacing(model, *, texts: dict[str, str] | None = None, scales=SCALES) -> pd.DataFrame:
-    """One row per (text, scale, layer, character): raw and scaled increment and placed position."""
+def char_spacing(model, *,
+                 texts: Annotated[dict[str, str], Help("ID=TEXT to plot (repeatable; default: the blog's English and Chinese sentences)"),
+                                  Cli("--text", convert=parse_texts, multiple=True, metavar="ID=TEXT")] = None,
+                 scales: Annotated[tuple[str, ...], Help("per-row or shared (repeatable; default: both)"), Choices(SCALES),
+                                   Cli("--scale")] = SCALES,
+                 documents=None) -> pd.DataFrame:
+    """Each character placed at its cumulative learned position, one row per layer: tight clusters are units the
+    layer packs together, wide gaps are boundaries it expands.
+
+    One row per (text, scale, layer, character): raw and scaled increment and placed position; ``documents=``
+    (``--input``) are texts to plot, one per document."""
+    import pandas as pd
+
+    if documents is not None:
+        if texts is not None:
+            raise ValueError("char-spacing: give texts= (--text) or documents= (--input), not both")
+        texts = {d.id: d.text for d in documents}
     byte_model(model, "char-spacing")
     texts = DEFAULT_TEXTS if texts is None else texts
     for bad in set(scales) - set(SCALES):

@@ -12,12 +12,15 @@ control: with no such expectation there should be no real-vs-reversed difference
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import numpy as np
-import pandas as pd
-from scipy.stats import wilcoxon
 
 from analyses.common import byte_model, increment_labels, increments
+from analyses.registry import Cli, Help, analysis
 from analyses.tables import may_be_nan
+from interp.capabilities import Capability
 
 CARRIERS = ("{a} {b}", "the {a} {b}", "I visited {a} {b}", "near {a} {b}", "they went to {a} {b}")
 
@@ -85,13 +88,61 @@ def wilcoxon_p(diff: np.ndarray) -> tuple[float, float]:
     """(statistic, two-sided p) of SciPy's default Wilcoxon; (0, 1) when every difference is zero."""
     if np.allclose(diff, 0):
         return 0.0, 1.0
+    from scipy.stats import wilcoxon
+
     res = wilcoxon(diff)
     return float(res.statistic), float(res.pvalue)
 
 
+def read_entities(path) -> tuple[tuple[str, str], ...]:
+    """Two-word entities from a UTF-8 file, one per line (blank lines skipped)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        line = err.object[: err.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+                         "save the entities file as UTF-8") from None
+    pairs = []
+    for n, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        if not words:
+            continue
+        if len(words) != 2:
+            raise ValueError(f"line {n}: expected two words, got {line!r}")
+        pairs.append(tuple(words))
+    if not pairs:
+        raise ValueError("the file holds no entities (one 'First Second' pair per line)")
+    return tuple(pairs)
+
+
+def headline(df) -> str:
+    parts = []
+    for (model, name), g in df.groupby(["model", "set"], sort=False):
+        sig = g[g["p_value"] < 0.01]
+        closer = ", ".join(f"{r.layer} ({r.frac_real_smaller:.0%}, p={r.p_value:.1e})" for r in sig.itertuples() if r.mean_real < r.mean_reversed)
+        wider = ", ".join(f"{r.layer} (p={r.p_value:.1e})" for r in sig.itertuples() if r.mean_real >= r.mean_reversed)
+        said = ([f"real order closer in {closer}"] if closer else []) + ([f"real order wider in {wider}"] if wider else [])
+        parts.append(f"{model}, {name} names: " + ("; ".join(said) if said else "no layer with p < 0.01"))
+    return "; ".join(parts) + "."
+
+
+def summary(df):
+    return df[["model", "set", "layer", "mean_real", "mean_reversed", "frac_real_smaller", "p_value", "n_pairs"]]
+
+
+@analysis("entity-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
 @may_be_nan(layer_index="no layer: the shared increment")
-def entity_spacing(model, *, carriers=CARRIERS, real=REAL_ENTITIES, invented=INVENTED_NAMES, batch_size: int = 32) -> pd.DataFrame:
-    """Per layer: mean increment at the internal space in real vs reversed order, and the Wilcoxon test."""
+def entity_spacing(model, *, carriers=CARRIERS,
+                   real: Annotated[tuple, Help("file of two-word entities, one per line (default: the built-in 82)"),
+                                   Cli("--entities", convert=read_entities, metavar="FILE")] = REAL_ENTITIES,
+                   invented=INVENTED_NAMES, batch_size: int = 32) -> pd.DataFrame:
+    """Increment at the space inside two-word names, real order vs reversed, with per-layer Wilcoxon p-values:
+    a smaller real-order space means the first word made the model expect the second; invented names are the control.
+
+    Per layer: mean increment at the internal space in real vs reversed order, and the Wilcoxon test."""
+    import pandas as pd
+
+
     byte_model(model, "entity-spacing")
     layers = increment_labels(model)
     rows = []

@@ -3,7 +3,7 @@
 Two passes, each reading attention through ``model.query_rows`` so that at most one layer's
 ``[head, rows, keys]`` for the chosen rows is held, however long the input:
 
-1. **Contexts** (built-in Wikipedia windows of ``context_tokens``, seeded, or the user's ``documents=``
+1. **Contexts** (built-in Wikipedia windows of ``length``, seeded, or the user's ``documents=``
    split into windows of that length, as ``corpora.user.token_windows``). In each context up to
    ``max_rows`` query rows, evenly spaced over positions 1..N-1, are read; per head, averaged over rows
    and contexts:
@@ -37,12 +37,12 @@ weight", so each head has at most one dominant behaviour.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-import torch
+from typing import Annotated
 
+from analyses.common import no_grad
+from analyses.registry import Cli, Fits, Help, Range, analysis
 from analyses.tables import may_be_nan
-from interp.base import Capability, require
+from interp.capabilities import Capability
 from interp.progress import progress
 
 THRESHOLD = 0.5
@@ -58,20 +58,22 @@ def group_of(row: dict, threshold: float = THRESHOLD) -> str:
     return row.get("kl_group") or "mixed"
 
 
-def _contexts(model, n_contexts: int, context_tokens: int, seed: int, documents) -> list[list[int]]:
+def _contexts(model, n_docs: int, length: int, seed: int, documents) -> list[list[int]]:
     tokenizer = model.require_tokenizer("head-profiles")
     if documents is not None:
         from corpora.user import as_documents, token_windows
 
-        return [w.ids for w in token_windows(tokenizer, as_documents(documents), context_tokens)]
+        return [w.ids for w in token_windows(tokenizer, as_documents(documents), length)]
     from probes.position import probe_documents
 
-    return [d.ids for d in probe_documents(tokenizer, n_contexts, context_tokens, seed=seed)]
+    return [d.ids for d in probe_documents(tokenizer, n_docs, length, seed=seed)]
 
 
-@torch.no_grad()
+@no_grad
 def context_masses(model, ids: list[int], max_rows: int, local_window: int) -> dict[str, torch.Tensor]:
     """``{metric: [layer, head]}`` row-averaged masses (and ``position_range`` when the model has positions)."""
+    import torch
+
     n = len(ids)
     rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
     q = rows.to(model.device)[:, None]
@@ -103,9 +105,11 @@ def context_masses(model, ids: list[int], max_rows: int, local_window: int) -> d
     return out
 
 
-@torch.no_grad()
+@no_grad
 def needle_scores(model, sample) -> tuple[torch.Tensor, torch.Tensor]:
     """``[layer, head]`` needle mass and retrieval score of one teacher-forced NIAH prompt."""
+    import torch
+
     from corpora.niah import PARTS
 
     seq = list(sample.token_ids) + list(sample.answer_ids)
@@ -159,22 +163,51 @@ def _needle_samples(model, samples, n_samples: int, niah_tokens: int, seed: int,
     return samples
 
 
+def headline(df) -> str:
+    parts = []
+    for model, g in df.groupby("model", sort=False):
+        counts = g["group"].value_counts()
+        parts.append(f"{model}: " + ", ".join(f"{n} {grp}" for grp, n in counts.items()))
+    return "Heads by dominant behaviour: " + "; ".join(parts) + "."
+
+
+def summary(df):
+    """Heads per group and the strongest head of each kind, per model (for SUMMARY.md)."""
+    counts = df.groupby(["model", "group"], sort=False).size().unstack(fill_value=0)
+    best = df.groupby("model", sort=False)[["previous_token_mass", "first_token_mass", "retrieval_score"]].max()
+    best.columns = [f"max {c}" for c in best.columns]
+    return counts.join(best).reset_index()
+
+
+@analysis("head-profiles", needs=[Capability.ATTENTION], headline=headline, summary=summary)
 @may_be_nan(position_range="the model's heads assign no per-head positions", needle_mass="a masked LM copies no answer",
             retrieval_score="a masked LM copies no answer, or no answer token occurs once in the needle",
             influence_ap="the model does not decompose its attention logits", influence_sem="the model does not decompose its attention logits",
             influence_rp="the model does not decompose its attention logits")
-def head_profiles(model, *, n_contexts: int = 8, context_tokens: int = 512, max_rows: int = 256, local_window: int = 8,
-                  n_samples: int = 8, niah_tokens: int = 512, seed: int = 0, documents=None, samples=None) -> pd.DataFrame:
-    """One row per layer and head: depth, masses, position range, needle retrieval, KL influences, group."""
-    require(model, Capability.ATTENTION, "head-profiles")
-    for name, value in (("n_contexts", n_contexts), ("max_rows", max_rows), ("local_window", local_window), ("n_samples", n_samples)):
-        if value < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    context_tokens = min(context_tokens, model.max_seq_len)
-    if context_tokens < 3:
-        raise ValueError(f"--context-tokens={context_tokens} is too short (at least 3)")
+def head_profiles(model, *,
+                  n_docs: Annotated[int, Help("contexts for the attention masses (built-in Wikipedia windows)"), Range(1),
+                                    Cli(aliases=("--n-contexts",))] = 8,
+                  length: Annotated[int, Help("tokens per context (at most the model's context)"), Range(3), Fits(),
+                                    Cli(aliases=("--context-tokens",))] = 512,
+                  max_rows: Annotated[int, Help("query rows read per context, evenly spaced"), Range(1)] = 256,
+                  local_window: Annotated[int, Help("keys within this distance (token itself excluded) count as local"),
+                                          Range(1)] = 8,
+                  n_samples: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"), Range(1)] = 8,
+                  niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (causal LMs; 16 more must fit "
+                                                   "for the answer)"), Range(32)] = 512,
+                  seed: int = 0, documents=None, samples=None):
+    """Per head of each model, on one normalised-depth axis: attention on the previous token, the first token (sink)
+    and a local window, the range of its positions, its attention to the needle while answering and its retrieval
+    score (top attention on the needle token being copied), KL influences where logits decompose, and the dominant
+    behaviour as a group.
+
+    One row per layer and head: depth, masses, position range, needle retrieval, KL influences, group.
+    ``documents=`` (``--input``) are split into windows of ``length`` tokens and are the NIAH haystack."""
+    import pandas as pd
+    import torch
+
     samples = _needle_samples(model, samples, n_samples, niah_tokens, seed, documents)  # checked before any work
-    contexts = _contexts(model, n_contexts, context_tokens, seed, documents)
+    contexts = _contexts(model, n_docs, length, seed, documents)
     sums: dict[str, torch.Tensor] = {}
     for ids in progress(contexts, f"head-profiles {model.model_name}"):
         if len(ids) < 2:
@@ -210,19 +243,3 @@ def head_profiles(model, *, n_contexts: int = 8, context_tokens: int = 512, max_
     df["local_window"] = local_window
     df["n_samples"] = len(samples) if samples is not None else 0
     return df
-
-
-def headline(df: pd.DataFrame) -> str:
-    parts = []
-    for model, g in df.groupby("model", sort=False):
-        counts = g["group"].value_counts()
-        parts.append(f"{model}: " + ", ".join(f"{n} {grp}" for grp, n in counts.items()))
-    return "Heads by dominant behaviour: " + "; ".join(parts) + "."
-
-
-def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Heads per group and the strongest head of each kind, per model (for SUMMARY.md)."""
-    counts = df.groupby(["model", "group"], sort=False).size().unstack(fill_value=0)
-    best = df.groupby("model", sort=False)[["previous_token_mass", "first_token_mass", "retrieval_score"]].max()
-    best.columns = [f"max {c}" for c in best.columns]
-    return counts.join(best).reset_index()

@@ -15,20 +15,19 @@ One layer's components ``[head, q, k]`` are held at a time.
 
 Inputs: the built-in Wikipedia documents (seeded), or the user's ``documents=`` (strings or
 ``corpora.user.Document``; ``--input PATH``) or ``token_ids=`` (lists of ids, read as given). A user
-document longer than ``max_tokens`` is split into consecutive windows of at most ``max_tokens`` tokens,
+document longer than ``length`` is split into consecutive windows of at most ``length`` tokens,
 each opening with the document-start token (encoders: wrapped in [CLS] ... [SEP]); each window counts as
 one document in the averages (``n_docs`` is then the number of windows).
 """
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-import torch
+from typing import Annotated
 
+from analyses.registry import Cli, Fits, Help, Range, analysis
+from interp.capabilities import Capability
 from interp.progress import progress
 from analyses.tables import may_be_nan
-from interp.base import Capability, require
 
 COMPONENTS = ("ap", "sem", "rp")
 GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")
@@ -39,6 +38,8 @@ def kl_per_head(components: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
     Keys masked in the sum (-inf) stay masked after removing a component and contribute 0 log 0 = 0; any other
     NaN (from NaN weights or hooks) stays NaN, never becoming a KL of 0."""
+    import torch
+
     total = sum(components.values())
     logp = torch.log_softmax(total.double(), -1)
     p = logp.exp()
@@ -59,30 +60,50 @@ def group_of(ap: float, sem: float, rp: float, rp_support: float) -> str:
     return "RP-supported" if rp >= rp_support else "semantic-oriented"
 
 
+def headline(df) -> str:
+    counts = group_counts(df)
+    return "Head groups: " + "; ".join(
+        f"{m}: " + ", ".join(f"{int(n)} {g}" for g, n in row.items() if n) for m, row in counts.iterrows()) + "."
+
+
+def summary(df):
+    return group_counts(df).reset_index()
+
+
+@analysis("kl-ablation", needs=[Capability.LOGIT_COMPONENTS], headline=headline, summary=summary)
 @may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
-@torch.no_grad()
-def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: float = 0.25, seed: int = 0, docs=None,
-                documents=None, token_ids=None) -> pd.DataFrame:
-    """Per head: mean KL for removing each component, influences, and the taxonomy group."""
+def kl_ablation(model, *,
+                n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"), Range(1)] = 500,
+                length: Annotated[int, Help("tokens per document"), Range(2), Fits(), Cli(aliases=("--max-tokens",))] = 512,
+                rp_support: Annotated[float, Help("RP influence from which a semantic head counts as RP-supported"),
+                                      Range(0, 1)] = 0.25,
+                seed: int = 0, docs=None, documents=None, token_ids=None) -> pd.DataFrame:
+    """For each head, the KL divergence between its attention and the attention with one logit component (AP,
+    semantic, relative bias) removed, normalised into an influence vector (ternary plot), and the head taxonomy
+    it implies (AP-oriented, semantic-oriented, RP-supported).
+
+    Per head: mean KL for removing each component, influences, and the taxonomy group."""
+    import pandas as pd
+    import torch
+
     from probes.position import ProbeDoc, probe_documents
 
-    require(model, Capability.LOGIT_COMPONENTS, "kl-ablation")
     present = list(model.logit_components())
     if sum(x is not None for x in (docs, documents, token_ids)) > 1:
         raise ValueError("give one of docs=, documents= and token_ids=")
     if documents is not None:
         from corpora.user import as_documents, token_windows
 
-        if max_tokens > model.max_seq_len:
-            raise ValueError(f"--max-tokens={max_tokens} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
-        docs = token_windows(model.require_tokenizer("kl-ablation"), as_documents(documents), max_tokens)
+        if length > model.max_seq_len:
+            raise ValueError(f"--length={length} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+        docs = token_windows(model.require_tokenizer("kl-ablation"), as_documents(documents), length)
     elif token_ids is not None:
         docs = [ProbeDoc("", [int(i) for i in ids], []) for ids in token_ids]
         for i, d in enumerate(docs):
             if not 0 < len(d.ids) <= model.max_seq_len:
                 raise ValueError(f"token_ids[{i}] has {len(d.ids)} tokens; {model.model_name} takes 1 to {model.max_seq_len}")
     if docs is None:
-        docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, min(max_tokens, model.max_seq_len), seed=seed)
+        docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, length, seed=seed)
     if len(docs) == 0:
         raise ValueError("kl-ablation needs at least one document")
     sums = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
@@ -127,13 +148,17 @@ def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: 
     return pd.DataFrame(rows)
 
 
+@analysis("compare-heads", needs=[Capability.LOGIT_COMPONENTS], like=kl_ablation, headline=headline, summary=summary)
 @may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
 def compare_heads(model, **kwargs) -> pd.DataFrame:
-    """``kl_ablation`` rows, for the side-by-side view of several models' taxonomies."""
+    """The KL-ablation taxonomies of several models side by side, with the number of heads in each group.
+
+    ``kl_ablation`` rows, for the side-by-side view of several models' taxonomies."""
     return kl_ablation(model, **kwargs)
 
 
 def group_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Heads per (model, taxonomy group)."""
     counts = df.groupby(["model", "group"]).size().unstack(fill_value=0)
     for g in GROUPS:
         if g not in counts:

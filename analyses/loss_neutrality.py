@@ -7,8 +7,8 @@ comparison only means something at equal training.
 
 The user's own ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH``) replace the
 built-in windows: each document is read as in training (EOS first, then its UTF-8 bytes) and split into
-consecutive windows of ``context + 1`` tokens overlapping by one, so every byte after the first is
-predicted exactly once and with at most ``context`` bytes of history; the last window holds the rest.
+consecutive windows of ``length + 1`` tokens overlapping by one, so every byte after the first is
+predicted exactly once and with at most ``length`` bytes of history; the last window holds the rest.
 Nothing is cut. One row, ``language='all'``: the mean loss over every predicted byte (windows weighted
 by their length), bootstrap over windows.
 """
@@ -19,14 +19,14 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-import torch
-import torch.nn.functional as F
+from typing import Annotated
 
-from analyses.common import check_window
+import numpy as np
+
+from analyses.common import check_window, no_grad
+from analyses.registry import Cli, Fits, Help, Range, analysis
 from analyses.tables import may_be_nan
-from interp.base import Capability, require
+from interp.capabilities import Capability
 from interp.tokenizers import ByteTokenizer, TokenizerError
 
 
@@ -37,8 +37,11 @@ def training_record(model) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else {}
 
 
-@torch.no_grad()
+@no_grad
 def window_losses(model, windows: np.ndarray, batch_size: int = 8) -> np.ndarray:
+    import torch
+    import torch.nn.functional as F
+
     out = []
     for i in range(0, len(windows), batch_size):
         w = torch.from_numpy(windows[i : i + batch_size]).to(model.device)
@@ -48,9 +51,12 @@ def window_losses(model, windows: np.ndarray, batch_size: int = 8) -> np.ndarray
     return np.concatenate(out)
 
 
-@torch.no_grad()
+@no_grad
 def document_losses(model, documents, context: int) -> tuple[np.ndarray, np.ndarray]:
     """Per window of the user's documents: summed next-byte loss (nats) and number of predicted bytes."""
+    import torch
+    import torch.nn.functional as F
+
     from corpora.user import as_documents
 
     sums, counts = [], []
@@ -64,19 +70,39 @@ def document_losses(model, documents, context: int) -> tuple[np.ndarray, np.ndar
     return np.array(sums), np.array(counts)
 
 
+def headline(df) -> str:
+    g = df[df["language"] == "all"].sort_values("loss")
+    return "Held-out loss (nats/byte, all windows): " + ", ".join(
+        f"{r.model} {r.loss:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]" for r in g.itertuples()) + "."
+
+
+def summary(df):
+    return df[["model", "language", "loss", "ci_low", "ci_high", "bits_per_byte", "trained_steps", "trained_tokens"]]
+
+
+@analysis("loss-neutrality", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary)
 @may_be_nan(trained_steps="no training.json beside the checkpoint", trained_tokens="no training.json beside the checkpoint", training_validation_loss="no training.json beside the checkpoint")
-def loss_neutrality(model, *, n_windows: int = 64, context: int = 512, seed: int = 0, n_boot: int = 1000,
+def loss_neutrality(model, *,
+                    n_docs: Annotated[int, Help("held-out windows per language"), Range(1), Cli(aliases=("--n-windows",))] = 64,
+                    length: Annotated[int, Help("window length in bytes"), Range(4), Fits(),
+                                      Cli(aliases=("--context",))] = 512,
+                    seed: int = 0,
+                    n_boot: Annotated[int, Help("bootstrap resamples (of windows) for the 95% interval"), Range(1)] = 1000,
                     documents=None) -> pd.DataFrame:
-    """Held-out next-byte loss per language (or on the user's documents), with the training budget beside it."""
+    """Held-out next-byte loss of each model on the same English and Chinese windows: learned increments are
+    loss-neutral if their loss matches the integer-RoPE baseline trained on the same data for the same steps.
+
+    Held-out next-byte loss per language (or on the user's documents), with the training budget beside it."""
+    import pandas as pd
+
     from corpora.streams import bilingual_streams
 
-    require(model, Capability.CAUSAL_LM, "loss-neutrality")
     if not isinstance(getattr(model, "tokenizer", None), ByteTokenizer):
         raise TokenizerError(f"loss-neutrality compares byte-level models; {model.model_name} is not one")
-    check_window(model, context, "--context")
+    check_window(model, length, "--length")
     record = training_record(model)
     if documents is not None:
-        sums, counts = document_losses(model, documents, context)
+        sums, counts = document_losses(model, documents, length)
         rng = np.random.default_rng(seed)
         boots = []
         for _ in range(n_boot):
@@ -85,13 +111,13 @@ def loss_neutrality(model, *, n_windows: int = 64, context: int = 512, seed: int
         loss = float(sums.sum() / counts.sum())
         return pd.DataFrame([dict(model=model.model_name, language="all", loss=loss, bits_per_byte=loss / math.log(2),
                                   ci_low=float(np.quantile(boots, 0.025)), ci_high=float(np.quantile(boots, 0.975)),
-                                  n_windows=len(sums), context=context, n_bytes=int(counts.sum()),
+                                  n_windows=len(sums), context=length, n_bytes=int(counts.sum()),
                                   trained_steps=record.get("steps"), trained_tokens=record.get("tokens_seen"),
                                   training_validation_loss=record.get("final_validation_loss"))])
     streams = bilingual_streams("validation", 0).streams
     rows, per_language = [], {}
     for index, (language, stream) in enumerate(streams.items()):
-        windows = stream.windows(np.random.default_rng([12345, index]), n_windows, context + 1)
+        windows = stream.windows(np.random.default_rng([12345, index]), n_docs, length + 1)
         per_language[language] = window_losses(model, windows)
     per_language["all"] = np.concatenate(list(per_language.values()))
     rng = np.random.default_rng(seed)
@@ -99,7 +125,7 @@ def loss_neutrality(model, *, n_windows: int = 64, context: int = 512, seed: int
         boots = [losses[rng.integers(0, len(losses), len(losses))].mean() for _ in range(n_boot)]
         rows.append(dict(model=model.model_name, language=language, loss=float(losses.mean()),
                          bits_per_byte=float(losses.mean() / math.log(2)), ci_low=float(np.quantile(boots, 0.025)),
-                         ci_high=float(np.quantile(boots, 0.975)), n_windows=len(losses), context=context,
+                         ci_high=float(np.quantile(boots, 0.975)), n_windows=len(losses), context=length,
                          trained_steps=record.get("steps"), trained_tokens=record.get("tokens_seen"),
                          training_validation_loss=record.get("final_validation_loss")))
     return pd.DataFrame(rows)

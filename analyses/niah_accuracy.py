@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
-import torch
+from typing import Annotated
 
-from interp.progress import progress
+from analyses.registry import Cli, Fits, Help, Range, analysis
 from corpora.answers import answer_budget, stop_ids
 from corpora.niah import niah_samples
-from interp.base import Capability, require
+from interp.capabilities import Capability
+from interp.progress import progress
 
 BATCH = 8  # prompts generated together; rows leave the batch as they finish
 
@@ -41,14 +41,32 @@ def _equal_length_batches(samples, size: int = BATCH):
             yield group[i : i + size]
 
 
-@torch.no_grad()
-def niah_accuracy(model, *, lengths=(512, 1024, 2048), n_samples: int = 32, haystack: str = "wiki",
-                  preamble: bool = False, seed: int = 1, samples=None, documents=None) -> pd.DataFrame:
-    """One row per context length: accuracy, Wilson interval, samples."""
-    require(model, Capability.CAUSAL_LM, "niah-accuracy")
+def headline(df) -> str:
+    return "Accuracy by length: " + "; ".join(
+        f"{m}: " + ", ".join(f"{int(r.context_tokens)}: {r.accuracy:.2f}" for r in g.itertuples())
+        for m, g in df.groupby("model", sort=False)) + "."
+
+
+def summary(df):
+    return df[["model", "context_tokens", "accuracy", "ci_low", "ci_high", "n_samples"]]
+
+
+@analysis("niah-accuracy", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary)
+def niah_accuracy(model, *,
+                  lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated"), Range(32),
+                                     Fits(margin=16), Cli("--length")] = (512, 1024, 2048),
+                  n_docs: Annotated[int, Help("prompts per length"), Range(1), Cli(aliases=("--n-samples",))] = 32,
+                  haystack: str = "wiki", preamble: bool = False, seed: int = 1, samples=None,
+                  documents=None) -> pd.DataFrame:
+    """Needle-in-a-haystack retrieval accuracy (greedy exact match) at several context lengths, beyond the training
+    length included: where a position scheme stops extrapolating.
+
+    One row per context length: accuracy, Wilson interval, samples; ``documents=`` (``--input``) are the haystack."""
+    import pandas as pd
+
     tokenizer = model.require_tokenizer("niah-accuracy")
-    if n_samples < 1:
-        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
+    if n_docs < 1:
+        raise ValueError(f"n_docs must be at least 1, got {n_docs}")
     given = None
     if samples is not None:
         given = list(samples)
@@ -64,7 +82,7 @@ def niah_accuracy(model, *, lengths=(512, 1024, 2048), n_samples: int = 32, hays
         if length + 16 > model.max_seq_len and given is None:
             raise ValueError(f"context length {length} does not fit in {model.model_name} (max_seq_len={model.max_seq_len})")
         samples = given if given is not None else niah_samples(
-            tokenizer, n_samples, length, seed=seed, haystack=haystack if documents is None else documents, preamble=preamble)
+            tokenizer, n_docs, length, seed=seed, haystack=haystack if documents is None else documents, preamble=preamble)
         hits = 0
         for batch in progress(list(_equal_length_batches(samples)), f"niah {model.model_name} @{length}"):
             outs = model.generate_batch([s.token_ids for s in batch], 0, stop_ids(tokenizer),

@@ -14,8 +14,8 @@ times that median (many tokens mapped to nearly one position). Integer RoPE has 
 
 Inputs: the built-in NIAH prompts or Wikipedia windows (``source``, seeded), or the user's own
 ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH`` on the command line) or
-``token_ids=`` (lists of ids, read as given). A document longer than ``context_tokens`` is split into
-consecutive windows of at most ``context_tokens`` tokens, each opening with the document-start token
+``token_ids=`` (lists of ids, read as given). A document longer than ``length`` is split into
+consecutive windows of at most ``length`` tokens, each opening with the document-start token
 (``corpora.user.token_windows``); every window is a context, named by the ``document`` and ``window``
 columns, so integer RoPE gives d = N - 1 per window. ``position_patterns`` reads every window too; its
 figure draws the first.
@@ -23,11 +23,14 @@ figure draws the first.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import Annotated
 
-from interp import extract
-from interp.base import Capability, require
+import numpy as np
+
+from analyses.registry import Below, Choices, Cli, Fits, Help, Range, analysis
+from interp.capabilities import Capability
+
+SOURCE = Annotated[str, Help("niah prompts or wiki windows"), Choices(("niah", "wiki"))]
 
 
 def context_tokens_for(model, n: int, context_tokens: int, seed: int, source: str = "niah"):
@@ -71,16 +74,42 @@ def _modes(model) -> list[str]:
     return ["rope"] * model.n_layers
 
 
-def position_ranges(model, *, n_contexts: int = 8, context_tokens: int = 512, source: str = "niah", seed: int = 0,
-                    documents=None, token_ids=None) -> pd.DataFrame:
-    """One row per context, layer and head: d = max - min of the assigned positions, with min and max."""
-    require(model, Capability.POSITIONS, "position-ranges")
-    if context_tokens > model.max_seq_len:
-        raise ValueError(f"--context-tokens={context_tokens} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+def ranges_headline(df) -> str:
+    per_head = df.groupby(["model", "mode", "layer", "head"], sort=False).agg(d=("d", "mean"), n=("n_tokens", "median"))
+    parts = []
+    for model, g in per_head.groupby(level=0, sort=False):
+        modes = ", ".join(f"{mode} heads {h['d'].median():.3g} ({h['d'].min():.3g}-{h['d'].max():.3g})"
+                          for mode, h in g.groupby(level=1, sort=False))
+        parts.append(f"{model} ({int(g['n'].median())} tokens): {modes}")
+    return "Position range d per head, median (min-max): " + "; ".join(parts) + "."
+
+
+def ranges_summary(df):
+    per_head = df.groupby(["model", "layer", "head", "mode"], as_index=False).agg(d=("d", "mean"), n_tokens=("n_tokens", "median"))
+    return per_head.groupby(["model", "mode"], as_index=False, sort=False).agg(
+        heads=("d", "size"), d_min=("d", "min"), d_median=("d", "median"), d_max=("d", "max"), n_tokens=("n_tokens", "median"))
+
+
+@analysis("position-ranges", needs=[Capability.POSITIONS], headline=ranges_headline, summary=ranges_summary)
+def position_ranges(model, *,
+                    n_docs: Annotated[int, Help("contexts"), Range(1), Cli(aliases=("--n-contexts",))] = 8,
+                    length: Annotated[int, Help("tokens per context"), Range(2), Fits(), Cli(aliases=("--context-tokens",))] = 512,
+                    source: SOURCE = "niah", seed: int = 0, documents=None, token_ids=None) -> pd.DataFrame:
+    """Range d = max - min of the positions each head assigns within a context, across heads: small d means a head
+    packs the context into a narrow span (local re-organisation), large d a wide one; integer RoPE gives d = N - 1.
+
+    One row per context (or window of the user's documents), layer and head: d = max - min of the assigned
+    positions, with min and max."""
+    import pandas as pd
+
+    from interp import extract
+
     names = [f"blocks.{l}.attn.hook_positions" for l in range(model.n_layers)]
     modes = _modes(model)
     rows = []
-    ctx = contexts(model, n=n_contexts, context_tokens=context_tokens, seed=seed, source=source, documents=documents,
+    if length > model.max_seq_len:
+        raise ValueError(f"--length={length} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+    ctx = contexts(model, n=n_docs, context_tokens=length, seed=seed, source=source, documents=documents,
                    token_ids=token_ids)
     seqs = [ids for _, _, ids in ctx]
     for c, acts in extract.stream(model, seqs, names, batch_size=4):
@@ -112,12 +141,39 @@ def jumps_and_plateaus(z: np.ndarray, jump_factor: float, plateau_factor: float)
     return is_jump, run_id, median, longest
 
 
-def position_patterns(model, *, layers=None, heads=None, context_tokens: int = 256, source: str = "niah",
-                      jump_factor: float = 5.0, plateau_factor: float = 0.1, seed: int = 0, documents=None,
-                      token_ids=None) -> pd.DataFrame:
-    """Assigned position per token for chosen layers / heads of one context (or every window of the user's
+def patterns_headline(df) -> str:
+    per_head = df.drop_duplicates(["model", "layer", "head"])
+    parts = []
+    for model, g in per_head.groupby("model", sort=False):
+        top = g.sort_values("longest_plateau", ascending=False).iloc[0]
+        parts.append(f"{model}: {int(g['n_jumps'].sum())} jumps over {len(g)} heads; longest plateau {int(top.longest_plateau)} tokens "
+                     f"(layer {top.layer}, head {top['head']})")
+    return "; ".join(parts) + "."
+
+
+def patterns_summary(df):
+    return df.drop_duplicates(["model", "layer", "head"])[["model", "layer", "head", "mode", "n_jumps", "longest_plateau", "median_step"]]
+
+
+@analysis("position-patterns", needs=[Capability.POSITIONS], headline=patterns_headline, summary=patterns_summary)
+def position_patterns(model, *,
+                      layers: Annotated[tuple[int, ...], Help("layer(s) to plot, comma-separated or repeated (default: all)"),
+                                        Below("n_layers"), Cli("--layer")] = None,
+                      heads: Annotated[tuple[int, ...], Help("head(s) to plot (default: all)"), Below("n_heads"), Cli("--head")] = None,
+                      length: Annotated[int, Help("tokens in the context"), Range(2), Fits(), Cli(aliases=("--context-tokens",))] = 256,
+                      source: SOURCE = "niah",
+                      jump_factor: Annotated[float, Help("a jump is a step above this many median steps"), Range(0)] = 5.0,
+                      plateau_factor: Annotated[float, Help("a plateau step is at most this many median steps"), Range(0)] = 0.1,
+                      seed: int = 0, documents=None, token_ids=None) -> pd.DataFrame:
+    """Assigned position against token index for chosen layers and heads, with jumps (steps above k times the median
+    step) and plateaus (runs of near-zero steps) counted per head: a straight line is plain RoPE.
+
+    Assigned position per token for chosen layers / heads of one context (or every window of the user's
     documents), with jumps and plateaus."""
-    require(model, Capability.POSITIONS, "position-patterns")
+    import pandas as pd
+
+    from interp import extract
+
     layers = list(range(model.n_layers)) if layers is None else list(layers)
     heads = list(range(model.n_heads)) if heads is None else list(heads)
     for l in layers:
@@ -126,9 +182,9 @@ def position_patterns(model, *, layers=None, heads=None, context_tokens: int = 2
     for h in heads:
         if not 0 <= h < model.n_heads:
             raise ValueError(f"head {h} does not exist in {model.model_name} ({model.n_heads} heads)")
-    if context_tokens > model.max_seq_len:
-        raise ValueError(f"--context-tokens={context_tokens} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
-    ctx = contexts(model, n=1, context_tokens=context_tokens, seed=seed, source=source, documents=documents, token_ids=token_ids)
+    if length > model.max_seq_len:
+        raise ValueError(f"--length={length} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+    ctx = contexts(model, n=1, context_tokens=length, seed=seed, source=source, documents=documents, token_ids=token_ids)
     names = [f"blocks.{l}.attn.hook_positions" for l in layers]
     modes = _modes(model)
     frames = []

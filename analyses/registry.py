@@ -1,49 +1,304 @@
-"""The analyses poslens runs by name: what each computes, its options and its figure."""
+"""The analyses poslens runs by name, each declared once, beside its function.
+
+An analysis is a function ``f(model, *, option=default, ...) -> DataFrame`` in ``analyses/NAME.py``,
+decorated with ``@analysis("NAME", needs=..., headline=..., summary=...)``. The declaration is read from
+the function itself:
+
+- its options are the keyword parameters annotated ``Annotated[type, Help("..."), constraints...]``: the
+  default is the parameter's own, the command-line flag is ``--name-with-dashes`` unless ``Cli(...)``
+  spells it otherwise (old spellings stay as aliases, and as deprecated keywords in Python);
+- constraints are checked before any work starts: ``Range`` and ``Choices`` on the value alone (before
+  models load), ``Fits`` / ``Below`` against each model (right after it loads, before the analysis runs);
+- a ``documents`` parameter gives the analysis ``--input PATH`` (read by ``corpora.user.read_documents``);
+- ``needs`` are capabilities, checked on every call (``CapabilityError`` names the analysis and the model);
+- ``headline(table) -> str`` and ``summary(table) -> DataFrame`` are what the report and SUMMARY.md show;
+- its figure is ``figures/NAME.py``'s ``figure(table)``, whose layout height the report uses.
+
+``analyses/__init__.py`` lists the modules, one line each. Nothing here imports torch, pandas or plotly:
+the command line reads every declaration without them (analysis modules import those inside functions).
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
+import math
+import typing
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from interp.base import Capability
+from interp.capabilities import Capability, CapabilityError
+
+
+class OptionError(ValueError):
+    """An option value outside what its declaration allows; the message names the option and the value."""
+
+
+@dataclass(frozen=True)
+class Help:
+    text: str
+
+
+@dataclass(frozen=True)
+class Range:
+    """Numbers from ``min`` to ``max`` (inclusive; None: unbounded)."""
+    min: float | None = None
+    max: float | None = None
+
+    def check(self, value) -> str | None:
+        if self.min is not None and value < self.min:
+            return f"must be at least {self.min}"
+        if self.max is not None and value > self.max:
+            return f"must be at most {self.max}"
+        return None
+
+
+@dataclass(frozen=True)
+class Choices:
+    values: tuple
+
+    def check(self, value) -> str | None:
+        return None if value in self.values else f"must be one of {', '.join(map(str, self.values))}"
+
+
+@dataclass(frozen=True)
+class Fits:
+    """At most ``model.<attribute>`` (a context length). Left at its default, the value is lowered to the
+    model's and the lowered value is what provenance records; given explicitly, a larger value is an error.
+    ``margin`` tokens are kept free (an answer to generate)."""
+    attribute: str = "max_seq_len"
+    margin: int = 0
+
+
+@dataclass(frozen=True)
+class Below:
+    """An index into ``range(model.<attribute>)`` (a layer or a head)."""
+    attribute: str
+
+
+@dataclass(frozen=True)
+class Cli:
+    """How the command line spells and reads an option: ``flag`` replaces ``--name``, ``aliases`` are older
+    spellings, ``convert`` turns the text (a list of texts for a repeatable option) into the Python value."""
+    flag: str | None = None
+    aliases: tuple[str, ...] = ()
+    convert: Callable | None = None
+    multiple: bool | None = None
+    metavar: str | None = None
 
 
 @dataclass(frozen=True)
 class Option:
     name: str
-    type: Callable = str
-    default: object = None
-    help: str = ""
+    type: type
+    default: object
+    help: str
+    flag: str
+    aliases: tuple[str, ...] = ()
     multiple: bool = False
-    choices: tuple | None = None
+    checks: tuple = ()  # Range / Choices, applied to each value
+    model_checks: tuple = ()  # Fits / Below
+    convert: Callable | None = None
+    metavar: str | None = None
+
+    @property
+    def choices(self) -> tuple | None:
+        return next((c.values for c in self.checks if isinstance(c, Choices)), None)
+
+    def parse(self, raw):
+        """The Python value of a command-line value (``raw`` is a list for repeatable options)."""
+        shown = ",".join(map(str, raw)) if isinstance(raw, list) else str(raw)
+        if self.convert is not None:
+            try:
+                value = self.convert(raw)
+            except (ValueError, OSError) as err:
+                raise OptionError(f"{self.flag} {shown}: {err}") from None
+        elif self.type is bool:
+            value = raw
+        else:
+            items = [v.strip() for r in raw for v in str(r).split(",") if v.strip()] if self.multiple else [raw]
+            try:
+                value = [self.type(v) for v in items]
+            except ValueError:
+                raise OptionError(f"{self.flag} {shown}: expected {_kind(self.type)}") from None
+            if not value:
+                raise OptionError(f"{self.flag} {shown}: expected at least one value")
+            if self.type is float and not all(math.isfinite(v) for v in value):
+                raise OptionError(f"{self.flag} {shown}: expected a finite number")
+            value = tuple(value) if self.multiple else value[0]
+        self.validate(value, self.flag + " " + shown)
+        return value
+
+    def validate(self, value, label: str) -> None:
+        if value is None or self.convert is not None and not self.checks:
+            return
+        for item in value if self.multiple and isinstance(value, (tuple, list)) else (value,):
+            for check in self.checks:
+                why = check.check(item)
+                if why:
+                    raise OptionError(f"{label}: {why}")
 
 
-@dataclass(frozen=True)
+def _kind(t) -> str:
+    return {int: "an integer", float: "a number"}.get(t, t.__name__)
+
+
+def _options(function: Callable) -> tuple[Option, ...]:
+    """The options of ``function``: its keyword parameters annotated ``Annotated[type, Help(...), ...]``."""
+    out = []
+    for p in inspect.signature(function).parameters.values():
+        ann = p.annotation
+        if isinstance(ann, str):
+            try:  # the module's own annotation, evaluated as typing.get_type_hints does
+                ann = eval(ann, inspect.unwrap(function).__globals__)
+            except NameError:  # a heavy type (torch.Tensor) imported inside the function: not an option
+                continue
+        if typing.get_origin(ann) is not typing.Annotated:
+            continue
+        base, *meta = typing.get_args(ann)
+        cli = next((m for m in meta if isinstance(m, Cli)), Cli())
+        origin = typing.get_origin(base)
+        multiple = cli.multiple if cli.multiple is not None else origin in (tuple, list)
+        item = typing.get_args(base)[0] if origin in (tuple, list) else base
+        out.append(Option(
+            name=p.name, type=item, default=p.default, help=next(m.text for m in meta if isinstance(m, Help)),
+            flag=cli.flag or "--" + p.name.replace("_", "-"), aliases=cli.aliases, multiple=multiple,
+            checks=tuple(m for m in meta if isinstance(m, (Range, Choices))),
+            model_checks=tuple(m for m in meta if isinstance(m, (Fits, Below))), convert=cli.convert, metavar=cli.metavar))
+    if "documents" in inspect.signature(function).parameters:
+        out.append(Option("documents", str, None, "your documents: a .txt file (one document), a .jsonl file (one "
+                          "{\"text\": ...} per line) or a folder of .txt files (default: the built-in corpus)",
+                          "--input", convert=read_documents, metavar="PATH"))
+    return tuple(out)
+
+
+def read_documents(path):
+    from corpora.user import read_documents as read
+
+    return read(path)
+
+
+@dataclass
 class Analysis:
     name: str
-    function: Callable  # (model, **options) -> pandas.DataFrame, one model at a time
-    figure: str  # module of figures/
-    summary: str  # what the figure shows, in one sentence (for the report)
+    function: Callable  # the checked function: f(model, **options) -> pandas.DataFrame
+    about: str  # what the analysis computes, in a sentence or two (for help and the report)
     needs: tuple[Capability, ...] = ()
     options: tuple[Option, ...] = ()
     seeded: bool = False  # takes ``seed=``
-    convert: dict[str, Callable] = field(default_factory=dict)  # CLI value -> function argument
     headline: Callable | None = None  # (table) -> one sentence on what this result shows
+    summary: Callable | None = None  # (table) -> the compact table SUMMARY.md shows
+    renamed: dict[str, str] = field(default_factory=dict)  # deprecated keyword -> option
+
+    @property
+    def figure(self) -> Callable:
+        """``figures/NAME.py``'s ``figure(table) -> plotly Figure``."""
+        return importlib.import_module("figures." + self.name.replace("-", "_")).figure
+
+    def check_model(self, model) -> None:
+        for capability in self.needs:
+            if capability not in getattr(model, "capabilities", frozenset()):
+                describe = model.describe() if hasattr(model, "describe") else type(model).__name__
+                raise CapabilityError(f"analysis '{self.name}' needs a model with {capability.value}; "
+                                      f"'{getattr(model, 'model_name', type(model).__name__)}' ({describe}) has none")
+
+    def bind(self, model, kwargs: dict, *, label=None) -> dict:
+        """``kwargs`` checked against the declaration and ``model``, with every option's value filled in
+        (what the function receives and provenance records). ``label(option)`` names an option in errors."""
+        label = label or (lambda opt: opt.name)
+        kwargs = dict(kwargs)
+        for old, new in self.renamed.items():
+            if old in kwargs:
+                warnings.warn(f"{self.name}: '{old}=' is now '{new}='", DeprecationWarning, stacklevel=4)
+                kwargs[new] = kwargs.pop(old)
+        self.check_model(model)
+        for opt in self.options:
+            given = opt.name in kwargs
+            value = kwargs[opt.name] if given else opt.default
+            if given:
+                opt.validate(value, f"{label(opt)} {_shown(value)}")
+            for check in opt.model_checks:
+                if value is None:
+                    continue
+                limit = getattr(model, check.attribute)
+                items = value if isinstance(value, (tuple, list)) else (value,)
+                if isinstance(check, Below) and any(not 0 <= v < limit for v in items):
+                    raise OptionError(f"{label(opt)} {_shown(value)}: {model.model_name} has {check.attribute} "
+                                      f"{limit}, so it must be between 0 and {limit - 1}")
+                if isinstance(check, Fits) and any(v > limit - check.margin for v in items):
+                    limit -= check.margin
+                    if given:
+                        room = f" less {check.margin} for the answer" if check.margin else ""
+                        raise OptionError(f"{label(opt)} {_shown(value)}: longer than {model.model_name} allows "
+                                          f"({check.attribute}={limit + check.margin}{room})")
+                    if not isinstance(value, (tuple, list)):
+                        value = limit
+                    elif not (value := tuple(v for v in items if v <= limit)):
+                        raise OptionError(f"{label(opt)}: none of the default values {_shown(items)} fits "
+                                          f"{model.model_name} ({check.attribute}={limit + check.margin})")
+            kwargs[opt.name] = value
+        return kwargs
+
+    def call(self, model, **kwargs):
+        """Run on one model: ``bind`` (options and capabilities checked), then the function's body."""
+        return self._body(model, **self.bind(model, kwargs))
+
+    def parse_cli(self, namespace: dict) -> dict:
+        """The keyword arguments the command line gave (only those given), parsed and checked on their own."""
+        return {opt.name: opt.parse(namespace[opt.name]) for opt in self.options if opt.name in namespace}
+
+
+def _shown(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
 
 _REGISTRY: dict[str, Analysis] = {}
 
 
-def register(analysis: Analysis) -> Analysis:
-    _REGISTRY[analysis.name] = analysis
-    return analysis
+def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None) -> Callable:
+    """Declare ``function`` as the analysis ``name``; ``like`` takes the options of another analysis."""
+
+    def declare(function):
+        options = _options(like.__wrapped__ if like is not None else function)
+        spec = Analysis(name, None, inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " "),
+                        needs=tuple(needs), options=options, headline=headline, summary=summary,
+                        seeded="seed" in inspect.signature(function).parameters or (like is not None and like.analysis.seeded),
+                        renamed={a.lstrip("-").replace("-", "_"): o.name for o in options for a in o.aliases})
+
+        @functools.wraps(function)
+        def checked(model, **kwargs):
+            import torch
+
+            with torch.no_grad():
+                return spec.call(model, **kwargs)
+
+        spec._body = function
+        spec.function = checked
+        checked.analysis = spec
+        _REGISTRY[name] = spec
+        return checked
+
+    return declare
 
 
 def get(name: str) -> Analysis:
+    from analyses import load_all
+
+    load_all()
     if name not in _REGISTRY:
         raise KeyError(f"unknown analysis '{name}' (known: {', '.join(sorted(_REGISTRY))})")
     return _REGISTRY[name]
 
 
 def all_analyses() -> list[Analysis]:
+    from analyses import load_all
+
+    load_all()
     return list(_REGISTRY.values())
+
+
+def run(name: str, model, **options):
+    """``analyses.run("word-boundaries", model, n_docs=20)``: one analysis on one model, by name."""
+    return get(name).function(model, **options)

@@ -8,9 +8,6 @@ the column and the rows.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-
 
 def may_be_nan(**meanings: str):
     """Declare the columns of an analysis' table in which NaN is a legitimate value, and what it means."""
@@ -26,6 +23,8 @@ def nan_columns(function) -> dict[str, str]:
 
 def check_table(table: pd.DataFrame, analysis: str, allowed: dict[str, str]) -> None:
     """Raise ``ValueError`` naming the first numeric column with NaN / inf that ``allowed`` does not list."""
+    import numpy as np
+
     for column in table.select_dtypes(include="number").columns:
         values = table[column].to_numpy(dtype=np.float64, na_value=np.nan)
         bad = ~np.isfinite(values)
@@ -39,5 +38,7 @@ def check_table(table: pd.DataFrame, analysis: str, allowed: dict[str, str]) -> 
 
 
 def _describe(row: pd.Series) -> str:
+    import pandas as pd
+
     keys = [k for k in row.index if not pd.api.types.is_float(row[k])][:3]
     return f"row {row.name}" + (": " + " ".join(f"{k}={row[k]}" for k in keys) if keys else "")

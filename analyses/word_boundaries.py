@@ -1,10 +1,10 @@
 """Do learned increments mark Chinese word boundaries that the text does not? (seed 001)
 
 Protocol, as upstream ran it: held-out Chinese documents, each cut into character-aligned windows of at
-most ``max_bytes`` UTF-8 bytes run separately with no EOS; every adjacent pair of characters (i, i+1)
+most ``length`` UTF-8 bytes run separately with no EOS; every adjacent pair of characters (i, i+1)
 inside a window where both are CJK Unified Ideographs (U+4E00-U+9FFF) is a gap, labelled 1 when a word
 ends at character i; its score is the increment at the UTF-8 lead byte of character i+1, per layer; stop
-after the document that brings the count to ``max_gaps``. ROC-AUC per layer.
+after the document that brings the count to ``max_gaps`` (or ``n_docs`` documents). ROC-AUC per layer.
 
 Labels come from two references on the same gaps: jieba (precise mode over the whole document) and the
 PKU gold segmentation of People's Daily. The row ``layer='jieba', reference='gold'`` scores jieba's own
@@ -12,7 +12,7 @@ boundaries against gold (its AUC is balanced accuracy; precision / recall / F1 b
 Confidence intervals resample whole documents (gaps in one document are not independent).
 
 The user's own ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH``) replace People's
-Daily: every document is read whole, in the same character-aligned windows (``max_docs`` and
+Daily: every document is read whole, in the same character-aligned windows (``n_docs`` and
 ``max_gaps`` do not apply), and scored against jieba only (they carry no gold segmentation).
 """
 
@@ -21,13 +21,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
-import pandas as pd
 
 from analyses.common import byte_model, check_window, increment_labels, increments
+from analyses.registry import Cli, Fits, Help, Range, analysis
 from analyses.stats import bootstrap_auc, roc_auc
 from analyses.tables import may_be_nan
+from interp.capabilities import Capability
 
 CJK_FIRST, CJK_LAST = 0x4E00, 0x9FFF
 REFERENCES = ("jieba", "gold")
@@ -119,35 +121,56 @@ def validation_documents(max_docs: int):
     return [d for d in people_daily() if d.split == "validation"][:max_docs]
 
 
+def headline(df) -> str:
+    parts = []
+    models = df[df["layer"] != "jieba"]
+    for model, g in models[models["reference"] == "gold"].groupby("model", sort=False):
+        best = g.loc[(g["auc"] - 0.5).abs().idxmax()]
+        parts.append(f"{model}: strongest layer {best.layer} with AUC {best.auc:.3f} [{best.ci_low:.3f}, {best.ci_high:.3f}] vs gold")
+    agree = df[df["layer"] == "jieba"]
+    if len(agree):
+        parts.append(f"jieba itself reaches AUC {agree.iloc[0].auc:.3f} (F1 {agree.iloc[0].f1:.3f}) against gold on the same gaps")
+    return "; ".join(parts) + "."
+
+
+def summary(df):
+    return df[["model", "layer", "reference", "auc", "ci_low", "ci_high", "n_gaps", "positive_rate"]]
+
+
+@analysis("word-boundaries", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
 @may_be_nan(layer_index="no layer: the shared increment, or jieba itself", ci_low="bootstrap interval undefined (fewer than two documents)", ci_high="bootstrap interval undefined (fewer than two documents)", precision="only the jieba-vs-gold row has it", recall="only the jieba-vs-gold row has it", f1="only the jieba-vs-gold row has it", agreement="only the jieba-vs-gold row has it")
 def word_boundaries(
     model,
     *,
     docs=None,
-    max_docs: int = 300,
-    max_gaps: int = 40_000,
-    max_bytes: int = 512,
-    n_boot: int = 1000,
+    n_docs: Annotated[int, Help("documents read at most"), Range(1), Cli(aliases=("--max-docs",))] = 300,
+    max_gaps: Annotated[int, Help("stop after the document that brings the gap count to this"), Range(1)] = 40_000,
+    length: Annotated[int, Help("window length in bytes (at most the model's context)"), Range(4), Fits(),
+                      Cli(aliases=("--max-bytes",))] = 512,
+    n_boot: Annotated[int, Help("bootstrap resamples (of documents) for the 95% interval"), Range(1)] = 1000,
     seed: int = 0,
     batch_size: int = 8,
     documents=None,
 ) -> pd.DataFrame:
-    """ROC-AUC of each layer's increments for word boundaries, against jieba and gold segmentation.
+    """ROC-AUC with which each layer's increment at the next character separates Chinese word boundaries from
+    word-internal gaps (0.5 = chance), against jieba and the PKU gold segmentation on held-out People's Daily.
 
     ``docs`` defaults to the held-out People's Daily articles (gold segmentation available).
     """
+    import pandas as pd
+
     byte_model(model, "word-boundaries")
-    check_window(model, max_bytes)
+    check_window(model, length)
     if documents is not None:
         from corpora.documents import Document
         from corpora.user import as_documents
 
         docs = [Document(d.id, d.text, "input") for d in as_documents(documents)]
         max_gaps = np.inf
-    docs = validation_documents(max_docs) if docs is None else list(docs)[:max_docs] if documents is None else docs
+    docs = validation_documents(n_docs) if docs is None else list(docs)[:n_docs] if documents is None else docs
     if not docs:
-        raise ValueError(f"word-boundaries: no documents to read (max_docs={max_docs})")
-    gaps = gap_table(docs, max_bytes, max_gaps)
+        raise ValueError("word-boundaries: no documents to read (docs= holds none)")
+    gaps = gap_table(docs, length, max_gaps)
     if len(gaps.lead_byte) == 0:
         raise ValueError(f"word-boundaries: the {len(docs)} documents contain no gap between two CJK characters")
     layers = increment_labels(model)

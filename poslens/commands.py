@@ -1,8 +1,16 @@
-"""``poslens analyze NAME ...`` (one sub-command per registered analysis) and ``poslens reproduce``."""
+"""``poslens analyze NAME ...`` (one sub-command per registered analysis) and ``poslens reproduce``.
+
+The parser is built from the declarations alone (``analyses.registry``), so ``--help`` imports no torch.
+Every option is checked before any model loads: its value against its declaration here, then against each
+model right after it loads (``Analysis.bind``), before the analysis runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
+
+from analyses.registry import OptionError
 
 
 def add_analysis_commands(sub) -> None:
@@ -11,49 +19,78 @@ def add_analysis_commands(sub) -> None:
     a = sub.add_parser("analyze", help="run one analysis: CSV + figure + provenance")
     names = a.add_subparsers(dest="analysis", required=True, metavar="NAME")
     for analysis in all_analyses():
-        p = names.add_parser(analysis.name, help=analysis.summary.split(":")[0].replace("%", "%%"), description=analysis.summary)
+        p = names.add_parser(analysis.name, help=analysis.about.split(":")[0].replace("%", "%%"),
+                             description=analysis.about.replace("%", "%%"))
         p.add_argument("--model", action="append", required=True, metavar="NAME_OR_PATH",
                        help="registry name, poslens directory or upstream checkpoint (repeatable)")
         p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--force", action="store_true", help="overwrite this analysis' earlier results in --out")
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, ...)")
+        p.add_argument("--seed", default="0", help="random seed (default: 0)")
+        p.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
         p.add_argument("--format", default=None, metavar="FORMATS",
                        help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser is found)")
         for opt in analysis.options:
-            flag = "--" + opt.name.replace("_", "-")
-            text = opt.help.replace("%", "%%")  # argparse %-formats help strings
-            kw = dict(help=text, choices=opt.choices)
-            if opt.type is bool:
-                p.add_argument(flag, action="store_true", help=text)
-            elif opt.multiple:
-                p.add_argument(flag, action="append", type=opt.type, default=None, **kw)
-            else:
-                p.add_argument(flag, type=opt.type, default=opt.default, **kw)
+            p.add_argument(opt.flag, *opt.aliases, **_argument(opt))
         p.set_defaults(func=cmd_analyze, spec=analysis)
 
     r = sub.add_parser("reproduce", help="the main job: every analysis on the bundled models, with an index.html")
     r.add_argument("--out", default="results", help="results folder (default: results)")
     r.add_argument("--force", action="store_true", help="overwrite an earlier report in --out")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", default="0", help="random seed (default: 0)")
     r.add_argument("--quick", action="store_true", help="smaller samples (for tests)")
-    r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, ...)")
+    r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
     r.set_defaults(func=cmd_reproduce)
 
 
+def _argument(opt) -> dict:
+    """argparse keywords for one declared option: values stay text (parsed and checked by the declaration,
+    so a bad value gets one line naming it), and an option not given is absent (its default is the function's)."""
+    text = opt.help
+    if opt.convert is None and opt.default is not None and opt.type is not bool:
+        shown = ",".join(map(str, opt.default)) if isinstance(opt.default, tuple) else opt.default
+        text += f" (default: {shown})"
+    kw = dict(dest=opt.name, default=argparse.SUPPRESS, help=text.replace("%", "%%"))
+    if opt.type is bool and opt.convert is None:
+        return dict(kw, action=argparse.BooleanOptionalAction)
+    kw["metavar"] = opt.metavar or ("{" + ",".join(opt.choices) + "}" if opt.choices else
+                                    {int: "N", float: "X"}.get(opt.type, "TEXT"))
+    return dict(kw, action="append") if opt.multiple else kw
+
+
+_DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
+
+
+def check_common(args: argparse.Namespace) -> int:
+    """``--seed`` and ``--device``, checked before anything loads; the seed as an int."""
+    try:
+        seed = int(args.seed)
+    except ValueError:
+        raise OptionError(f"--seed {args.seed}: expected an integer") from None
+    device = args.device
+    if device is not None:
+        if not _DEVICE.match(device):
+            raise OptionError(f"--device {device}: not a torch device (cpu, cuda, cuda:N, mps)")
+        import torch
+
+        kind, _, index = device.partition(":")
+        if kind == "cuda":
+            if not torch.cuda.is_available():
+                raise OptionError(f"--device {device}: this torch build ({torch.__version__}) sees no CUDA device")
+            if index and int(index) >= torch.cuda.device_count():
+                raise OptionError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+        if kind == "mps" and not torch.backends.mps.is_available():
+            raise OptionError(f"--device {device}: MPS is not available here")
+    return seed
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
+    spec = args.spec
+    options = spec.parse_cli(vars(args))
+    seed = check_common(args)
     from poslens.run import run_analysis
 
-    spec = args.spec
-    options = {}
-    for opt in spec.options:
-        value = getattr(args, opt.name)
-        if opt.name in spec.convert:
-            options.update(spec.convert[opt.name](value))
-        elif value is not None:
-            options[opt.name] = value
-    result = run_analysis(spec.name, args.model, args.out, options=options, seed=args.seed, force=args.force,
-                          device=args.device, formats=args.format)
+    result = run_analysis(spec.name, args.model, args.out, options=options, seed=seed, force=args.force,
+                          device=args.device, cli=True, formats=args.format)
     with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
         print(result.table.head(40).to_string(index=False))
     print("wrote " + ", ".join(str(p) for p in result.files))
@@ -61,7 +98,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    seed = check_common(args)
     from poslens.reproduce import reproduce
 
-    reproduce(args.out, seed=args.seed, force=args.force, quick=args.quick, device=args.device)
+    reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device)
     return 0

@@ -36,21 +36,21 @@ DSTG = "Disentangled positional and semantic streams (seed 002)"
 INCREMENT_MODELS = ("increments-shared", "increments-per-layer")
 DECODERS = ("repo-small", "rope-small", "nope-small")
 ENCODERS = ("dstg-small", "ap-encoder-small", "rp-encoder-small", "rope-encoder-small")
-SMOLLM2_SHORT = dict(n_samples=4, context_tokens=256)
+SMOLLM2_SHORT = dict(n_docs=4, length=256)
 
 PLAN: tuple[Step, ...] = (
-    Step("loss-neutrality", INCREMENT_MODELS + ("rope-bytes",), quick=dict(n_windows=8, n_boot=100), section=INC),
+    Step("loss-neutrality", INCREMENT_MODELS + ("rope-bytes",), quick=dict(n_docs=8, n_boot=100), section=INC),
     Step("byte-increments", INCREMENT_MODELS, section=INC),
     Step("word-boundaries", INCREMENT_MODELS, quick=dict(max_gaps=3000, n_boot=100), section=INC),
     Step("entity-spacing", INCREMENT_MODELS, section=INC),
     Step("char-spacing", INCREMENT_MODELS, section=INC),
-    Step("niah-accuracy", DECODERS, options=dict(lengths=(512, 1024, 2048), n_samples=16), quick=dict(n_samples=2), section=REPO),
-    Step("attention-mass", DECODERS + ("smollm2",), options=dict(n_samples=16, context_tokens=512, preamble=False),
-         quick=dict(n_samples=2), per_model={"smollm2": SMOLLM2_SHORT}, section=REPO),
-    Step("position-ranges", DECODERS + ("increments-per-layer", "smollm2"), options=dict(n_contexts=4, context_tokens=512),
-         quick=dict(n_contexts=1), per_model={"smollm2": dict(n_contexts=2, context_tokens=256)}, section=REPO),
-    Step("position-patterns", ("repo-small", "increments-per-layer"), options=dict(context_tokens=256),
-         per_model={"repo-small": dict(context_tokens=256, layers=(1, 3))}, section=REPO),
+    Step("niah-accuracy", DECODERS, options=dict(lengths=(512, 1024, 2048), n_docs=16), quick=dict(n_docs=2), section=REPO),
+    Step("attention-mass", DECODERS + ("smollm2",), options=dict(n_docs=16, length=512, preamble=False),
+         quick=dict(n_docs=2), per_model={"smollm2": SMOLLM2_SHORT}, section=REPO),
+    Step("position-ranges", DECODERS + ("increments-per-layer", "smollm2"), options=dict(n_docs=4, length=512),
+         quick=dict(n_docs=1), per_model={"smollm2": dict(n_docs=2, length=256)}, section=REPO),
+    Step("position-patterns", ("repo-small", "increments-per-layer"), options=dict(length=256),
+         per_model={"repo-small": dict(length=256, layers=(1, 3))}, section=REPO),
     Step("ap-spectrum", ("dstg-small", "ap-encoder-small", "minilm"), section=DSTG),
     Step("kl-ablation", ("dstg-small",), options=dict(n_docs=100), quick=dict(n_docs=4), section=DSTG),
     Step("compare-heads", ("dstg-small", "rp-encoder-small"), options=dict(n_docs=50), quick=dict(n_docs=4), section=DSTG),
@@ -126,10 +126,10 @@ def render_index(done, seconds: float) -> str:
             section = step.section
             parts.append(f"<h2>{html.escape(section)}</h2>")
         name = analysis.name
-        parts.append(f"<h3 id='{name}'>{name}</h3><p>{html.escape(analysis.summary)}</p>")
+        parts.append(f"<h3 id='{name}'>{name}</h3><p>{html.escape(analysis.about)}</p>")
         if analysis.headline is not None:
             parts.append(f"<p class='headline'>{html.escape(analysis.headline(result.table))}</p>")
-        height = 520 if name not in ("char-spacing", "byte-increments", "entity-spacing") else 900
+        height = (result.figure_height or 500) + 20  # the figure's own height, and room for the frame
         parts.append(f"<iframe src='{name}.html' height='{height}' loading='lazy'></iframe>")
         links = " · ".join(f"<a href='{p.name}'>{p.name}</a>" for p in result.files)
         parts.append(f"<p>{links}</p>")

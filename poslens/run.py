@@ -25,6 +25,7 @@ class Result:
     name: str
     table: pd.DataFrame
     files: list[Path]
+    figure_height: int | None = None  # the figure's own layout height, for the report
 
 
 def existing_outputs(out_dir: Path, name: str) -> list[Path]:
@@ -43,11 +44,14 @@ def resolve_models(models, device=None) -> list:
 
 @under_lock()
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
-                 formats=None, per_model: dict | None = None, device=None) -> Result:
+                 formats=None, per_model: dict | None = None, device=None, cli: bool = False) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
-    the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found).
+    the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found). Every model's
+    options are checked (``Analysis.bind``) before the first one runs; provenance records the values used, and
+    user documents by their input file's path, size and sha256 (or a hash of texts given in Python).
+    ``cli`` names options by their flags in errors.
 
     The whole call holds the lock ``out_dir/.NAME.lock`` (a concurrent run into the same folder is refused);
     every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.
@@ -66,9 +70,11 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     loaded = resolve_models(models, device)
     torch.manual_seed(seed)
     np.random.seed(seed)
+    label = (lambda opt: opt.flag) if cli else None
+    bound = [analysis.bind(model, {**kwargs, **(per_model or {}).get(given, {})}, label=label)
+             for given, model in zip(names, loaded)]
     tables, used = [], {}
-    for name_given, model in zip(names, loaded):
-        these = {**kwargs, **(per_model or {}).get(name_given, {})}
+    for model, these in zip(loaded, bound):
         used[model.model_name] = these
         tables.append(analysis.function(model, **these))
     table = pd.concat(tables, ignore_index=True)
@@ -76,18 +82,23 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     staged = active().staging
     csv = staged / f"{name}.csv"
     table.to_csv(csv, index=False)
-    files = [csv] + figures.save(figures.render(name, table), staged / name, formats)
-    arguments = {k: _argument(k, v) for k, v in kwargs.items()}
-    if per_model:
-        arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
+    fig = figures.render(name, table)
+    files = [csv] + figures.save(fig, staged / name, formats)
+    first = bound[0]
+    arguments = {k: _argument(k, v) for k, v in first.items()}
+    differ = {m: {k: _argument(k, v) for k, v in o.items()} for m, o in used.items() if o != first}
+    if differ:
+        arguments["per_model"] = differ
     record = provenance(name, loaded, arguments, seed, [p.name for p in files])
     prov = staged / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return Result(name, table, active().commit(files + [prov], replaces=clash))
+    return Result(name, table, active().commit(files + [prov], replaces=clash), fig.layout.height)
 
 
 def _argument(key: str, value):
     """User documents are recorded by their input file's path, size and sha256 (or a hash of their texts)."""
+    if value is None:
+        return None
     if key == "texts" and getattr(value, "source", None) is not None:
         return dict(input=value.source, n_documents=len(value))
     if key in ("documents", "samples", "token_ids"):

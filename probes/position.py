@@ -143,18 +143,3 @@ def fit_position_probes(model, docs: list[ProbeDoc], *, n_seeds: int = 5, n_trai
                                  alpha=float(np.exp(np.median(np.log(chosen[:, t])))),
                                  n_train_docs=n_train, n_test_docs=n_test, n_seeds=n_seeds))
     return pd.DataFrame(rows_out)
-
-
-@torch.no_grad()
-def position_probes(model, *, n_docs: int = 500, n_train: int = 400, n_test: int = 100, n_seeds: int = 5, max_tokens: int = 512,
-                    cv_folds: int = 5, seed: int = 0, alphas=DEFAULT_ALPHAS, documents=None) -> pd.DataFrame:
-    """The seed's protocol: 500 documents of <= 512 tokens, 400 train / 100 test, 5 seeds (or the user's
-    ``documents``, each whole, with ``n_train`` / ``n_test`` of them)."""
-    require(model, Capability.HIDDEN_STATES, "position-probes")
-    max_tokens = min(max_tokens, model.max_seq_len)
-    tokenizer = model.require_tokenizer("position-probes")
-    if documents is not None:
-        docs = user_probe_documents(tokenizer, documents, max_tokens)
-    else:
-        docs = probe_documents(tokenizer, n_docs, max_tokens, seed=seed)
-    return fit_position_probes(model, docs, n_seeds=n_seeds, n_train=n_train, n_test=n_test, cv_folds=cv_folds, seed=seed, alphas=alphas)

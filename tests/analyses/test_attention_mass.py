@@ -61,5 +61,5 @@ def test_attention_forced_onto_the_needle_gives_needle_share_one():
 
 
 def test_context_longer_than_the_model_allows():
-    with pytest.raises(ValueError, match="does not fit"):
-        attention_mass(tiny_repo("repo"), n_samples=1, context_tokens=1190)
+    with pytest.raises(ValueError, match="length 1190: longer than .* allows"):
+        attention_mass(tiny_repo("repo"), n_docs=1, length=1190)

@@ -43,7 +43,7 @@ def test_planted_heads_are_classified_as_planted():
     needle = list(np.flatnonzero(s.parts == PARTS.index("needle")))
     handle = _plant(model, 1, list(s.token_ids) + list(s.answer_ids), needle)
     try:
-        df = head_profiles(model, n_contexts=2, context_tokens=128, max_rows=64, samples=[s])
+        df = head_profiles(model, n_docs=2, length=128, max_rows=64, samples=[s])
     finally:
         handle.remove()
         model.reset_hooks()
@@ -62,7 +62,7 @@ def test_head_profiles_of_six_families_in_one_call(tmp_path):
     from poslens.run import run_analysis
 
     names = ["repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"]
-    result = run_analysis("head-profiles", names, tmp_path, options=dict(n_contexts=1, context_tokens=48, max_rows=16,
+    result = run_analysis("head-profiles", names, tmp_path, options=dict(n_docs=1, length=48, max_rows=16,
                                                                         n_samples=1, niah_tokens=224))
     df = result.table
     assert list(dict.fromkeys(df["model"])) == names
@@ -107,11 +107,11 @@ def test_needle_mass_equals_attention_mass_teacher_share_and_bad_options_are_nam
 
     model = tiny_repo("repo")
     samples = niah_samples(model.tokenizer, 2, 260, seed=5, preamble=False)
-    hp = head_profiles(model, n_contexts=1, context_tokens=64, max_rows=8, samples=samples).set_index(["layer", "head"])
+    hp = head_profiles(model, n_docs=1, length=64, max_rows=8, samples=samples).set_index(["layer", "head"])
     am = attention_mass(model, samples=samples, modes=("teacher",))
     am = am[(am.part == "needle") & (am.layer.astype(str) != "all")].astype({"layer": int, "head": int}).set_index(["layer", "head"])
     np.testing.assert_allclose(hp["needle_mass"], am.loc[hp.index, "total_share"], rtol=1e-5)
     with pytest.raises(ValueError, match="--niah-tokens=2000 plus the answer does not fit"):
         head_profiles(model, niah_tokens=2000)
-    with pytest.raises(ValueError, match="--local-window must be at least 1"):
+    with pytest.raises(ValueError, match="local_window 0: must be at least 1"):
         head_profiles(model, local_window=0)

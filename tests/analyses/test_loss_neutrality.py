@@ -19,7 +19,7 @@ def test_window_losses_equal_plain_cross_entropy():
 def test_uniform_logits_give_log_vocabulary():
     model = tiny_model("rope", max_seq_len=128)
     model.add_hook("hook_final", lambda t, hook: torch.zeros_like(t))
-    df = loss_neutrality(model, n_windows=4, context=64, n_boot=20).set_index("language")
+    df = loss_neutrality(model, n_docs=4, length=64, n_boot=20).set_index("language")
     model.reset_hooks()
     assert df.loc["all", "loss"] == pytest.approx(math.log(257), rel=1e-5)
     assert df.loc["all", "bits_per_byte"] == pytest.approx(math.log2(257), rel=1e-5)

@@ -10,12 +10,12 @@ from tests.repo_helpers import tiny_repo
 
 
 def test_ranges_of_integer_rope_nope_and_increments():
-    df = position_ranges(tiny_repo("nope"), n_contexts=2, context_tokens=300, source="wiki")
+    df = position_ranges(tiny_repo("nope"), n_docs=2, length=300, source="wiki")
     n = df["n_tokens"]
     assert (df[df.layer == 0]["d"] == n[df.layer == 0] - 1).all()  # layer 0 is integer RoPE
     assert (df[df.layer > 0]["d"] == 0).all()  # NoPE layers report position 0
     inc = tiny_model("per-layer", max_seq_len=512)
-    df = position_ranges(inc, n_contexts=1, context_tokens=300, source="wiki")
+    df = position_ranges(inc, n_docs=1, length=300, source="wiki")
     ids = probe_documents(inc.tokenizer, 1, 300, seed=0)[0].ids  # the context the analysis read
     assert df["n_tokens"].iloc[0] == len(ids) == 300
     _, cache = inc.run_with_cache(torch.tensor([ids]))
@@ -27,7 +27,7 @@ def test_planted_plateaus_and_jumps_are_counted():
     model = tiny_repo("repo")
     planted = torch.cat([torch.zeros(40), torch.arange(1, 41).float(), 100 + torch.zeros(40), 200 + 0.5 * torch.arange(1, 177)])
     model.add_hook("blocks.2.attn.hook_positions", lambda t, hook: planted[: t.shape[-1]].expand_as(t).clone())
-    df = position_patterns(model, layers=[2], heads=[0, 3], context_tokens=256, jump_factor=5, plateau_factor=0.1)
+    df = position_patterns(model, layers=[2], heads=[0, 3], length=256, jump_factor=5, plateau_factor=0.1)
     model.reset_hooks()
     for head in (0, 3):
         g = df[df["head"] == head]
@@ -44,9 +44,9 @@ def test_jump_and_plateau_rules_on_hand_cases():
 
 
 def test_bad_layer_or_head_is_named():
-    with pytest.raises(ValueError, match="layer 7 does not exist"):
+    with pytest.raises(ValueError, match="layers 7: tiny-repo has n_layers 3, so it must be between 0 and 2"):
         position_patterns(tiny_repo("repo"), layers=[7])
-    with pytest.raises(ValueError, match="head 9 does not exist"):
+    with pytest.raises(ValueError, match="heads 9: tiny-repo has n_heads 4, so it must be between 0 and 3"):
         position_patterns(tiny_repo("repo"), heads=[9])
 
 

@@ -214,4 +214,4 @@ def test_char_spacing_input_is_recorded_by_path_size_and_sha256(tmp_path):
     df = pd.read_csv(tmp_path / "o" / "char-spacing.csv")
     assert set(df["text_id"]) == {"mine.txt"}
     prov = json.loads((tmp_path / "o" / "char-spacing.provenance.json").read_text())
-    assert prov["arguments"]["texts"] == dict(input=input_record(txt), n_documents=1)
+    assert prov["arguments"]["documents"] == dict(input=input_record(txt), n_documents=1)

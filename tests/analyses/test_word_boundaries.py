@@ -53,7 +53,7 @@ def docs():
 def test_planted_gold_boundaries_give_auc_one_in_that_layer_only(docs):
     model = tiny_model("per-layer", max_seq_len=512)
     with planted_increments(model, "blocks.1.hook_delta", _gold_plant(docs, 256)):
-        df = word_boundaries(model, docs=docs, max_gaps=6000, max_bytes=256, n_boot=50)
+        df = word_boundaries(model, docs=docs, max_gaps=6000, length=256, n_boot=50)
     row = df.set_index(["layer", "reference"])
     assert row.loc[("L1", "gold"), "auc"] == 1.0
     assert row.loc[("L1", "gold"), "ci_low"] == 1.0
@@ -71,7 +71,7 @@ def test_planted_gold_boundaries_give_auc_one_in_that_layer_only(docs):
 def test_planted_noise_gives_chance(docs):
     model = tiny_model("per-layer", max_seq_len=512)
     with planted_increments(model, "blocks.0.hook_delta", _gold_plant(docs, 256, noise=True)):
-        df = word_boundaries(model, docs=docs, max_gaps=6000, max_bytes=256, n_boot=50)
+        df = word_boundaries(model, docs=docs, max_gaps=6000, length=256, n_boot=50)
     auc = df.set_index(["layer", "reference"]).loc[("L0", "gold"), "auc"]
     assert abs(auc - 0.5) < 0.03
 
@@ -83,8 +83,8 @@ def test_stops_after_the_document_that_reaches_max_gaps(docs):
 
 
 def test_window_longer_than_the_model_allows():
-    with pytest.raises(InputError, match="--max-bytes=512 is longer than .* allows \\(max_seq_len=64\\)"):
-        word_boundaries(tiny_model("per-layer"), max_bytes=512)
+    with pytest.raises(ValueError, match="length 512: longer than .* allows \\(max_seq_len=64\\)"):
+        word_boundaries(tiny_model("per-layer"), length=512)
 
 
 def test_models_without_increments_are_refused():

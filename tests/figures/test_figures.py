@@ -1,7 +1,11 @@
 import pandas as pd
 import pytest
 
-from analyses import byte_increments, char_spacing, entity_spacing, loss_neutrality, word_boundaries
+from analyses.byte_increments import byte_increments
+from analyses.char_spacing import char_spacing
+from analyses.entity_spacing import entity_spacing
+from analyses.loss_neutrality import loss_neutrality
+from analyses.word_boundaries import word_boundaries
 from figures import byte_increments as f_bytes
 from figures import char_spacing as f_chars
 from figures import entity_spacing as f_entity
@@ -17,7 +21,7 @@ def models():
 
 
 def test_word_boundary_figure_has_one_trace_per_model_and_reference_with_the_table_values(models):
-    df = pd.concat([word_boundaries(m, max_docs=3, max_gaps=500, n_boot=20) for m in models])
+    df = pd.concat([word_boundaries(m, n_docs=3, max_gaps=500, n_boot=20) for m in models])
     fig = f_words.figure(df)
     assert len(fig.data) == 4
     per_layer_gold = next(t for t in fig.data if t.name == "tiny-per-layer vs gold")
@@ -38,7 +42,7 @@ def test_entity_and_char_and_byte_figures_show_every_model(models, tmp_path):
 
 
 def test_loss_figure(models):
-    df = pd.concat([loss_neutrality(m, n_windows=2, context=32, n_boot=10) for m in models])
+    df = pd.concat([loss_neutrality(m, n_docs=2, length=32, n_boot=10) for m in models])
     fig = f_loss.figure(df)
     assert [t.name for t in fig.data] == ["tiny-shared", "tiny-per-layer"]
 

@@ -153,7 +153,8 @@ def test_device_maps_go_through_accelerate(tmp_path):
 def test_tokenizer_beside_the_weights_is_attached_and_its_absence_is_a_clear_error(tmp_path):
     from transformers import AutoTokenizer
 
-    from analyses import niah_accuracy, position_ranges
+    from analyses.niah_accuracy import niah_accuracy
+    from analyses.positions import position_ranges
     from interp.base import CapabilityError
     from interp.packaged import MINILM
     from interp.packages import package_file
@@ -163,12 +164,12 @@ def test_tokenizer_beside_the_weights_is_attached_and_its_absence_is_a_clear_err
     bare = load(tmp_path / "bare")
     assert bare.tokenizer is None
     with pytest.raises(CapabilityError, match="loaded without a tokenizer"):
-        niah_accuracy(bare, lengths=(300,), n_samples=1)
+        niah_accuracy(bare, lengths=(300,), n_docs=1)
     save_pretrained(model, tmp_path / "with")
     AutoTokenizer.from_pretrained(package_file(*MINILM)).save_pretrained(tmp_path / "with")
     loaded = load(tmp_path / "with")
     assert loaded.tokenizer.encode("hello world") == [7592, 2088]
-    assert len(position_ranges(loaded, n_contexts=1, context_tokens=300)) == 3 * 4
+    assert len(position_ranges(loaded, n_docs=1, length=300)) == 3 * 4
 
 
 def test_batched_generation_gives_each_prompt_its_own_greedy_continuation():

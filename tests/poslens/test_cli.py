@@ -55,7 +55,7 @@ def test_same_seed_same_numbers(checkpoints, tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     (["--text", "x="], "text 'x' is empty"),
-    (["--text", "no-equals-sign"], "--text expects ID=TEXT"),
+    (["--text", "no-equals-sign"], "--text no-equals-sign: expected ID=TEXT"),
 ])
 def test_bad_input_exits_2_with_a_message(checkpoints, tmp_path, capsys, extra, message):
     rc = main(["analyze", "char-spacing", "--model", str(checkpoints / "shared"), "--out", str(tmp_path)] + extra)
@@ -70,7 +70,7 @@ def test_wrong_family_and_truncated_checkpoint(checkpoints, tmp_path, capsys):
     assert "cannot be read as a torch checkpoint" in capsys.readouterr().err
     assert main(["analyze", "word-boundaries", "--model", str(checkpoints / "shared"), "--out", str(tmp_path / "o"),
                  "--max-bytes", "4096"]) == 2
-    assert "--max-bytes=4096 is longer than" in capsys.readouterr().err
+    assert "--length 4096: longer than" in capsys.readouterr().err
 
 
 def test_console_script_runs_in_a_fresh_process(checkpoints, tmp_path):
@@ -88,4 +88,4 @@ def test_every_analysis_help_renders_with_its_options(capsys):
         assert exit_.value.code == 0, analysis.name
         text = capsys.readouterr().out
         for opt in analysis.options:
-            assert "--" + opt.name.replace("_", "-") in text, (analysis.name, opt.name)
+            assert opt.flag in text and all(alias in text for alias in opt.aliases), (analysis.name, opt.name)

@@ -38,8 +38,10 @@ def test_roc_auc_names_the_reference_and_why():
 def test_zero_documents_is_reported_as_zero_documents():
     model = tiny_model("per-layer", max_seq_len=256)
     docs = [SimpleNamespace(text="中华人民共和国", words=None)]
-    with pytest.raises(ValueError, match=r"no documents to read \(max_docs=0\)"):
-        word_boundaries(model, docs=docs, max_docs=0, max_bytes=128, n_boot=10)
+    with pytest.raises(ValueError, match=r"n_docs 0: must be at least 1"):  # refused by the declaration, before any work
+        word_boundaries(model, docs=docs, n_docs=0, length=128, n_boot=10)
+    with pytest.raises(ValueError, match=r"word-boundaries: no documents to read \(docs= holds none\)"):
+        word_boundaries(model, docs=[], length=128, n_boot=10)
     with pytest.raises(ValueError, match="the 1 documents contain no gap between two CJK"):
         word_boundaries(model, docs=[SimpleNamespace(text="plain English only", words=None)], max_bytes=128)
 

@@ -12,7 +12,7 @@ def plan(tmp_path_factory):
         save(tiny_model(variant, max_seq_len=512), root / variant, training={"steps": 3, "tokens_seen": 99, "final_validation_loss": 5.5})
     inc = (str(root / "shared"), str(root / "per-layer"))
     return (
-        Step("loss-neutrality", inc + (str(root / "rope"),), quick=dict(n_windows=2, n_boot=10), section="A"),
+        Step("loss-neutrality", inc + (str(root / "rope"),), quick=dict(n_docs=2, n_boot=10), section="A"),
         Step("byte-increments", inc, section="A"),
         Step("word-boundaries", inc, quick=dict(max_gaps=300, n_boot=10), section="A"),
         Step("entity-spacing", inc, section="B"),

@@ -15,12 +15,12 @@ def results():
     enc = tiny_encoder("disentangled")
     docs = [ProbeDoc("", token_ids(enc, 1, 20, seed=s)[0].tolist(), []) for s in range(2)]
     return {
-        "attention-mass": analyses.attention_mass(repo, n_samples=1, context_tokens=420),
-        "niah-accuracy": analyses.niah_accuracy(repo, lengths=(300,), n_samples=1),
-        "position-ranges": analyses.position_ranges(repo, n_contexts=1, context_tokens=300),
-        "position-patterns": analyses.position_patterns(repo, layers=[1], context_tokens=256),
-        "ap-spectrum": analyses.ap_spectrum(enc),
-        "kl-ablation": analyses.kl_ablation(enc, docs=docs),
+        "attention-mass": analyses.run("attention-mass", repo, n_docs=1, length=420),
+        "niah-accuracy": analyses.run("niah-accuracy", repo, lengths=(300,), n_docs=1),
+        "position-ranges": analyses.run("position-ranges", repo, n_docs=1, length=300),
+        "position-patterns": analyses.run("position-patterns", repo, layers=[1], length=256),
+        "ap-spectrum": analyses.run("ap-spectrum", enc),
+        "kl-ablation": analyses.run("kl-ablation", enc, docs=docs),
     }
 
 

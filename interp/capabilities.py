@@ -1,0 +1,18 @@
+"""The capabilities analyses ask a model for (the promises are listed in ``interp.base``). Light on purpose:
+the command line reads analyses' needs without importing torch."""
+
+import enum
+
+
+class Capability(str, enum.Enum):
+    INCREMENTS = "learned increments"
+    POSITIONS = "per-head positions"
+    ATTENTION = "attention patterns"
+    HIDDEN_STATES = "hidden states"
+    CAUSAL_LM = "next-token logits"
+    AP_STREAM = "an absolute-position stream"
+    LOGIT_COMPONENTS = "decomposable attention logits"
+
+
+class CapabilityError(TypeError):
+    """An analysis was given a model that lacks what it needs."""

@@ -1,0 +1,133 @@
+"""Every registered analysis, through its declaration: a small real run on bundled models, then its figure,
+headline and summary table checked against the table's own numbers; capabilities enforced in one place."""
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import analyses
+from interp import load
+from interp.capabilities import CapabilityError
+from poslens.summary import markdown
+
+SMALL = {  # analysis -> (bundled models, small options)
+    "byte-increments": (("increments-shared", "increments-per-layer"), {}),
+    "word-boundaries": (("increments-per-layer",), dict(n_docs=3, max_gaps=300, n_boot=20)),
+    "entity-spacing": (("increments-per-layer",), dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")))),
+    "char-spacing": (("increments-shared",), {}),
+    "loss-neutrality": (("increments-shared", "rope-bytes"), dict(n_docs=2, length=64, n_boot=20)),
+    "attention-mass": (("repo-small",), dict(n_docs=1, length=300, preamble=False)),
+    "position-ranges": (("repo-small",), dict(n_docs=1, length=64, source="wiki")),
+    "position-patterns": (("repo-small",), dict(length=64, layers=(1,), source="wiki")),
+    "niah-accuracy": (("repo-small",), dict(lengths=(300,), n_docs=2)),
+    "ap-spectrum": (("dstg-small",), {}),
+    "kl-ablation": (("dstg-small",), dict(n_docs=2, length=48)),
+    "compare-heads": (("dstg-small", "rp-encoder-small"), dict(n_docs=2, length=48)),
+    "position-probes": (("dstg-small",), dict(n_docs=10, n_train=6, n_test=4, n_seeds=1, cv_folds=2, length=48)),
+    "head-profiles": (("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+}
+MODELS: dict = {}
+
+
+def model(name):
+    if name not in MODELS:
+        MODELS[name] = load(name)
+    return MODELS[name]
+
+
+def test_every_analysis_has_a_small_run_here():
+    assert sorted(SMALL) == sorted(a.name for a in analyses.all_analyses())
+
+
+def numbers(values) -> np.ndarray:
+    flat = pd.to_numeric(pd.Series(np.asarray(values, dtype=object).ravel()), errors="coerce").dropna()
+    return flat[np.isfinite(flat)].to_numpy(dtype=float)
+
+
+def formatted(values: np.ndarray, like: str) -> set[str]:
+    """``values`` printed as ``like`` is printed (fixed decimals, scientific or integer)."""
+    mantissa, _, exponent = like.partition("e")
+    digits = len(mantissa.partition(".")[2])
+    spec = f".{digits}e" if exponent else f".{digits}f"
+    return {format(v, spec) for v in values}
+
+
+@pytest.fixture(scope="module")
+def tables():
+    out = {}
+    for name, (models, options) in SMALL.items():
+        out[name] = pd.concat([analyses.run(name, model(m), **options) for m in models], ignore_index=True)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_table_figure_headline_and_summary(tables, name):
+    spec, table = analyses.get(name), tables[name]
+    models = set(SMALL[name][0])
+    assert set(table["model"]) == models
+
+    # headline: names every model, and most numbers it prints are the table's or the summary table's, to the
+    # digits it shows (percentages included)
+    small = spec.summary(table)
+    line = spec.headline(table)
+    assert all(m in line for m in models)
+    values = numbers(table.select_dtypes("number").to_numpy())
+    known = np.concatenate([values, numbers(small.select_dtypes("number").to_numpy())])
+    known = np.concatenate([known, 100 * known])
+    shown = re.findall(r"(?<![\w.\-])\d+(?:\.\d+)?(?:e[-+]\d+)?(?![\w-])", line)
+    found = [printed in formatted(known, printed) for printed in shown]
+    decimals = [f for f, x in zip(found, shown) if "." in x]
+    assert shown and sum(found) >= len(found) / 2 and sum(decimals) >= len(decimals) / 2, (line, shown, found)
+
+    # summary: a compact table of these models whose columns taken from the table hold the table's values
+    assert len(small) > 0 and markdown(small).count("\n") == len(small) + 1
+    if "model" in small.columns:
+        assert set(small["model"]) == models
+    for column in set(small.columns) & set(table.select_dtypes("number").columns):
+        have = numbers(table[column])
+        assert all(np.isclose(have, v).any() for v in numbers(small[column])), column
+
+    # figure: its own height, and traces that carry the table's numbers
+    fig = spec.figure(table)
+    assert isinstance(fig.layout.height, int) and fig.layout.height > 200
+    drawn = np.concatenate([numbers(getattr(t, k)) for t in fig.data for k in ("x", "y", "z", "a", "b", "c", "cells")
+                            if getattr(t, k, None) is not None and not isinstance(getattr(t, k), (str, dict))]
+                           + [np.zeros(0)])
+    real = values[(values != np.round(values)) & np.isfinite(values)]
+    assert np.isin(np.round(drawn, 6), np.round(np.concatenate([real, 100 * real]), 6)).any(), name  # as is, or in %
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_a_model_without_a_needed_capability_is_refused_by_the_registry(name):
+    spec = analyses.get(name)
+    lacking = next((m for m in ("repo-small", "dstg-small", "increments-shared")
+                    if not set(spec.needs) <= model(m).capabilities), None)
+    if lacking is None:
+        pytest.skip("every bundled model tried has what it needs")
+    missing = next(c for c in spec.needs if c not in model(lacking).capabilities)
+    with pytest.raises(CapabilityError, match=f"analysis '{name}' needs a model with {missing.value}; '{lacking}'"):
+        spec.function(model(lacking))
+
+
+def test_modules_are_modules_and_old_keywords_still_work_with_a_warning():
+    import analyses.word_boundaries as module
+
+    assert module.__name__ == "analyses.word_boundaries" and module.word_boundaries.analysis is analyses.get("word-boundaries")
+    with pytest.warns(DeprecationWarning, match="'n_contexts=' is now 'n_docs='"):
+        df = analyses.run("position-ranges", model("repo-small"), n_contexts=1, length=64, source="wiki")
+    assert df["context"].nunique() == 1
+
+
+def test_options_come_from_the_signature_once():
+    import inspect
+
+    from analyses.kl_ablation import kl_ablation
+
+    spec = analyses.get("kl-ablation")
+    params = inspect.signature(kl_ablation).parameters
+    assert [o.name for o in spec.options] == ["n_docs", "length", "rp_support"]
+    assert all(o.default == params[o.name].default for o in spec.options)
+    assert analyses.get("compare-heads").options == spec.options
