@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.progress import progress
+from interp import parallel
 from interp.base import Capability, require
 
 COMPONENTS = ("ap", "sem", "rp")
@@ -59,7 +59,7 @@ def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: 
         docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, min(max_tokens, model.max_seq_len), seed=seed)
     if len(docs) == 0:
         raise ValueError("kl-ablation needs at least one document")
-    sums = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
+    current: dict[str, torch.Tensor] = {}
     held: dict[str, torch.Tensor] = {}
 
     def keep(name):
@@ -70,14 +70,22 @@ def kl_ablation(model, *, n_docs: int = 500, max_tokens: int = 512, rp_support: 
     def reduce(layer):
         def hook(scores, hook):
             for name, kl in kl_per_head({c: held.pop(c) for c in present}).items():
-                sums[name][layer] += kl.cpu()
+                current[name][layer] = kl.cpu()
         return hook
+
+    def one(doc):
+        current.update({c: torch.zeros(model.n_layers, model.n_heads) for c in present})
+        model(torch.tensor([doc.ids], device=model.device))
+        return {c: current[c].clone() for c in present}
 
     hooks = [(f"blocks.{l}.attn.hook_logits_{c}", keep(c)) for l in range(model.n_layers) for c in present]
     hooks += [(f"blocks.{l}.attn.hook_attn_scores", reduce(l)) for l in range(model.n_layers)]
     with model.hooks(fwd_hooks=hooks):
-        for doc in progress(docs, f"kl-ablation {model.model_name}"):
-            model(torch.tensor([doc.ids], device=model.device))
+        per_doc = parallel.map_items(one, docs, model=model, desc=f"kl-ablation {model.model_name}")
+    sums = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
+    for kls in per_doc:
+        for c in present:
+            sums[c] += kls[c]
     rows = []
     for layer in range(model.n_layers):
         for head in range(model.n_heads):

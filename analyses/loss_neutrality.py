@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from analyses.common import check_window
+from interp import parallel
 from interp.base import Capability, require
 from interp.tokenizers import ByteTokenizer, TokenizerError
 
@@ -51,9 +52,14 @@ def loss_neutrality(model, *, n_windows: int = 64, context: int = 512, seed: int
     streams = bilingual_streams("validation", 0).streams
     record = training_record(model)
     rows, per_language = [], {}
+    batches = []  # (language, up to 8 windows of it)
     for index, (language, stream) in enumerate(streams.items()):
         windows = stream.windows(np.random.default_rng([12345, index]), n_windows, context + 1)
-        per_language[language] = window_losses(model, windows)
+        batches += [(language, windows[i : i + 8]) for i in range(0, len(windows), 8)]
+    losses = parallel.map_items(lambda job: window_losses(model, job[1]), batches, model=model,
+                                desc=f"loss-neutrality {model.model_name}")
+    for language in streams:
+        per_language[language] = np.concatenate([l for (lang, _), l in zip(batches, losses) if lang == language])
     per_language["all"] = np.concatenate(list(per_language.values()))
     rng = np.random.default_rng(seed)
     for language, losses in per_language.items():

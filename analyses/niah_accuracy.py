@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import torch
 
-from interp.progress import progress
+from interp import parallel
 from corpora.answers import answer_budget, stop_ids
 from corpora.niah import niah_samples
 from interp.base import Capability, require
@@ -44,17 +44,26 @@ def niah_accuracy(model, *, lengths=(512, 1024, 2048), n_samples: int = 32, hays
     tokenizer = model.require_tokenizer("niah-accuracy")
     if n_samples < 1:
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
-    rows = []
     for length in lengths:
         if length + 16 > model.max_seq_len:
             raise ValueError(f"context length {length} does not fit in {model.model_name} (max_seq_len={model.max_seq_len})")
-        samples = niah_samples(tokenizer, n_samples, length, seed=seed, haystack=haystack, preamble=preamble)
-        hits = 0
-        for batch in progress(list(_equal_length_batches(samples)), f"niah {model.model_name} @{length}"):
-            outs = model.generate_batch([s.token_ids for s in batch], 0, stop_ids(tokenizer),
-                                        budgets=[answer_budget(s.answer_ids) for s in batch])
-            hits += sum(s.value in tokenizer.decode(o) for s, o in zip(batch, outs))
-        lo, hi = wilson(hits, len(samples))
-        rows.append(dict(model=model.model_name, context_tokens=length, accuracy=hits / len(samples), ci_low=lo, ci_high=hi,
-                         n_samples=len(samples), haystack=haystack))
+    samples = {length: niah_samples(tokenizer, n_samples, length, seed=seed, haystack=haystack, preamble=preamble)
+               for length in lengths}
+    batches = [(length, batch) for length in lengths for batch in _equal_length_batches(samples[length])]
+
+    def one(job):
+        _, batch = job
+        outs = model.generate_batch([s.token_ids for s in batch], 0, stop_ids(tokenizer),
+                                    budgets=[answer_budget(s.answer_ids) for s in batch])
+        return sum(s.value in tokenizer.decode(o) for s, o in zip(batch, outs))
+
+    hits = dict.fromkeys(lengths, 0)
+    for (length, _), h in zip(batches, parallel.map_items(one, batches, model=model, desc=f"niah {model.model_name}")):
+        hits[length] += h
+    rows = []
+    for length in lengths:
+        n = len(samples[length])
+        lo, hi = wilson(hits[length], n)
+        rows.append(dict(model=model.model_name, context_tokens=length, accuracy=hits[length] / n, ci_low=lo, ci_high=hi,
+                         n_samples=n, haystack=haystack))
     return pd.DataFrame(rows)

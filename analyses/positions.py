@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from interp import extract
+from interp import extract, parallel
 from interp.base import Capability, require
 
 
@@ -54,12 +54,21 @@ def position_ranges(model, *, n_contexts: int = 8, context_tokens: int = 512, so
     modes = _modes(model)
     rows = []
     seqs = context_tokens_for(model, n_contexts, context_tokens, seed, source)
-    for c, acts in extract.stream(model, seqs, names, batch_size=4):
-        for l, name in enumerate(names):
-            z = acts[name].numpy()  # [head, pos]
-            for h in range(z.shape[0]):
-                rows.append(dict(model=model.model_name, context=c, layer=l, head=h, mode=modes[l], d=float(z[h].max() - z[h].min()),
-                                 z_min=float(z[h].min()), z_max=float(z[h].max()), n_tokens=z.shape[1]))
+
+    def extremes(batch):
+        """Per context ``[layer, head]`` min and max of the positions, and the number of tokens."""
+        out = []
+        for _, acts in extract.stream(model, batch, names, batch_size=len(batch)):
+            z = np.stack([acts[name].numpy() for name in names])  # [layer, head, pos]
+            out.append((z.min(-1), z.max(-1), z.shape[-1]))
+        return out
+
+    for c, (z_min, z_max, n) in enumerate(parallel.map_items(extremes, seqs, model=model, batch_size=4,
+                                                             desc=f"position-ranges {model.model_name}")):
+        for l in range(len(names)):
+            for h in range(z_min.shape[1]):
+                rows.append(dict(model=model.model_name, context=c, layer=l, head=h, mode=modes[l], d=float(z_max[l, h] - z_min[l, h]),
+                                 z_min=float(z_min[l, h]), z_max=float(z_max[l, h]), n_tokens=n))
     return pd.DataFrame(rows)
 
 

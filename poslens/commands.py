@@ -7,6 +7,7 @@ import argparse
 
 def add_analysis_commands(sub) -> None:
     from analyses import all_analyses
+    from poslens import merge
 
     a = sub.add_parser("analyze", help="run one analysis: CSV + figure + provenance")
     names = a.add_subparsers(dest="analysis", required=True, metavar="NAME")
@@ -28,6 +29,7 @@ def add_analysis_commands(sub) -> None:
                 p.add_argument(flag, action="append", type=opt.type, default=None, **kw)
             else:
                 p.add_argument(flag, type=opt.type, default=opt.default, **kw)
+        merge.add_shard_arguments(p)
         p.set_defaults(func=cmd_analyze, spec=analysis)
 
     r = sub.add_parser("reproduce", help="the main job: every analysis on the bundled models, with an index.html")
@@ -37,9 +39,11 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--quick", action="store_true", help="smaller samples (for tests)")
     r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, ...)")
     r.set_defaults(func=cmd_reproduce)
+    merge.add_merge_command(sub)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from poslens.merge import analysis_session
     from poslens.run import run_analysis
 
     spec = args.spec
@@ -50,8 +54,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             options.update(spec.convert[opt.name](value))
         elif value is not None:
             options[opt.name] = value
-    result = run_analysis(spec.name, args.model, args.out, options=options, seed=args.seed, force=args.force,
-                          device=args.device)
+    with analysis_session(args, spec.name, options):
+        result = run_analysis(spec.name, args.model, args.out, options=options, seed=args.seed, force=args.force,
+                              device=args.device)
+    if not result.files:
+        return 0  # a torchrun rank > 0 or one --shard I/N: rank 0 / `poslens merge` writes the outputs
     with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
         print(result.table.head(40).to_string(index=False))
     print("wrote " + ", ".join(str(p) for p in result.files))

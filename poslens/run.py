@@ -12,6 +12,7 @@ import torch
 
 import figures
 from analyses import get
+from interp import parallel
 from poslens.provenance import provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".provenance.json")
@@ -47,21 +48,23 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     analysis = get(name)
     out_dir = Path(out_dir)
     clash = existing_outputs(out_dir, name)
-    if clash and not force:
+    if clash and not force and parallel.writes_outputs():
         raise FileExistsError(f"{out_dir} already holds results of '{name}' ({', '.join(p.name for p in clash)}); "
                               "pass --force to overwrite them")
     kwargs = dict(options or {})
     if analysis.seeded:
         kwargs["seed"] = seed
     names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
-    loaded = resolve_models(models, device)
+    loaded = resolve_models(models, parallel.device_for(device))
     torch.manual_seed(seed)
     np.random.seed(seed)
     tables, used = [], {}
     for name_given, model in zip(names, loaded):
         these = {**kwargs, **(per_model or {}).get(name_given, {})}
         used[model.model_name] = these
-        tables.append(analysis.function(model, **these))
+        tables.append(parallel.call(analysis.function, model, **these))
+    if not parallel.writes_outputs():  # torchrun ranks > 0 and --shard I/N processes write nothing
+        return Result(name, pd.concat([t for t in tables if t is not None] or [pd.DataFrame()], ignore_index=True), [])
     table = pd.concat(tables, ignore_index=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in clash:
