@@ -93,6 +93,17 @@ def writes_outputs() -> bool:
     return _SESSION.writes()
 
 
+def describe() -> dict | None:
+    """For provenance: how the results were computed (processes, shards), or None for one plain process."""
+    s = _SESSION
+    if s.serve is not None:
+        return {"merged_from": str(s.shard_dir), "shares": s.n_shares}
+    if not s.world.distributed and s.shard_dir is None:
+        return None
+    out = {"processes": s.world.size, "backend": torch.distributed.get_backend() if s.world.distributed else None}
+    return {**out, "shard_dir": str(s.shard_dir)} if s.shard_dir is not None else out
+
+
 def device_for(device):
     """``cuda`` becomes ``cuda:LOCAL_RANK`` under torchrun; anything else is returned as given."""
     w = _SESSION.world
@@ -176,12 +187,13 @@ def _units(n_items: int, batch_size: int | None) -> list[range]:
     return [range(i, min(i + step, n_items)) for i in range(0, n_items, step)]
 
 
-def _call_key(s: Session, model, tag: str) -> tuple[str, str]:
+def _call_key(s: Session, model, tag: str) -> str:
+    """``MODEL[/TAG]#K``: the K-th call for this model in the session (the same sequence on every rerun)."""
     name = getattr(model, "model_name", None) or "model"
     base = f"{name}/{tag}" if tag else name
     k = s.calls.get(base, 0)
     s.calls[base] = k + 1
-    return f"{base}#{k}", name
+    return f"{base}#{k}"
 
 
 def map_items(fn, items, *, model, batch_size: int | None = None, tag: str = "", desc: str = "") -> list:
@@ -190,7 +202,7 @@ def map_items(fn, items, *, model, batch_size: int | None = None, tag: str = "",
     lists / tuples / dicts of them."""
     items = list(items)
     s = _SESSION
-    key, name = _call_key(s, model, tag)
+    key = _call_key(s, model, tag)
     units = _units(len(items), batch_size)
     if s.serve is not None:
         by_unit = _served_units(s, key, model, len(items), "map")
@@ -230,7 +242,7 @@ def fold_items(fn, items, state: dict, add, *, model, batch_size: int | None = N
     of float64 / int64 numpy arrays, zeros), then the shares' states summed in share order."""
     items = list(items)
     s = _SESSION
-    key, name = _call_key(s, model, tag)
+    key = _call_key(s, model, tag)
     units = _units(len(items), batch_size)
     _check_state(state)
     if s.serve is not None:

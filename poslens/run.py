@@ -77,6 +77,8 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     if per_model:
         arguments["per_model"] = {m: _jsonable(o) for m, o in used.items() if o != kwargs}
     record = provenance(name, loaded, arguments, seed, [p.name for p in files])
+    if parallel.describe():
+        record["parallel"] = parallel.describe()
     prov = out_dir / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return Result(name, table, files + [prov])

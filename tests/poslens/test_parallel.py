@@ -62,7 +62,9 @@ def test_torchrun_two_processes_give_the_one_process_tables(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     for argv in jobs(one, entities):
         assert main(argv) == 0
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs(two, entities)))
+    sharded = ["analyze", "position-probes", "--model", DSTG, *PROBES, "--out", str(tmp_path / "sharded"),
+               "--shard-dir", str(tmp_path / "shards"), "--flush-every", "2"]
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs(two, entities) + [sharded]))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
                            "--master-port", str(free_port()), str(ROOT / "tests/poslens/parallel_driver.py"), str(tmp_path / "jobs.json")],
@@ -72,8 +74,14 @@ def test_torchrun_two_processes_give_the_one_process_tables(tmp_path):
     for name in names:
         assert_same_table(one / f"{name}.csv", two / f"{name}.csv")
         prov = json.loads((two / f"{name}.provenance.json").read_text())
-        assert prov["analysis"] == name
+        assert prov["analysis"] == name and prov["parallel"] == {"processes": 2, "backend": "gloo"}
+        assert "parallel" not in json.loads((one / f"{name}.provenance.json").read_text())
     assert not (tmp_path / "two-rank1").exists()  # rank 1 wrote nothing
+    # under torchrun with --shard-dir each rank writes its share; the shards merge into the same table
+    assert_same_table(one / "position-probes.csv", tmp_path / "sharded/position-probes.csv")
+    assert sorted(p.name for p in (tmp_path / "shards").glob("*.json")) == ["share-0-of-2.json", "share-1-of-2.json"]
+    assert main(["merge", str(tmp_path / "shards"), "--out", str(tmp_path / "merged")]) == 0
+    assert_same_table(one / "position-probes.csv", tmp_path / "merged/position-probes.csv")
     # the tables are not trivially equal: the models and analyses produce different numbers
     assert pd.read_csv(two / "kl-ablation.csv")["kl_sem"].std() > 0
 
@@ -100,6 +108,7 @@ def test_shards_of_separate_jobs_merge_into_the_single_run(tmp_path, name, model
     assert_same_table(tmp_path / "single" / f"{name}.csv", tmp_path / "merged" / f"{name}.csv")
     prov = json.loads((tmp_path / "merged" / f"{name}.provenance.json").read_text())
     assert [m["name"] for m in prov["models"]] == models
+    assert prov["parallel"] == {"merged_from": str(tmp_path / "shards"), "shares": 2}
 
 
 class PowerCut(RuntimeError):
@@ -183,3 +192,19 @@ def test_results_round_trip_through_safetensors_exactly():
     assert (back[7]["e"] == value[7]["e"]).all()
     with pytest.raises(TypeError, match="cannot store a set"):
         parallel.encode({1, 2})
+
+
+def test_world_comes_from_torchruns_environment(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert parallel.detect_world() == parallel.World(rank=3, size=4, local_rank=1)
+    monkeypatch.setattr(parallel, "_SESSION", parallel.Session(parallel.detect_world(), 3, 4))
+    assert parallel.device_for("cuda") == "cuda:1" and parallel.device_for("cpu") == "cpu"
+    assert not parallel.writes_outputs()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert parallel.detect_world() == parallel.World()
+    assert parallel.parse_share("2/3") == (2, 3)
+    for bad in ("3/3", "1", "a/b", "-1/2"):
+        with pytest.raises(ValueError, match="--shard expects I/N"):
+            parallel.parse_share(bad)
