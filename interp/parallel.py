@@ -19,6 +19,11 @@ or a single process (share 0 of 1). With a shard directory each share writes its
 ``flush_every`` units and on interruption, so a rerun with the same arguments skips finished units.
 ``merge`` checks that the manifests of a directory agree and are complete, then re-runs the analysis
 with every call served from the shards. Only tensors (safetensors) and JSON are written or read.
+
+Why one call per model: a ``--shard i/n`` process stops right after writing its share of a call
+(``ShardWritten``, caught per model by ``call``), so no second corpus pass may depend on the first.
+From Python under torchrun, wrap the analyses in ``with parallel.session(): ...``; outside a session
+every call runs in one process.
 """
 
 from __future__ import annotations
@@ -273,7 +278,7 @@ def fold_items(fn, items, state: dict, add, *, model, batch_size: int | None = N
             _flush_fold(s, key, local, finished)
     if s.standalone_share:
         raise ShardWritten(key)
-    if not s.world.distributed:
+    if not s.world.distributed or not local:
         return _sum_states([local], state)
     names = sorted(local)
     flat = torch.from_numpy(np.concatenate([local[k].astype(np.float64).ravel() for k in names]))
