@@ -105,6 +105,8 @@ def attention_mass(model, *,
     import pandas as pd
     import torch
 
+    from interp import parallel
+
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} (choose from {MODES})")
@@ -126,20 +128,27 @@ def attention_mass(model, *,
                 raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
                                  f"{model.model_name} (max_seq_len={model.max_seq_len})")
         length = max(len(s.token_ids) for s in samples)
-    share = {m: torch.zeros(model.n_layers, model.n_heads, len(PART_NAMES)) for m in modes}
-    per_token = {m: torch.zeros_like(share[m]) for m in modes}
-    correct = 0
-    for s in progress(samples, f"attention-mass {model.model_name}"):
+
+    def one(s):
         generated = model.generate([s.token_ids], answer_budget(s.answer_ids), stop_ids(tokenizer))
         done = answered_prefix(tokenizer, generated, s.value)
-        correct += int(done is not None)
+        out = {"correct": int(done is not None)}
         for mode in modes:
             # greedy: the generated tokens up to the one completing the value (or as many as the gold answer has)
             continuation = generated[: done or len(s.answer_ids)] if mode == "greedy" else s.answer_ids
-            mass = answer_attention(model, s.token_ids, continuation, s.parts)
             # 'other' per token counts the most other tokens any answer row sees (document start + earlier answer tokens)
             n_other = int((s.parts == OTHER).sum()) + len(continuation) - 1
             counts = torch.tensor([(s.parts == p).sum() for p in range(len(PARTS))] + [n_other], dtype=torch.float32)
+            out[mode] = (answer_attention(model, s.token_ids, continuation, s.parts), counts)
+        return out
+
+    share = {m: torch.zeros(model.n_layers, model.n_heads, len(PART_NAMES)) for m in modes}
+    per_token = {m: torch.zeros_like(share[m]) for m in modes}
+    correct = 0
+    for out in parallel.map_items(one, samples, model=model, desc=f"attention-mass {model.model_name}"):
+        correct += out["correct"]
+        for mode in modes:
+            mass, counts = out[mode]
             share[mode] += mass
             per_token[mode] += mass / counts.clamp(min=1)
     n = len(samples)

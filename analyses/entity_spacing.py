@@ -72,16 +72,34 @@ def space_offset(carrier: str, a: str, b: str) -> int:
 
 def internal_space_increments(model, pairs, carriers=CARRIERS, *, batch_size: int = 32) -> np.ndarray:
     """``[n_pairs, n_layers]`` increment at the internal space, averaged over the carriers."""
+    return space_increments(model, [pairs], carriers, batch_size=batch_size)[0]
+
+
+def space_increments(model, pair_sets, carriers=CARRIERS, *, batch_size: int = 32) -> list[np.ndarray]:
+    """``internal_space_increments`` of several sets of pairs, in one (data-parallel) pass."""
+    from interp import parallel
+
     eos = model.tokenizer.eos_id
-    seqs, where = [], []
-    for a, b in pairs:
-        for carrier in carriers:
-            seqs.append([eos, *carrier.format(a=a, b=b).encode("utf-8")])
-            where.append(space_offset(carrier, a, b))
-    values = np.empty((len(seqs), len(model.increment_sources())))
-    for index, inc in increments(model, seqs, batch_size=batch_size):
-        values[index] = inc[:, where[index]]
-    return values.reshape(len(pairs), len(carriers), -1).mean(1)
+    jobs = []  # (set, sequences, space offsets), ``batch_size`` sequences of one set each
+    for k, pairs in enumerate(pair_sets):
+        seqs, where = [], []
+        for a, b in pairs:
+            for carrier in carriers:
+                seqs.append([eos, *carrier.format(a=a, b=b).encode("utf-8")])
+                where.append(space_offset(carrier, a, b))
+        jobs += [(k, seqs[i : i + batch_size], where[i : i + batch_size]) for i in range(0, len(seqs), batch_size)]
+
+    def one(job):
+        _, seqs, where = job
+        return np.stack([inc[:, where[index]] for index, inc in increments(model, seqs, batch_size=len(seqs))])
+
+    done = parallel.map_items(one, jobs, model=model, desc=f"entity-spacing {model.model_name}")
+    out = []
+    for k, pairs in enumerate(pair_sets):
+        parts = [v for (j, _, _), v in zip(jobs, done) if j == k]
+        values = np.concatenate(parts).astype(np.float64) if parts else np.empty((0, len(model.increment_sources())))
+        out.append(values.reshape(len(pairs), len(carriers), -1).mean(1))
+    return out
 
 
 def wilcoxon_p(diff: np.ndarray) -> tuple[float, float]:
@@ -146,11 +164,11 @@ def entity_spacing(model, *, carriers=CARRIERS,
     byte_model(model, "entity-spacing")
     layers = increment_labels(model)
     rows = []
-    for name, pairs in (("real", real), ("invented", invented)):
-        if len(pairs) == 0:
-            continue
-        forward = internal_space_increments(model, pairs, carriers, batch_size=batch_size)
-        backward = internal_space_increments(model, [(b, a) for a, b in pairs], carriers, batch_size=batch_size)
+    sets = [(name, pairs) for name, pairs in (("real", real), ("invented", invented)) if len(pairs)]
+    values = space_increments(model, [p for _, pairs in sets for p in (pairs, [(b, a) for a, b in pairs])], carriers,
+                              batch_size=batch_size)
+    for k, (name, pairs) in enumerate(sets):
+        forward, backward = values[2 * k], values[2 * k + 1]
         for li, layer in enumerate(layers):
             c, r = forward[:, li], backward[:, li]
             stat, p = wilcoxon_p(r - c)

@@ -86,6 +86,7 @@ def kl_ablation(model, *,
     import pandas as pd
     import torch
 
+    from interp import parallel
     from probes.position import ProbeDoc, probe_documents
 
     present = list(model.logit_components())
@@ -106,7 +107,7 @@ def kl_ablation(model, *,
         docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, length, seed=seed)
     if len(docs) == 0:
         raise ValueError("kl-ablation needs at least one document")
-    sums = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
+    current: dict[str, torch.Tensor] = {}
     held: dict[str, torch.Tensor] = {}
 
     def keep(name):
@@ -127,14 +128,22 @@ def kl_ablation(model, *,
                     raise ValueError(f"kl-ablation: removing '{name}' in layer {layer} of {model.model_name} gives a "
                                      f"non-finite KL for heads {(~torch.isfinite(kl)).nonzero().flatten().tolist()} "
                                      "(a component is infinite where the full attention is not)")
-                sums[name][layer] += kl.cpu()
+                current[name][layer] = kl.cpu()
         return hook
+
+    def one(doc):
+        current.update({c: torch.zeros(model.n_layers, model.n_heads) for c in present})
+        model(torch.tensor([doc.ids], device=model.device))
+        return {c: current[c].clone() for c in present}
 
     hooks = [(f"blocks.{l}.attn.hook_logits_{c}", keep(c)) for l in range(model.n_layers) for c in present]
     hooks += [(f"blocks.{l}.attn.hook_attn_scores", reduce(l)) for l in range(model.n_layers)]
     with model.hooks(fwd_hooks=hooks):
-        for doc in progress(docs, f"kl-ablation {model.model_name}"):
-            model(torch.tensor([doc.ids], device=model.device))
+        per_doc = parallel.map_items(one, docs, model=model, desc=f"kl-ablation {model.model_name}")
+    sums = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
+    for kls in per_doc:
+        for c in present:
+            sums[c] += kls[c]
     rows = []
     for layer in range(model.n_layers):
         for head in range(model.n_heads):

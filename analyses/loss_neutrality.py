@@ -96,6 +96,7 @@ def loss_neutrality(model, *,
     import pandas as pd
 
     from corpora.streams import bilingual_streams
+    from interp import parallel
 
     if not isinstance(getattr(model, "tokenizer", None), ByteTokenizer):
         raise TokenizerError(f"loss-neutrality compares byte-level models; {model.model_name} is not one")
@@ -116,9 +117,14 @@ def loss_neutrality(model, *,
                                   training_validation_loss=record.get("final_validation_loss"))])
     streams = bilingual_streams("validation", 0).streams
     rows, per_language = [], {}
+    batches = []  # (language, up to 8 windows of it)
     for index, (language, stream) in enumerate(streams.items()):
         windows = stream.windows(np.random.default_rng([12345, index]), n_docs, length + 1)
-        per_language[language] = window_losses(model, windows)
+        batches += [(language, windows[i : i + 8]) for i in range(0, len(windows), 8)]
+    losses = parallel.map_items(lambda job: window_losses(model, job[1]), batches, model=model,
+                                desc=f"loss-neutrality {model.model_name}")
+    for language in streams:
+        per_language[language] = np.concatenate([l for (lang, _), l in zip(batches, losses) if lang == language])
     per_language["all"] = np.concatenate(list(per_language.values()))
     rng = np.random.default_rng(seed)
     for language, losses in per_language.items():

@@ -18,7 +18,6 @@ from analyses.registry import Cli, Fits, Help, Range, analysis
 from corpora.answers import answer_budget, stop_ids
 from corpora.niah import niah_samples
 from interp.capabilities import Capability
-from interp.progress import progress
 
 BATCH = 8  # prompts generated together; rows leave the batch as they finish
 
@@ -64,6 +63,8 @@ def niah_accuracy(model, *,
     One row per context length: accuracy, Wilson interval, samples; ``documents=`` (``--input``) are the haystack."""
     import pandas as pd
 
+    from interp import parallel
+
     tokenizer = model.require_tokenizer("niah-accuracy")
     if n_docs < 1:
         raise ValueError(f"n_docs must be at least 1, got {n_docs}")
@@ -77,18 +78,27 @@ def niah_accuracy(model, *,
                 raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
                                  f"{model.model_name} (max_seq_len={model.max_seq_len})")
         lengths = (max(len(s.token_ids) for s in given),)
-    rows = []
     for length in lengths:
         if length + 16 > model.max_seq_len and given is None:
             raise ValueError(f"context length {length} does not fit in {model.model_name} (max_seq_len={model.max_seq_len})")
-        samples = given if given is not None else niah_samples(
-            tokenizer, n_docs, length, seed=seed, haystack=haystack if documents is None else documents, preamble=preamble)
-        hits = 0
-        for batch in progress(list(_equal_length_batches(samples)), f"niah {model.model_name} @{length}"):
-            outs = model.generate_batch([s.token_ids for s in batch], 0, stop_ids(tokenizer),
-                                        budgets=[answer_budget(s.answer_ids) for s in batch])
-            hits += sum(s.value in tokenizer.decode(o) for s, o in zip(batch, outs))
-        lo, hi = wilson(hits, len(samples))
-        rows.append(dict(model=model.model_name, context_tokens=length, accuracy=hits / len(samples), ci_low=lo, ci_high=hi,
-                         n_samples=len(samples), haystack=haystack if documents is None and given is None else "input"))
+    samples = {length: given if given is not None else niah_samples(
+        tokenizer, n_docs, length, seed=seed, haystack=haystack if documents is None else documents, preamble=preamble)
+        for length in lengths}
+    batches = [(length, batch) for length in lengths for batch in _equal_length_batches(samples[length])]
+
+    def one(job):
+        _, batch = job
+        outs = model.generate_batch([s.token_ids for s in batch], 0, stop_ids(tokenizer),
+                                    budgets=[answer_budget(s.answer_ids) for s in batch])
+        return sum(s.value in tokenizer.decode(o) for s, o in zip(batch, outs))
+
+    hits = dict.fromkeys(lengths, 0)
+    for (length, _), h in zip(batches, parallel.map_items(one, batches, model=model, desc=f"niah {model.model_name}")):
+        hits[length] += h
+    rows = []
+    for length in lengths:
+        n = len(samples[length])
+        lo, hi = wilson(hits[length], n)
+        rows.append(dict(model=model.model_name, context_tokens=length, accuracy=hits[length] / n, ci_low=lo, ci_high=hi,
+                         n_samples=n, haystack=haystack if documents is None and given is None else "input"))
     return pd.DataFrame(rows)

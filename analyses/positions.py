@@ -102,7 +102,7 @@ def position_ranges(model, *,
     positions, with min and max."""
     import pandas as pd
 
-    from interp import extract
+    from interp import extract, parallel
 
     names = [f"blocks.{l}.attn.hook_positions" for l in range(model.n_layers)]
     modes = _modes(model)
@@ -112,12 +112,22 @@ def position_ranges(model, *,
     ctx = contexts(model, n=n_docs, context_tokens=length, seed=seed, source=source, documents=documents,
                    token_ids=token_ids)
     seqs = [ids for _, _, ids in ctx]
-    for c, acts in extract.stream(model, seqs, names, batch_size=4):
-        for l, name in enumerate(names):
-            z = acts[name].numpy()  # [head, pos]
-            for h in range(z.shape[0]):
-                rows.append(dict(model=model.model_name, context=c, document=ctx[c][0], window=ctx[c][1], layer=l, head=h, mode=modes[l], d=float(z[h].max() - z[h].min()),
-                                 z_min=float(z[h].min()), z_max=float(z[h].max()), n_tokens=z.shape[1]))
+
+    def extremes(batch):
+        """Per context ``[layer, head]`` min and max of the positions, and the number of tokens."""
+        out = []
+        for _, acts in extract.stream(model, batch, names, batch_size=len(batch)):
+            z = np.stack([acts[name].numpy() for name in names])  # [layer, head, pos]
+            out.append((z.min(-1), z.max(-1), z.shape[-1]))
+        return out
+
+    for c, (z_min, z_max, n) in enumerate(parallel.map_items(extremes, seqs, model=model, batch_size=4,
+                                                             desc=f"position-ranges {model.model_name}")):
+        for l in range(len(names)):
+            for h in range(z_min.shape[1]):
+                rows.append(dict(model=model.model_name, context=c, document=ctx[c][0], window=ctx[c][1], layer=l, head=h,
+                                 mode=modes[l], d=float(z_max[l, h] - z_min[l, h]), z_min=float(z_min[l, h]),
+                                 z_max=float(z_max[l, h]), n_tokens=n))
     return pd.DataFrame(rows)
 
 

@@ -159,6 +159,8 @@ def word_boundaries(
     """
     import pandas as pd
 
+    from interp import parallel
+
     byte_model(model, "word-boundaries")
     check_window(model, length)
     if documents is not None:
@@ -175,9 +177,8 @@ def word_boundaries(
         raise ValueError(f"word-boundaries: the {len(docs)} documents contain no gap between two CJK characters")
     layers = increment_labels(model)
     scores = np.empty((len(layers), len(gaps.lead_byte)))
-    by_window: dict[int, np.ndarray] = {}
-    for index, inc in increments(model, (w.byte_ids for w in gaps.windows), batch_size=batch_size):
-        by_window[index] = inc
+    by_window = parallel.map_items(lambda ws: [inc for _, inc in increments(model, [w.byte_ids for w in ws], batch_size=len(ws))],
+                                   gaps.windows, model=model, batch_size=batch_size, desc=f"word-boundaries {model.model_name}")
     for g, (w, b) in enumerate(zip(gaps.window_index, gaps.lead_byte)):
         scores[:, g] = by_window[int(w)][:, b]
 

@@ -15,6 +15,7 @@ from analyses.registry import OptionError
 
 def add_analysis_commands(sub) -> None:
     from analyses import all_analyses
+    from poslens import merge
 
     a = sub.add_parser("analyze", help="run one analysis: CSV + figure + provenance")
     names = a.add_subparsers(dest="analysis", required=True, metavar="NAME")
@@ -31,6 +32,7 @@ def add_analysis_commands(sub) -> None:
                        help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser is found)")
         for opt in analysis.options:
             p.add_argument(opt.flag, *opt.aliases, **_argument(opt))
+        merge.add_shard_arguments(p)
         p.set_defaults(func=cmd_analyze, spec=analysis)
 
     r = sub.add_parser("reproduce", help="the main job: every analysis on the bundled models, with an index.html")
@@ -40,6 +42,7 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--quick", action="store_true", help="smaller samples (for tests)")
     r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
     r.set_defaults(func=cmd_reproduce)
+    merge.add_merge_command(sub)
 
 
 def _argument(opt) -> dict:
@@ -84,13 +87,22 @@ def check_common(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from poslens.merge import analysis_session, check_shard_arguments
+    from poslens.run import run_analysis
+
     spec = args.spec
     options = spec.parse_cli(vars(args))
     seed = check_common(args)
-    from poslens.run import run_analysis
-
-    result = run_analysis(spec.name, args.model, args.out, options=options, seed=seed, force=args.force,
-                          device=args.device, cli=True, formats=args.format)
+    check_shard_arguments(args)
+    # the shards' manifest keeps what the command line gave for options read from files (--input, --entities),
+    # so `poslens merge` reads them again (analyses.registry Option.parse)
+    recorded = {k: vars(args)[k] if next(o for o in spec.options if o.name == k).convert is not None else v
+                for k, v in options.items()}
+    with analysis_session(args, spec.name, recorded, seed):
+        result = run_analysis(spec.name, args.model, args.out, options=options, seed=seed, force=args.force,
+                              device=args.device, cli=True, formats=args.format)
+    if not result.files:
+        return 0  # a torchrun rank > 0 or one --shard I/N: rank 0 / `poslens merge` writes the outputs
     with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
         print(result.table.head(40).to_string(index=False))
     print("wrote " + ", ".join(str(p) for p in result.files))

@@ -25,6 +25,7 @@ import itertools
 import os
 import shutil
 import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -132,12 +133,16 @@ def under_lock(name: str | None = None, folder: str = "out_dir"):
     """Decorator: run the function inside ``Outputs(<its folder argument>, name or <its name argument>)``.
 
     The body writes into ``active().staging`` and ends with ``active().commit(...)``; whatever it raises
-    leaves the folder as it was."""
+    leaves the folder as it was. A process that writes no outputs (a torchrun rank other than 0, a
+    ``--shard I/N`` share: ``interp.parallel.writes_outputs``) runs the body without taking the lock; the
+    body must not call ``active()`` there."""
     def wrap(fn):
         signature = inspect.signature(fn)
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
+            if not _writes_outputs():
+                return fn(*args, **kwargs)
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             with Outputs(bound.arguments[folder], name or bound.arguments["name"]) as outputs:
@@ -148,6 +153,13 @@ def under_lock(name: str | None = None, folder: str = "out_dir"):
                     _ACTIVE.reset(token)
         return run
     return wrap
+
+
+def _writes_outputs() -> bool:
+    """Whether this process writes outputs: always, unless a data-parallel session (``interp.parallel``, only
+    ever imported by a run that uses it) says it is a rank other than 0 or a standalone share."""
+    parallel = sys.modules.get("interp.parallel")
+    return parallel is None or parallel.writes_outputs()
 
 
 def active() -> Outputs:

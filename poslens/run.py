@@ -15,6 +15,7 @@ import figures
 from analyses import get
 from analyses.tables import check_table, nan_columns
 from poslens.outputs import active, under_lock
+from interp import parallel
 from poslens.provenance import provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")
@@ -60,14 +61,14 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     figures.resolve_formats(formats)
     out_dir = Path(out_dir)
     clash = existing_outputs(out_dir, name)
-    if clash and not force:
+    if clash and not force and parallel.writes_outputs():
         raise FileExistsError(f"{out_dir} already holds results of '{name}' ({', '.join(p.name for p in clash)}); "
                               "pass --force to overwrite them")
     kwargs = dict(options or {})
     if analysis.seeded:
         kwargs["seed"] = seed
     names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
-    loaded = resolve_models(models, device)
+    loaded = resolve_models(models, parallel.device_for(device))
     torch.manual_seed(seed)
     np.random.seed(seed)
     label = (lambda opt: opt.flag) if cli else None
@@ -76,7 +77,9 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     tables, used = [], {}
     for model, these in zip(loaded, bound):
         used[model.model_name] = these
-        tables.append(analysis.function(model, **these))
+        tables.append(parallel.call(analysis.function, model, **these))
+    if not parallel.writes_outputs():  # torchrun ranks > 0 and --shard I/N processes write nothing
+        return Result(name, pd.concat([t for t in tables if t is not None] or [pd.DataFrame()], ignore_index=True), [])
     table = pd.concat(tables, ignore_index=True)
     check_table(table, name, nan_columns(analysis.function))  # NaN / inf only where the analysis gives it a meaning
     staged = active().staging
@@ -90,6 +93,8 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     if differ:
         arguments["per_model"] = differ
     record = provenance(name, loaded, arguments, seed, [p.name for p in files])
+    if parallel.describe():
+        record["parallel"] = parallel.describe()
     prov = staged / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return Result(name, table, active().commit(files + [prov], replaces=clash), fig.layout.height)

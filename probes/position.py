@@ -22,8 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.progress import progress
-from interp import extract
+from interp import extract, parallel
 from interp.base import Capability, require
 from probes.ridge import Stats, fit, r2, select_alpha
 from probes.targets import TARGETS, position_targets
@@ -103,29 +102,48 @@ def fit_position_probes(model, docs: list[ProbeDoc], *, n_seeds: int = 5, n_trai
         groups[s, order[:n_train]] = np.arange(n_train) % cv_folds
         groups[s, order[n_train : n_train + n_test]] = cv_folds
     n_targets = 2 * len(TARGETS)  # the targets, then their within-document shuffles
-    acc = {}
-    for layer in layers:
-        for name in subspaces:
-            d = spaces[name].stop - spaces[name].start
-            acc[layer, name] = [[Stats.zeros(d, n_targets) for _ in range(cv_folds + 1)] for _ in range(n_seeds)]
+    dims = {name: spaces[name].stop - spaces[name].start for name in subspaces}
     names = [f"blocks.{l}.hook_resid_post" for l in layers]
     shuffle_rng = np.random.default_rng([seed, 99])
-    stream = extract.stream(model, [d.ids for d in docs], names, batch_size=1)
-    for i, acts in progress(stream, f"probes {model.model_name}", total=len(docs)):
-        doc = docs[i]
+    targets = []
+    for doc in docs:
         rows, Y = position_targets(doc.text, doc.spans)
-        Y = np.concatenate([Y, np.stack([shuffle_rng.permutation(Y[:, j]) for j in range(Y.shape[1])], 1)], 1)
-        for layer, hook in zip(layers, names):
-            X = acts[hook][rows].double().numpy()
-            if not np.isfinite(X).all():
-                raise ValueError(f"position-probes: {hook} of {model.model_name} holds NaN/inf on document {i} "
-                                 f"({int((~np.isfinite(X)).sum())} values); a probe fitted on it would be meaningless "
-                                 "(check the weights and any attached hooks)")
-            for name in subspaces:
-                st = Stats.of(X[:, spaces[name]], Y)
-                for s in range(n_seeds):
-                    if groups[s, i] >= 0:
-                        acc[layer, name][s][groups[s, i]].add_(st)
+        targets.append((rows, np.concatenate([Y, np.stack([shuffle_rng.permutation(Y[:, j]) for j in range(Y.shape[1])], 1)], 1)))
+
+    def doc_stats(indices):
+        """Per document, the ``Stats`` of each (layer, subspace)."""
+        out = []
+        for j, acts in extract.stream(model, [docs[i].ids for i in indices], names, batch_size=1):
+            rows, Y = targets[indices[j]]
+            per = {}
+            for layer, hook in zip(layers, names):
+                X = acts[hook][rows].double().numpy()
+                if not np.isfinite(X).all():
+                    raise ValueError(f"position-probes: {hook} of {model.model_name} holds NaN/inf on document {indices[j]} "
+                                     f"({int((~np.isfinite(X)).sum())} values); a probe fitted on it would be meaningless "
+                                     "(check the weights and any attached hooks)")
+                for name in subspaces:
+                    per[layer, name] = Stats.of(X[:, spaces[name]], Y)
+            out.append(per)
+        return out
+
+    def add(state, i, per):
+        for (layer, name), st in per.items():
+            for s in range(n_seeds):
+                if groups[s, i] >= 0:
+                    _add_stats(state, f"{layer}/{name}/{s}/{groups[s, i]}", st)
+
+    state = {}
+    for layer in layers:
+        for name in subspaces:
+            for s in range(n_seeds):
+                for g in range(cv_folds + 1):
+                    state.update(_stats_state(f"{layer}/{name}/{s}/{g}", Stats.zeros(dims[name], n_targets)))
+    state = parallel.fold_items(doc_stats, range(len(docs)), state, add, model=model, batch_size=1,
+                                desc=f"probes {model.model_name}")
+    acc = {(layer, name): [[_state_stats(state, f"{layer}/{name}/{s}/{g}") for g in range(cv_folds + 1)] for s in range(n_seeds)]
+           for layer in layers for name in subspaces}
+
     rows_out = []
     alphas = np.asarray(alphas, dtype=np.float64)
     for (layer, name), per_seed in acc.items():
@@ -143,3 +161,20 @@ def fit_position_probes(model, docs: list[ProbeDoc], *, n_seeds: int = 5, n_trai
                                  alpha=float(np.exp(np.median(np.log(chosen[:, t])))),
                                  n_train_docs=n_train, n_test_docs=n_test, n_seeds=n_seeds))
     return pd.DataFrame(rows_out)
+
+
+STATS_FIELDS = ("xx", "xy", "yy", "x", "y")
+
+
+def _stats_state(prefix: str, st: Stats) -> dict:
+    return {**{f"{prefix}/{f}": getattr(st, f) for f in STATS_FIELDS}, f"{prefix}/n": np.array([st.n], dtype=np.int64)}
+
+
+def _add_stats(state: dict, prefix: str, st: Stats) -> None:
+    for f in STATS_FIELDS:
+        state[f"{prefix}/{f}"] += getattr(st, f)
+    state[f"{prefix}/n"] += st.n
+
+
+def _state_stats(state: dict, prefix: str) -> Stats:
+    return Stats(*(state[f"{prefix}/{f}"] for f in STATS_FIELDS), int(state[f"{prefix}/n"][0]))

@@ -1,0 +1,68 @@
+"""Command-line side of data-parallel runs (``interp.parallel``): the shard options of ``poslens analyze``
+and ``poslens merge SHARD_DIR --out OUT``, which reduces the shards of separate jobs into the usual outputs."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_shard_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard-dir", default=None, metavar="DIR",
+                   help="write each share's per-document results here (resumable; `poslens merge DIR` combines them)")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="compute share I of N only and write it to --shard-dir (one task of a SLURM array)")
+    p.add_argument("--flush-every", type=int, default=8, metavar="K", help="write the shard every K batches")
+
+
+def check_shard_arguments(args: argparse.Namespace) -> None:
+    """The shard options, checked before any model loads (one line naming the option and the value)."""
+    from analyses.registry import OptionError
+
+    if args.flush_every < 1:
+        raise OptionError(f"--flush-every {args.flush_every}: must be at least 1")
+    if args.shard is not None:
+        from interp.parallel import parse_share
+
+        parse_share(args.shard)
+
+
+def analysis_session(args: argparse.Namespace, analysis: str, options: dict, seed: int):
+    from interp import parallel
+
+    return parallel.session(analysis=analysis, models=args.model, options=options, seed=seed, device=args.device,
+                            shard_dir=args.shard_dir, shard=args.shard, flush_every=args.flush_every)
+
+
+def add_merge_command(sub) -> None:
+    m = sub.add_parser("merge", help="combine the shards of a data-parallel run into the usual outputs")
+    m.add_argument("shard_dir", help="the --shard-dir the shares wrote to")
+    m.add_argument("--out", required=True, help="output folder")
+    m.add_argument("--force", action="store_true", help="overwrite this analysis' earlier results in --out")
+    m.add_argument("--device", default=None, help="torch device to load the models on (for their metadata)")
+    m.set_defaults(func=cmd_merge)
+
+
+def merge(shard_dir, out, *, force: bool = False, device=None):
+    """Check the shards in ``shard_dir`` and write the analysis' outputs from them (the models are loaded
+    for provenance and for anything the analysis computes outside its corpus loop)."""
+    from interp import parallel
+    from poslens.run import run_analysis
+
+    from analyses import get
+
+    record, by_share = parallel.read_shards(shard_dir)
+    args = record["arguments"]
+    spec = get(record["analysis"])
+    # options read from files (--input, --entities) are recorded as given on the command line: read them again
+    options = {k: spec_option.parse(v) if (spec_option := next((o for o in spec.options if o.name == k), None)) is not None
+               and spec_option.convert is not None else v for k, v in args["options"].items()}
+    with parallel.session(analysis=record["analysis"], models=args["models"], options=args["options"], seed=args["seed"],
+                          shard_dir=shard_dir, serve=by_share):
+        return run_analysis(record["analysis"], args["models"], out, options=options, seed=args["seed"],
+                            force=force, device=device)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    result = merge(args.shard_dir, args.out, force=args.force, device=args.device)
+    print("wrote " + ", ".join(str(p) for p in result.files))
+    return 0
