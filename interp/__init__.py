@@ -1,12 +1,26 @@
 """Hooked models with learned positions, their loaders and the capabilities analyses rely on.
 
     import interp
-    model = interp.load("increments-per-layer")          # a name from `poslens models`, or a path
+    model = interp.load("increments-per-layer")          # a name from `poslens models`, a path or a hub id
     logits, cache = model.run_with_cache(model.to_tokens("New York", doc_start=True))
+
+The names below are imported on first use, so ``import interp.registry`` (listing models) needs no torch.
 """
 
-from interp.base import Capability, CapabilityError, InputError, PosLensModel, require
-from interp.loading import CheckpointError, load, save
-from interp.registry import entries as models
+import importlib
 
-__all__ = ["Capability", "CapabilityError", "InputError", "PosLensModel", "require", "CheckpointError", "load", "save", "models"]
+_EXPORTS = {
+    "Capability": "interp.base", "CapabilityError": "interp.base", "InputError": "interp.base", "PosLensModel": "interp.base",
+    "require": "interp.base", "CheckpointError": "interp.loading.errors", "load": "interp.loading", "save": "interp.loading",
+    "models": "interp.registry",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'interp' has no attribute {name!r}")
+    module = importlib.import_module(_EXPORTS[name])
+    value = getattr(module, "entries" if name == "models" else name)
+    globals()[name] = value
+    return value
