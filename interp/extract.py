@@ -17,18 +17,10 @@ from torch import Tensor
 
 from interp.base import Capability
 
-# which axis of each hook shape is the token axis (key axis of a pattern is trimmed too)
-_POS_AXIS = {"pattern": (2, 3), "attn_scores": (2, 3), "positions": (2,), "delta": (-1,), "decay_bias": (2, 3),
-             "logits_ap": (2, 3), "logits_sem": (2, 3), "logits_rp": (2, 3)}
-
-
-def _trim(name: str, t: Tensor, n: int) -> Tensor:
-    leaf = name.rsplit(".", 1)[-1].removeprefix("hook_")
-    axes = _POS_AXIS.get(leaf)
-    if axes is None:
-        axes = (1,)  # [batch, pos, ...]
-    for ax in axes:
-        t = t.narrow(ax, 0, n) if t.dim() > ax else t
+def _trim(model, name: str, t: Tensor, n: int) -> Tensor:
+    """Cut every token axis (read off the hook's documented shape; a pattern's key axis too) to ``n``."""
+    for ax in model.token_axes(name, t.dim()):
+        t = t.narrow(ax, 0, n)
     return t
 
 
@@ -64,7 +56,7 @@ def stream(
                 tokens[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
             acts = run_and_collect(model, tokens.to(model.device), names)
             for row, (index, seq) in enumerate(group):
-                out.append((index, {n: _trim(n, acts[n][row : row + 1], len(seq))[0] for n in names}))
+                out.append((index, {n: _trim(model, n, acts[n][row : row + 1], len(seq))[0] for n in names}))
         out.sort(key=lambda item: item[0])
         return out
 

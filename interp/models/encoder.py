@@ -426,13 +426,11 @@ class EncoderModel(PosLensModel):
         HookDoc("blocks.{l}.attn.hook_z_sem", "[batch, pos, head, hidden_size/head]", "DSTG: per-head semantic output before wo_sem"),
         HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "baselines: per-head output before wo"),
         HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added to the residual (DSTG: [wo_pos z_ap | wo_sem z_sem])"),
-        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
         HookDoc("blocks.{l}.hook_mlp_in", "[batch, pos, d_model]", "normalised FFN input (the FFN base with residual='normalized')"),
         HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "SwiGLU output added to the residual (the only place the streams mix)"),
         HookDoc("blocks.{l}.hook_resid_ap", "[batch, pos, pos_size]", "DSTG: AP stream leaving layer l (hooked before the concatenation, "
                 "so edits propagate)"),
         HookDoc("blocks.{l}.hook_resid_sem", "[batch, pos, hidden_size]", "DSTG: semantic stream leaving layer l"),
-        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
         HookDoc("hook_final_ap", "[batch, pos, pos_size]", "DSTG: final-normed AP stream (read by no head unless mlm_input='full')"),
         HookDoc("hook_final_sem", "[batch, pos, hidden_size]", "DSTG: final-normed semantic stream (the MLM head's input)"),
         HookDoc("hook_final", "[batch, pos, hidden_size]", "baselines: final-normed residual (the MLM head's input)"),

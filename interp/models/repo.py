@@ -180,12 +180,9 @@ class RepoTransformer(PosLensModel):
         HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
         HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation"),
         HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, causally masked logits"),
-        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities"),
         HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before o_proj"),
         HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "post_attention_layernorm(o_proj z), added to the residual"),
-        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
         HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "post_feedforward_layernorm(mlp h), added to the residual"),
-        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
         HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual"),
     )
 
