@@ -101,3 +101,16 @@ def test_bert_directory_matches_transformers_and_refuses_other_position_types(tm
         _edit(tmp_path, edit)
         with pytest.raises(CheckpointError, match=message):
             load(tmp_path)
+
+
+def test_encoder_directory_refuses_unknown_fields(tmp_path):
+    from interp.loading.encoder import save_pretrained
+    from tests.encoder_helpers import token_ids, tiny_encoder
+
+    model = tiny_encoder("rope")
+    save_pretrained(model, tmp_path)
+    ids = token_ids(model)
+    assert torch.equal(load(tmp_path)(ids), model(ids))
+    _edit(tmp_path, lambda c: c.update(rope_theta=500000.0))  # the development schema has no such field: not silently 10000
+    with pytest.raises(CheckpointError, match="config field 'rope_theta' .* encoder"):
+        load(tmp_path)
