@@ -263,10 +263,10 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
     """A new hooked model from a registry name, a path or a hub id (see the module docstring)."""
     res = resolve(source, revision=revision)
     _check_family(res.family or family, family, res.name or str(res.path))
+    if (device_map is not None or max_memory is not None) and hf_files.model_type(res.path) != "olmo2":
+        raise CheckpointError(f"{res.path}: device_map / max_memory apply to Hugging Face olmo2 directories only")
     place = {"device": device, "dtype": dtype, "device_map": device_map, "max_memory": max_memory}
     model, fmt = _read(res, family, place)
-    if place and (place["device_map"] is not None or place["max_memory"] is not None):
-        raise CheckpointError(f"{res.path}: device_map / max_memory apply to Hugging Face olmo2 directories only ({fmt})")
     _check_family(model.family, family, res.name or str(res.path))
     if res.name:
         model.model_name = res.name

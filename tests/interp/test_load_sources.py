@@ -198,3 +198,11 @@ def test_listing_models_imports_neither_torch_nor_the_loaders():
             "print(len(names), 'torch' in sys.modules, 'interp.loading' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
     assert int(out[0]) >= 10 and out[1:] == ["False", "False"]
+
+
+def test_device_map_is_refused_before_reading_a_format_that_cannot_split(tmp_path, monkeypatch):
+    import interp.loading as loading
+
+    monkeypatch.setattr(loading, "_read", lambda *a, **k: pytest.fail("read before the option was checked"))
+    with pytest.raises(CheckpointError, match="device_map / max_memory apply to Hugging Face olmo2 directories only"):
+        load("rope-small", device_map="auto")
