@@ -4,6 +4,9 @@
 the requested hooks trimmed to that sequence's length, on the CPU. Only one batch of activations exists
 at a time, so memory does not grow with the number of sequences.
 
+Each forward pass stops as soon as every requested hook has fired (every family fires each hook once per
+pass): reading residual streams never runs the layers above the last one asked for, nor the unembedding.
+
 Causal models take sequences of different lengths in one batch: right padding cannot change what a
 position sees. Bidirectional models are run one length at a time (no padding ever enters attention).
 """
@@ -15,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import torch
 from torch import Tensor
 
+from interp.attention import StopForward
 from interp.base import Capability
 
 def _trim(model, name: str, t: Tensor, n: int) -> Tensor:
@@ -26,12 +30,27 @@ def _trim(model, name: str, t: Tensor, n: int) -> Tensor:
 
 @torch.no_grad()
 def run_and_collect(model, tokens: Tensor, names: Sequence[str]) -> dict[str, Tensor]:
-    """One forward pass; the named hook activations (any hook, including edited ones) on the CPU."""
+    """One forward pass, stopped once the named hooks have fired; their activations (after any hooks
+    already attached, which see the same values) on the CPU."""
     missing = [n for n in names if n not in model.hook_dict]
     if missing:
         raise KeyError(f"{model.model_name} has no hook {missing[0]!r} (see its HOOKS table)")
-    _, cache = model.run_with_cache(tokens, names_filter=list(names))
-    return {n: cache[n].detach().float().cpu() for n in names}
+    wanted, acts = set(names), {}
+
+    def keep(t, hook):
+        acts[hook.name] = t.detach()
+        if len(acts) == len(wanted):
+            raise StopForward(hook.name)
+
+    with model.hooks(fwd_hooks=[(n, keep) for n in wanted]):
+        try:
+            model(tokens)
+        except StopForward:
+            pass
+    silent = [n for n in names if n not in acts]
+    if silent:
+        raise KeyError(f"hook {silent[0]!r} of {model.model_name} did not fire in a forward pass")
+    return {n: acts[n].float().cpu() for n in names}
 
 
 @torch.no_grad()
