@@ -15,11 +15,12 @@ START, END = "<!-- hooks -->\n", "<!-- /hooks -->"
 def families():
     from interp.models.bert import BertEncoder
     from interp.models.encoder import EncoderModel
+    from interp.models.hf import HFModel
     from interp.models.increments import IncrementTransformer
     from interp.models.llama import LlamaTransformer
     from interp.models.repo import RepoTransformer
 
-    return [IncrementTransformer, RepoTransformer, EncoderModel, LlamaTransformer, BertEncoder]
+    return [IncrementTransformer, RepoTransformer, EncoderModel, LlamaTransformer, BertEncoder, HFModel]
 
 
 def table(cls) -> str:

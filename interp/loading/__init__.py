@@ -10,7 +10,9 @@ Recognised sources:
   ``config.json`` beside it); ``.pt`` / ``.pth`` / ``.bin`` files are told apart by their content;
 - a Hugging Face ``olmo2`` directory (the released RePo layout: ``config.json`` with ``pe_config``, one
   safetensors file or shards with ``model.safetensors.index.json``);
-- a Hugging Face ``neobert`` / ``dstg`` directory (the encoder family, see ``interp.loading.encoder``).
+- a Hugging Face ``neobert`` / ``dstg`` directory (the encoder family, see ``interp.loading.encoder``);
+- any other Hugging Face directory whose architecture TransformerLens' bridge supports (the generic ``hf``
+  family, see ``interp.loading.hf``).
 
 ``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``)
 splits a large Hugging Face checkpoint over several devices with accelerate while it is read.
@@ -29,7 +31,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp.loading import encoder, increments, repo
+from interp.loading import encoder, hf, increments, repo
 from interp.loading.errors import CheckpointError
 
 FORMAT = "poslens-checkpoint"
@@ -78,7 +80,8 @@ def _refuse_unknown_hf_dir(path: Path) -> None:
         return
     if model_type not in HF_TYPES:
         known = ", ".join(f"'{t}' ({f} family)" for t, f in HF_TYPES.items())
-        raise CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: {known})")
+        raise CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: {known}, "
+                              "and every architecture TransformerLens' bridge has an adapter for)")
 
 
 def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -148,6 +151,11 @@ def load(source, *, family: str | None = None, device=None, dtype=None, device_m
             _check_family(encoder.FAMILY, family, str(path))
             model = encoder.load_hf_dir(path)
             fmt = "huggingface neobert directory"
+        elif hf.is_generic_hf_dir(path):
+            _check_family(hf.FAMILY, family, str(path))
+            model = hf.load_generic(path, device=device, dtype=dtype)
+            device = dtype = None
+            fmt = f"huggingface {model.architecture} directory (generic family)"
         elif path.is_dir():
             _refuse_unknown_hf_dir(path)
             raise CheckpointError(f"{path}: a directory without poslens.json (or a format poslens does not know)")
