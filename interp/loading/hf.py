@@ -36,11 +36,21 @@ def _model_type(path: Path) -> str | None:
         return None
 
 
+def _known_type(model_type) -> bool:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return model_type in CONFIG_MAPPING_NAMES
+
+
 def _hf_config(path: Path):
     from transformers import AutoConfig
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return AutoConfig.from_pretrained(path)
+    try:
+        return AutoConfig.from_pretrained(path)
+    except Exception as err:  # transformers raises many types for a config it cannot take
+        raise CheckpointError(f"{path / 'config.json'}: transformers cannot read it as a {_model_type(path)!r} config: "
+                              f"{str(err).splitlines()[0]}") from None
 
 
 def bridge_architecture(hf_config) -> str | None:
@@ -54,14 +64,15 @@ def bridge_architecture(hf_config) -> str | None:
 
 
 def is_generic_hf_dir(path) -> bool:
-    """A directory with a ``config.json`` whose architecture transformers and the bridge both know."""
+    """A directory with a ``config.json`` whose architecture transformers and the bridge both know (a config of
+    a known type that transformers cannot read counts: ``load_generic`` then says what is wrong with it)."""
     path = Path(path)
-    if not (path.is_dir() and (path / "config.json").is_file()) or not _model_type(path):
+    if not (path.is_dir() and (path / "config.json").is_file()) or not _known_type(_model_type(path)):
         return False
     try:
         return bridge_architecture(_hf_config(path)) is not None
-    except (ValueError, KeyError, OSError):
-        return False
+    except CheckpointError:
+        return True
 
 
 def _adapter(hf_config, architecture: str):

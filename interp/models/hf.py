@@ -31,8 +31,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp.attention import causal_mask, current_query_rows
-from interp.base import Capability, HookDoc, PosLensModel
-from interp.layers import repeat_kv
+from interp.base import Capability, HookDoc, InputError, PosLensModel, require
 
 ATTENTION_NAME = "poslens"
 CHUNK_ROWS = 1024  # query rows per chunk where the fused kernel cannot be used (logit soft-capping)
@@ -70,10 +69,17 @@ def _heads_last(hook, x: Tensor) -> Tensor:
     return x if not hook.has_hooks() else hook(x.transpose(1, 2)).transpose(1, 2)
 
 
+def _grouped(a: Tensor, b: Tensor) -> Tensor:
+    """``a [batch, head, r, x] @ b [batch, kv_head, x, y]`` with heads grouped onto kv heads, no copies of ``b``."""
+    n, h, r, x = a.shape
+    kv = b.shape[1]
+    return torch.matmul(a.reshape(n, kv, h // kv, r, x), b[:, :, None]).reshape(n, h, r, -1)
+
+
 def _row_scores(q: Tensor, k: Tensor, rows: Tensor, n_q: int, mask: Tensor | None, causal: bool, scaling: float,
                 softcap: float | None) -> Tensor:
     """Masked attention logits ``[batch, head, len(rows), k]`` of the queries ``q`` (already the selected rows)."""
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling
+    scores = _grouped(q, k.transpose(-1, -2)) * scaling
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
@@ -91,12 +97,13 @@ def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, s
     if softcap is None:
         if mask is None and causal and n_q != n_k:
             mask = causal_mask(n_q, n_k, q.device)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None and n_q > 1, scale=scaling)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None and n_q > 1, scale=scaling,
+                                              enable_gqa=q.shape[1] != k.shape[1])
     out = []
     for start in range(0, n_q, CHUNK_ROWS):
         rows = torch.arange(start, min(start + CHUNK_ROWS, n_q), device=q.device)
         scores = _row_scores(q[..., rows, :], k, rows, n_q, mask, causal, scaling, softcap)
-        out.append(torch.matmul(torch.softmax(scores.float(), -1).to(v.dtype), v))
+        out.append(_grouped(torch.softmax(scores.float(), -1).to(v.dtype), v))
     return torch.cat(out, -2)
 
 
@@ -112,28 +119,25 @@ def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attenti
     hooks: AttentionHooks | None = getattr(_LAYER.get(), "attn", None)
     scaling = scaling if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
-    rep = query.shape[1] // key.shape[1]
     if hooks is None:
-        z = _fused(query, repeat_kv(key, rep), repeat_kv(value, rep), attention_mask, causal, scaling, softcap)
-        return z.transpose(1, 2), None
+        return _fused(query, key, value, attention_mask, causal, scaling, softcap).transpose(1, 2), None
     hooks.calls += 1
     b, h, n_q, _ = query.shape
     n_k = key.shape[-2]
     if hooks.rotary and hooks.hook_positions.has_hooks():
         pos = position_ids if position_ids is not None else torch.arange(n_k - n_q, n_k, device=query.device)[None]
         hooks.hook_positions(pos.to(torch.float32).expand(b, -1)[:, None, :].expand(b, h, n_q))
-    query, key, value = (_heads_last(hooks.hook_q, query), _heads_last(hooks.hook_k, key), _heads_last(hooks.hook_v, value))
-    k, v = repeat_kv(key, rep), repeat_kv(value, rep)
+    q, k, v = _heads_last(hooks.hook_q, query), _heads_last(hooks.hook_k, key), _heads_last(hooks.hook_v, value)
     if not (hooks.hook_attn_scores.has_hooks() or hooks.hook_pattern.has_hooks()):
-        z = _fused(query, k, v, attention_mask, causal, scaling, softcap)
+        z = _fused(q, k, v, attention_mask, causal, scaling, softcap)
     else:
         rows = current_query_rows()
         sel = torch.arange(n_q, device=query.device) if rows is None else rows.to(query.device)
-        scores = hooks.hook_attn_scores(_row_scores(query.index_select(-2, sel), k, sel, n_q, attention_mask, causal, scaling, softcap))
+        scores = hooks.hook_attn_scores(_row_scores(q.index_select(-2, sel), k, sel, n_q, attention_mask, causal, scaling, softcap))
         pattern = hooks.hook_pattern(torch.softmax(scores.float(), dim=-1).to(v.dtype))
-        z = torch.matmul(pattern, v)
+        z = _grouped(pattern, v)
         if rows is not None:
-            z = _fused(query, k, v, attention_mask, causal, scaling, softcap).index_copy(-2, sel, z)
+            z = _fused(q, k, v, attention_mask, causal, scaling, softcap).index_copy_(-2, sel, z)
     z = hooks.hook_z(z.transpose(1, 2))
     return z, None
 
@@ -167,6 +171,7 @@ class HFModel(PosLensModel):
     """
 
     family = "hf"
+    supports_kv_cache = True  # through transformers' DynamicCache (see generate_batch)
     HOOKS = (
         HookDoc("hook_embed", "[batch, pos, d_model]", "output of the token-embedding module (before any scaling)"),
         HookDoc("hook_pos_embed", "[batch, pos, d_model]", "learned absolute-position embeddings (models with a position table)"),
@@ -237,6 +242,34 @@ class HFModel(PosLensModel):
         tokens = self.check_tokens(tokens)
         out = self.hf(input_ids=tokens, use_cache=False)
         return out.logits if self.head is not None else out.last_hidden_state
+
+    @torch.no_grad()
+    def generate_batch(self, prompts, max_new_tokens: int, stop_ids=(), budgets=None) -> list[list[int]]:
+        """As ``PosLensModel.generate_batch``, one token per step through transformers' own KV cache
+        (``DynamicCache``); finished rows leave the batch and the cache."""
+        from transformers import DynamicCache
+
+        require(self, Capability.CAUSAL_LM, "generate")
+        if isinstance(prompts, (list, tuple)) and len({len(p) for p in prompts}) > 1:
+            raise InputError(f"generate_batch takes prompts of one length, got lengths {sorted({len(p) for p in prompts})}")
+        seq = self.check_tokens(prompts)
+        budgets = [max_new_tokens] * seq.shape[0] if budgets is None else [int(b) for b in budgets]
+        if len(budgets) != seq.shape[0]:
+            raise InputError(f"{len(budgets)} budgets for {seq.shape[0]} prompts")
+        out: list[list[int]] = [[] for _ in range(seq.shape[0])]
+        rows = [i for i, b in enumerate(budgets) if b > 0]
+        step, length, cache = seq[rows], seq.shape[1], DynamicCache(config=self.hf.config)
+        while rows and length < self.max_seq_len:
+            nxt = self.hf(input_ids=step, past_key_values=cache, use_cache=True).logits[:, -1].argmax(-1)
+            keep = []
+            for j, (i, t) in enumerate(zip(rows, nxt.tolist())):
+                out[i].append(t)
+                if t not in stop_ids and len(out[i]) < budgets[i]:
+                    keep.append(j)
+            if len(keep) < len(rows):
+                cache.batch_select_indices(torch.tensor(keep, dtype=torch.long, device=seq.device))
+            rows, length, step = [rows[j] for j in keep], length + 1, nxt[keep, None]
+        return out
 
     def ap_embedding_matrix(self) -> Tensor:
         """The learned absolute-position table ``[positions, d_model]`` (OPT's offset rows dropped)."""

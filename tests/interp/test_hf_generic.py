@@ -142,12 +142,27 @@ def test_a_checkpoint_missing_its_head_is_refused_not_randomly_filled(tmp_path):
         interp.load(tmp_path)
 
 
-def test_a_type_the_bridge_does_not_know_is_refused_by_name(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "my_new_arch", "hidden_size": 8}))
+@pytest.mark.parametrize("model_type", ["my_new_arch", "distilbert"])  # unknown to transformers / known, no bridge adapter
+def test_a_type_the_bridge_does_not_know_is_refused_by_name(model_type, tmp_path):
+    from transformers import DistilBertConfig
+
+    config = DistilBertConfig(dim=64, n_layers=2, n_heads=4).to_dict() if model_type == "distilbert" else {"hidden_size": 8}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
     assert not is_generic_hf_dir(tmp_path)
-    with pytest.raises(CheckpointError, match="model_type 'my_new_arch' is not one poslens loads"):
+    with pytest.raises(CheckpointError, match=f"model_type '{model_type}' is not one poslens loads"):
         interp.load(tmp_path)
 
 
 def test_the_family_is_in_the_readme_tables():
     assert HFModel in families()
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "gemma2"])
+def test_kv_cache_decoding_matches_transformers_generate(kind, checkpoints):
+    model, ref = _load(kind, checkpoints[kind]), reference(kind, checkpoints[kind])
+    prompts = [[5, 17, 250, 3, 99, 42], [9, 8, 7, 6, 5, 4]]
+    expected = ref.generate(torch.tensor(prompts), max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)[:, 6:]
+    got = model.generate_batch(prompts, 6, budgets=[6, 3])
+    assert got == [expected[0].tolist(), expected[1, :3].tolist()]
+    stop = expected[0, 2].item()
+    assert model.generate(prompts[0], 6, stop_ids=(stop,)) == expected[0].tolist()[: expected[0].tolist().index(stop) + 1]
