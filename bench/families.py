@@ -46,7 +46,12 @@ def smollm2_dir(directory: Path) -> Path:
 
     path = package_file(*SMOLLM2)
     AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(directory)
-    AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).save_pretrained(directory)
+    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    config = loaded.config
+    config.__dict__.pop("quantization_config", None)  # transformers will not write a GGUF-quantised model back
+    plain = type(loaded)(config)
+    plain.load_state_dict(loaded.state_dict())
+    plain.save_pretrained(directory)
     return directory
 
 

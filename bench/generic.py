@@ -109,7 +109,8 @@ def main(repeats: int = 2) -> str:
             f"{med['poslens mass']['peak_mb'] / med['poslens bare']['peak_mb']:.2f}x the bare forward's memory; the bridge's pattern cache "
             f"holds {full:.0f} MB of patterns (every layer's [head, N, N]) and peaks at "
             f"{med['bridge cache']['peak_mb'] / med['poslens mass']['peak_mb']:.1f}x what attention-mass needs, taking "
-            f"{med['bridge cache']['seconds'] / med['poslens mass']['seconds']:.1f}x its time.\n")
+            f"{med['bridge cache']['seconds'] / med['poslens mass']['seconds']:.1f}x its time. Times come from a shared 2-core machine "
+            f"(other jobs running): read the time ratios to within about 40%; the memory ratios do not depend on load.\n")
     write_section("generic", "Generic family at 4096 tokens vs the TransformerLens bridge", body)
     return body
 

@@ -174,6 +174,8 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
     ``dtype`` stores floating-point weights in that dtype (loading casts them back to the model's).
     """
     directory = Path(directory)
+    if model.family == hf.FAMILY:  # a Hugging Face directory, as it was loaded
+        return hf.save_generic(model, directory, overwrite=overwrite)
     targets = [directory / "model.safetensors", directory / "poslens.json", directory / "training.json"]
     existing = [str(t) for t in targets if t.exists()]
     if existing and not overwrite:

@@ -88,7 +88,7 @@ def test_ap_spectrum_reads_the_learned_table(kind, checkpoints):
 def test_attention_mass_streams_the_same_rows_as_the_full_pattern(kind, checkpoints):
     model = _load(kind, checkpoints[kind])
     model.tokenizer = ByteTokenizer()
-    s = niah_samples(model.tokenizer, 1, 160, seed=0, preamble=False)[0]
+    s = niah_samples(model.tokenizer, 1, 260, seed=0, preamble=False)[0]
     seq = torch.tensor([s.token_ids + s.answer_ids])
     rows = torch.arange(len(s.token_ids) - 1, seq.shape[1] - 1)
     full_logits, cache = model.run_with_cache(seq, names_filter=lambda n: n.endswith("hook_pattern"))
@@ -126,7 +126,7 @@ def test_editing_pattern_rows_changes_only_those_rows(checkpoints):
 
 def test_save_generic_round_trips_and_refuses_to_overwrite(checkpoints, tmp_path):
     model = interp.load(checkpoints["gpt2"])
-    save_generic(model, tmp_path / "copy")
+    interp.save(model, tmp_path / "copy")
     again = interp.load(tmp_path / "copy")
     assert again.capabilities == model.capabilities and torch.equal(again(TOKENS), model(TOKENS))
     assert json.loads((tmp_path / "copy" / "config.json").read_text())["model_type"] == "gpt2"
