@@ -23,6 +23,7 @@ What comes from where:
 from __future__ import annotations
 
 import contextvars
+import inspect
 import math
 
 import torch
@@ -259,8 +260,9 @@ class HFModel(PosLensModel):
         out: list[list[int]] = [[] for _ in range(seq.shape[0])]
         rows = [i for i, b in enumerate(budgets) if b > 0]
         step, length, cache = seq[rows], seq.shape[1], DynamicCache(config=self.hf.config)
+        last_only = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.hf.forward).parameters else {}
         while rows and length < self.max_seq_len:
-            nxt = self.hf(input_ids=step, past_key_values=cache, use_cache=True).logits[:, -1].argmax(-1)
+            nxt = self.hf(input_ids=step, past_key_values=cache, use_cache=True, **last_only).logits[:, -1].argmax(-1)
             keep = []
             for j, (i, t) in enumerate(zip(rows, nxt.tolist())):
                 out[i].append(t)
