@@ -18,6 +18,7 @@ capability             promise
                        ``residual_subspaces()``: named slices of the residual stream.
 ``CAUSAL_LM``          ``forward(tokens)`` gives next-token logits ``[batch, pos, d_vocab]``;
                        ``generate(tokens, n)`` continues greedily.
+``MASKED_LM``          ``forward(tokens)`` gives masked-token logits ``[batch, pos, d_vocab]``.
 ``AP_STREAM``          ``ap_embedding_matrix()``: the absolute-position table ``[positions, d]``.
 ``LOGIT_COMPONENTS``   ``logit_components()``: names c of additive logit components, each in
                        ``blocks.{l}.attn.hook_logits_{c}`` ``[batch, head, q, k]``; their sum is
@@ -45,6 +46,7 @@ class Capability(str, enum.Enum):
     ATTENTION = "attention patterns"
     HIDDEN_STATES = "hidden states"
     CAUSAL_LM = "next-token logits"
+    MASKED_LM = "masked-token logits"
     AP_STREAM = "an absolute-position stream"
     LOGIT_COMPONENTS = "decomposable attention logits"
 

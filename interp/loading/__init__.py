@@ -20,6 +20,8 @@ What a path may hold:
   ``config.json`` beside it); ``.pt`` / ``.pth`` / ``.bin`` files are told apart by their content;
 - a Hugging Face directory whose ``config.json`` has a ``model_type`` a family claims (``HF_TYPES``):
   ``olmo2`` (the released RePo layout), ``llama``, ``bert``, ``neobert`` / ``dstg`` (the encoder family);
+- any other Hugging Face directory whose architecture TransformerLens' bridge supports (the generic
+  ``hf`` family, see ``interp.loading.hf``);
 - a ``.gguf`` LLaMA file (de-quantised by ``transformers``).
 
 ``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``)
@@ -44,7 +46,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from interp import registry
-from interp.loading import bert, encoder, hf_files, increments, llama, repo
+from interp.loading import bert, encoder, hf, hf_files, increments, llama, repo
 from interp.loading.errors import CheckpointError
 
 FORMAT = "poslens-checkpoint"
@@ -93,7 +95,8 @@ def _refuse_unknown_hf_dir(path: Path) -> None:
     model_type = hf_files.model_type(path)
     if (path / "config.json").is_file() and model_type not in HF_TYPES:
         known = ", ".join(f"'{t}' ({m.FAMILY} family)" for t, m in HF_TYPES.items())
-        raise CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: {known})")
+        raise CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: {known}, "
+                              "and every architecture TransformerLens' bridge has an adapter for)")
 
 
 @dataclass
@@ -250,8 +253,11 @@ def _read(res: Resolved, family: str | None, place: dict):
         if io is not None:
             _check_family(io.FAMILY, family, str(path))
             return io.load_hf_dir(path), f"huggingface {model_type} directory"
-        # slot for the generic Hugging Face family (interp.loading.hf), which claims every other model_type:
-        #     if hf.is_generic_hf_dir(path): return hf.load_generic(path, **place), ...
+        if hf.is_generic_hf_dir(path):
+            _check_family(hf.FAMILY, family, str(path))
+            model = hf.load_generic(path, device=place["device"], dtype=place["dtype"])
+            place.clear()
+            return model, f"huggingface {model.architecture} directory (generic family)"
         _refuse_unknown_hf_dir(path)
     if path.is_dir():
         raise CheckpointError(f"{path}: a directory without poslens.json or config.json (or a format poslens does not know)")
@@ -285,11 +291,12 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
     ``dtype`` stores floating-point weights in that dtype (loading casts them back to the model's).
     """
     directory = Path(directory)
+    if model.family == hf.FAMILY:  # a Hugging Face directory, as it was loaded
+        return hf.save_generic(model, directory, overwrite=overwrite)
     targets = [directory / "model.safetensors", directory / "poslens.json", directory / "training.json"]
     existing = [str(t) for t in targets + [directory / f for f in hf_files.TOKENIZER_FILES] if t.exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
-    # slot for the generic Hugging Face family: its models are written by interp.loading.hf.save_generic
     io = _family(model.family, str(directory))
     config, state = io.export(model)
     state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
