@@ -131,6 +131,7 @@ class PosLensModel(HookedRootModule):
 
     family: str = "?"
     HOOKS: tuple[HookDoc, ...] = ()
+    ABSENT_HOOKS: tuple[str, ...] = ()  # standard block hooks this family cannot offer (named, so none goes missing unnoticed)
     supports_kv_cache = False  # attention appends to ``attention.KVCache`` inside ``attention.decoding``
 
     def __init__(self):
@@ -145,7 +146,7 @@ class PosLensModel(HookedRootModule):
     @classmethod
     def hook_table(cls) -> list[HookDoc]:
         """The shared ``BLOCK_HOOKS`` and the family's own ``HOOKS`` (which win on the same name), in forward order."""
-        own = {h.pattern for h in cls.HOOKS}
+        own = {h.pattern for h in cls.HOOKS} | set(cls.ABSENT_HOOKS)
         return sorted([h for h in BLOCK_HOOKS if h.pattern not in own] + list(cls.HOOKS), key=lambda h: _rank(h.pattern))
 
     def hook_doc(self, name: str) -> HookDoc:

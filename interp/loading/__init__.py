@@ -245,6 +245,8 @@ def _read(res: Resolved, family: str | None, place: dict):
     if path.is_dir() and (path / "config.json").is_file():
         model_type = hf_files.model_type(path)
         io = HF_TYPES.get(model_type)
+        if io is bert and not bert.claims(hf_files.read_config(path)):
+            io = None
         if io is repo:
             _check_family(repo.FAMILY, family, str(path))
             model = repo.load_hf_dir(path, **place)

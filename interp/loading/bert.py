@@ -28,6 +28,12 @@ REQUIRE = {"hidden_act": ("gelu",), "position_embedding_type": ("absolute",), "i
 SKIPPED = ("pooler.", "bert.pooler.")
 
 
+def claims(raw: dict) -> bool:
+    """A plain ``BertModel`` (no head, as sentence-transformers save it); a checkpoint with a head is the generic
+    family's, which runs the head the file holds."""
+    return set(raw.get("architectures") or ["BertModel"]) <= {"BertModel"}
+
+
 def config_from_hf(raw: dict, where: str) -> BertConfig:
     audit(raw, where, FAMILY, read=READ, require=REQUIRE)
     missing = [k for k in READ[:6] if k not in raw]

@@ -173,10 +173,11 @@ class HFModel(PosLensModel):
 
     family = "hf"
     supports_kv_cache = True  # through transformers' DynamicCache (see generate_batch)
+    # transformers adds the attention and MLP outputs inside each layer's own forward, out of a hook's reach
+    ABSENT_HOOKS = ("blocks.{l}.hook_attn_out", "blocks.{l}.hook_resid_mid", "blocks.{l}.hook_mlp_out")
     HOOKS = (
         HookDoc("hook_embed", "[batch, pos, d_model]", "output of the token-embedding module (before any scaling)"),
         HookDoc("hook_pos_embed", "[batch, pos, d_model]", "learned absolute-position embeddings (models with a position table)"),
-        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l"),
         HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries as attention receives them (after rotation in rotary models)"),
         HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys as attention receives them (after rotation; grouped-query heads)"),
         HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
@@ -184,7 +185,6 @@ class HFModel(PosLensModel):
         HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled (soft-capped), masked logits; built only when hooked"),
         HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities; built only when hooked, query_rows honoured"),
         HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before the output projection"),
-        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
     )
 
     def __init__(self, hf_model: nn.Module, structure: dict, tokenizer=None):

@@ -34,8 +34,8 @@ def checkpoints(tmp_path_factory):
 
 
 def _load(kind, path):
-    # olmo2 directories are claimed by the RePo family; the generic loader reads plain ones too
-    return load_generic(path) if kind == "olmo2" else interp.load(path)
+    # olmo2, llama and plain BertModel directories are claimed by the hand-written families; the generic loader reads them too
+    return load_generic(path) if kind in ("olmo2", "llama", "bert") else interp.load(path)
 
 
 @pytest.mark.parametrize("kind", list(CONFIGS))
@@ -64,7 +64,7 @@ def test_forward_patterns_and_capabilities_match_transformers(kind, checkpoints)
 
 
 def test_a_base_bert_gets_no_head_and_no_lm_capability(checkpoints):
-    model = interp.load(checkpoints["bert"])
+    model = load_generic(checkpoints["bert"])
     assert type(model.hf).__name__ == "BertModel" and model.head is None
     with pytest.raises(CapabilityError, match="next-token logits"):
         model.generate([5, 6], 2)
@@ -166,3 +166,11 @@ def test_kv_cache_decoding_matches_transformers_generate(kind, checkpoints):
     assert got == [expected[0].tolist(), expected[1, :3].tolist()]
     stop = expected[0, 2].item()
     assert model.generate(prompts[0], 6, stop_ids=(stop,)) == expected[0].tolist()[: expected[0].tolist().index(stop) + 1]
+
+
+def test_a_plain_olmo2_directory_read_by_the_repo_family_matches_transformers(checkpoints):
+    """transformers 5 writes rope_theta inside rope_parameters; the RePo family must read it, not default it."""
+    model, ref = interp.load(checkpoints["olmo2"]), reference("olmo2", checkpoints["olmo2"])
+    assert model.family == "repo"
+    with torch.no_grad():
+        assert _rel(model(TOKENS), ref(input_ids=TOKENS).logits) < 1e-4
