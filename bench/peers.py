@@ -329,7 +329,9 @@ def _report(plan: str, repeats: int, results: list[dict]) -> str:
     body = (f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit}, plan `{plan}`, on the CPU only "
             f"(no GPU was lent to this work: GPU rows are still to be measured), {platform.machine()}, torch {torch.__version__}, "
             f"one torch thread per process, {repeats} repeats per cell in alternating tool order, medians. "
-            + __doc__.split("\n\n", 1)[1].replace("\n", " ") + "\n\n" + table(results) + "\n")
+            + __doc__.split("\n\n", 1)[1].replace("\n", " ") + " Times and memory are medians per tool; ratios are poslens "
+            "over the fastest (least) peer of the same row, whose runs interleave with poslens' so that machine load "
+            "falls on all tools alike.\n\n" + table(results) + "\n")
     if plan != "smoke":
         write_section(f"peers-{plan}", f"poslens against TransformerLens and transformers: {plan} (CPU)", body)
     return body
