@@ -3,15 +3,16 @@
 For each RULER-format prompt the model answers greedily (up to 8 tokens more than the gold answer, as RULER
 generates freely and string-matches the value); then the prompt plus an answer is run once more
 and the attention rows of the positions that produce the answer (the last prompt token and every answer
-token but the last) are read, one layer at a time, and reduced at once to the attention falling on each
-part of the context: the needle, the query (question and answer prefix) and the rest (haystack and
-preamble); 'other' is the document-start token and earlier answer tokens. The answer is either the
+token but the last) are reduced, layer by layer, to the attention falling on each part of the context
+(``interp.attention.model_span_masses``: a fused kernel with the part indicators as values, no pattern):
+the needle, the query (question and answer prefix) and the rest (haystack and preamble); 'other' is the document-start token and earlier answer tokens. The answer is either the
 model's own greedy output (``greedy``) or the gold value teacher-forced (``teacher``).
 
 Two numbers per part: ``mean_per_token``, the mean attention weight a token of that part receives (the
 seed's convention, its Table 4 in units of 0.01), and ``total_share``, the summed weight on the part.
 Rows with ``layer='all', head='all'`` average over heads and layers, as the seed reports. Nothing larger
-than one layer's answer rows ``[head, rows, keys]`` is ever held.
+than one layer's answer rows ``[head, rows, keys]`` is ever held (that much only when a pattern hook is attached:
+otherwise the masses come from a fused attention kernel with the part indicators as values).
 
 Inputs: seeded prompts on Wikipedia or noise (``haystack``), prompts whose haystack is the user's own
 ``documents=`` (``--input PATH``; their sentences in order, needle inserted at ``depth``), or ready
@@ -36,34 +37,19 @@ PART_NAMES = PARTS + ("other",)
 MODES = ("greedy", "teacher")
 
 
-def _masses(pattern: torch.Tensor, key_parts: torch.Tensor) -> torch.Tensor:
-    """``[head, rows, keys]`` -> ``[head, 4]``: attention on each part, averaged over the rows."""
-    import torch
-
-    out = [pattern[..., key_parts == p].sum(-1) for p in range(len(PARTS))]
-    out.append(pattern[..., key_parts == OTHER].sum(-1))
-    return torch.stack(out, -1).mean(1).float().cpu()
-
-
 @no_grad
 def answer_attention(model, prompt: list[int], continuation: list[int], prompt_parts: np.ndarray) -> torch.Tensor:
     """``[layer, head, 4]`` attention of the answer-producing rows on rest / needle / query / other."""
     import torch
 
+    from interp.attention import model_span_masses
+
     seq = list(prompt) + list(continuation)
     rows = torch.arange(len(prompt) - 1, len(seq) - 1)
-    key_parts = torch.as_tensor(np.concatenate([prompt_parts, np.full(len(continuation), OTHER)]), device=model.device)
-    out = torch.zeros(model.n_layers, model.n_heads, len(PART_NAMES))
-
-    def reduce(layer):
-        def hook(pattern, hook):
-            out[layer] = _masses(pattern[0], key_parts)
-        return hook
-
-    hooks = [(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]
-    with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
-        model(torch.tensor([seq], device=model.device))
-    return out
+    labels = np.concatenate([prompt_parts, np.full(len(continuation), OTHER)])
+    columns = np.where(labels == OTHER, len(PARTS), np.where((labels >= 0) & (labels < len(PARTS)), labels, -1))
+    masses = model_span_masses(model, torch.tensor([seq], device=model.device), rows, columns, len(PART_NAMES))
+    return masses[:, 0].mean(2).cpu()
 
 
 def headline(df) -> str:

@@ -20,11 +20,12 @@ BATCH = 8
 
 
 def _model():
+    from interp.loading import load
     from interp.registry import lookup
 
     entry = lookup("increments-per-layer")
     if entry is not None:
-        return entry.load()
+        return load(entry.name)
     from interp.models.increments import IncrementConfig, IncrementTransformer
     from poslens.train.recipes.increments import SMALL_BYTES
 

@@ -1,7 +1,7 @@
 """Hooked models with learned positions, their loaders and the capabilities analyses rely on.
 
     import interp
-    model = interp.load("increments-per-layer")          # a name from `poslens models`, or a path
+    model = interp.load("increments-per-layer")          # a name from `poslens models`, a path or a hub id
     logits, cache = model.run_with_cache(model.to_tokens("New York", doc_start=True))
 
 Names are imported on first use, so ``import interp.registry`` (``poslens models``) stays free of torch.
@@ -9,18 +9,18 @@ Names are imported on first use, so ``import interp.registry`` (``poslens models
 
 import importlib
 
-_WHERE = {"Capability": "interp.capabilities", "CapabilityError": "interp.capabilities", "InputError": "interp.base",
-          "PosLensModel": "interp.base", "require": "interp.base", "CheckpointError": "interp.loading",
-          "load": "interp.loading", "save": "interp.loading"}
-
-__all__ = [*_WHERE, "models"]
+_EXPORTS = {
+    "Capability": "interp.capabilities", "CapabilityError": "interp.capabilities", "InputError": "interp.base", "PosLensModel": "interp.base",
+    "require": "interp.base", "CheckpointError": "interp.loading.errors", "load": "interp.loading", "save": "interp.loading",
+    "models": "interp.registry",
+}
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name):
-    if name == "models":
-        from interp.registry import entries
-
-        return entries
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'interp' has no attribute {name!r}")
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'interp' has no attribute {name!r}")
+    module = importlib.import_module(_EXPORTS[name])
+    value = getattr(module, "entries" if name == "models" else name)
+    globals()[name] = value
+    return value

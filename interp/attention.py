@@ -12,6 +12,14 @@ stream long contexts without ever holding a full pattern.
 Inside ``decoding(cache)`` each attention module that supports it appends its rotated keys and values to
 a ``KVCache`` and attends from the new tokens only, so greedy generation runs one token per step; its
 hooks then see the new query rows against every cached key.
+
+Inside ``collecting_spans(rows, key_parts, n_parts)`` every attention that honours it records, under its
+``hook_pattern`` name, the attention mass ``[batch, head, len(rows), n_parts]`` of those query rows on each
+part of the keys (``key_parts`` labels each key). Without pattern hooks the mass comes from ``span_masses``:
+scaled-dot-product attention with the part indicators as values, so no pattern row is ever built and the
+statistic costs a few rows of a fused kernel. With pattern hooks attached, the (possibly edited) pattern
+rows are materialised as under ``query_rows(rows)`` and the mass is read from them. ``stop_after`` ends the
+forward pass (``StopForward``) once that hook name is recorded, before its layer's output is computed.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -97,6 +106,86 @@ def current_kv_cache() -> KVCache | None:
     return _KV_CACHE.get()
 
 
+class StopForward(Exception):
+    """Raised inside a forward pass once everything asked for has been recorded."""
+
+
+@dataclass
+class SpanRequest:
+    rows: Tensor  # query positions
+    key_parts: Tensor  # [k_pos] integer label per key
+    n_parts: int
+    stop_after: str | None = None
+    masses: dict[str, Tensor] = field(default_factory=dict)  # hook_pattern name -> [batch, head, rows, n_parts]
+
+    def record(self, name: str, mass: Tensor) -> None:
+        self.masses[name] = mass
+        if name == self.stop_after:
+            raise StopForward(name)
+
+
+_SPANS: contextvars.ContextVar[SpanRequest | None] = contextvars.ContextVar("poslens_spans", default=None)
+
+
+@contextlib.contextmanager
+def collecting_spans(rows, key_parts, n_parts: int, *, stop_after: str | None = None):
+    """Record each attention's mass of these query rows on each key part; yields the ``SpanRequest``
+    whose ``masses`` fill in during the forward pass. Pattern hooks, if any, see these rows only."""
+    request = SpanRequest(torch.as_tensor(rows, dtype=torch.long).flatten(), torch.as_tensor(key_parts, dtype=torch.long).flatten(),
+                          int(n_parts), stop_after)
+    if request.rows.numel() == 0:
+        raise ValueError("collecting_spans needs at least one query position")
+    with query_rows(request.rows), _setting(_SPANS, request):
+        yield request
+
+
+def current_spans() -> SpanRequest | None:
+    return _SPANS.get()
+
+
+def part_indicators(key_parts: Tensor, n_parts: int, dtype=torch.float32) -> Tensor:
+    """``[k_pos, n_parts]`` one-hot rows; a key labelled outside 0..n_parts-1 belongs to no part."""
+    valid = (key_parts >= 0) & (key_parts < n_parts)
+    return F.one_hot(torch.where(valid, key_parts, n_parts), n_parts + 1)[:, :n_parts].to(dtype)
+
+
+def span_masses(q: Tensor, k: Tensor, key_parts: Tensor, n_parts: int, *, scale: float | None = None, causal: bool = True,
+                bias: Tensor | None = None, rows: Tensor | None = None) -> Tensor:
+    """Attention mass of query rows on each key part, ``[batch, head, rows, n_parts]``, without the pattern.
+
+    ``q [batch, head, q_pos, d]``, ``k [batch, kv_head, k_pos, d]`` (``kv_head`` divides ``head``: grouped
+    query heads share a key head), ``key_parts [k_pos]`` integer labels, ``rows`` indices into ``q_pos``
+    (all when None). Causal queries are the last ``q_pos`` of the ``k_pos`` positions (a KV cache);
+    ``bias`` is added to the scores as in ``attend``. softmax(q k^T) times the part indicators is exactly
+    scaled-dot-product attention with the indicators as values: run that, in float32, on the rows only.
+    """
+    b, h, n_q, d = q.shape
+    kv, n_k = k.shape[1], k.shape[2]
+    if h % kv:
+        raise ValueError(f"span_masses: {h} query heads cannot share {kv} key heads")
+    if key_parts.shape != (n_k,):
+        raise ValueError(f"span_masses: key_parts has shape {tuple(key_parts.shape)}, expected ({n_k},) for {n_k} keys")
+    scale = scale if scale is not None else 1.0 / math.sqrt(d)
+    rows = torch.arange(n_q, device=q.device) if rows is None else rows.to(q.device)
+    q = q.index_select(-2, rows).float()
+    k = k.float()
+    r, rep = rows.numel(), h // kv
+    mask = None
+    if bias is not None:
+        mask = bias.index_select(-2, rows.to(bias.device)).float().expand(b, h, r, n_k)
+        if rep > 1:
+            mask = mask.reshape(b, kv, rep * r, n_k)
+    if causal:
+        visible = causal_mask(n_q, n_k, q.device, rows)
+        if rep > 1:
+            visible = visible.repeat(rep, 1)
+        mask = visible if mask is None else mask.masked_fill(~visible, float("-inf"))
+    values = part_indicators(key_parts.to(q.device), n_parts).expand(b, kv, n_k, n_parts)
+    grouped = q.reshape(b, kv, rep * r, d)
+    out = F.scaled_dot_product_attention(grouped, k, values, attn_mask=mask, scale=scale)
+    return out.reshape(b, h, r, n_parts)
+
+
 def _wanted(hook) -> bool:
     return hook is not None and hook.has_hooks()
 
@@ -125,7 +214,11 @@ def attend(
     entries are ``-inf`` in the scores handed to ``hook_scores`` and 0 in the pattern.
     """
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    spans = current_spans() if hook_pattern is not None and getattr(hook_pattern, "name", None) else None
     if not (_wanted(hook_scores) or _wanted(hook_pattern)):
+        if spans is not None:
+            spans.record(hook_pattern.name, span_masses(q, k, spans.key_parts, spans.n_parts, scale=scale, causal=causal,
+                                                        bias=bias, rows=spans.rows))
         n_q, n_k = q.shape[-2], k.shape[-2]
         mask = None if bias is None else bias.to(q.dtype)
         if causal and (bias is not None or n_q != n_k):
@@ -145,8 +238,39 @@ def attend(
     pattern = torch.softmax(scores.float(), dim=-1).to(v.dtype)
     if hook_pattern is not None:
         pattern = hook_pattern(pattern)
+    if spans is not None:
+        if spans.key_parts.numel() != k.shape[-2]:
+            raise ValueError(f"collecting_spans: {spans.key_parts.numel()} key labels for {k.shape[-2]} keys")
+        spans.record(hook_pattern.name, pattern.float() @ part_indicators(spans.key_parts.to(pattern.device), spans.n_parts))
     z_sel = torch.matmul(pattern, v)
     if rows is None:
         return z_sel
     z = attend(q, k, v, causal=causal, bias=bias, scale=scale)
     return z.index_copy(-2, rows.to(z.device), z_sel)
+
+
+@torch.no_grad()
+def model_span_masses(model, tokens: Tensor, rows, key_parts, n_parts: int) -> Tensor:
+    """``[layer, batch, head, rows, n_parts]``: every layer's attention mass of these query rows on each key
+    part, for any model with ``blocks.{l}.attn.hook_pattern``. The forward pass stops after the last layer's
+    attention. An attention that does not honour ``collecting_spans`` has its pattern rows read instead."""
+    names = [f"blocks.{l}.attn.hook_pattern" for l in range(model.n_layers)]
+    key_parts = torch.as_tensor(key_parts, dtype=torch.long, device=tokens.device)
+    if key_parts.shape != (tokens.shape[-1],):
+        raise ValueError(f"key_parts has shape {tuple(key_parts.shape)}, expected ({tokens.shape[-1]},): one label per token")
+    with collecting_spans(rows, key_parts, n_parts, stop_after=names[-1]) as request:
+        try:
+            model(tokens)
+        except StopForward:
+            pass
+    if all(n in request.masses for n in names):
+        return torch.stack([request.masses[n] for n in names])
+    indicators = part_indicators(key_parts, n_parts)
+    masses = {}
+
+    def read(pattern, hook):
+        masses[hook.name] = pattern.float() @ indicators
+
+    with query_rows(rows), model.hooks(fwd_hooks=[(n, read) for n in names]):
+        model(tokens)
+    return torch.stack([masses[n] for n in names])

@@ -10,6 +10,7 @@ class Capability(str, enum.Enum):
     ATTENTION = "attention patterns"
     HIDDEN_STATES = "hidden states"
     CAUSAL_LM = "next-token logits"
+    MASKED_LM = "masked-token logits"
     AP_STREAM = "an absolute-position stream"
     LOGIT_COMPONENTS = "decomposable attention logits"
 

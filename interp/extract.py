@@ -4,6 +4,9 @@
 the requested hooks trimmed to that sequence's length, on the CPU. Only one batch of activations exists
 at a time, so memory does not grow with the number of sequences.
 
+Each forward pass stops as soon as every requested hook has fired (every family fires each hook once per
+pass): reading residual streams never runs the layers above the last one asked for, nor the unembedding.
+
 Causal models take sequences of different lengths in one batch: right padding cannot change what a
 position sees. Bidirectional models are run one length at a time (no padding ever enters attention).
 """
@@ -16,20 +19,13 @@ from collections.abc import Iterable, Iterator, Sequence
 import torch
 from torch import Tensor
 
+from interp.attention import StopForward
 from interp.base import Capability
 
-# which axis of each hook shape is the token axis (key axis of a pattern is trimmed too)
-_POS_AXIS = {"pattern": (2, 3), "attn_scores": (2, 3), "positions": (2,), "delta": (-1,), "decay_bias": (2, 3),
-             "logits_ap": (2, 3), "logits_sem": (2, 3), "logits_rp": (2, 3)}
-
-
-def _trim(name: str, t: Tensor, n: int) -> Tensor:
-    leaf = name.rsplit(".", 1)[-1].removeprefix("hook_")
-    axes = _POS_AXIS.get(leaf)
-    if axes is None:
-        axes = (1,)  # [batch, pos, ...]
-    for ax in axes:
-        t = t.narrow(ax, 0, n) if t.dim() > ax else t
+def _trim(model, name: str, t: Tensor, n: int) -> Tensor:
+    """Cut every token axis (read off the hook's documented shape; a pattern's key axis too) to ``n``."""
+    for ax in model.token_axes(name, t.dim()):
+        t = t.narrow(ax, 0, n)
     return t
 
 
@@ -56,16 +52,28 @@ def check_hook_names(model, names: Sequence[str]) -> None:
 
 @torch.no_grad()
 def run_and_collect(model, tokens: Tensor, names: Sequence[str]) -> dict[str, Tensor]:
-    """One forward pass; the named hook activations (any hook, including edited ones) on the CPU."""
+    """One forward pass, stopped once the named hooks have fired; their activations (after any hooks
+    already attached, which see the same values) on the CPU."""
     check_hook_names(model, names)
-    _, cache = model.run_with_cache(tokens, names_filter=list(names))
-    silent = [n for n in names if n not in cache]
+    wanted, acts = set(names), {}
+
+    def keep(t, hook):
+        acts[hook.name] = t.detach()
+        if len(acts) == len(wanted):
+            raise StopForward(hook.name)
+
+    with model.hooks(fwd_hooks=[(n, keep) for n in wanted]):
+        try:
+            model(tokens)
+        except StopForward:
+            pass
+    silent = [n for n in names if n not in acts]
     if silent:
         leaf = silent[0].rsplit(".", 1)[-1]
         ran = [n for n in model.hook_dict if n.endswith("." + leaf) and n not in silent]
         hint = f" (this model computes it at {', '.join(ran[:6])}{' ...' if len(ran) > 6 else ''})" if ran else ""
         raise HookNameError(f"{model.model_name}: hook {silent[0]!r} exists but does not run in this model's forward pass{hint}")
-    return {n: cache[n].detach().float().cpu() for n in names}
+    return {n: acts[n].float().cpu() for n in names}
 
 
 @torch.no_grad()
@@ -90,7 +98,7 @@ def stream(
                 tokens[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
             acts = run_and_collect(model, tokens.to(model.device), names)
             for row, (index, seq) in enumerate(group):
-                out.append((index, {n: _trim(n, acts[n][row : row + 1], len(seq))[0] for n in names}))
+                out.append((index, {n: _trim(model, n, acts[n][row : row + 1], len(seq))[0] for n in names}))
         out.sort(key=lambda item: item[0])
         return out
 

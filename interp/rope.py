@@ -9,23 +9,47 @@ Both take positions of shape ``[batch, pos]`` (shared by all heads) or ``[batch,
 (one position per head, as in RePo and the per-head increment variant) and queries or keys of
 shape ``[batch, pos, head, d_head]``. Angles are computed in float32 on the fly, so positions may be
 fractional, negative or beyond the training length.
+
+``scaling`` (a Hugging Face ``rope_parameters`` dict without ``rope_theta``, or None) rescales the
+frequencies as ``transformers`` does: ``linear`` divides every frequency by ``factor``; ``llama3`` divides
+the low frequencies by ``factor``, keeps the high ones and interpolates between. Other types (yarn,
+longrope, dynamic) depend on more than the frequencies and are refused where configs are read
+(``interp.loading.hf_config``).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
+SCALING_TYPES = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
 
-def inverse_frequencies(d_head: int, theta: float, device=None) -> Tensor:
-    """``1 / theta^(2i/d_head)`` for i in 0..d_head/2-1, float32."""
+
+def inverse_frequencies(d_head: int, theta: float, device=None, scaling: dict | None = None) -> Tensor:
+    """``1 / theta^(2i/d_head)`` for i in 0..d_head/2-1, float32, rescaled by ``scaling``."""
     if d_head % 2:
         raise ValueError(f"RoPE needs an even head dimension, got d_head={d_head}")
-    exponent = torch.arange(0, d_head, 2, device=device, dtype=torch.float32) / d_head
-    return 1.0 / (theta**exponent)
+    exponent = torch.arange(0, d_head, 2, device=device, dtype=torch.int64).float() / d_head
+    inv = 1.0 / (theta**exponent)
+    kind = (scaling or {}).get("rope_type", "default")
+    if kind == "default":
+        return inv
+    if kind == "linear":
+        return inv / float(scaling["factor"])
+    if kind == "llama3":
+        factor, low, high = float(scaling["factor"]), float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        old = float(scaling["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > old / low, inv / factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+        return torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
+    raise ValueError(f"rope_type {kind!r} is not supported (supported: default, {', '.join(SCALING_TYPES)})")
 
 
-def _angles(positions: Tensor, d_head: int, theta: float) -> Tensor:
+def _angles(positions: Tensor, d_head: int, theta: float, scaling: dict | None = None) -> Tensor:
     """Angles ``[batch, pos, head_or_1, d_head/2]`` for positions ``[batch, pos]`` or ``[batch, head, pos]``."""
     pos = positions.float()
     if pos.dim() == 2:
@@ -34,7 +58,7 @@ def _angles(positions: Tensor, d_head: int, theta: float) -> Tensor:
         pos = pos.transpose(1, 2)
     else:
         raise ValueError(f"positions must be [batch, pos] or [batch, head, pos], got shape {tuple(positions.shape)}")
-    return pos.unsqueeze(-1) * inverse_frequencies(d_head, theta, positions.device)
+    return pos.unsqueeze(-1) * inverse_frequencies(d_head, theta, positions.device, scaling)
 
 
 def rotate_interleaved(x: Tensor, positions: Tensor, theta: float) -> Tensor:
@@ -47,9 +71,9 @@ def rotate_interleaved(x: Tensor, positions: Tensor, theta: float) -> Tensor:
     return out.flatten(-2).type_as(x)
 
 
-def rotate_half_split(x: Tensor, positions: Tensor, theta: float) -> Tensor:
+def rotate_half_split(x: Tensor, positions: Tensor, theta: float, scaling: dict | None = None) -> Tensor:
     """Rotate dim i with dim i + d/2 of ``x [batch, pos, head, d_head]`` (the ``rotate_half`` convention)."""
-    ang = _angles(positions, x.shape[-1], theta)
+    ang = _angles(positions, x.shape[-1], theta, scaling)
     cos, sin = torch.cat((ang, ang), -1).cos(), torch.cat((ang, ang), -1).sin()
     xf = x.float()
     half = x.shape[-1] // 2

@@ -30,7 +30,7 @@ def cmd_models(args) -> int:
     rows = []
     for e in registry.entries():
         ok = e.available()
-        n = e.n_params() if ok else None
+        n = e.n_params if ok else None
         rows.append((e.name, e.family, f"{n / 1e6:.2f}M" if n else "-", e.origin + ("" if ok else " (not installed)"), e.description))
     widths = [max(len(str(r[i])) for r in rows + [("name", "family", "params", "from", "")]) for i in range(4)]
     print("  ".join(h.ljust(w) for h, w in zip(("name", "family", "params", "from"), widths)) + "  about")

@@ -1,44 +1,64 @@
-"""``load(name_or_path)``: one entry point for every checkpoint poslens understands.
+"""``load(source)``: one entry point for every checkpoint poslens understands, entered once per call.
 
-Recognised sources:
+A source is resolved to a local path first (``resolve``), then read by what the path holds (``_read``):
 
-- a registry name (``poslens models`` lists them): bundled checkpoints and models installed from packages
-  (a bare name wins over a same-named folder; write ``./name`` for the folder);
-- a poslens directory: ``model.safetensors`` + ``poslens.json`` (family, config) [+ ``training.json``];
+- a registry name (``poslens models`` lists them; ``interp.registry`` holds them as data): a bundled
+  directory, a file inside an installed package with its format, or a hub id. A bare name wins over a
+  same-named folder; write ``./name`` for the folder;
+- an existing path;
+- a Hugging Face hub id ``owner/name`` (or ``hf://owner/name``) that is not an existing path: resolved by
+  ``huggingface_hub.snapshot_download`` at ``revision`` (a branch, tag or commit; default ``main``),
+  downloading when online and reading the local cache when ``HF_HUB_OFFLINE=1`` (the cache is
+  ``HF_HUB_CACHE``, both read at call time). ``./owner/name`` is always a path; ``hf://`` forces the hub.
+
+What a path may hold:
+
+- a poslens directory: ``model.safetensors`` + ``poslens.json`` (family, config) [+ ``training.json``,
+  tokenizer files];
 - an upstream learned-increments ``step_N.pt`` (``{'step', 'model_state_dict', 'model_config'}``);
 - a development encoder ``state_dict.pt`` (a plain state dict of the DSTG / NeoBERT layout, optionally with a
   ``config.json`` beside it); ``.pt`` / ``.pth`` / ``.bin`` files are told apart by their content;
-- a Hugging Face ``olmo2`` directory (the released RePo layout: ``config.json`` with ``pe_config``, one
-  safetensors file or shards with ``model.safetensors.index.json``);
-- a Hugging Face ``neobert`` / ``dstg`` directory (the encoder family, see ``interp.loading.encoder``).
+- a Hugging Face directory whose ``config.json`` has a ``model_type`` a family claims (``HF_TYPES``):
+  ``olmo2`` (the released RePo layout), ``llama``, ``bert``, ``neobert`` / ``dstg`` (the encoder family);
+- any other Hugging Face directory whose architecture TransformerLens' bridge supports (the generic
+  ``hf`` family, see ``interp.loading.hf``);
+- a ``.gguf`` LLaMA file (de-quantised by ``transformers``).
 
 ``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``)
-splits a large Hugging Face checkpoint over several devices with accelerate while it is read.
+splits a large ``olmo2`` checkpoint over several devices with accelerate while it is read.
 
-Loading is strict: a missing or unexpected key, a wrong shape, a config that contradicts the weights or
-a checkpoint of another family raises ``CheckpointError`` naming the file and the key.
+Loading is strict: a missing or unexpected key, a wrong shape, a config field poslens does not understand,
+a config that contradicts the weights or a checkpoint of another family raises ``CheckpointError`` naming
+the file and the key. Every load builds a new module: no load changes what another returned.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from interp import registry
 from interp.atomic import replacing, write_text
 from interp.fingerprint import weights_sha256
-from interp.loading import encoder, increments, repo
+from interp.loading import bert, encoder, hf, hf_files, increments, llama, repo
 from interp.loading.errors import CheckpointError
 from interp.loading.finite import check_finite
 
 FORMAT = "poslens-checkpoint"
 FORMAT_VERSION = 1
-FAMILIES = {increments.FAMILY: increments, repo.FAMILY: repo, encoder.FAMILY: encoder}
-HF_TYPES = {"olmo2": repo.FAMILY, **{t: encoder.FAMILY for t in encoder.HF_MODEL_TYPES}}
+FAMILIES = {m.FAMILY: m for m in (increments, repo, encoder, llama, bert)}
+HF_TYPES = {"olmo2": repo, **{t: m for m in (llama, bert, encoder) for t in m.HF_MODEL_TYPES}}
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+HUB_PREFIX = "hf://"
+HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.gguf", "*.jinja"]  # never pickles
 
 
 def sha256_of(path: Path) -> str:
@@ -75,13 +95,94 @@ def _read_torch(path: Path):
 
 def _refuse_unknown_hf_dir(path: Path) -> None:
     """A directory with a Hugging Face config.json of a model type no family loads: say which type."""
+    model_type = hf_files.model_type(path)
+    if (path / "config.json").is_file() and model_type not in HF_TYPES:
+        known = ", ".join(f"'{t}' ({m.FAMILY} family)" for t, m in HF_TYPES.items())
+        raise CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: {known}, "
+                              "and every architecture TransformerLens' bridge has an adapter for)")
+
+
+@dataclass
+class Resolved:
+    """A source made local: the path to read, a format when the path alone does not say, and provenance."""
+
+    path: Path
+    format: str | None = None
+    name: str | None = None  # registry name: becomes the model's name
+    family: str | None = None  # known before reading (registry entries)
+    record: dict = field(default_factory=dict)  # extra provenance: package, hub id, revision
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE") or bool(constants.HF_HUB_OFFLINE)
+
+
+def resolve_hub(repo_id: str, revision: str | None = None) -> Resolved:
+    """A hub id as a local snapshot directory (downloaded, or from the cache when offline)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    if not HUB_ID.match(repo_id):
+        raise CheckpointError(f"{repo_id!r} is not a hub id (expected owner/name)")
+    offline, cache = _offline(), os.environ.get("HF_HUB_CACHE") or None
     try:
-        model_type = json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return
-    if model_type not in HF_TYPES:
-        known = ", ".join(f"'{t}' ({f} family)" for t, f in HF_TYPES.items())
-        raise CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: {known})")
+        snapshot = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=offline,
+                                          allow_patterns=HUB_FILES))
+    except LocalEntryNotFoundError:
+        from huggingface_hub import constants
+
+        where = cache or constants.HF_HUB_CACHE
+        why = "HF_HUB_OFFLINE=1, so nothing is downloaded" if offline else "the hub could not be reached"
+        raise CheckpointError(f"hub id '{repo_id}' (revision {revision or 'main'}) is not in the hub cache {where} and {why}; "
+                              "download it once online, or pass a local path") from None
+    except (HfHubHTTPError, OSError, ValueError) as err:
+        raise CheckpointError(f"hub id '{repo_id}' (revision {revision or 'main'}): {type(err).__name__}: {err}") from None
+    return Resolved(snapshot, record={"hub": repo_id, "revision": snapshot.name, "requested_revision": revision or "main"})
+
+
+def resolve(source, *, revision: str | None = None) -> Resolved:
+    """Registry name, existing path or hub id -> ``Resolved`` (see the module docstring for the order)."""
+    if not isinstance(source, (str, os.PathLike)):
+        raise CheckpointError(f"load() takes a model name, a path or a hub id, not a {type(source).__name__}")
+    text = os.fspath(source)
+    if isinstance(source, str) and text.startswith(HUB_PREFIX):
+        return resolve_hub(text[len(HUB_PREFIX):], revision)
+    entry = registry.lookup(text) if isinstance(source, str) and "/" not in text and os.sep not in text else None
+    if entry is not None:
+        if revision is not None and entry.source.kind != "hub":
+            raise CheckpointError(f"revision={revision!r}: '{entry.name}' is a {entry.source.kind} entry, not a hub id")
+        resolved = _resolve_entry(entry, revision)
+        resolved.name, resolved.family = entry.name, entry.family
+        return resolved
+    path = Path(source)
+    if path.exists():
+        if revision is not None:
+            raise CheckpointError(f"revision={revision!r} applies to hub ids only; {path} is a local path")
+        return Resolved(path)
+    if isinstance(source, str) and HUB_ID.match(text):
+        return resolve_hub(text, revision)
+    raise CheckpointError(f"{source}: no such file or directory, and not a model name ({registry.names_hint()}) "
+                          "nor a hub id (owner/name)")
+
+
+def _resolve_entry(entry, revision) -> Resolved:
+    src = entry.source
+    if src.kind == "hub":
+        return resolve_hub(src.location, revision or src.revision)
+    if src.kind == "package":
+        from interp.packages import PackageFileMissing, package_file
+
+        try:
+            path = package_file(src.package, src.location, src.pip)
+        except PackageFileMissing as err:
+            raise CheckpointError(f"model '{entry.name}' is not available here: {err}") from None
+        return Resolved(path, format=src.format, record={"package": src.pip.split()[0]})
+    path = Path(src.location)
+    if not path.exists():
+        raise CheckpointError(f"model '{entry.name}' is not available here: {path} is missing")
+    return Resolved(path, format=src.format)
 
 
 def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -105,63 +206,86 @@ def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return meta, state
 
 
-def load(source, *, family: str | None = None, device=None, dtype=None, device_map=None, max_memory=None,
-         allow_nonfinite: bool = False):
-    """A hooked model from a registry name, a poslens directory or an upstream checkpoint file.
+def _read_torch_file(path: Path, family: str | None):
+    obj = _read_torch(path)
+    if increments.looks_like_step_pt(obj):
+        _check_family(increments.FAMILY, family, str(path))
+        config, state, _step = increments.unpack_step_pt(obj, path)
+        model = increments.build(config, state, str(path))
+        model.model_name = path.stem
+        return model, "upstream step_N.pt"
+    if encoder.looks_like_state_dict(obj):
+        _check_family(encoder.FAMILY, family, str(path))
+        return encoder.load_state_pt(obj, path), "development state_dict.pt"
+    found = sorted(map(str, obj))[:10] if isinstance(obj, dict) else type(obj).__name__
+    raise CheckpointError(
+        f"{path}: not a learned-increments step_N.pt (needs 'model_state_dict' and 'model_config') nor an encoder "
+        f"state_dict.pt (needs 'encoder.weight' or 'transformer_encoder.{{i}}.*' keys, optionally under 'model.'); found {found}"
+    )
+
+
+def _read_poslens(path: Path, family: str | None):
+    meta, state = read_poslens_dir(path)
+    _check_family(meta["family"], family, str(path))
+    model = _family(meta["family"], str(path)).build(meta["config"], state, str(path))
+    if getattr(model, "tokenizer", None) is None:
+        model.tokenizer = hf_files.read_tokenizer(path)
+    model.model_name = meta.get("name") or path.name
+    return model, FORMAT
+
+
+def _read(res: Resolved, family: str | None, place: dict):
+    """(model, format) from a local path. ``place`` (device, dtype, device_map, max_memory) is emptied by a
+    reader that places the weights itself while reading."""
+    path = res.path
+    if res.format == "gguf" or (path.is_file() and path.suffix == ".gguf"):
+        _check_family(llama.FAMILY, family, str(path))
+        return llama.load_gguf(path), "gguf de-quantised by transformers"
+    if path.is_dir() and (path / "poslens.json").exists():
+        return _read_poslens(path, family)
+    if path.is_file() and path.suffix in (".pt", ".pth", ".bin"):
+        return _read_torch_file(path, family)
+    if path.is_dir() and (path / "config.json").is_file():
+        model_type = hf_files.model_type(path)
+        io = HF_TYPES.get(model_type)
+        if io is bert and not bert.claims(hf_files.read_config(path)):
+            io = None
+        if io is repo:
+            _check_family(repo.FAMILY, family, str(path))
+            model = repo.load_hf_dir(path, **place)
+            place.clear()
+            return model, "huggingface olmo2 directory"
+        if io is not None:
+            _check_family(io.FAMILY, family, str(path))
+            return io.load_hf_dir(path), f"huggingface {model_type} directory"
+        if hf.is_generic_hf_dir(path):
+            _check_family(hf.FAMILY, family, str(path))
+            model = hf.load_generic(path, device=place["device"], dtype=place["dtype"])
+            place.clear()
+            return model, f"huggingface {model.architecture} directory (generic family)"
+        _refuse_unknown_hf_dir(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: a directory without poslens.json or config.json (or a format poslens does not know)")
+    raise CheckpointError(f"{path}: not a checkpoint poslens knows (expected a directory, a .pt file or a .gguf file)")
+
+
+def load(source, *, family: str | None = None, revision: str | None = None, device=None, dtype=None, device_map=None,
+         max_memory=None, allow_nonfinite: bool = False):
+    """A new hooked model from a registry name, a path or a hub id (see the module docstring).
 
     Weights holding NaN or inf are refused by name unless ``allow_nonfinite`` (see ``interp.loading.finite``)."""
-    from interp import registry
-
-    # a bare name is looked up in the registry first; anything with a path separator is a path
-    entry = registry.lookup(source) if isinstance(source, str) and "/" not in source else None
-    if entry is not None:
-        model = entry.load()
-        _check_family(model.family, family, entry.name)
-    else:
-        path = Path(source)
-        if not path.exists():
-            raise CheckpointError(f"{source}: no such file or directory, and not a model name ({registry.names_hint()})")
-        if path.is_dir() and (path / "poslens.json").exists():
-            meta, state = read_poslens_dir(path)
-            _check_family(meta["family"], family, str(path))
-            model = _family(meta["family"], str(path)).build(meta["config"], state, str(path))
-            model.model_name = meta.get("name") or path.name
-            fmt = FORMAT
-        elif path.is_file() and path.suffix in (".pt", ".pth", ".bin"):
-            obj = _read_torch(path)
-            if increments.looks_like_step_pt(obj):
-                config, state, _step = increments.unpack_step_pt(obj, path)
-                _check_family(increments.FAMILY, family, str(path))
-                model = increments.build(config, state, str(path))
-                model.model_name = path.stem
-                fmt = "upstream step_N.pt"
-            elif encoder.looks_like_state_dict(obj):
-                _check_family(encoder.FAMILY, family, str(path))
-                model = encoder.load_state_pt(obj, path)
-                fmt = "development state_dict.pt"
-            else:
-                found = sorted(map(str, obj))[:10] if isinstance(obj, dict) else type(obj).__name__
-                raise CheckpointError(
-                    f"{path}: not a learned-increments step_N.pt (needs 'model_state_dict' and 'model_config') nor an encoder "
-                    f"state_dict.pt (needs 'encoder.weight' or 'transformer_encoder.{{i}}.*' keys, optionally under 'model.'); found {found}"
-                )
-        elif repo.is_hf_dir(path):
-            _check_family(repo.FAMILY, family, str(path))
-            model = repo.load_hf_dir(path, device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
-            device = dtype = None  # already placed while reading
-            fmt = "huggingface olmo2 directory"
-        elif encoder.is_hf_dir(path):
-            _check_family(encoder.FAMILY, family, str(path))
-            model = encoder.load_hf_dir(path)
-            fmt = "huggingface neobert directory"
-        elif path.is_dir():
-            _refuse_unknown_hf_dir(path)
-            raise CheckpointError(f"{path}: a directory without poslens.json (or a format poslens does not know)")
-        else:
-            raise CheckpointError(f"{path}: not a checkpoint poslens knows (expected a directory or a .pt file)")
-        model.source = {"path": str(path.resolve()), "sha256": sha256_of(path), "format": fmt}
-    model.source = {**model.source, "nonfinite": check_finite(model, str(source), allow_nonfinite)}
-    if dtype is not None or device is not None:
+    res = resolve(source, revision=revision)
+    _check_family(res.family or family, family, res.name or str(res.path))
+    if (device_map is not None or max_memory is not None) and hf_files.model_type(res.path) != "olmo2":
+        raise CheckpointError(f"{res.path}: device_map / max_memory apply to Hugging Face olmo2 directories only")
+    place = {"device": device, "dtype": dtype, "device_map": device_map, "max_memory": max_memory}
+    model, fmt = _read(res, family, place)
+    _check_family(model.family, family, res.name or str(res.path))
+    if res.name:
+        model.model_name = res.name
+    model.source = {"path": str(res.path.resolve()), "sha256": sha256_of(res.path), "format": fmt, **res.record}
+    model.source["nonfinite"] = check_finite(model, str(source), allow_nonfinite)
+    if place and (dtype is not None or device is not None):
         model = model.to(device=device, dtype=dtype)
     model.source["weights_sha256"] = weights_sha256(model)  # provenance compares the weights it sees with these
     return model.eval()
@@ -169,13 +293,17 @@ def load(source, *, family: str | None = None, device=None, dtype=None, device_m
 
 def save(model, directory, *, training: dict | None = None, name: str | None = None, overwrite: bool = False,
          dtype: torch.dtype | None = None) -> Path:
-    """Write ``model.safetensors`` + ``poslens.json`` (+ ``training.json``); refuse to overwrite unless asked.
+    """Write ``model.safetensors`` + ``poslens.json`` (+ ``training.json``, + the tokenizer files when the
+    tokenizer is not named by the config); refuse to overwrite unless asked. Every family round-trips:
+    ``load(save(model, d))`` gives the same logits.
 
     ``dtype`` stores floating-point weights in that dtype (loading casts them back to the model's).
     """
     directory = Path(directory)
+    if model.family == hf.FAMILY:  # a Hugging Face directory, as it was loaded
+        return hf.save_generic(model, directory, overwrite=overwrite)
     targets = [directory / "model.safetensors", directory / "poslens.json", directory / "training.json"]
-    existing = [str(t) for t in targets if t.exists()]
+    existing = [str(t) for t in targets + [directory / f for f in hf_files.TOKENIZER_FILES] if t.exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
     io = _family(model.family, str(directory))
@@ -190,6 +318,8 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
         "format": FORMAT, "version": FORMAT_VERSION, "family": model.family, "name": name or model.model_name,
         "config": config, "n_params": int(sum(v.numel() for v in state.values())),
     }
+    if getattr(getattr(model, "cfg", None), "tokenizer", None) is None:
+        meta["tokenizer"] = hf_files.write_tokenizer(getattr(model, "tokenizer", None), directory)
     write_text(targets[1], json.dumps(meta, indent=2) + "\n")
     if training is not None:
         write_text(targets[2], json.dumps(training, indent=2) + "\n")

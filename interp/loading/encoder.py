@@ -41,7 +41,8 @@ true), ``untie_cls`` (DSTG only), ``use_only_sem_for_decoding`` (DSTG head on th
 intermediate_size) / 3) / 8)`` for DSTG, ``8 * ceil(int(2 * intermediate_size / 3) / 8)`` otherwise, with
 ``intermediate_size`` defaulting to ``4 * hidden_size`` and ``pos_intermediate_size`` to ``4 * pos_size``.
 Options the development code has but this architecture is not (``ngpt``, ``shared_pos_keys``, separate FFNs,
-``hadamard`` mixing, softpick, LayerNorm, GELU, fixed AP tables) are errors. An optional ``"poslens"`` object of
+``hadamard`` mixing, softpick, LayerNorm, GELU, fixed AP tables) are errors, and so is any field this loader
+does not know (``DEV_READ``, ``interp.loading.hf_config.BENIGN``): it is named, never ignored. An optional ``"poslens"`` object of
 ``EncoderConfig`` fields overrides the result (``save_pretrained`` writes the exact config there). Whether the
 file has an MLM head and per-layer RP modules is read off its keys.
 
@@ -61,6 +62,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from interp.loading.errors import CheckpointError
+from interp.loading.hf_config import audit
 from interp.loading.strict import verify
 from interp.models.encoder import EncoderConfig, EncoderModel, RelativePositionBias, t5_buckets
 
@@ -238,6 +240,13 @@ def _swiglu_width(n: float) -> int:
     return 8 * ((width + 7) // 8)
 
 
+DEV_READ = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "max_length", "pos_size", "norm_eps",
+            "pad_token_id", "posneobert", "rope", "relative_pos_bias", "AP_embeddings", "untie_cls", "use_only_sem_for_decoding",
+            "intermediate_size", "pos_intermediate_size", "poslens", "ngpt", "shared_pos_keys", "mixed_feed_forward", "rms_norm",
+            "hidden_act", "attention_activation", "mix_attentions", "positional_embed_init",
+            "dropout", "embedding_init_range", "decoder_init_range", "classifier_init_range")  # the last four: training only
+
+
 def config_from_dev(raw: dict, where: str) -> dict:
     """``EncoderConfig`` fields from a development ``NeoBERTConfig`` dict (see the module docstring)."""
     if raw.get("model_type") not in HF_MODEL_TYPES:
@@ -246,6 +255,7 @@ def config_from_dev(raw: dict, where: str) -> dict:
     missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size") if k not in raw]
     if missing:
         raise CheckpointError(f"{where}: config.json lacks {missing}")
+    audit(raw, where, "encoder (neobert)", read=DEV_READ, require={"model_type": HF_MODEL_TYPES})
     for name, ok in (("ngpt", False), ("shared_pos_keys", False), ("mixed_feed_forward", True), ("rms_norm", True)):
         if name in raw and bool(raw[name]) != ok:
             raise CheckpointError(f"{where}: config.json sets {name}={raw[name]!r}; poslens loads only {name}={ok}")

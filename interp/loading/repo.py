@@ -19,6 +19,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from interp.loading.errors import CheckpointError
+from interp.loading.hf_config import audit, rope_settings
 from interp.loading.hf_keys import to_file, to_native
 from interp.loading.strict import verify
 from interp.models.repo import RepoConfig, RepoTransformer
@@ -27,6 +28,9 @@ FAMILY = "repo"
 PE_MODES = {"none": "rope", "nope": "nope", "swigluex_multihead": "repo"}
 HF_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
              "vocab_size", "max_position_embeddings", "rope_theta", "rms_norm_eps", "attention_bias", "tie_word_embeddings")
+READ = HF_FIELDS + ("rope_scaling", "rope_parameters", "pe_config", "poslens")
+REQUIRE = {"hidden_act": ("silu",), "model_type": ("olmo2",), "quantization_config": (None,)}
+PE_KEYS = ("dynamic_pe_mode", "dynamic_pe_start_layer", "dynmaic_pe_start_layer", "dynamic_pe_layer_ids", "dynmaic_pe_layer_ids")
 INDEX = "model.safetensors.index.json"
 
 
@@ -45,12 +49,18 @@ def _pe_value(pe: dict, name: str, where: str, default):
 def config_from_hf(raw: dict, where: str) -> RepoConfig:
     if raw.get("model_type") != "olmo2":
         raise CheckpointError(f"{where}: model_type is {raw.get('model_type')!r}, not 'olmo2' (not a RePo / OLMo-2 checkpoint)")
+    audit(raw, where, "repo (olmo2)", read=READ, require=REQUIRE)
     missing = [k for k in HF_FIELDS[:5] if k not in raw and k != "num_key_value_heads"]
     if missing:
         raise CheckpointError(f"{where}: config.json lacks {missing}")
-    if raw.get("rope_scaling"):
-        raise CheckpointError(f"{where}: rope_scaling={raw['rope_scaling']!r} is not supported (plain RoPE only)")
+    theta, scaling = rope_settings(raw, where)
     pe = raw.get("pe_config") or {}
+    if not isinstance(pe, dict):
+        raise CheckpointError(f"{where}: pe_config must be an object, found {pe!r}")
+    stray = sorted(set(pe) - set(PE_KEYS))
+    if stray:
+        raise CheckpointError(f"{where}: pe_config field '{stray[0]}' is not one poslens understands (known: {list(PE_KEYS)}); "
+                              "it may change the positions, so poslens refuses it rather than ignore it")
     mode = pe.get("dynamic_pe_mode", "none")
     if mode not in PE_MODES:
         raise CheckpointError(f"{where}: pe_config dynamic_pe_mode={mode!r} is not one poslens loads ({sorted(PE_MODES)})")
@@ -58,6 +68,7 @@ def config_from_hf(raw: dict, where: str) -> RepoConfig:
     ids = str(_pe_value(pe, "pe_layer_ids", where, "") or "")
     layer_ids = tuple(int(i) for i in ids.split(",")) if ids.strip() else None
     fields = {k: raw[k] for k in HF_FIELDS if k in raw and raw[k] is not None}
+    fields.update(rope_theta=theta, rope_scaling=scaling)
     tokenizer = (raw.get("poslens") or {}).get("tokenizer")
     try:
         return RepoConfig(**fields, position_mode=PE_MODES[mode], start_layer=start, layer_ids=layer_ids, tokenizer=tokenizer)
@@ -72,6 +83,7 @@ def hf_config(cfg: RepoConfig) -> dict:
     out = {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_act": "silu", "attention_dropout": 0.0,
            "rope_scaling": None, "torch_dtype": "float32", "use_cache": True}
     out.update({k: getattr(cfg, k) for k in HF_FIELDS})
+    out["rope_scaling"] = dict(cfg.rope_scaling) if cfg.rope_scaling else None
     out["pe_config"] = {"dynamic_pe_mode": mode, "dynamic_pe_start_layer": cfg.start_layer, "dynmaic_pe_start_layer": cfg.start_layer,
                         "dynamic_pe_layer_ids": ids, "dynmaic_pe_layer_ids": ids}
     if cfg.tokenizer:

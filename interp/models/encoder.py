@@ -14,6 +14,9 @@ One class, ``EncoderModel``, covers four variants picked by ``EncoderConfig.vari
 - ``rp``: one stream; T5 bucketed bias added to the logits.
 - ``rope``: one stream; rotary positions ``0..n-1`` on queries and keys.
 
+The code is split by layout, chosen once when the model is built: ``TwoStreamAttention`` / ``TwoStreamBlock``
+(DSTG) and ``SingleStreamAttention`` / ``SingleStreamBlock`` (the baselines) share ``EncoderAttention`` (RP
+term, logit hooks, softmax) and ``EncoderBlock`` (residual wiring); the RP pieces live in ``interp.relative``.
 The baselines share norms, SwiGLU, residual mode and MLM head with DSTG. Their fused ``qkv`` projection is
 split per head as the development code (NeoBERT) does: output rows ``[q_0 k_0 v_0 | q_1 k_1 v_1 | ...]``.
 ``rope_style`` picks the rotary layout: ``half_split`` (``rotate_half``) or ``interleaved`` (pairs 2i, 2i+1,
@@ -63,6 +66,7 @@ from interp import rope
 from interp.attention import current_query_rows
 from interp.base import Capability, HookDoc, InputError, PosLensModel
 from interp.layers import RMSNorm
+from interp.relative import RelativePositionBias, SpecialTokenThetas, rp_logits, special_mask, t5_buckets  # noqa: F401 (re-exported)
 
 VARIANTS = ("disentangled", "ap", "rp", "rope")
 RESIDUALS = ("normalized", "prenorm")
@@ -173,63 +177,6 @@ class EncoderConfig:
         return dataclasses.asdict(self)
 
 
-# ---- RP bias and special tokens ------------------------------------------------------------------------
-
-
-def t5_buckets(relative_position: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
-    """T5's bidirectional bucket of ``relative_position = key - query``.
-
-    Half the buckets per direction (keys after the query take the upper half); within a direction the first
-    half of the buckets are exact distances, the rest log-spaced up to ``max_distance`` (farther: last bucket).
-    """
-    half = num_buckets // 2
-    exact = half // 2
-    direction = (relative_position > 0).long() * half
-    dist = relative_position.abs()
-    far = exact + (torch.log(dist.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (half - exact)).long()
-    return direction + torch.where(dist < exact, dist, far.clamp(max=half - 1))
-
-
-def special_mask(n: int, device=None) -> Tensor:
-    """``[n, n]`` bool, True on the rows and columns of [CLS] (index 0) and [SEP] (index n-1)."""
-    mask = torch.zeros(n, n, dtype=torch.bool, device=device)
-    mask[0, :] = mask[n - 1, :] = True
-    mask[:, 0] = mask[:, n - 1] = True
-    return mask
-
-
-class RelativePositionBias(nn.Module):
-    """T5 bucketed bias, per head, for queries and keys at 0..n-1."""
-
-    def __init__(self, n_heads: int, max_length: int, num_buckets: int, max_distance: int):
-        super().__init__()
-        self.num_buckets, self.max_distance = num_buckets, max_distance
-        self.relative_attention_bias = nn.Parameter(torch.zeros(num_buckets, n_heads))
-        pos = torch.arange(max_length)
-        self.register_buffer("bucket_indices", t5_buckets(pos[None, :] - pos[:, None], num_buckets, max_distance), persistent=True)
-
-    def forward(self, n: int) -> Tensor:
-        """``[head, q, k]`` bias of the bucket of ``k - q``."""
-        return self.relative_attention_bias[self.bucket_indices[:n, :n]].permute(2, 0, 1)
-
-
-class SpecialTokenThetas(nn.Module):
-    """Per-head logits of the [CLS]/[SEP] rows and columns, ``thetas`` rows in ``THETA_ROWS`` order."""
-
-    def __init__(self, n_heads: int):
-        super().__init__()
-        self.thetas = nn.Parameter(torch.zeros(4, n_heads))
-
-    def forward(self, n: int) -> Tensor:
-        """``[head, q, k]``: theta on special rows / columns (columns written last, so they win), 0 elsewhere."""
-        out = self.thetas.new_zeros(self.thetas.shape[1], n, n)
-        out[:, 0, :] = self.thetas[0][:, None]
-        out[:, n - 1, :] = self.thetas[1][:, None]
-        out[:, :, 0] = self.thetas[2][:, None]
-        out[:, :, n - 1] = self.thetas[3][:, None]
-        return out
-
-
 class TiedDecoder(nn.Module):
     """The MLM head when tied to the token embedding: only the bias is its own."""
 
@@ -255,22 +202,16 @@ class SwiGLUFFN(nn.Module):
 
 
 class EncoderAttention(nn.Module):
+    """What both attention layouts share: the RP term (per layer or shared), the logit hooks and one softmax.
+
+    Subclasses build their projections and implement ``logits_and_values`` (hooked logit components and
+    value tensors) and ``output`` (per-head outputs -> the block's attention output).
+    """
+
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.cfg = cfg
-        h, dqk = cfg.num_attention_heads, cfg.d_qk
-        if cfg.disentangled:
-            self.qkv_pos = nn.Linear(cfg.pos_size, 2 * h * dqk + cfg.pos_size, bias=False)
-            self.qkv_sem = nn.Linear(cfg.hidden_size, 2 * h * dqk + cfg.hidden_size, bias=False)
-            self.wo_pos = nn.Linear(cfg.pos_size, cfg.pos_size, bias=False)
-            self.wo_sem = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
-            for name in ("q_ap", "k_ap", "v_ap", "q_sem", "k_sem", "v_sem", "logits_ap", "z_ap", "z_sem"):
-                setattr(self, f"hook_{name}", HookPoint())
-        else:
-            self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size, bias=False)
-            self.wo = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
-            for name in ("q", "k", "v", "z") + (("rot_q", "rot_k") if cfg.variant == "rope" else ()):
-                setattr(self, f"hook_{name}", HookPoint())
+        h = cfg.num_attention_heads
         self.relative_pos_bias = None
         self.cls_sep_override = None
         if cfg.rp_per_layer:
@@ -287,50 +228,18 @@ class EncoderAttention(nn.Module):
     def rp_logits(self, n: int, shared_bias, shared_thetas, device) -> Tensor:
         """``[head, q, k]`` RP component: bucketed bias, and thetas on the special rows / columns."""
         cfg = self.cfg
-        bias_mod = self.relative_pos_bias if cfg.rp_per_layer else shared_bias
-        theta_mod = self.cls_sep_override if cfg.rp_per_layer else shared_thetas
-        out = bias_mod(n) if bias_mod is not None else torch.zeros(cfg.num_attention_heads, n, n, device=device)
-        if theta_mod is not None:
-            mask = special_mask(n, device)
-            base = out if cfg.rp_at_special else torch.zeros_like(out)
-            out = torch.where(mask, base + theta_mod(n), out)
-        return out
+        bias = self.relative_pos_bias if cfg.rp_per_layer else shared_bias
+        thetas = self.cls_sep_override if cfg.rp_per_layer else shared_thetas
+        return rp_logits(n, cfg.num_attention_heads, bias, thetas, add_bias_at_special=cfg.rp_at_special, device=device)
 
     def forward(self, x: Tensor, rope_positions: Tensor | None, shared_bias, shared_thetas) -> Tensor:
-        cfg = self.cfg
         b, n, _ = x.shape
-        h, dqk = cfg.num_attention_heads, cfg.d_qk
-        scale = 1.0 / math.sqrt(dqk)
-        components = []  # (hook, [batch or 1, head, q, k])
-        if cfg.disentangled:
-            p = cfg.pos_size
-            q_ap, k_ap, v_ap = self.qkv_pos(x[..., :p]).split([h * dqk, h * dqk, p], dim=-1)
-            q_sem, k_sem, v_sem = self.qkv_sem(x[..., p:]).split([h * dqk, h * dqk, cfg.hidden_size], dim=-1)
-            q_ap, k_ap = self.hook_q_ap(q_ap.view(b, n, h, dqk)), self.hook_k_ap(k_ap.view(b, n, h, dqk))
-            q_sem, k_sem = self.hook_q_sem(q_sem.view(b, n, h, dqk)), self.hook_k_sem(k_sem.view(b, n, h, dqk))
-            values = [self.hook_v_ap(v_ap.view(b, n, h, -1)), self.hook_v_sem(v_sem.view(b, n, h, -1))]
-            ap = torch.einsum("bqhd,bkhd->bhqk", q_ap, k_ap) * scale
-            if cfg.untie_cls:  # special tokens carry no AP term: their logits are thetas, in the RP component
-                ap = ap.masked_fill(special_mask(n, x.device), 0.0)
-            components.append((self.hook_logits_ap, ap))
-            components.append((self.hook_logits_sem, torch.einsum("bqhd,bkhd->bhqk", q_sem, k_sem) * scale))
-        else:
-            q, k, v = self.qkv(x).view(b, n, h, 3 * dqk).chunk(3, dim=-1)
-            q, k, values = self.hook_q(q), self.hook_k(k), [self.hook_v(v)]
-            if cfg.variant == "rope":
-                place = rope.rotate_half_split if cfg.rope_style == "half_split" else rope.rotate_interleaved
-                q = self.hook_rot_q(place(q, rope_positions, cfg.rope_theta))
-                k = self.hook_rot_k(place(k, rope_positions, cfg.rope_theta))
-            components.append((self.hook_logits_sem, torch.einsum("bqhd,bkhd->bhqk", q, k) * scale))
-        if cfg.has_rp_component:
+        components, values = self.logits_and_values(x, rope_positions, 1.0 / math.sqrt(self.cfg.d_qk))
+        if self.cfg.has_rp_component:
             rp = self.rp_logits(n, shared_bias, shared_thetas, x.device).to(x.dtype)
             components.append((self.hook_logits_rp, rp.unsqueeze(0).expand(b, -1, -1, -1)))
         pattern = self._pattern(components, values[0].dtype)
-        zs = [torch.einsum("bhqk,bkhd->bqhd", pattern, v) for v in values]
-        if cfg.disentangled:
-            z_ap, z_sem = self.hook_z_ap(zs[0]), self.hook_z_sem(zs[1])
-            return torch.cat([self.wo_pos(z_ap.reshape(b, n, -1)), self.wo_sem(z_sem.reshape(b, n, -1))], dim=-1)
-        return self.wo(self.hook_z(zs[0]).reshape(b, n, -1))
+        return self.output([torch.einsum("bhqk,bkhd->bqhd", pattern, v) for v in values])
 
     def _pattern(self, components, dtype) -> Tensor:
         """Hooked components -> summed scores -> softmax; under ``query_rows`` only those rows pass the hooks."""
@@ -345,19 +254,77 @@ class EncoderAttention(nn.Module):
         return pattern.index_copy(-2, rows, chosen)
 
 
-class EncoderBlock(nn.Module):
+class TwoStreamAttention(EncoderAttention):
+    """DSTG: AP and semantic streams with their own q, k (``d_qk`` each) and values; logits AP + semantic (+ RP)."""
+
     def __init__(self, cfg: EncoderConfig):
+        super().__init__(cfg)
+        h, dqk = cfg.num_attention_heads, cfg.d_qk
+        self.qkv_pos = nn.Linear(cfg.pos_size, 2 * h * dqk + cfg.pos_size, bias=False)
+        self.qkv_sem = nn.Linear(cfg.hidden_size, 2 * h * dqk + cfg.hidden_size, bias=False)
+        self.wo_pos = nn.Linear(cfg.pos_size, cfg.pos_size, bias=False)
+        self.wo_sem = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
+        for name in ("q_ap", "k_ap", "v_ap", "q_sem", "k_sem", "v_sem", "logits_ap", "z_ap", "z_sem"):
+            setattr(self, f"hook_{name}", HookPoint())
+
+    def logits_and_values(self, x: Tensor, rope_positions, scale: float):
+        cfg = self.cfg
+        b, n, _ = x.shape
+        h, dqk, p = cfg.num_attention_heads, cfg.d_qk, cfg.pos_size
+        q_ap, k_ap, v_ap = self.qkv_pos(x[..., :p]).split([h * dqk, h * dqk, p], dim=-1)
+        q_sem, k_sem, v_sem = self.qkv_sem(x[..., p:]).split([h * dqk, h * dqk, cfg.hidden_size], dim=-1)
+        q_ap, k_ap = self.hook_q_ap(q_ap.view(b, n, h, dqk)), self.hook_k_ap(k_ap.view(b, n, h, dqk))
+        q_sem, k_sem = self.hook_q_sem(q_sem.view(b, n, h, dqk)), self.hook_k_sem(k_sem.view(b, n, h, dqk))
+        values = [self.hook_v_ap(v_ap.view(b, n, h, -1)), self.hook_v_sem(v_sem.view(b, n, h, -1))]
+        ap = torch.einsum("bqhd,bkhd->bhqk", q_ap, k_ap) * scale
+        if cfg.untie_cls:  # special tokens carry no AP term: their logits are thetas, in the RP component
+            ap = ap.masked_fill(special_mask(n, x.device), 0.0)
+        sem = torch.einsum("bqhd,bkhd->bhqk", q_sem, k_sem) * scale
+        return [(self.hook_logits_ap, ap), (self.hook_logits_sem, sem)], values
+
+    def output(self, zs) -> Tensor:
+        b, n = zs[0].shape[:2]
+        z_ap, z_sem = self.hook_z_ap(zs[0]), self.hook_z_sem(zs[1])
+        return torch.cat([self.wo_pos(z_ap.reshape(b, n, -1)), self.wo_sem(z_sem.reshape(b, n, -1))], dim=-1)
+
+
+class SingleStreamAttention(EncoderAttention):
+    """The baselines: one fused ``qkv`` split per head ``[q_h k_h v_h]``, rotary positions in the rope variant."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__(cfg)
+        self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size, bias=False)
+        self.wo = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.rotate = None
+        if cfg.variant == "rope":
+            self.rotate = rope.rotate_half_split if cfg.rope_style == "half_split" else rope.rotate_interleaved
+        for name in ("q", "k", "v", "z") + (("rot_q", "rot_k") if self.rotate else ()):
+            setattr(self, f"hook_{name}", HookPoint())
+
+    def logits_and_values(self, x: Tensor, rope_positions, scale: float):
+        cfg = self.cfg
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, cfg.num_attention_heads, 3 * cfg.d_qk).chunk(3, dim=-1)
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        if self.rotate is not None:
+            q = self.hook_rot_q(self.rotate(q, rope_positions, cfg.rope_theta))
+            k = self.hook_rot_k(self.rotate(k, rope_positions, cfg.rope_theta))
+        return [(self.hook_logits_sem, torch.einsum("bqhd,bkhd->bhqk", q, k) * scale)], [v]
+
+    def output(self, zs) -> Tensor:
+        b, n = zs[0].shape[:2]
+        return self.wo(self.hook_z(zs[0]).reshape(b, n, -1))
+
+
+class EncoderBlock(nn.Module):
+    """Norm -> attention -> residual -> norm -> SwiGLU -> residual; ``residual="normalized"`` adds each output to
+    the normalised input instead of the raw one. Subclasses build the norms and say how they apply."""
+
+    def __init__(self, cfg: EncoderConfig, attention: type[EncoderAttention]):
         super().__init__()
         self.cfg = cfg
-        if cfg.disentangled:
-            self.pos_attention_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
-            self.sem_attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
-            self.pos_ffn_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
-            self.sem_ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
-        else:
-            self.attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
-            self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
-        self.attn = EncoderAttention(cfg)
+        self.normalized = cfg.residual == "normalized"
+        self.attn = attention(cfg)
         self.ffn = SwiGLUFFN(cfg.d_model, cfg.intermediate_size)
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         self.hook_attn_in = HookPoint()
@@ -365,29 +332,49 @@ class EncoderBlock(nn.Module):
         self.hook_resid_mid = HookPoint()
         self.hook_mlp_in = HookPoint()
         self.hook_mlp_out = HookPoint()
-        if cfg.disentangled:
-            self.hook_resid_ap = HookPoint()  # [batch, pos, pos_size]
-            self.hook_resid_sem = HookPoint()  # [batch, pos, hidden_size]
         self.hook_resid_post = HookPoint()
 
-    def _norm(self, x: Tensor, stage: str) -> Tensor:
-        if not self.cfg.disentangled:
-            return getattr(self, f"{stage}_norm")(x)
-        p = self.cfg.pos_size
-        return torch.cat([getattr(self, f"pos_{stage}_norm")(x[..., :p]), getattr(self, f"sem_{stage}_norm")(x[..., p:])], dim=-1)
-
     def forward(self, x: Tensor, rope_positions: Tensor | None, shared_bias, shared_thetas) -> Tensor:
-        normalized = self.cfg.residual == "normalized"
         x = self.hook_resid_pre(x)
         a = self.hook_attn_in(self._norm(x, "attention"))
         attn_out = self.hook_attn_out(self.attn(a, rope_positions, shared_bias, shared_thetas))
-        h = self.hook_resid_mid((a if normalized else x) + attn_out)
+        h = self.hook_resid_mid((a if self.normalized else x) + attn_out)
         m = self.hook_mlp_in(self._norm(h, "ffn"))
-        out = (m if normalized else h) + self.hook_mlp_out(self.ffn(m))
-        if self.cfg.disentangled:
-            p = self.cfg.pos_size
-            out = torch.cat([self.hook_resid_ap(out[..., :p]), self.hook_resid_sem(out[..., p:])], dim=-1)
-        return self.hook_resid_post(out)
+        out = (m if self.normalized else h) + self.hook_mlp_out(self.ffn(m))
+        return self.hook_resid_post(self._streams(out))
+
+    def _streams(self, out: Tensor) -> Tensor:
+        return out
+
+
+class SingleStreamBlock(EncoderBlock):
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__(cfg, SingleStreamAttention)
+        self.attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+
+    def _norm(self, x: Tensor, stage: str) -> Tensor:
+        return getattr(self, f"{stage}_norm")(x)
+
+
+class TwoStreamBlock(EncoderBlock):
+    """DSTG: the AP and semantic parts are normalised apart; both streams leaving the block are hooked."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__(cfg, TwoStreamAttention)
+        for stage in ("attention", "ffn"):
+            setattr(self, f"pos_{stage}_norm", RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama"))
+            setattr(self, f"sem_{stage}_norm", RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama"))
+        self.hook_resid_ap = HookPoint()  # [batch, pos, pos_size]
+        self.hook_resid_sem = HookPoint()  # [batch, pos, hidden_size]
+
+    def _norm(self, x: Tensor, stage: str) -> Tensor:
+        p = self.cfg.pos_size
+        return torch.cat([getattr(self, f"pos_{stage}_norm")(x[..., :p]), getattr(self, f"sem_{stage}_norm")(x[..., p:])], dim=-1)
+
+    def _streams(self, out: Tensor) -> Tensor:
+        p = self.cfg.pos_size
+        return torch.cat([self.hook_resid_ap(out[..., :p]), self.hook_resid_sem(out[..., p:])], dim=-1)
 
 
 # ---- the model ---------------------------------------------------------------------------------------
@@ -426,13 +413,11 @@ class EncoderModel(PosLensModel):
         HookDoc("blocks.{l}.attn.hook_z_sem", "[batch, pos, head, hidden_size/head]", "DSTG: per-head semantic output before wo_sem"),
         HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "baselines: per-head output before wo"),
         HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added to the residual (DSTG: [wo_pos z_ap | wo_sem z_sem])"),
-        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
         HookDoc("blocks.{l}.hook_mlp_in", "[batch, pos, d_model]", "normalised FFN input (the FFN base with residual='normalized')"),
         HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "SwiGLU output added to the residual (the only place the streams mix)"),
         HookDoc("blocks.{l}.hook_resid_ap", "[batch, pos, pos_size]", "DSTG: AP stream leaving layer l (hooked before the concatenation, "
                 "so edits propagate)"),
         HookDoc("blocks.{l}.hook_resid_sem", "[batch, pos, hidden_size]", "DSTG: semantic stream leaving layer l"),
-        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
         HookDoc("hook_final_ap", "[batch, pos, pos_size]", "DSTG: final-normed AP stream (read by no head unless mlm_input='full')"),
         HookDoc("hook_final_sem", "[batch, pos, hidden_size]", "DSTG: final-normed semantic stream (the MLM head's input)"),
         HookDoc("hook_final", "[batch, pos, hidden_size]", "baselines: final-normed residual (the MLM head's input)"),
@@ -452,7 +437,8 @@ class EncoderModel(PosLensModel):
         self.relative_pos_bias = (RelativePositionBias(cfg.num_attention_heads, cfg.max_length, cfg.num_buckets, cfg.max_distance)
                                   if cfg.rp_bias and shared else None)
         self.cls_sep_override = SpecialTokenThetas(cfg.num_attention_heads) if cfg.untie_cls and shared else None
-        self.blocks = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.num_hidden_layers)])
+        block = TwoStreamBlock if cfg.disentangled else SingleStreamBlock
+        self.blocks = nn.ModuleList([block(cfg) for _ in range(cfg.num_hidden_layers)])
         if cfg.disentangled:
             self.pos_layer_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
             self.sem_layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")

@@ -231,10 +231,9 @@ class Block(nn.Module):
 class IncrementTransformer(PosLensModel):
     family = "increments"
     HOOKS = (
-        HookDoc("hook_embed", "[batch, pos, dim]", "token embeddings (the input of the shared DeltaMLP)"),
+        HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings (the input of the shared DeltaMLP)"),
         HookDoc("hook_delta", "[batch, pos] or [batch, head, pos]", "shared increments delta_t (gap from t-1 to t)"),
         HookDoc("hook_decay_bias", "[batch, head, q, k]", "ALiBi or learned-decay score bias (decay models only)"),
-        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, dim]", "residual stream entering layer l"),
         HookDoc("blocks.{l}.hook_delta", "[batch, pos] or [batch, head, pos]", "layer l's increments (per-layer variant)"),
         HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries before rotation"),
         HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, head, d_head]", "keys before rotation"),
@@ -243,13 +242,9 @@ class IncrementTransformer(PosLensModel):
         HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
         HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, head, d_head]", "keys after rotation"),
         HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, masked logits (-inf above the diagonal)"),
-        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities"),
         HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before wo"),
-        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, dim]", "attention output added to the residual"),
-        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, dim]", "residual after attention"),
-        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, dim]", "SwiGLU output added to the residual"),
-        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, dim]", "residual leaving layer l"),
-        HookDoc("hook_final", "[batch, pos, dim]", "final-normed residual (logits = this @ tok_emb.T)"),
+        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "SwiGLU output added to the residual"),
+        HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual (logits = this @ tok_emb.T)"),
     )
 
     def __init__(self, cfg: IncrementConfig, init_weights: bool = True):

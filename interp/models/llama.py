@@ -9,6 +9,7 @@ SwiGLU, optionally tied embeddings. Every layer rotates by the integer positions
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -35,9 +36,18 @@ class LlamaConfig:
     rms_norm_eps: float
     tie_word_embeddings: bool
     head_dim: int | None = None
+    rope_scaling: dict | None = None  # ``interp.rope`` frequency scaling (linear, llama3), None: plain RoPE
+    attention_bias: bool = False  # biases on q, k, v and o projections
+    mlp_bias: bool = False
 
     def __post_init__(self):
         self.head_dim = self.head_dim or self.hidden_size // self.num_attention_heads
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"num_attention_heads {self.num_attention_heads} is not a multiple of num_key_value_heads "
+                             f"{self.num_key_value_heads}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 class LlamaAttention(nn.Module):
@@ -45,10 +55,10 @@ class LlamaAttention(nn.Module):
         super().__init__()
         self.cfg = cfg
         h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.q_proj = nn.Linear(cfg.hidden_size, h * d, bias=False)
-        self.k_proj = nn.Linear(cfg.hidden_size, kv * d, bias=False)
-        self.v_proj = nn.Linear(cfg.hidden_size, kv * d, bias=False)
-        self.o_proj = nn.Linear(h * d, cfg.hidden_size, bias=False)
+        self.q_proj = nn.Linear(cfg.hidden_size, h * d, bias=cfg.attention_bias)
+        self.k_proj = nn.Linear(cfg.hidden_size, kv * d, bias=cfg.attention_bias)
+        self.v_proj = nn.Linear(cfg.hidden_size, kv * d, bias=cfg.attention_bias)
+        self.o_proj = nn.Linear(h * d, cfg.hidden_size, bias=cfg.attention_bias)
         self.hook_q = HookPoint()  # [batch, pos, head, d_head]
         self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
         self.hook_v = HookPoint()
@@ -69,8 +79,8 @@ class LlamaAttention(nn.Module):
         start = cache.past(self) if cache is not None else 0
         pos = self.hook_positions(torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        q = self.hook_rot_q(rope.rotate_half_split(q, pos, cfg.rope_theta))
-        k = self.hook_rot_k(rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta))
+        q = self.hook_rot_q(rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling))
+        k = self.hook_rot_k(rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling))
         if cache is not None:
             k, v = cache.append(self, k, v)
         z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
@@ -84,7 +94,7 @@ class LlamaBlock(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
         self.attn = LlamaAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
-        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
         self.hook_resid_pre = HookPoint()
         self.hook_attn_out = HookPoint()
         self.hook_resid_mid = HookPoint()
@@ -102,7 +112,6 @@ class LlamaTransformer(PosLensModel):
     supports_kv_cache = True
     HOOKS = (
         HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings"),
-        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l"),
         HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries before rotation"),
         HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys before rotation (grouped-query heads)"),
         HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
@@ -110,12 +119,7 @@ class LlamaTransformer(PosLensModel):
         HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
         HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation"),
         HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, causally masked logits"),
-        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities"),
         HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before o_proj"),
-        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added to the residual"),
-        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
-        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "MLP output added to the residual"),
-        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
         HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual"),
     )
 
@@ -135,7 +139,8 @@ class LlamaTransformer(PosLensModel):
         self.setup()
 
     def describe(self) -> str:
-        return f"llama family, integer RoPE (theta {self.cfg.rope_theta:g}), {self.n_layers} layers"
+        scaled = f", {self.cfg.rope_scaling['rope_type']} scaling x{self.cfg.rope_scaling['factor']:g}" if self.cfg.rope_scaling else ""
+        return f"llama family, integer RoPE (theta {self.cfg.rope_theta:g}{scaled}), {self.n_layers} layers"
 
     def forward(self, tokens) -> Tensor:
         tokens = self.check_tokens(tokens)
@@ -150,17 +155,9 @@ class LlamaTransformer(PosLensModel):
 
     @classmethod
     def from_hf(cls, hf_model, tokenizer=None) -> LlamaTransformer:
-        """Copy the weights of a ``transformers`` LLaMA model (strictly: every key must map)."""
-        from interp.loading.hf_keys import to_file, to_native
-        from interp.loading.strict import load_strict
+        """Copy the weights of a ``transformers`` LLaMA model (its whole config audited; every key must map)."""
+        from interp.loading.llama import from_hf_state
 
-        c = hf_model.config
-        theta = getattr(c, "rope_theta", None) or (getattr(c, "rope_parameters", None) or {}).get("rope_theta")
-        cfg = LlamaConfig(c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
-                          c.num_key_value_heads, c.vocab_size, c.max_position_embeddings, float(theta), c.rms_norm_eps,
-                          bool(c.tie_word_embeddings), getattr(c, "head_dim", None))
-        model = cls(cfg, tokenizer)
-        state = {k: v for k, v in hf_model.state_dict().items() if not (cfg.tie_word_embeddings and k == "lm_head.weight")}
-        load_strict(model, state, f"{type(hf_model).__name__}", to_native=to_native, to_file=to_file)
-        return model.eval()
-
+        model = from_hf_state(hf_model.config.to_dict(), hf_model.state_dict(), type(hf_model).__name__)
+        model.tokenizer = tokenizer
+        return model

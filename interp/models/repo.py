@@ -53,6 +53,7 @@ class RepoConfig:
     layer_ids: tuple[int, ...] | None = None  # layers (>= start_layer) that use the mode; None: all of them
     repo_dim: int | None = None  # width of p; upstream: hidden_size // 8
     tokenizer: str | None = None  # "bytes" for the bundled byte-level models
+    rope_scaling: dict | None = None  # ``interp.rope`` frequency scaling (linear, llama3); None: plain RoPE
 
     def __post_init__(self):
         if self.num_key_value_heads is None:
@@ -134,8 +135,8 @@ class RepoAttention(nn.Module):
         positions = self.hook_positions(self.positions(x, cache.past(self) if cache is not None else 0))
         if self.mode != "nope":
             k_pos = positions if cfg.num_key_value_heads == cfg.num_attention_heads else positions[:, : cfg.num_key_value_heads]
-            q = rope.rotate_half_split(q, positions, cfg.rope_theta)
-            k = rope.rotate_half_split(k, k_pos, cfg.rope_theta)
+            q = rope.rotate_half_split(q, positions, cfg.rope_theta, cfg.rope_scaling)
+            k = rope.rotate_half_split(k, k_pos, cfg.rope_theta, cfg.rope_scaling)
         q, k = self.hook_rot_q(q), self.hook_rot_k(k)
         if cache is not None:
             k, v = cache.append(self, k, v)
@@ -179,12 +180,9 @@ class RepoTransformer(PosLensModel):
         HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
         HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation"),
         HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, causally masked logits"),
-        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities"),
         HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before o_proj"),
         HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "post_attention_layernorm(o_proj z), added to the residual"),
-        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
         HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "post_feedforward_layernorm(mlp h), added to the residual"),
-        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
         HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual"),
     )
 

@@ -1,0 +1,366 @@
+"""poslens against the tools a researcher would otherwise use, on the same model and the same inputs.
+
+Peers: TransformerLens 4.3 (``TransformerBridge.boot_transformers(dir)``; ``run_with_cache`` with a names
+filter, ``run_with_hooks`` with hooks that reduce at once) and Hugging Face transformers (eager attention where
+patterns are read, sdpa otherwise; ``output_attentions`` / ``output_hidden_states``; forward hooks that reduce).
+Workloads: (a) every layer's attention pattern of one sequence; (b) attention mass of the 8 answer rows of a
+NIAH prompt on needle / query / rest, every layer and head; (c) every layer's residual stream of many
+documents reduced to probe statistics (per layer sum x and X^T X). Models: SmolLM2-135M (poslens' ``smollm2``,
+de-quantised to fp32 and saved as a Hugging Face directory every tool loads) and a random LLaMA with the shape of a
+1B model (Llama-3.2-1B: d_model 2048, 16 layers, 32 heads / 8 KV heads, SwiGLU 8192; SmolLM2's tokenizer).
+
+Protocol: each measurement is a fresh process (import, load, a 64-token warm-up, then one timed call with the
+peak-RSS mark reset just before it: ``/proc/self/clear_refs``), one torch thread, repeated in alternating tool
+order; medians. Every tool's numbers are checked against each other (``agree`` column). A peer whose memory
+need exceeds the limit is recorded as out of memory without being run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+TOOLS = ("poslens", "transformerlens", "transformers")
+CACHE = Path(os.environ.get("POSLENS_BENCH_DIR", Path.home() / ".cache" / "poslens-bench"))
+LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
+                max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
+MEMORY_LIMIT_GB = 12.0  # of the 24 GB machine, shared with other work
+N_ANSWER = 8
+
+
+# ---------------------------------------------------------------- models on disk
+
+
+def model_dir(name: str) -> Path:
+    path = CACHE / name
+    if (path / "config.json").exists():
+        return path
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+
+    from interp.packaged import SMOLLM2
+    from interp.packages import package_file
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    gguf = package_file(*SMOLLM2)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if name == "smollm2":
+        gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        cfg = gguf_model.config
+        for key in ("quantization_config", "_pre_quantization_dtype"):
+            if hasattr(cfg, key):
+                delattr(cfg, key)
+        hf = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)  # a plain fp32 copy: GGUF models do not save
+        hf.load_state_dict(gguf_model.state_dict())
+    elif name == "llama-1b":
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **LLAMA_1B)
+        hf = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    else:
+        raise ValueError(f"unknown bench model {name!r}")
+    tmp = path.with_suffix(".partial")
+    hf.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(path)
+    return path
+
+
+# ---------------------------------------------------------------- inputs (the same for every tool)
+
+
+def inputs(model: str, workload: str, length: int, n_docs: int) -> dict:
+    """Token ids (and for (b) rows and key parts), drawn from a fixed seed."""
+    from transformers import AutoTokenizer
+
+    from corpora.niah import niah_samples
+    from interp.tokenizers import HFTokenizer
+
+    if workload == "mass":
+        tok = HFTokenizer(AutoTokenizer.from_pretrained(model_dir(model)), "smollm2")
+        s = niah_samples(tok, 1, length - N_ANSWER - 16, seed=0, preamble=False)[0]
+        answer = (s.answer_ids + [s.answer_ids[-1]] * N_ANSWER)[:N_ANSWER]
+        seq = s.token_ids + answer
+        return {"tokens": [seq], "rows": list(range(len(s.token_ids) - 1, len(seq) - 1)),
+                "prompt": s.token_ids, "answer": answer, "parts": [int(p) for p in s.parts]}
+    g = torch.Generator().manual_seed(0)
+    if workload == "patterns":
+        return {"tokens": torch.randint(100, 40000, (1, length), generator=g).tolist()}
+    return {"tokens": torch.randint(100, 40000, (n_docs, length), generator=g).tolist()}
+
+
+def key_columns(parts: list[int], n_answer: int) -> torch.Tensor:
+    """Key label per token: rest / needle / query 0..2, everything else (document start, answer) -1."""
+    return torch.tensor(list(parts) + [-1] * n_answer)
+
+
+# ---------------------------------------------------------------- one measurement (child process)
+
+
+def _rss_mb() -> float:
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _peak_mb() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def _load(tool: str, path: Path, workload: str):
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    if tool == "poslens":
+        from interp.models.llama import LlamaTransformer
+
+        hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = LlamaTransformer.from_hf(hf)
+        model.max_seq_len = max(model.max_seq_len, 8192)
+        del hf
+        return model
+    if tool == "transformerlens":
+        from transformer_lens.model_bridge import TransformerBridge
+
+        return TransformerBridge.boot_transformers(str(path), device="cpu", dtype=torch.float32)
+    attn = "sdpa" if workload == "hidden" else "eager"
+    cls = AutoModel if workload == "hidden" else AutoModelForCausalLM  # the base model stops before the unembedding
+    return cls.from_pretrained(path, dtype=torch.float32, attn_implementation=attn).eval()
+
+
+def _patterns(tool, model, data):
+    tokens = torch.tensor(data["tokens"])
+    if tool == "poslens":
+        from interp.extract import run_and_collect
+
+        names = [f"blocks.{l}.attn.hook_pattern" for l in range(model.n_layers)]
+        acts = run_and_collect(model, tokens, names)
+        pats = [acts[n] for n in names]
+    elif tool == "transformerlens":
+        _, cache = model.run_with_cache(tokens, names_filter=lambda n: n.endswith("attn.hook_pattern"))
+        pats = [cache[f"blocks.{l}.attn.hook_pattern"] for l in range(len(model.blocks))]
+    else:
+        pats = list(model(tokens, output_attentions=True).attentions)
+    return [float(p[0, :, -1, :16].sum()) for p in pats], pats  # a fingerprint per layer; the patterns stay alive
+
+
+def _mass(tool, model, data):
+    tokens = torch.tensor(data["tokens"])
+    rows = torch.tensor(data["rows"])
+    labels = key_columns(data["parts"], len(data["answer"]))
+    if tool == "poslens":
+        from analyses.attention_mass import answer_attention
+
+        out = answer_attention(model, data["prompt"], data["answer"], data["parts"])[..., :3]
+        return out.flatten().tolist(), None
+    indicators = torch.nn.functional.one_hot(labels.clamp(min=0), 3).float() * (labels >= 0)[:, None]
+    out = {}
+
+    def reduce(layer, pattern):
+        out[layer] = (pattern[0][:, rows].float() @ indicators).mean(1)
+
+    if tool == "transformerlens":
+        hooks = [(f"blocks.{l}.attn.hook_pattern", (lambda l: lambda p, hook: reduce(l, p))(l)) for l in range(len(model.blocks))]
+        model.run_with_hooks(tokens, fwd_hooks=hooks)
+    else:
+        layers = model.model.layers
+        handles = [layer.self_attn.register_forward_hook((lambda l: lambda m, a, o: reduce(l, o[1]))(l)) for l, layer in enumerate(layers)]
+        model(tokens)
+        for h in handles:
+            h.remove()
+    return torch.stack([out[l] for l in sorted(out)]).flatten().tolist(), None
+
+
+def _hidden(tool, model, data, batch_size=8):
+    docs = torch.tensor(data["tokens"])
+    sums, grams = {}, {}
+
+    def add(layer, x):
+        x = x.reshape(-1, x.shape[-1]).double()
+        sums[layer] = sums.get(layer, 0) + x.sum(0)
+        grams[layer] = grams.get(layer, 0) + x.T @ x
+
+    if tool == "poslens":
+        from interp.extract import stream
+
+        names = [f"blocks.{l}.hook_resid_post" for l in range(model.n_layers)]
+        for _, acts in stream(model, docs.tolist(), names, batch_size=batch_size):
+            for l, n in enumerate(names):
+                add(l, acts[n])
+    else:
+        for start in range(0, len(docs), batch_size):
+            batch = docs[start : start + batch_size]
+            if tool == "transformerlens":
+                _, cache = model.run_with_cache(batch, names_filter=lambda n: n.endswith("hook_resid_post") and n.count(".") == 2)
+                for l in range(len(model.blocks)):
+                    add(l, cache[f"blocks.{l}.hook_resid_post"])
+            else:
+                hs = model(batch, output_hidden_states=True).hidden_states
+                for l in range(len(hs) - 1):  # hidden_states[0] is the embedding, [-1] the last layer after the final norm
+                    add(l, hs[l + 1])
+    last = max(sums)  # compared up to the layer below: the last one differs by convention (HF applies the final norm)
+    return [float(grams[l].trace()) for l in sorted(sums) if l < last], None
+
+
+WORKLOADS = {"patterns": _patterns, "mass": _mass, "hidden": _hidden}
+
+
+def child(tool: str, model_name: str, workload: str, length: int, n_docs: int) -> dict:
+    torch.set_num_threads(1)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    data = inputs(model_name, workload, length, n_docs)
+    model = _load(tool, model_dir(model_name), workload)
+    fn = WORKLOADS[workload]
+    with torch.no_grad():
+        if workload == "mass":  # the same workload on 64 tokens: 56 of prompt, 8 answer rows
+            warm = dict(data, tokens=[data["tokens"][0][:64]], rows=list(range(55, 63)), prompt=data["prompt"][:56],
+                        answer=data["tokens"][0][56:64], parts=data["parts"][:56])
+        else:
+            warm = dict(data, tokens=[row[:64] for row in data["tokens"][:8]])
+        fn(tool, model, warm)
+        base = _rss_mb()
+        _reset_peak()
+        t0 = time.perf_counter()
+        check, held = fn(tool, model, data)
+        seconds = time.perf_counter() - t0
+        peak = _peak_mb()
+    return {"seconds": seconds, "memory_mb": max(peak - base, 0.0), "check": check}
+
+
+# ---------------------------------------------------------------- the comparison (parent)
+
+
+def needs_gb(tool: str, model_name: str, workload: str, length: int) -> float:
+    """What a tool must hold at once beyond the weights: every layer's patterns for (a), one layer's for (b)."""
+    cfg = {"smollm2": (30, 9), "llama-1b": (LLAMA_1B["num_hidden_layers"], LLAMA_1B["num_attention_heads"])}[model_name]
+    one = cfg[1] * length**2 * 4 / 2**30
+    if workload == "patterns":
+        return cfg[0] * one
+    if workload == "mass" and tool != "poslens":
+        return 3 * one  # scores, pattern and its copy inside an eager layer
+    return 0.0
+
+
+def measure(model_name: str, workload: str, length: int, n_docs: int, repeats: int, timeout: int) -> dict:
+    runs: dict[str, list[dict]] = {t: [] for t in TOOLS}
+    skipped = {t: f"OOM: needs {needs_gb(t, model_name, workload, length):.0f} GB" for t in TOOLS
+               if needs_gb(t, model_name, workload, length) > MEMORY_LIMIT_GB}
+    for r in range(repeats):
+        for tool in TOOLS if r % 2 == 0 else TOOLS[::-1]:
+            if tool in skipped:
+                continue
+            cmd = [sys.executable, "-m", "bench.peers", "--child", tool, model_name, workload, str(length), str(n_docs)]
+            try:
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                skipped[tool] = f"over {timeout} s"
+                continue
+            if out.returncode != 0:
+                died = out.returncode < 0 or "MemoryError" in out.stderr or "out of memory" in out.stderr.lower()
+                skipped[tool] = "OOM (killed)" if died else f"failed: {out.stderr.strip().splitlines()[-1][:120]}"
+                continue
+            runs[tool].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    result = {"model": model_name, "workload": workload, "length": length, "n_docs": n_docs, "skipped": skipped}
+    for tool, rs in runs.items():
+        if rs:
+            result[tool] = {"seconds": statistics.median(r["seconds"] for r in rs), "memory_mb": statistics.median(r["memory_mb"] for r in rs),
+                            "check": rs[0]["check"], "n": len(rs)}
+    checks = [torch.tensor(result[t]["check"], dtype=torch.float64) for t in TOOLS if t in result]
+    if len(checks) > 1:
+        scale = checks[0].abs().max().clamp(min=1e-12)
+        result["agree"] = max(float((c - checks[0]).abs().max() / scale) for c in checks[1:])
+    return result
+
+
+PLANS = {
+    # (model, workload, length, documents); sized for the shared 2-core CPU machine
+    "smollm2": [("smollm2", "mass", 512, 1), ("smollm2", "patterns", 512, 1), ("smollm2", "hidden", 32, 100),
+                ("smollm2", "mass", 2048, 1), ("smollm2", "patterns", 1024, 1), ("smollm2", "mass", 4096, 1)],
+    "llama-1b": [("llama-1b", "mass", 512, 1), ("llama-1b", "patterns", 512, 1)],
+    "smoke": [("smollm2", "patterns", 128, 1), ("smollm2", "mass", 160, 1), ("smollm2", "hidden", 32, 4)],
+}
+LABELS = {"patterns": "(a) all layers' attention patterns, one sequence", "mass": "(b) attention mass of 8 answer rows on 3 spans",
+          "hidden": "(c) every layer's hidden states -> probe statistics"}
+
+
+def _cell(result, tool):
+    if tool in result.get("skipped", {}):
+        return result["skipped"][tool]
+    return f"{result[tool]['seconds']:.2f} s, {result[tool]['memory_mb']:.0f} MB"
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| model | workload | tokens | poslens | TransformerLens | transformers | time vs fastest peer | memory vs least peer | agree |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        peers = [t for t in TOOLS[1:] if t in r]
+        tokens = f"{r['n_docs']} x {r['length']}" if r["workload"] == "hidden" else str(r["length"])
+        if "poslens" in r and peers:
+            fastest = min(r[t]["seconds"] for t in peers)
+            least = min(r[t]["memory_mb"] for t in peers)
+            t_ratio = f"**{r['poslens']['seconds'] / fastest:.2f}x**"
+            m_ratio = f"{r['poslens']['memory_mb'] / max(least, 1):.2f}x"
+        else:
+            t_ratio = m_ratio = "-"
+        agree = f"{r['agree']:.1e}" if "agree" in r else "-"
+        lines.append(f"| {r['model']} | {LABELS[r['workload']]} | {tokens} | {_cell(r, 'poslens')} | {_cell(r, 'transformerlens')} | "
+                     f"{_cell(r, 'transformers')} | {t_ratio} | {m_ratio} | {agree} |")
+    return "\n".join(lines)
+
+
+def _report(plan: str, repeats: int, results: list[dict]) -> str:
+    import datetime as dt
+    import platform
+
+    from bench.report import write_section
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    body = (f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit}, plan `{plan}`, on the CPU only "
+            f"(no GPU was lent to this work: GPU rows are still to be measured), {platform.machine()}, torch {torch.__version__}, "
+            f"one torch thread per process, {repeats} repeats per cell in alternating tool order, medians. "
+            + __doc__.split("\n\n", 1)[1].replace("\n", " ") + " Times and memory are medians per tool; ratios are poslens "
+            "over the fastest (least) peer of the same row, whose runs interleave with poslens' so that machine load "
+            "falls on all tools alike.\n\n" + table(results) + "\n")
+    if plan != "smoke":
+        write_section(f"peers-{plan}", f"poslens against TransformerLens and transformers: {plan} (CPU)", body)
+    return body
+
+
+def main(plan: str = "smollm2", repeats: int = 2, timeout: int = 600) -> str:
+    for name in {cell[0] for cell in PLANS[plan]}:
+        model_dir(name)
+    results = []
+    for model_name, workload, length, n_docs in PLANS[plan]:
+        results.append(measure(model_name, workload, length, n_docs, repeats, timeout))
+        print(json.dumps(results[-1], default=str)[:400], file=sys.stderr, flush=True)
+        body = _report(plan, repeats, results)  # after every cell: a cut-short run still leaves what it measured
+    (CACHE / f"peers-{plan}.json").write_text(json.dumps(results, indent=1))
+    return body
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--child", nargs=5)
+    p.add_argument("--prepare", action="store_true")
+    p.add_argument("--plan", default="smollm2", choices=sorted(PLANS))
+    p.add_argument("--repeats", type=int, default=2)
+    a = p.parse_args()
+    if a.child:
+        tool, model_name, workload, length, n_docs = a.child
+        print(json.dumps(child(tool, model_name, workload, int(length), int(n_docs))))
+    elif a.prepare:
+        for name in ("smollm2", "llama-1b"):
+            print(model_dir(name))
+    else:
+        print(main(a.plan, a.repeats))

@@ -1,0 +1,197 @@
+"""Loading the generic family: a Hugging Face directory of any architecture TransformerLens' bridge supports.
+
+Protocol:
+
+1. ``config.json`` is read by transformers' ``AutoConfig``; the bridge names the architecture
+   (``determine_architecture_from_hf_config``) and its adapter says where the layers, the token embedding
+   and a learned position table live, and whether positions are rotary. A type the bridge does not know
+   is not a generic directory (``load`` then refuses it by name).
+2. The model class is the checkpoint's own (``config.architectures[0]``; the base model when absent), so a
+   head the file does not hold is never made up; every weight of that class must be in the file and every
+   weight in the file must be used, else ``CheckpointError`` names the keys.
+3. Attention runs through ``interp.models.hf.poslens_attention``; a probe forward decides ``ATTENTION``.
+4. Tokenizer files beside the weights give ``model.tokenizer``; without them the model loads without one.
+
+``save_generic`` writes the same layout back (``save_pretrained`` of the model and its tokenizer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from interp.loading.errors import CheckpointError
+
+FAMILY = "hf"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model")
+
+
+def _model_type(path: Path) -> str | None:
+    try:
+        return json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
+def _known_type(model_type) -> bool:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return model_type in CONFIG_MAPPING_NAMES
+
+
+def _hf_config(path: Path):
+    from transformers import AutoConfig
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        return AutoConfig.from_pretrained(path)
+    except Exception as err:  # transformers raises many types for a config it cannot take
+        raise CheckpointError(f"{path / 'config.json'}: transformers cannot read it as a {_model_type(path)!r} config: "
+                              f"{str(err).splitlines()[0]}") from None
+
+
+def bridge_architecture(hf_config) -> str | None:
+    """The bridge's architecture name for this config, or None when it has no adapter for it."""
+    from transformer_lens.model_bridge.sources.transformers.source import determine_architecture_from_hf_config
+
+    try:
+        return determine_architecture_from_hf_config(hf_config)
+    except ValueError:
+        return None
+
+
+def is_generic_hf_dir(path) -> bool:
+    """A directory with a ``config.json`` whose architecture transformers and the bridge both know (a config of
+    a known type that transformers cannot read counts: ``load_generic`` then says what is wrong with it)."""
+    path = Path(path)
+    if not (path.is_dir() and (path / "config.json").is_file()) or not _known_type(_model_type(path)):
+        return False
+    try:
+        return bridge_architecture(_hf_config(path)) is not None
+    except CheckpointError:
+        return True
+
+
+def _adapter(hf_config, architecture: str):
+    from transformer_lens.factories.architecture_adapter_factory import ArchitectureAdapterFactory
+    from transformer_lens.model_bridge.sources.transformers.source import build_bridge_config_from_hf
+
+    bridge_config = build_bridge_config_from_hf(hf_config, architecture, "poslens", torch.float32)
+    return ArchitectureAdapterFactory.select_architecture_adapter(bridge_config), bridge_config
+
+
+def _module(hf_model, name: str | None):
+    """The submodule the adapter names; the head-less base model lacks the ``bert.`` style prefix."""
+    if not name:
+        return None
+    prefix = getattr(hf_model, "base_model_prefix", "")
+    for candidate in (name, name.removeprefix(prefix + ".") if prefix else name):
+        try:
+            return hf_model.get_submodule(candidate)
+        except AttributeError:
+            continue
+    return None
+
+
+def _head(hf_model) -> str | None:
+    from transformers.models.auto import modeling_auto as auto
+
+    def names(mapping):
+        return {n for v in mapping.values() for n in ((v,) if isinstance(v, str) else v)}
+
+    cls = type(hf_model).__name__
+    if cls in names(auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        return "causal"
+    if cls in names(auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES):
+        return "masked"
+    return None
+
+
+def structure(hf_model, hf_config, architecture: str) -> dict:
+    """Where the layers, embeddings and position table of a loaded transformers model are."""
+    adapter, bridge_config = _adapter(hf_config, architecture)
+    mapping = adapter.component_mapping
+    name = lambda key: getattr(mapping.get(key), "name", None)  # noqa: E731
+    layers = _module(hf_model, name("blocks"))
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise CheckpointError(f"{type(hf_model).__name__}: the bridge's adapter for {architecture} names no list of layers "
+                              f"that this model has ({name('blocks')!r})")
+    pos_embed = _module(hf_model, name("pos_embed"))
+    return dict(
+        architecture=architecture, layers=layers, embed=_module(hf_model, name("embed")) or hf_model.get_input_embeddings(),
+        pos_embed=pos_embed if isinstance(pos_embed, torch.nn.Embedding) else None,
+        rotary=getattr(bridge_config, "positional_embedding_type", None) == "rotary", head=_head(hf_model),
+    )
+
+
+def _tokenizer(path: Path):
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        return None
+    from transformers import AutoTokenizer
+
+    from interp.tokenizers import HFTokenizer
+
+    try:
+        return HFTokenizer(AutoTokenizer.from_pretrained(path), path.name)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{path}: has tokenizer files that transformers cannot read: {err}") from None
+
+
+def load_generic(path, *, device=None, dtype=None):
+    """A hooked ``HFModel`` from a Hugging Face directory (see the module docstring)."""
+    import transformers
+
+    from interp.base import Capability
+    from interp.models.hf import ATTENTION_NAME, HFModel, register_attention
+
+    path = Path(path)
+    hf_config = _hf_config(path)
+    architecture = bridge_architecture(hf_config)
+    if architecture is None:
+        raise CheckpointError(f"{path / 'config.json'}: model_type {hf_config.model_type!r} has no TransformerLens bridge adapter")
+    declared = (getattr(hf_config, "architectures", None) or [None])[0]
+    cls = getattr(transformers, declared, None) if declared else transformers.AutoModel
+    if cls is None:
+        raise CheckpointError(f"{path / 'config.json'}: architectures names {declared!r}, which transformers does not have")
+    register_attention()
+    hf_model, info = cls.from_pretrained(path, dtype=dtype or torch.float32, attn_implementation=ATTENTION_NAME,
+                                         output_loading_info=True)
+    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
+        keys = sorted(map(str, info.get(kind) or []))
+        if keys:
+            raise CheckpointError(f"{path}: as a {cls.__name__} the checkpoint has {len(keys)} {kind.replace('_', ' ')} "
+                                  f"(first: {', '.join(keys[:3])}); poslens never initialises weights at random")
+    if device is not None:
+        hf_model = hf_model.to(device)
+    model = HFModel(hf_model.eval(), structure(hf_model, hf_config, architecture), _tokenizer(path))
+    calls = model.probe_attention()
+    caps = {Capability.HIDDEN_STATES}
+    if all(c == 1 for c in calls):
+        caps.add(Capability.ATTENTION)
+        if model.rotary:
+            caps.add(Capability.POSITIONS)
+    if model.head == "causal":
+        caps.add(Capability.CAUSAL_LM)
+    elif model.head == "masked":
+        caps.add(Capability.MASKED_LM)
+    if model.pos_table is not None:
+        caps.add(Capability.AP_STREAM)
+    model.capabilities = frozenset(caps)
+    model.model_name = path.name
+    return model.eval()
+
+
+def save_generic(model, directory, *, overwrite: bool = False) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (+ tokenizer files): a directory ``load_generic`` reads back."""
+    directory = Path(directory)
+    existing = [str(directory / f) for f in ("config.json", "model.safetensors") if (directory / f).exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
+    model.hf.save_pretrained(directory)
+    tokenizer = getattr(getattr(model, "tokenizer", None), "tok", None)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    return directory

@@ -1,0 +1,119 @@
+"""The llama family's formats: a Hugging Face ``llama`` directory, a GGUF file, and poslens directories.
+
+A ``llama`` directory is read without ``transformers`` (config.json + safetensors); a GGUF file is
+de-quantised by ``transformers`` (with the ``gguf`` package). Either way the whole config is audited
+(``interp.loading.hf_config``): rope scaling ``linear`` / ``llama3`` is applied, any other, or a field this
+family does not know, is refused by name.
+
+De-quantising a GGUF file takes seconds, so its result is cached per process as an immutable
+``(config, state dict, tokenizer)``; every load builds a fresh module from it (a load never hands out an
+object another load returned, and converting or editing one model leaves the next load untouched).
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from pathlib import Path
+
+import torch
+
+from interp.loading.errors import CheckpointError
+from interp.loading.hf_config import audit, rope_settings
+from interp.loading.hf_keys import to_file, to_native
+from interp.loading.strict import load_strict
+from interp.models.llama import LlamaConfig, LlamaTransformer
+
+FAMILY = "llama"
+HF_MODEL_TYPES = ("llama",)
+READ = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
+        "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings", "head_dim", "attention_bias", "mlp_bias",
+        "rope_theta", "rope_scaling", "rope_parameters")
+REQUIRE = {"hidden_act": ("silu",), "model_type": HF_MODEL_TYPES, "pretraining_tp": (1, None), "quantization_config": (None,)}
+
+
+def config_from_hf(raw: dict, where: str) -> LlamaConfig:
+    """A ``LlamaConfig`` from a Hugging Face config dict, every field accounted for."""
+    audit(raw, where, FAMILY, read=READ, require=REQUIRE)
+    missing = [k for k in READ[:8] if k not in raw and k != "num_key_value_heads"]
+    if missing:
+        raise CheckpointError(f"{where}: config lacks {missing}")
+    theta, scaling = rope_settings(raw, where)
+    try:
+        return LlamaConfig(raw["hidden_size"], raw["intermediate_size"], raw["num_hidden_layers"], raw["num_attention_heads"],
+                           raw.get("num_key_value_heads") or raw["num_attention_heads"], raw["vocab_size"],
+                           raw["max_position_embeddings"], theta, float(raw.get("rms_norm_eps", 1e-6)),
+                           bool(raw.get("tie_word_embeddings", False)), raw.get("head_dim"), scaling,
+                           bool(raw.get("attention_bias", False)), bool(raw.get("mlp_bias", False)))
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{where}: invalid llama config: {err}") from None
+
+
+def _untie(cfg: LlamaConfig, state: dict, where: str) -> dict:
+    """Drop a stored ``lm_head.weight`` of a tied model (it must equal the embedding)."""
+    if cfg.tie_word_embeddings and "lm_head.weight" in state:
+        head, embed = state["lm_head.weight"], state.get("model.embed_tokens.weight")
+        if embed is None or head.shape != embed.shape or not torch.equal(head, embed):
+            raise CheckpointError(f"{where}: tie_word_embeddings is true but 'lm_head.weight' differs from 'model.embed_tokens.weight'")
+        state = {k: v for k, v in state.items() if k != "lm_head.weight"}
+    return state
+
+
+def _build(cfg: LlamaConfig, state: dict, where: str) -> LlamaTransformer:
+    model = LlamaTransformer(cfg)
+    load_strict(model, _untie(cfg, dict(state), where), where, to_native=to_native, to_file=to_file)
+    return model.eval()
+
+
+def from_hf_state(raw_config: dict, state: dict, where: str) -> LlamaTransformer:
+    """From a Hugging Face config dict and state dict (Hugging Face key layout)."""
+    return _build(config_from_hf(raw_config, where), state, where)
+
+
+def build(raw_config: dict, state: dict, where: str) -> LlamaTransformer:
+    """From a poslens directory: ``LlamaConfig`` fields and a state dict in the Hugging Face layout."""
+    try:
+        cfg = LlamaConfig(**raw_config)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{where}: invalid llama config: {err}") from None
+    return _build(cfg, state, where)
+
+
+def export(model: LlamaTransformer) -> tuple[dict, dict[str, torch.Tensor]]:
+    return model.cfg.to_dict(), {to_file(k): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+
+
+def load_hf_dir(path: Path) -> LlamaTransformer:
+    from interp.loading.hf_files import read_config, read_state, read_tokenizer
+
+    where = str(path / "config.json")
+    cfg = config_from_hf(read_config(path), where)
+    file, state = read_state(path)
+    model = _build(cfg, state, str(file))
+    model.tokenizer = read_tokenizer(path)
+    model.model_name = path.name
+    return model
+
+
+@functools.lru_cache(maxsize=2)
+def _read_gguf(path: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from interp.tokenizers import HFTokenizer
+
+    file = Path(path)
+    tok = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, local_files_only=True)
+    hf = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=torch.float32, local_files_only=True)
+    state = types.MappingProxyType({k: v.detach().clone() for k, v in hf.state_dict().items()})
+    raw = hf.config.to_dict()
+    if str(getattr((raw.get("quantization_config") or {}).get("quant_method"), "value", "")) == "gguf":
+        raw.pop("quantization_config")  # the state above is already de-quantised to float32
+    return types.MappingProxyType(raw), state, HFTokenizer(tok, file.stem)
+
+
+def load_gguf(path: Path) -> LlamaTransformer:
+    """A GGUF LLaMA file, de-quantised to float32 (the parse is cached; the module is new every time)."""
+    raw, state, tokenizer = _read_gguf(str(Path(path).resolve()))
+    model = from_hf_state(dict(raw), state, str(path))
+    model.tokenizer = tokenizer
+    return model

@@ -1,0 +1,295 @@
+"""Generic family: any Hugging Face architecture TransformerLens' ``TransformerBridge`` has an adapter for,
+run by transformers' own modules and hooked under TransformerLens names.
+
+What comes from where:
+
+- the architecture (which module holds the layers, the token and the learned position embeddings, whether
+  positions are rotary) is read from the bridge's architecture adapter for the checkpoint's config;
+- the forward pass is transformers' own, with one change: attention runs through ``poslens_attention``,
+  registered with transformers' ``AttentionInterface`` under the name ``"poslens"``. Its output comes from
+  ``scaled_dot_product_attention``; only while a hook is attached to ``hook_attn_scores`` / ``hook_pattern``
+  are the scores and pattern built, for the rows of ``interp.attention.query_rows`` only when it is set (edits
+  to them change the output of those rows). The bridge itself forces eager attention, which builds every
+  ``[head, N, N]`` pattern on every forward; this family never does unless asked.
+- capabilities come from the loaded model: ``CAUSAL_LM`` / ``MASKED_LM`` only when the checkpoint's class has
+  that head (the loader refuses checkpoints missing any weight, so no head is ever randomly initialised),
+  ``ATTENTION`` when a probe forward finds exactly one attention call per layer, ``POSITIONS`` for rotary
+  models, ``AP_STREAM`` when the adapter names a learned position table.
+
+``blocks.{l}.attn.hook_positions`` reports the integer positions the layer rotates by (transformers'
+``position_ids``); it is read-only here: editing it does not change the rotation.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+from interp.attention import causal_mask, current_query_rows
+from interp.base import Capability, HookDoc, InputError, PosLensModel, require
+
+ATTENTION_NAME = "poslens"
+CHUNK_ROWS = 1024  # query rows per chunk where the fused kernel cannot be used (logit soft-capping)
+
+_LAYER: contextvars.ContextVar[nn.Module | None] = contextvars.ContextVar("poslens_hf_layer", default=None)
+
+
+class AttentionHooks(nn.Module):
+    """The hook points of one layer's attention; ``poslens_attention`` fires them."""
+
+    def __init__(self, rotary: bool):
+        super().__init__()
+        self.rotary = rotary
+        self.hook_q = HookPoint()
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        if rotary:
+            self.hook_positions = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
+        self.calls = 0  # attention calls seen (the loader's probe checks one per layer)
+
+
+class Block(nn.Module):
+    def __init__(self, rotary: bool):
+        super().__init__()
+        self.hook_resid_pre = HookPoint()
+        self.attn = AttentionHooks(rotary)
+        self.hook_resid_post = HookPoint()
+
+
+def _heads_last(hook, x: Tensor) -> Tensor:
+    """Pass ``[batch, head, pos, d]`` through a hook documented as ``[batch, pos, head, d]``."""
+    return x if not hook.has_hooks() else hook(x.transpose(1, 2)).transpose(1, 2)
+
+
+def _grouped(a: Tensor, b: Tensor) -> Tensor:
+    """``a [batch, head, r, x] @ b [batch, kv_head, x, y]`` with heads grouped onto kv heads, no copies of ``b``."""
+    n, h, r, x = a.shape
+    kv = b.shape[1]
+    return torch.matmul(a.reshape(n, kv, h // kv, r, x), b[:, :, None]).reshape(n, h, r, -1)
+
+
+def _row_scores(q: Tensor, k: Tensor, rows: Tensor, n_q: int, mask: Tensor | None, causal: bool, scaling: float,
+                softcap: float | None) -> Tensor:
+    """Masked attention logits ``[batch, head, len(rows), k]`` of the queries ``q`` (already the selected rows)."""
+    scores = _grouped(q, k.transpose(-1, -2)) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if mask is not None:
+        m = mask if mask.shape[-2] == 1 else mask.index_select(-2, rows.to(mask.device))
+        m = m[..., : k.shape[-2]]
+        scores = scores.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else scores + m
+    elif causal:
+        scores = scores.masked_fill(~causal_mask(n_q, k.shape[-2], q.device, rows), float("-inf"))
+    return scores
+
+
+def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scaling: float, softcap: float | None) -> Tensor:
+    """Attention output ``[batch, head, q, d]`` without a full pattern (chunks of rows when soft-capped)."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if softcap is None:
+        if mask is None and causal and n_q != n_k:
+            mask = causal_mask(n_q, n_k, q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None and n_q > 1, scale=scaling,
+                                              enable_gqa=q.shape[1] != k.shape[1])
+    out = []
+    for start in range(0, n_q, CHUNK_ROWS):
+        rows = torch.arange(start, min(start + CHUNK_ROWS, n_q), device=q.device)
+        scores = _row_scores(q[..., rows, :], k, rows, n_q, mask, causal, scaling, softcap)
+        out.append(_grouped(torch.softmax(scores.float(), -1).to(v.dtype), v))
+    return torch.cat(out, -2)
+
+
+def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, *,
+                      scaling: float | None = None, dropout: float = 0.0, softcap: float | None = None,
+                      is_causal: bool | None = None, position_ids: Tensor | None = None, **kwargs):
+    """transformers' attention-function protocol: ``query [batch, head, q, d]``, ``key`` / ``value``
+    ``[batch, kv_head, k, d]`` -> ``(output [batch, q, head, d], None)``."""
+    if kwargs.get("s_aux") is not None:
+        raise NotImplementedError(f"{type(module).__name__}: attention sinks (s_aux) are not supported by the poslens attention")
+    if dropout and module.training:
+        raise NotImplementedError(f"{type(module).__name__}: poslens attention runs without attention dropout (call model.eval())")
+    hooks: AttentionHooks | None = getattr(_LAYER.get(), "attn", None)
+    scaling = scaling if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    if hooks is None:
+        return _fused(query, key, value, attention_mask, causal, scaling, softcap).transpose(1, 2), None
+    hooks.calls += 1
+    b, h, n_q, _ = query.shape
+    n_k = key.shape[-2]
+    if hooks.rotary and hooks.hook_positions.has_hooks():
+        pos = position_ids if position_ids is not None else torch.arange(n_k - n_q, n_k, device=query.device)[None]
+        hooks.hook_positions(pos.to(torch.float32).expand(b, -1)[:, None, :].expand(b, h, n_q))
+    q, k, v = _heads_last(hooks.hook_q, query), _heads_last(hooks.hook_k, key), _heads_last(hooks.hook_v, value)
+    if not (hooks.hook_attn_scores.has_hooks() or hooks.hook_pattern.has_hooks()):
+        z = _fused(q, k, v, attention_mask, causal, scaling, softcap)
+    else:
+        rows = current_query_rows()
+        sel = torch.arange(n_q, device=query.device) if rows is None else rows.to(query.device)
+        scores = hooks.hook_attn_scores(_row_scores(q.index_select(-2, sel), k, sel, n_q, attention_mask, causal, scaling, softcap))
+        pattern = hooks.hook_pattern(torch.softmax(scores.float(), dim=-1).to(v.dtype))
+        z = _grouped(pattern, v)
+        if rows is not None:
+            z = _fused(q, k, v, attention_mask, causal, scaling, softcap).index_copy_(-2, sel, z)
+    z = hooks.hook_z(z.transpose(1, 2))
+    return z, None
+
+
+def register_attention() -> None:
+    """Make ``attn_implementation="poslens"`` available to transformers (masks as for sdpa)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTENTION_NAME, poslens_attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+
+
+def _replace_hidden(output, fn):
+    if isinstance(output, Tensor):
+        return fn(output)
+    if isinstance(output, tuple) and output and isinstance(output[0], Tensor):
+        return (fn(output[0]),) + output[1:]
+    if hasattr(output, "last_hidden_state"):
+        output.last_hidden_state = fn(output.last_hidden_state)
+        return output
+    raise TypeError(f"cannot find the hidden state in a layer output of type {type(output).__name__}")
+
+
+class HFModel(PosLensModel):
+    """A transformers model of any architecture the bridge knows, with poslens hooks and capabilities.
+
+    ``structure`` (from ``interp.loading.hf``): ``layers`` (the ModuleList of blocks), ``embed`` (token
+    embedding module), ``pos_embed`` (learned position table module or None), ``rotary`` (bool), ``head``
+    ("causal", "masked" or None) and ``architecture`` (the bridge's adapter name for it).
+    """
+
+    family = "hf"
+    supports_kv_cache = True  # through transformers' DynamicCache (see generate_batch)
+    # transformers adds the attention and MLP outputs inside each layer's own forward, out of a hook's reach
+    ABSENT_HOOKS = ("blocks.{l}.hook_attn_out", "blocks.{l}.hook_resid_mid", "blocks.{l}.hook_mlp_out")
+    HOOKS = (
+        HookDoc("hook_embed", "[batch, pos, d_model]", "output of the token-embedding module (before any scaling)"),
+        HookDoc("hook_pos_embed", "[batch, pos, d_model]", "learned absolute-position embeddings (models with a position table)"),
+        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries as attention receives them (after rotation in rotary models)"),
+        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys as attention receives them (after rotation; grouped-query heads)"),
+        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
+        HookDoc("blocks.{l}.attn.hook_positions", "[batch, head, pos]", "integer positions the layer rotates by (rotary models; read-only)"),
+        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled (soft-capped), masked logits; built only when hooked"),
+        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities; built only when hooked, query_rows honoured"),
+        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before the output projection"),
+    )
+
+    def __init__(self, hf_model: nn.Module, structure: dict, tokenizer=None):
+        super().__init__()
+        cfg = hf_model.config
+        self.hf = hf_model
+        self.structure = {k: v for k, v in structure.items() if not isinstance(v, nn.Module)}
+        self.architecture = type(hf_model).__name__
+        self.bridge_architecture = structure["architecture"]
+        self.tokenizer = tokenizer
+        layers = structure["layers"]
+        self.n_layers = len(layers)
+        self.n_heads = int(getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head"))
+        self.d_model = int(getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd"))
+        self.d_vocab = int(cfg.vocab_size)
+        self.max_seq_len = int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions"))
+        self.head = structure["head"]
+        self.rotary = structure["rotary"]
+        self.blocks = nn.ModuleList([Block(self.rotary) for _ in layers])
+        self.hook_embed = HookPoint()
+        structure["embed"].register_forward_hook(lambda _m, _a, out: self.hook_embed(out))
+        self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
+        if self.pos_table is not None:
+            self.hook_pos_embed = HookPoint()
+            self.pos_table.register_forward_hook(lambda _m, _a, out: self.hook_pos_embed(out))
+        for layer, block in zip(layers, self.blocks):
+            layer.register_forward_pre_hook(self._enter(block), with_kwargs=True)
+            layer.register_forward_hook(self._leave(block))
+        self.capabilities = frozenset()
+        self.setup()
+
+    @staticmethod
+    def _enter(block: Block):
+        def pre_hook(_module, args, kwargs):
+            block._token = _LAYER.set(block)
+            if args:
+                return (block.hook_resid_pre(args[0]),) + tuple(args[1:]), kwargs
+            kwargs["hidden_states"] = block.hook_resid_pre(kwargs["hidden_states"])
+            return args, kwargs
+        return pre_hook
+
+    @staticmethod
+    def _leave(block: Block):
+        def hook(_module, _args, output):
+            _LAYER.reset(block._token)
+            return _replace_hidden(output, block.hook_resid_post)
+        return hook
+
+    def describe(self) -> str:
+        kind = {"causal": "causal LM", "masked": "masked LM", None: "no LM head"}[self.head]
+        pos = "rotary positions" if self.rotary else "learned absolute positions" if self.pos_table is not None else "no position table"
+        return f"hf family ({self.architecture}), {kind}, {pos}, {self.n_layers} layers"
+
+    def forward(self, tokens) -> Tensor:
+        """Logits ``[batch, pos, d_vocab]`` (causal or masked LM) or the last hidden state ``[batch, pos, d_model]``."""
+        tokens = self.check_tokens(tokens)
+        out = self.hf(input_ids=tokens, use_cache=False)
+        return out.logits if self.head is not None else out.last_hidden_state
+
+    @torch.no_grad()
+    def generate_batch(self, prompts, max_new_tokens: int, stop_ids=(), budgets=None) -> list[list[int]]:
+        """As ``PosLensModel.generate_batch``, one token per step through transformers' own KV cache
+        (``DynamicCache``); finished rows leave the batch and the cache."""
+        from transformers import DynamicCache
+
+        require(self, Capability.CAUSAL_LM, "generate")
+        if isinstance(prompts, (list, tuple)) and len({len(p) for p in prompts}) > 1:
+            raise InputError(f"generate_batch takes prompts of one length, got lengths {sorted({len(p) for p in prompts})}")
+        seq = self.check_tokens(prompts)
+        budgets = [max_new_tokens] * seq.shape[0] if budgets is None else [int(b) for b in budgets]
+        if len(budgets) != seq.shape[0]:
+            raise InputError(f"{len(budgets)} budgets for {seq.shape[0]} prompts")
+        out: list[list[int]] = [[] for _ in range(seq.shape[0])]
+        rows = [i for i, b in enumerate(budgets) if b > 0]
+        step, length, cache = seq[rows], seq.shape[1], DynamicCache(config=self.hf.config)
+        last_only = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.hf.forward).parameters else {}
+        while rows and length < self.max_seq_len:
+            nxt = self.hf(input_ids=step, past_key_values=cache, use_cache=True, **last_only).logits[:, -1].argmax(-1)
+            keep = []
+            for j, (i, t) in enumerate(zip(rows, nxt.tolist())):
+                out[i].append(t)
+                if t not in stop_ids and len(out[i]) < budgets[i]:
+                    keep.append(j)
+            if len(keep) < len(rows):
+                cache.batch_select_indices(torch.tensor(keep, dtype=torch.long, device=seq.device))
+            rows, length, step = [rows[j] for j in keep], length + 1, nxt[keep, None]
+        return out
+
+    def ap_embedding_matrix(self) -> Tensor:
+        """The learned absolute-position table ``[positions, d_model]`` (OPT's offset rows dropped)."""
+        if self.pos_table is None:
+            raise AttributeError(f"{self.model_name} has no learned absolute-position table")
+        return self.pos_table.weight[getattr(self.pos_table, "offset", 0):].detach()
+
+    def residual_subspaces(self) -> dict[str, slice]:
+        return {"full": slice(0, self.d_model)}
+
+    @torch.no_grad()
+    def probe_attention(self) -> list[int]:
+        """Attention calls per layer in a 4-token forward with a pattern hook on every layer."""
+        for block in self.blocks:
+            block.attn.calls = 0
+        hooks = [(f"blocks.{l}.attn.hook_pattern", lambda p, hook: p) for l in range(self.n_layers)]
+        tokens = torch.arange(1, 5, device=self.device)[None] % self.d_vocab
+        with self.hooks(fwd_hooks=hooks):
+            self(tokens)
+        return [block.attn.calls for block in self.blocks]
+

@@ -1,0 +1,80 @@
+"""Relative-position logit terms, beside ``interp.rope``: T5 bucketed bias and learned [CLS]/[SEP] logits.
+
+``t5_buckets`` is T5's bidirectional bucketing of ``key - query``; ``RelativePositionBias`` holds one learned
+value per bucket and head (buckets in the persistent buffer ``bucket_indices``, as the development DSTG code
+saves them); ``SpecialTokenThetas`` holds per-head logits for the rows and columns of [CLS] (index 0) and
+[SEP] (index n-1) of unpadded sequences; ``rp_logits`` combines them into one ``[head, q, k]`` term.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def t5_buckets(relative_position: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """T5's bidirectional bucket of ``relative_position = key - query``.
+
+    Half the buckets per direction (keys after the query take the upper half); within a direction the first
+    half of the buckets are exact distances, the rest log-spaced up to ``max_distance`` (farther: last bucket).
+    """
+    half = num_buckets // 2
+    exact = half // 2
+    direction = (relative_position > 0).long() * half
+    dist = relative_position.abs()
+    far = exact + (torch.log(dist.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (half - exact)).long()
+    return direction + torch.where(dist < exact, dist, far.clamp(max=half - 1))
+
+
+def special_mask(n: int, device=None) -> Tensor:
+    """``[n, n]`` bool, True on the rows and columns of [CLS] (index 0) and [SEP] (index n-1)."""
+    mask = torch.zeros(n, n, dtype=torch.bool, device=device)
+    mask[0, :] = mask[n - 1, :] = True
+    mask[:, 0] = mask[:, n - 1] = True
+    return mask
+
+
+class RelativePositionBias(nn.Module):
+    """T5 bucketed bias, per head, for queries and keys at 0..n-1."""
+
+    def __init__(self, n_heads: int, max_length: int, num_buckets: int, max_distance: int):
+        super().__init__()
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.relative_attention_bias = nn.Parameter(torch.zeros(num_buckets, n_heads))
+        pos = torch.arange(max_length)
+        self.register_buffer("bucket_indices", t5_buckets(pos[None, :] - pos[:, None], num_buckets, max_distance), persistent=True)
+
+    def forward(self, n: int) -> Tensor:
+        """``[head, q, k]`` bias of the bucket of ``k - q``."""
+        return self.relative_attention_bias[self.bucket_indices[:n, :n]].permute(2, 0, 1)
+
+
+class SpecialTokenThetas(nn.Module):
+    """Per-head logits of the [CLS]/[SEP] rows and columns, ``thetas`` rows in ``THETA_ROWS`` order."""
+
+    def __init__(self, n_heads: int):
+        super().__init__()
+        self.thetas = nn.Parameter(torch.zeros(4, n_heads))
+
+    def forward(self, n: int) -> Tensor:
+        """``[head, q, k]``: theta on special rows / columns (columns written last, so they win), 0 elsewhere."""
+        out = self.thetas.new_zeros(self.thetas.shape[1], n, n)
+        out[:, 0, :] = self.thetas[0][:, None]
+        out[:, n - 1, :] = self.thetas[1][:, None]
+        out[:, :, 0] = self.thetas[2][:, None]
+        out[:, :, n - 1] = self.thetas[3][:, None]
+        return out
+
+
+def rp_logits(n: int, n_heads: int, bias: RelativePositionBias | None, thetas: SpecialTokenThetas | None, *,
+              add_bias_at_special: bool, device=None) -> Tensor:
+    """``[head, q, k]``: the bucketed bias, with the thetas on the special rows / columns (replacing the bias
+    there unless ``add_bias_at_special``)."""
+    out = bias(n) if bias is not None else torch.zeros(n_heads, n, n, device=device)
+    if thetas is not None:
+        mask = special_mask(n, device)
+        base = out if add_bias_at_special else torch.zeros_like(out)
+        out = torch.where(mask, base + thetas(n), out)
+    return out

@@ -1,0 +1,176 @@
+"""The generic Hugging Face family: ten architectures written by transformers, loaded by ``interp.load``,
+checked against transformers' own forward (eager attention) and run through an analysis each."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import interp
+from analyses.ap_spectrum import ap_spectrum
+from analyses.attention_mass import answer_attention
+from analyses.positions import position_ranges
+from corpora.niah import niah_samples
+from interp.base import Capability, CapabilityError
+from interp.hook_docs import families
+from interp.loading import CheckpointError
+from interp.loading.hf import is_generic_hf_dir, load_generic, save_generic
+from interp.models.hf import HFModel
+from interp.tokenizers import ByteTokenizer
+from tests.hf_helpers import CONFIGS, LEARNED, ROTARY, reference, write_tiny_hf
+
+TOKENS = torch.tensor([[5, 17, 250, 3, 99, 42, 7, 7, 128, 64, 33, 200], [9, 8, 7, 6, 5, 4, 3, 260, 261, 262, 11, 12]])
+
+
+def _rel(a, b):
+    return float((a - b).abs().max().detach() / b.abs().max().detach())
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    return {kind: root / kind for kind in CONFIGS if write_tiny_hf(kind, root / kind) is not None}
+
+
+def _load(kind, path):
+    # olmo2, llama and plain BertModel directories are claimed by the hand-written families; the generic loader reads them too
+    return load_generic(path) if kind in ("olmo2", "llama", "bert") else interp.load(path)
+
+
+@pytest.mark.parametrize("kind", list(CONFIGS))
+def test_forward_patterns_and_capabilities_match_transformers(kind, checkpoints):
+    model, ref = _load(kind, checkpoints[kind]), reference(kind, checkpoints[kind])
+    assert isinstance(model, HFModel) and model.family == "hf" and model.undocumented_hooks() == []
+    with torch.no_grad():
+        out = ref(input_ids=TOKENS, output_attentions=True, output_hidden_states=True)
+        logits, cache = model.run_with_cache(TOKENS)
+    expected = out.last_hidden_state if kind == "bert" else out.logits
+    assert _rel(logits, expected) < 1e-4
+    for layer in range(2):
+        torch.testing.assert_close(cache[f"blocks.{layer}.attn.hook_pattern"], out.attentions[layer], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_pre"], out.hidden_states[layer], atol=1e-5, rtol=1e-4)
+    heads = {Capability.CAUSAL_LM} if kind not in ("bert", "bert-mlm") else {Capability.MASKED_LM} if kind == "bert-mlm" else set()
+    position = {Capability.POSITIONS} if kind in ROTARY else {Capability.AP_STREAM}
+    assert model.capabilities == {Capability.ATTENTION, Capability.HIDDEN_STATES} | heads | position
+    if kind in ROTARY:
+        pos = cache["blocks.1.attn.hook_positions"]
+        assert pos.shape == (2, 4, 12) and torch.equal(pos, torch.arange(12.0).expand(2, 4, 12))
+    else:
+        table = {"gpt2": "transformer.wpe.weight", "opt": "model.decoder.embed_positions.weight"}.get(kind, "embeddings.position_embeddings.weight")
+        weight = {k.removeprefix("bert."): v for k, v in ref.state_dict().items()}[table]
+        assert torch.equal(model.ap_embedding_matrix(), weight[2:] if kind == "opt" else weight)
+        assert model.ap_embedding_matrix().shape[0] == 512
+
+
+def test_a_base_bert_gets_no_head_and_no_lm_capability(checkpoints):
+    model = load_generic(checkpoints["bert"])
+    assert type(model.hf).__name__ == "BertModel" and model.head is None
+    with pytest.raises(CapabilityError, match="next-token logits"):
+        model.generate([5, 6], 2)
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt_neox", "phi3"])
+def test_position_ranges_on_rotary_models_is_n_minus_one(kind, checkpoints):
+    model = _load(kind, checkpoints[kind])
+    model.tokenizer = ByteTokenizer()
+    df = position_ranges(model, n_contexts=2, context_tokens=200, source="wiki")
+    assert len(df) == 2 * 2 * 4 and (df["d"] == df["n_tokens"] - 1).all() and (df["z_min"] == 0).all()
+
+
+@pytest.mark.parametrize("kind", sorted(LEARNED))
+def test_ap_spectrum_reads_the_learned_table(kind, checkpoints):
+    df = ap_spectrum(interp.load(checkpoints[kind]), n_components=4)
+    assert df["component"].max() == 4 and 0 < df["cumulative"].max() <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "gpt2", "gemma2"])
+def test_attention_mass_streams_the_same_rows_as_the_full_pattern(kind, checkpoints):
+    model = _load(kind, checkpoints[kind])
+    model.tokenizer = ByteTokenizer()
+    s = niah_samples(model.tokenizer, 1, 260, seed=0, preamble=False)[0]
+    seq = torch.tensor([s.token_ids + s.answer_ids])
+    rows = torch.arange(len(s.token_ids) - 1, seq.shape[1] - 1)
+    full_logits, cache = model.run_with_cache(seq, names_filter=lambda n: n.endswith("hook_pattern"))
+    shapes = []
+    model.add_hook(lambda n: n.endswith("hook_pattern"), lambda t, hook: shapes.append(tuple(t.shape)))
+    with model.query_rows(rows):
+        streamed_logits, streamed = model.run_with_cache(seq, names_filter=lambda n: n.endswith("hook_pattern"))
+    model.reset_hooks()
+    assert shapes == [(1, 4, len(rows), seq.shape[1])] * 2
+    assert _rel(streamed_logits, full_logits) < 1e-5
+    for layer in range(2):
+        name = f"blocks.{layer}.attn.hook_pattern"
+        torch.testing.assert_close(streamed[name], cache[name][:, :, rows], atol=1e-6, rtol=1e-5)
+    got = answer_attention(model, s.token_ids, s.answer_ids, s.parts)
+    parts = np.concatenate([s.parts, np.full(len(s.answer_ids), -1)])
+    expected = cache["blocks.1.attn.hook_pattern"][0][:, rows][..., parts == 1].sum(-1).mean(-1)
+    torch.testing.assert_close(got[1, :, 1], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_editing_pattern_rows_changes_only_those_rows(checkpoints):
+    model = interp.load(checkpoints["llama"])
+    rows = torch.tensor([3, 7])
+    clean = model(TOKENS[:1])
+
+    def to_first_token(pattern, hook):
+        out = torch.zeros_like(pattern)
+        out[..., 0] = 1
+        return out
+
+    with model.query_rows(rows), model.hooks(fwd_hooks=[("blocks.1.attn.hook_pattern", to_first_token)]):
+        edited = model(TOKENS[:1])
+    changed = (edited - clean).abs().amax(-1)[0] > 1e-5
+    assert changed.tolist() == [i in (3, 7) for i in range(12)]
+
+
+def test_save_generic_round_trips_and_refuses_to_overwrite(checkpoints, tmp_path):
+    model = interp.load(checkpoints["gpt2"])
+    interp.save(model, tmp_path / "copy")
+    again = interp.load(tmp_path / "copy")
+    assert again.capabilities == model.capabilities and torch.equal(again(TOKENS), model(TOKENS))
+    assert json.loads((tmp_path / "copy" / "config.json").read_text())["model_type"] == "gpt2"
+    with pytest.raises(FileExistsError, match="already holds"):
+        save_generic(model, tmp_path / "copy")
+
+
+def test_a_checkpoint_missing_its_head_is_refused_not_randomly_filled(tmp_path):
+    write_tiny_hf("bert", tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "architectures": ["BertForMaskedLM"]}))
+    with pytest.raises(CheckpointError, match="missing keys.*cls.predictions"):
+        interp.load(tmp_path)
+
+
+@pytest.mark.parametrize("model_type", ["my_new_arch", "distilbert"])  # unknown to transformers / known, no bridge adapter
+def test_a_type_the_bridge_does_not_know_is_refused_by_name(model_type, tmp_path):
+    from transformers import DistilBertConfig
+
+    config = DistilBertConfig(dim=64, n_layers=2, n_heads=4).to_dict() if model_type == "distilbert" else {"hidden_size": 8}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+    assert not is_generic_hf_dir(tmp_path)
+    with pytest.raises(CheckpointError, match=f"model_type '{model_type}' is not one poslens loads"):
+        interp.load(tmp_path)
+
+
+def test_the_family_is_in_the_readme_tables():
+    assert HFModel in families()
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "gemma2"])
+def test_kv_cache_decoding_matches_transformers_generate(kind, checkpoints):
+    model, ref = _load(kind, checkpoints[kind]), reference(kind, checkpoints[kind])
+    prompts = [[5, 17, 250, 3, 99, 42], [9, 8, 7, 6, 5, 4]]
+    expected = ref.generate(torch.tensor(prompts), max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)[:, 6:]
+    got = model.generate_batch(prompts, 6, budgets=[6, 3])
+    assert got == [expected[0].tolist(), expected[1, :3].tolist()]
+    stop = expected[0, 2].item()
+    assert model.generate(prompts[0], 6, stop_ids=(stop,)) == expected[0].tolist()[: expected[0].tolist().index(stop) + 1]
+
+
+def test_a_plain_olmo2_directory_read_by_the_repo_family_matches_transformers(checkpoints):
+    """transformers 5 writes rope_theta inside rope_parameters; the RePo family must read it, not default it."""
+    model, ref = interp.load(checkpoints["olmo2"]), reference("olmo2", checkpoints["olmo2"])
+    assert model.family == "repo"
+    with torch.no_grad():
+        assert _rel(model(TOKENS), ref(input_ids=TOKENS).logits) < 1e-4
