@@ -86,7 +86,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     csv = staged / f"{name}.csv"
     table.to_csv(csv, index=False)
     fig = figures.render(name, table)
-    files = [csv] + figures.save(fig, staged / name, formats)
+    files = [csv] + figures.save(fig, staged / name, formats=formats)
     first = bound[0]
     arguments = {k: _argument(k, v) for k, v in first.items()}
     differ = {m: {k: _argument(k, v) for k, v in o.items()} for m, o in used.items() if o != first}

@@ -128,6 +128,6 @@ def test_options_come_from_the_signature_once():
 
     spec = analyses.get("kl-ablation")
     params = inspect.signature(kl_ablation).parameters
-    assert [o.name for o in spec.options] == ["n_docs", "length", "rp_support"]
+    assert [o.name for o in spec.options] == ["n_docs", "length", "rp_support", "documents"]  # documents: --input
     assert all(o.default == params[o.name].default for o in spec.options)
     assert analyses.get("compare-heads").options == spec.options

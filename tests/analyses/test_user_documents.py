@@ -15,7 +15,7 @@ from analyses.positions import position_patterns, position_ranges
 from corpora.niah import niah_samples
 from corpora.user import read_documents, token_windows
 from interp.base import InputError
-from probes.position import position_probes
+from analyses.position_probes import position_probes
 from tests.encoder_helpers import tiny_encoder
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
@@ -109,7 +109,7 @@ def test_position_probes_recover_planted_segment_structure():
     assert r2[0, "full", "segment", "none"] < 0.9  # layer 0 was not planted
     assert r2[1, "full", "segment", "shuffled"] < 0.5
     with pytest.raises(InputError, match="document '0' has 5.. tokens"):
-        position_probes(model, documents=["x. " * 180], n_train=1, n_test=1, cv_folds=1)
+        position_probes(model, documents=["x. " * 180], n_train=1, n_test=1, cv_folds=2)
 
 
 def test_loss_on_a_user_file_equals_the_hand_computed_loss(tmp_path):

@@ -19,7 +19,7 @@ import pytest
 
 import figures
 from analyses import all_analyses
-from figures.render import known, read_result, read_table, render, rerender
+from figures.render import figure_module, known, read_result, read_table, render, rerender
 from figures.style import MODEL_COLORS, PAPER, PALETTE, model_colors
 from poslens.cli import main
 from poslens.run import run_analysis
@@ -57,6 +57,7 @@ def _plan():
         "kl-ablation": ([enc], dict(docs=docs)),
         "compare-heads": ([enc, tiny_encoder("rp", seed=1)], dict(docs=docs)),
         "position-probes": (["dstg-small"], dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2, max_tokens=64)),
+        "head-profiles": (repo[:1] + ["dstg-small"], dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
     }
 
 
@@ -83,7 +84,7 @@ def results(tmp_path_factory):
 def test_every_analysis_has_a_figure_named_after_it():
     names = {a.name for a in all_analyses()}
     assert set(known()) == names
-    assert all(a.figure == a.name.replace("-", "_") for a in all_analyses())
+    assert all(a.figure is figure_module(a.name).figure for a in all_analyses())
 
 
 def test_plan_covers_every_registered_analysis(results):
