@@ -33,7 +33,17 @@ def _bert():
     return BertEncoder.from_hf(hf.eval())
 
 
-NOT_SAVED_YET = pytest.mark.xfail(strict=True, reason="interp.save does not write this family yet (the loadpath branch adds it)")
+def _hf():
+    import tempfile
+
+    import interp
+    from tests.hf_helpers import write_tiny_hf
+
+    directory = tempfile.mkdtemp(prefix="poslens-hf-")
+    write_tiny_hf("gpt2", directory)
+    return interp.load(directory)
+
+
 FAMILIES = [
     pytest.param(lambda: tiny_model("shared"), id="increments-shared"),
     pytest.param(lambda: tiny_model("per-layer"), id="increments-per-layer"),
@@ -46,6 +56,7 @@ FAMILIES = [
     pytest.param(lambda: tiny_encoder("rope"), id="encoder-rope"),
     pytest.param(_llama, id="llama"),
     pytest.param(_bert, id="bert"),
+    pytest.param(_hf, id="hf-gpt2"),
 ]
 
 
@@ -69,12 +80,14 @@ def test_hooks_are_documented_and_run_with_cache_equals_the_forward(make):
     plain = _out(model, tokens)
     with torch.no_grad():
         cached, cache = model.run_with_cache(tokens)
-    torch.testing.assert_close(cached, plain)  # hooked attention is materialised, the plain one fused: float tolerance
+    if model.family == "hf":  # transformers' fp32 sdpa against the materialised pattern: 1e-4 relative, as the issue asks
+        assert float((cached - plain).abs().max() / plain.abs().max()) < 1e-4
+    else:
+        torch.testing.assert_close(cached, plain)  # hooked attention is materialised, the plain one fused: float tolerance
     assert len(cache) > 0 and all(torch.isfinite(v).all() for k, v in cache.items() if v.is_floating_point() and "scores" not in k)
 
 
-@pytest.mark.parametrize("make", [p if p.id not in ("llama", "bert") else pytest.param(*p.values, id=p.id, marks=NOT_SAVED_YET)
-                                  for p in FAMILIES])
+@pytest.mark.parametrize("make", FAMILIES)
 def test_save_then_load_gives_identical_logits(make, tmp_path):
     model = make()
     tokens = _tokens(model)
