@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.poslens-installed
 OUT    ?= results
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test test-unit test-integration test-acceptance bench clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/poslens reproduce --out $(OUT) --force
 
-test: $(STAMP)
+test: $(STAMP)  # every tier
 	$(BIN)/python -m pytest
+
+test-unit: $(STAMP)  # statistics, spectra, buckets, rope, tokenizers, corpora: no model
+	$(BIN)/python -m pytest tests/unit
+
+test-integration: $(STAMP)  # models, hooks, loaders, each analysis on planted and bundled models
+	$(BIN)/python -m pytest tests/integration
+
+test-acceptance: $(STAMP)  # the command line, outputs, torchrun, figures, the main job, README and notebook
+	$(BIN)/python -m pytest tests/acceptance
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

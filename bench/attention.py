@@ -73,7 +73,7 @@ def main() -> str:
             f"{last['bare_growth_mb'] / prev['bare_growth_mb']:.1f} does: what extraction adds stays flat.\n\n"
             "The masses are read by `interp.attention.model_span_masses`: each layer runs scaled-dot-product attention of "
             "the answer rows with the part indicators `[keys, parts]` as values (exact to 1e-5 against the materialised "
-            "pattern; tests/interp/test_span_masses.py), and the forward pass stops after the last layer's attention, so "
+            "pattern; tests/integration/interp/test_span_masses.py), and the forward pass stops after the last layer's attention, so "
             "neither the last MLP nor the unembedding runs: extraction can cost less than the bare forward. GPU: not "
             "measured here (no device was lent to this work; `bench/gpu.py` re-measures when one is). Expected there: the "
             "old path's extra cost (a second score matmul and softmax on the rows, an index_copy, four boolean-index "

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from interp.hook_docs import markdown, readme_section
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_opens_with_the_two_commands():

@@ -28,7 +28,7 @@ from tests.encoder_helpers import token_ids, tiny_encoder
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BROWSER = figures.find_browser()
 needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chrome/Chromium for kaleido (install `chromium` or run "
                                    "`plotly_get_chrome`): static export not tested")

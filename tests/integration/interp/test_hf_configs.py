@@ -8,7 +8,7 @@ import torch
 
 from interp.loading import CheckpointError, load
 from interp.loading.repo import save_pretrained as save_repo_dir
-from tests.interp.test_load_sources import tiny_hf_bert, tiny_hf_llama
+from tests.integration.interp.test_load_sources import tiny_hf_bert, tiny_hf_llama
 from tests.repo_helpers import tiny_repo
 
 

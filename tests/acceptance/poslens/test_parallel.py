@@ -17,7 +17,7 @@ import torch
 from interp import parallel
 from poslens.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 INC, REPO, DSTG = "increments-per-layer", "repo-small", "dstg-small"
 KL = ["--n-docs", "5", "--max-tokens", "64"]
 PROBES = ["--n-docs", "12", "--n-train", "8", "--n-test", "4", "--n-seeds", "2", "--max-tokens", "64", "--cv-folds", "2"]
@@ -67,7 +67,7 @@ def test_torchrun_two_processes_give_the_one_process_tables(tmp_path):
     (tmp_path / "jobs.json").write_text(json.dumps(jobs(two, entities) + [sharded]))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                           "--master-port", str(free_port()), str(ROOT / "tests/poslens/parallel_driver.py"), str(tmp_path / "jobs.json")],
+                           "--master-port", str(free_port()), str(ROOT / "tests/acceptance/poslens/parallel_driver.py"), str(tmp_path / "jobs.json")],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     names = [argv[1] for argv in jobs(one, entities)]

@@ -13,7 +13,7 @@ from tests.encoder_helpers import token_ids, tiny_encoder
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
 
-MODELS = Path(__file__).resolve().parents[2] / "interp" / "models"
+MODELS = Path(__file__).resolve().parents[3] / "interp" / "models"
 
 
 def _family_classes_in_source() -> set[str]:

@@ -16,7 +16,7 @@ from tests.encoder_helpers import token_ids, tiny_encoder
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMMIT_A, COMMIT_B = "a" * 40, "b" * 40
 
 
