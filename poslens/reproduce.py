@@ -33,6 +33,7 @@ class Step:
 INC = "Learned position increments (seed 001)"
 REPO = "Context re-positioning (seed 000)"
 DSTG = "Disentangled positional and semantic streams (seed 002)"
+HEADS = "Heads across models"
 INCREMENT_MODELS = ("increments-shared", "increments-per-layer")
 DECODERS = ("repo-small", "rope-small", "nope-small")
 ENCODERS = ("dstg-small", "ap-encoder-small", "rp-encoder-small", "rope-encoder-small")
@@ -57,6 +58,9 @@ PLAN: tuple[Step, ...] = (
     Step("position-probes", ENCODERS + ("minilm", "repo-small", "increments-per-layer"),
          options=dict(n_docs=100, n_train=80, n_test=20, n_seeds=5), quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2),
          section=DSTG),
+    Step("head-profiles", ("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
+         options=dict(n_docs=4, length=256, n_samples=8, niah_tokens=512), quick=dict(n_docs=1, n_samples=1, max_rows=32),
+         per_model={"smollm2": dict(n_docs=2, length=256, n_samples=2, niah_tokens=256)}, section=HEADS),
 )
 
 
