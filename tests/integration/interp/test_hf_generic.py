@@ -70,7 +70,7 @@ def test_a_base_bert_gets_no_head_and_no_lm_capability(checkpoints):
         model.generate([5, 6], 2)
 
 
-@pytest.mark.parametrize("kind", ["llama", "gpt_neox", "phi3"])
+@pytest.mark.parametrize("kind", ["llama", "mistral", "olmo2", "gpt_neox", "phi3"])
 def test_position_ranges_on_rotary_models_is_n_minus_one(kind, checkpoints):
     model = _load(kind, checkpoints[kind])
     model.tokenizer = ByteTokenizer()
