@@ -28,7 +28,7 @@ import numpy as np
 
 from analyses.common import no_grad
 from analyses.registry import Choices, Cli, Fits, Help, Range, analysis
-from corpora.answers import answer_budget, answered_prefix, stop_ids
+from corpora.answers import answer_budget, answered_prefix, fitting_samples, stop_ids
 from corpora.niah import OTHER, PARTS, niah_samples
 from interp.capabilities import Capability
 from interp.progress import progress
@@ -106,13 +106,7 @@ def attention_mass(model, *,
         samples = niah_samples(tokenizer, n_docs, length, seed=seed, depth=depth,
                                haystack=haystack if documents is None else documents, preamble=preamble)
     else:
-        samples = list(samples)
-        if not samples:
-            raise ValueError("samples= holds no prompts")
-        for i, s in enumerate(samples):
-            if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
-                raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
-                                 f"{model.model_name} (max_seq_len={model.max_seq_len})")
+        samples = fitting_samples(model, samples)
         length = max(len(s.token_ids) for s in samples)
 
     def one(s):

@@ -15,7 +15,7 @@ import math
 from typing import Annotated
 
 from analyses.registry import Cli, Fits, Help, Range, analysis
-from corpora.answers import answer_budget, stop_ids
+from corpora.answers import answer_budget, fitting_samples, stop_ids
 from corpora.niah import niah_samples
 from interp.capabilities import Capability
 
@@ -70,13 +70,7 @@ def niah_accuracy(model, *,
         raise ValueError(f"n_docs must be at least 1, got {n_docs}")
     given = None
     if samples is not None:
-        given = list(samples)
-        if not given:
-            raise ValueError("samples= holds no prompts")
-        for i, s in enumerate(given):
-            if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
-                raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
-                                 f"{model.model_name} (max_seq_len={model.max_seq_len})")
+        given = fitting_samples(model, samples)
         lengths = (max(len(s.token_ids) for s in given),)
     for length in lengths:
         if length + 16 > model.max_seq_len and given is None:

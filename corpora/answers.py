@@ -20,3 +20,16 @@ def answered_prefix(tokenizer, generated: list[int], value: str) -> int | None:
         if value in tokenizer.decode(generated[:k]):
             return k
     return None
+
+
+def fitting_samples(model, samples) -> list:
+    """``samples`` as a list, refused when empty or when a prompt plus its answer budget exceeds the model's context
+    (named by index), so no prompt is ever cut."""
+    samples = list(samples)
+    if not samples:
+        raise ValueError("samples= holds no prompts")
+    for i, s in enumerate(samples):
+        if len(s.token_ids) + answer_budget(s.answer_ids) > model.max_seq_len:
+            raise ValueError(f"samples[{i}]: {len(s.token_ids)} prompt tokens plus the answer do not fit in "
+                             f"{model.model_name} (max_seq_len={model.max_seq_len})")
+    return samples

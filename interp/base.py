@@ -189,10 +189,8 @@ class PosLensModel(HookedRootModule):
             raise InputError(f"generate takes one sequence, got a batch of {seq.shape[0]}; use generate_batch")
         return self.generate_batch(seq, max_new_tokens, stop_ids)[0]
 
-    @torch.no_grad()
-    def generate_batch(self, prompts, max_new_tokens: int, stop_ids=(), budgets=None) -> list[list[int]]:
-        """Greedy continuations of equal-length prompts, run as one batch: row i gets what ``generate``
-        gives it alone (up to ``budgets[i]`` tokens); finished rows leave the batch."""
+    def _decoding_batch(self, prompts, max_new_tokens: int, budgets):
+        """Checked prompts, per-row budgets, empty outputs and the rows that decode at all (budget > 0)."""
         require(self, Capability.CAUSAL_LM, "generate")
         if isinstance(prompts, (list, tuple)) and len({len(p) for p in prompts}) > 1:
             raise InputError(f"generate_batch takes prompts of one length, got lengths {sorted({len(p) for p in prompts})}")
@@ -202,6 +200,13 @@ class PosLensModel(HookedRootModule):
             raise InputError(f"{len(budgets)} budgets for {seq.shape[0]} prompts")
         out: list[list[int]] = [[] for _ in range(seq.shape[0])]
         rows = [i for i, b in enumerate(budgets) if b > 0]
+        return seq, budgets, out, rows
+
+    @torch.no_grad()
+    def generate_batch(self, prompts, max_new_tokens: int, stop_ids=(), budgets=None) -> list[list[int]]:
+        """Greedy continuations of equal-length prompts, run as one batch: row i gets what ``generate``
+        gives it alone (up to ``budgets[i]`` tokens); finished rows leave the batch."""
+        seq, budgets, out, rows = self._decoding_batch(prompts, max_new_tokens, budgets)
         seq, length = seq[rows], seq.shape[1]
         cache = attention.KVCache() if self.supports_kv_cache else None
         with attention.decoding(cache) if cache is not None else contextlib.nullcontext():

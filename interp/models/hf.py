@@ -250,15 +250,7 @@ class HFModel(PosLensModel):
         (``DynamicCache``); finished rows leave the batch and the cache."""
         from transformers import DynamicCache
 
-        require(self, Capability.CAUSAL_LM, "generate")
-        if isinstance(prompts, (list, tuple)) and len({len(p) for p in prompts}) > 1:
-            raise InputError(f"generate_batch takes prompts of one length, got lengths {sorted({len(p) for p in prompts})}")
-        seq = self.check_tokens(prompts)
-        budgets = [max_new_tokens] * seq.shape[0] if budgets is None else [int(b) for b in budgets]
-        if len(budgets) != seq.shape[0]:
-            raise InputError(f"{len(budgets)} budgets for {seq.shape[0]} prompts")
-        out: list[list[int]] = [[] for _ in range(seq.shape[0])]
-        rows = [i for i, b in enumerate(budgets) if b > 0]
+        seq, budgets, out, rows = self._decoding_batch(prompts, max_new_tokens, budgets)
         step, length, cache = seq[rows], seq.shape[1], DynamicCache(config=self.hf.config)
         last_only = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.hf.forward).parameters else {}
         while rows and length < self.max_seq_len:
