@@ -148,6 +148,9 @@ def _needle_samples(model, samples, n_samples: int, niah_tokens: int, seed: int,
     from corpora.niah import niah_samples
 
     if samples is None:
+        if niah_tokens + 16 > model.max_seq_len:  # checked here, not declared with Fits: only causal LMs read it
+            raise ValueError(f"--niah-tokens={niah_tokens} plus the answer does not fit in {model.model_name} "
+                             f"(max_seq_len={model.max_seq_len})")
         samples = niah_samples(model.require_tokenizer("head-profiles"), n_samples, niah_tokens, seed=seed,
                                haystack="wiki" if documents is None else documents, preamble=False)
     return fitting_samples(model, samples)
@@ -184,7 +187,7 @@ def head_profiles(model, *,
                                           Range(1)] = 8,
                   n_samples: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"), Range(1)] = 8,
                   niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (causal LMs; 16 more must fit "
-                                                   "for the answer)"), Range(32), Fits(margin=16)] = 512,
+                                                   "for the answer)"), Range(32)] = 512,
                   seed: int = 0, documents=None, samples=None):
     """Per head of each model, on one normalised-depth axis: attention on the previous token, the first token (sink)
     and a local window, the range of its positions, its attention to the needle while answering and its retrieval

@@ -59,7 +59,7 @@ PLAN: tuple[Step, ...] = (
          options=dict(n_docs=100, n_train=80, n_test=20, n_seeds=5), quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2),
          section=DSTG),
     Step("head-profiles", ("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
-         options=dict(n_docs=4, length=256, n_samples=8, niah_tokens=512), quick=dict(n_docs=1, n_samples=1, max_rows=32),
+         options=dict(n_docs=4, length=256, n_samples=8, niah_tokens=480), quick=dict(n_docs=1, n_samples=1, max_rows=32),
          per_model={"smollm2": dict(n_docs=2, length=256, n_samples=2, niah_tokens=256)}, section=HEADS),
 )
 
