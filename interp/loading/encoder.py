@@ -63,6 +63,7 @@ from safetensors.torch import load_file, save_file
 
 from interp.loading.errors import CheckpointError
 from interp.loading.hf_config import audit
+from interp.loading.hf_files import read_json
 from interp.loading.strict import verify
 from interp.models.encoder import EncoderConfig, EncoderModel, RelativePositionBias, t5_buckets
 
@@ -396,16 +397,6 @@ def _check_buckets(module: RelativePositionBias, key: str, where: str) -> None:
                               f"T5 gives {int(want[q, k])}")
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: cannot be read as JSON: {err}") from None
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{path}: holds a {type(raw).__name__}, not a JSON object")
-    return raw
-
-
 def _overrides(raw: dict, where: str) -> dict:
     extra = raw.get("poslens") or {}
     if not isinstance(extra, dict):
@@ -433,7 +424,7 @@ def load_state_pt(obj: dict, path: Path) -> EncoderModel:
     """A model from a loaded development ``state_dict.pt`` (+ an optional ``config.json`` beside it)."""
     prefix, flat = split_prefix(obj, str(path))
     sidecar_path = path.parent / "config.json"
-    sidecar = _read_json(sidecar_path) if sidecar_path.is_file() else None
+    sidecar = read_json(sidecar_path) if sidecar_path.is_file() else None
     cfg, source = _config_for(flat, prefix, path, sidecar, sidecar_path if sidecar is not None else None)
     model = fill(EncoderModel(cfg, init_weights=False), flat, prefix, str(path), source)
     model.model_name = path.parent.name if path.stem == "state_dict" and path.parent.name else path.stem
@@ -470,7 +461,7 @@ def _read_weights(path: Path) -> tuple[Path, dict]:
 
 def load_hf_dir(path: Path) -> EncoderModel:
     """A model from a development ``save_pretrained`` directory."""
-    raw = _read_json(path / "config.json")
+    raw = read_json(path / "config.json")
     file, state = _read_weights(path)
     if not isinstance(state, dict):
         raise CheckpointError(f"{file}: holds a {type(state).__name__}, not a state dict")

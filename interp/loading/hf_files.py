@@ -19,7 +19,11 @@ INDEX = "model.safetensors.index.json"
 
 
 def read_config(path: Path) -> dict:
-    file = Path(path) / "config.json"
+    return read_json(Path(path) / "config.json")
+
+
+def read_json(file: Path) -> dict:
+    """A JSON object from a file, or a ``CheckpointError`` naming the file."""
     try:
         raw = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
