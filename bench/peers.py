@@ -9,10 +9,14 @@ documents reduced to probe statistics (per layer sum x and X^T X). Models: SmolL
 de-quantised to fp32 and saved as a Hugging Face directory every tool loads) and a random LLaMA with the shape of a
 1B model (Llama-3.2-1B: d_model 2048, 16 layers, 32 heads / 8 KV heads, SwiGLU 8192; SmolLM2's tokenizer).
 
-Protocol: each measurement is a fresh process (import, load, a 64-token warm-up, then one timed call with the
-peak-RSS mark reset just before it: ``/proc/self/clear_refs``), one torch thread, repeated in alternating tool
-order; medians. Every tool's numbers are checked against each other (``agree`` column). A peer whose memory
-need exceeds the limit is recorded as out of memory without being run.
+Protocol on the CPU: each measurement is a fresh process (import, load, a 64-token warm-up, then one timed call
+with the peak-RSS mark reset just before it: ``/proc/self/clear_refs``), one torch thread, repeated in
+alternating tool order; medians. Protocol on a GPU (``--device cuda``, bf16 weights for every tool): one process
+per tool and model runs every cell of the plan, each cell after a warm-up at its full size, timed between CUDA
+synchronisations, median of the repeats; memory is the allocator's peak above what was allocated before the
+call (the weights); the tools' processes run one after another, in alternating order per model. Every tool's
+numbers are checked against each other (``agree`` column). A peer whose memory need exceeds the limit is recorded
+as out of memory without being run.
 """
 
 from __future__ import annotations
@@ -32,8 +36,12 @@ TOOLS = ("poslens", "transformerlens", "transformers")
 CACHE = Path(os.environ.get("POSLENS_BENCH_DIR", Path.home() / ".cache" / "poslens-bench"))
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
                 max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
-MEMORY_LIMIT_GB = 12.0  # of the 24 GB machine, shared with other work
+SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                    max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
+SHAPES = {"llama-1b": LLAMA_1B, "smollm2-shaped": SMOLLM2_135M}  # random weights: cost does not depend on their values
+MEMORY_LIMIT_GB = {"cpu": 12.0, "cuda": 70.0}  # of the 24 GB CPU machine shared with other work; of an 80 GB GPU
 N_ANSWER = 8
+DEVICE, DTYPE = "cpu", torch.float32  # a GPU child sets cuda and bf16
 
 
 # ---------------------------------------------------------------- models on disk
@@ -49,8 +57,11 @@ def model_dir(name: str) -> Path:
     from interp.packages import package_file
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    gguf = package_file(*SMOLLM2)
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if os.environ.get("POSLENS_BENCH_TOKENIZER"):  # SmolLM2's tokenizer files, where its package is not installed
+        tok = AutoTokenizer.from_pretrained(os.environ["POSLENS_BENCH_TOKENIZER"])
+    else:
+        gguf = package_file(*SMOLLM2)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     if name == "smollm2":
         gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         cfg = gguf_model.config
@@ -59,9 +70,9 @@ def model_dir(name: str) -> Path:
                 delattr(cfg, key)
         hf = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)  # a plain fp32 copy: GGUF models do not save
         hf.load_state_dict(gguf_model.state_dict())
-    elif name == "llama-1b":
+    elif name in SHAPES:
         torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **LLAMA_1B)
+        cfg = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **SHAPES[name])
         hf = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     else:
         raise ValueError(f"unknown bench model {name!r}")
@@ -83,7 +94,7 @@ def inputs(model: str, workload: str, length: int, n_docs: int) -> dict:
     from interp.tokenizers import HFTokenizer
 
     if workload == "mass":
-        tok = HFTokenizer(AutoTokenizer.from_pretrained(model_dir(model)), "smollm2")
+        tok = HFTokenizer(AutoTokenizer.from_pretrained(model_dir(model)), "smollm2")  # every bench model has SmolLM2's
         s = niah_samples(tok, 1, length - N_ANSWER - 16, seed=0, preamble=False)[0]
         answer = (s.answer_ids + [s.answer_ids[-1]] * N_ANSWER)[:N_ANSWER]
         seq = s.token_ids + answer
@@ -126,26 +137,26 @@ def _load(tool: str, path: Path, workload: str):
         from interp.models.llama import LlamaTransformer
 
         hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        model = LlamaTransformer.from_hf(hf)
+        model = LlamaTransformer.from_hf(hf).to(device=DEVICE, dtype=DTYPE)
         model.max_seq_len = max(model.max_seq_len, 8192)
         del hf
         return model
     if tool == "transformerlens":
         from transformer_lens.model_bridge import TransformerBridge
 
-        return TransformerBridge.boot_transformers(str(path), device="cpu", dtype=torch.float32)
+        return TransformerBridge.boot_transformers(str(path), device=DEVICE, dtype=DTYPE)
     attn = "sdpa" if workload == "hidden" else "eager"
     cls = AutoModel if workload == "hidden" else AutoModelForCausalLM  # the base model stops before the unembedding
-    return cls.from_pretrained(path, dtype=torch.float32, attn_implementation=attn).eval()
+    return cls.from_pretrained(path, dtype=DTYPE, attn_implementation=attn).to(DEVICE).eval()
 
 
 def _patterns(tool, model, data):
-    tokens = torch.tensor(data["tokens"])
+    tokens = torch.tensor(data["tokens"], device=DEVICE)
     if tool == "poslens":
         from interp.extract import run_and_collect
 
         names = [f"blocks.{l}.attn.hook_pattern" for l in range(model.n_layers)]
-        acts = run_and_collect(model, tokens, names)
+        acts = run_and_collect(model, tokens, names, to=None)  # where the model ran, as the peers leave them
         pats = [acts[n] for n in names]
     elif tool == "transformerlens":
         _, cache = model.run_with_cache(tokens, names_filter=lambda n: n.endswith("attn.hook_pattern"))
@@ -156,9 +167,9 @@ def _patterns(tool, model, data):
 
 
 def _mass(tool, model, data):
-    tokens = torch.tensor(data["tokens"])
-    rows = torch.tensor(data["rows"])
-    labels = key_columns(data["parts"], len(data["answer"]))
+    tokens = torch.tensor(data["tokens"], device=DEVICE)
+    rows = torch.tensor(data["rows"], device=DEVICE)
+    labels = key_columns(data["parts"], len(data["answer"])).to(DEVICE)
     if tool == "poslens":
         from analyses.attention_mass import answer_attention
 
@@ -183,7 +194,7 @@ def _mass(tool, model, data):
 
 
 def _hidden(tool, model, data, batch_size=8):
-    docs = torch.tensor(data["tokens"])
+    docs = torch.tensor(data["tokens"], device=DEVICE)
     sums, grams = {}, {}
 
     def add(layer, x):
@@ -195,7 +206,7 @@ def _hidden(tool, model, data, batch_size=8):
         from interp.extract import stream
 
         names = [f"blocks.{l}.hook_resid_post" for l in range(model.n_layers)]
-        for _, acts in stream(model, docs.tolist(), names, batch_size=batch_size):
+        for _, acts in stream(model, docs.tolist(), names, batch_size=batch_size, to=None):
             for l, n in enumerate(names):
                 add(l, acts[n])
     else:
@@ -238,15 +249,51 @@ def child(tool: str, model_name: str, workload: str, length: int, n_docs: int) -
     return {"seconds": seconds, "memory_mb": max(peak - base, 0.0), "check": check}
 
 
+def gpu_child(tool: str, model_name: str, cells: list, repeats: int, device: str = "cuda", dtype=torch.bfloat16) -> list[dict]:
+    """Every cell of one model for one tool on the GPU: a warm-up at full size, then ``repeats`` timed calls."""
+    global DEVICE, DTYPE
+    DEVICE, DTYPE = device, dtype
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    loaded: dict[str, object] = {}
+    out = []
+    for workload, length, n_docs in cells:
+        kind = ("sdpa" if workload == "hidden" else "eager") if tool == "transformers" else "any"
+        if kind not in loaded:
+            loaded.clear()
+            torch.cuda.empty_cache()
+            loaded[kind] = _load(tool, model_dir(model_name), workload)
+        model, fn = loaded[kind], WORKLOADS[workload]
+        data = inputs(model_name, workload, length, n_docs)
+        try:
+            with torch.no_grad():
+                fn(tool, model, data)
+                times, peaks = [], []
+                for _ in range(repeats):
+                    torch.cuda.synchronize()
+                    base = torch.cuda.memory_allocated()
+                    torch.cuda.reset_peak_memory_stats()
+                    t0 = time.perf_counter()
+                    check, held = fn(tool, model, data)
+                    torch.cuda.synchronize()
+                    times.append(time.perf_counter() - t0)
+                    peaks.append((torch.cuda.max_memory_allocated() - base) / 2**20)
+                    del held
+            out.append({"seconds": statistics.median(times), "memory_mb": max(peaks), "check": check})
+        except torch.cuda.OutOfMemoryError:
+            out.append({"skipped": "OOM (CUDA)"})
+        torch.cuda.empty_cache()
+    return out
+
+
 # ---------------------------------------------------------------- the comparison (parent)
 
 
-def needs_gb(tool: str, model_name: str, workload: str, length: int) -> float:
+def needs_gb(tool: str, model_name: str, workload: str, length: int, device: str = "cpu") -> float:
     """What a tool must hold at once beyond the weights: every layer's patterns for (a), one layer's for (b)."""
-    cfg = {"smollm2": (30, 9), "llama-1b": (LLAMA_1B["num_hidden_layers"], LLAMA_1B["num_attention_heads"])}[model_name]
-    one = cfg[1] * length**2 * 4 / 2**30
+    shape = SHAPES.get(model_name, SMOLLM2_135M)
+    one = shape["num_attention_heads"] * length**2 * (2 if device == "cuda" else 4) / 2**30
     if workload == "patterns":
-        return cfg[0] * one
+        return shape["num_hidden_layers"] * one
     if workload == "mass" and tool != "poslens":
         return 3 * one  # scores, pattern and its copy inside an eager layer
     return 0.0
@@ -255,7 +302,7 @@ def needs_gb(tool: str, model_name: str, workload: str, length: int) -> float:
 def measure(model_name: str, workload: str, length: int, n_docs: int, repeats: int, timeout: int) -> dict:
     runs: dict[str, list[dict]] = {t: [] for t in TOOLS}
     skipped = {t: f"OOM: needs {needs_gb(t, model_name, workload, length):.0f} GB" for t in TOOLS
-               if needs_gb(t, model_name, workload, length) > MEMORY_LIMIT_GB}
+               if needs_gb(t, model_name, workload, length) > MEMORY_LIMIT_GB["cpu"]}
     for r in range(repeats):
         for tool in TOOLS if r % 2 == 0 else TOOLS[::-1]:
             if tool in skipped:
@@ -283,12 +330,45 @@ def measure(model_name: str, workload: str, length: int, n_docs: int, repeats: i
     return result
 
 
+def measure_gpu(model_name: str, cells: list, repeats: int, timeout: int, order) -> list[dict]:
+    per_tool = {}
+    for tool in order:
+        cmd = [sys.executable, "-m", "bench.peers", "--gpu-child", tool, model_name, json.dumps(cells), str(repeats)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            per_tool[tool] = (json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else
+                              [{"skipped": f"failed: {(out.stderr.strip().splitlines() or ['?'])[-1][:120]}"}] * len(cells))
+        except subprocess.TimeoutExpired:
+            per_tool[tool] = [{"skipped": f"over {timeout} s"}] * len(cells)
+        print(tool, model_name, json.dumps(per_tool[tool])[:300], file=sys.stderr, flush=True)
+    results = []
+    for i, (workload, length, n_docs) in enumerate(cells):
+        result = {"model": model_name, "workload": workload, "length": length, "n_docs": n_docs, "skipped": {}}
+        for tool in TOOLS:
+            r = per_tool[tool][i]
+            if "skipped" in r:
+                result["skipped"][tool] = r["skipped"]
+            else:
+                result[tool] = dict(r, n=repeats)
+        checks = [torch.tensor(result[t]["check"], dtype=torch.float64) for t in TOOLS if t in result]
+        if len(checks) > 1:
+            scale = checks[0].abs().max().clamp(min=1e-12)
+            result["agree"] = max(float((c - checks[0]).abs().max() / scale) for c in checks[1:])
+        results.append(result)
+    return results
+
+
+GPU_CELLS = [("mass", 512, 1), ("mass", 2048, 1), ("mass", 4096, 1), ("patterns", 512, 1), ("patterns", 2048, 1),
+             ("patterns", 4096, 1), ("hidden", 512, 100), ("hidden", 4096, 100)]
 PLANS = {
     # (model, workload, length, documents); sized for the shared 2-core CPU machine
     "smollm2": [("smollm2", "mass", 512, 1), ("smollm2", "patterns", 512, 1), ("smollm2", "hidden", 32, 100),
                 ("smollm2", "mass", 2048, 1), ("smollm2", "patterns", 1024, 1), ("smollm2", "mass", 4096, 1)],
     "llama-1b": [("llama-1b", "mass", 512, 1), ("llama-1b", "patterns", 512, 1)],
     "smoke": [("smollm2", "patterns", 128, 1), ("smollm2", "mass", 160, 1), ("smollm2", "hidden", 32, 4)],
+    # on a GPU: SmolLM2-135M's shape with random weights (its package is not installed there) and the 1B shape
+    "gpu-smollm2": [("smollm2-shaped", *cell) for cell in GPU_CELLS],
+    "gpu-llama-1b": [("llama-1b", *cell) for cell in GPU_CELLS],
 }
 LABELS = {"patterns": "(a) all layers' attention patterns, one sequence", "mass": "(b) attention mass of 8 answer rows on 3 spans",
           "hidden": "(c) every layer's hidden states -> probe statistics"}
@@ -326,20 +406,33 @@ def _report(plan: str, repeats: int, results: list[dict]) -> str:
     from bench.report import write_section
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    body = (f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit}, plan `{plan}`, on the CPU only "
-            f"(no GPU was lent to this work: GPU rows are still to be measured), {platform.machine()}, torch {torch.__version__}, "
-            f"one torch thread per process, {repeats} repeats per cell in alternating tool order, medians. "
-            + __doc__.split("\n\n", 1)[1].replace("\n", " ") + " Times and memory are medians per tool; ratios are poslens "
-            "over the fastest (least) peer of the same row, whose runs interleave with poslens' so that machine load "
-            "falls on all tools alike.\n\n" + table(results) + "\n")
+    when = f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit}, plan `{plan}`"
+    if plan.startswith("gpu"):
+        import transformers
+
+        where = (f"{when}, on one {torch.cuda.get_device_name()} (bf16 weights for every tool), torch {torch.__version__}, "
+                 f"transformers {transformers.__version__}, {repeats} timed calls per cell after a full-size warm-up, medians. ")
+    else:
+        where = (f"{when}, on the CPU ({platform.machine()}), torch {torch.__version__}, one torch thread per process, "
+                 f"{repeats} repeats per cell in alternating tool order, medians (GPU rows: the `gpu-` sections). ")
+    body = (where + __doc__.split("\n\n", 1)[1].replace("\n", " ") + " Times and memory are medians per tool; ratios are "
+            "poslens over the fastest (least) peer of the same row.\n\n" + table(results) + "\n")
     if plan != "smoke":
-        write_section(f"peers-{plan}", f"poslens against TransformerLens and transformers: {plan} (CPU)", body)
+        device = "GPU" if plan.startswith("gpu") else "CPU"
+        write_section(f"peers-{plan}", f"poslens against TransformerLens and transformers: {plan} ({device})", body)
     return body
 
 
 def main(plan: str = "smollm2", repeats: int = 2, timeout: int = 600) -> str:
     for name in {cell[0] for cell in PLANS[plan]}:
         model_dir(name)
+    if plan.startswith("gpu"):
+        (name,) = {cell[0] for cell in PLANS[plan]}
+        order = TOOLS if plan.endswith("smollm2") else TOOLS[::-1]
+        results = measure_gpu(name, [cell[1:] for cell in PLANS[plan]], repeats, timeout, order)
+        body = _report(plan, repeats, results)
+        (CACHE / f"peers-{plan}.json").write_text(json.dumps(results, indent=1))
+        return body
     results = []
     for model_name, workload, length, n_docs in PLANS[plan]:
         results.append(measure(model_name, workload, length, n_docs, repeats, timeout))
@@ -352,11 +445,15 @@ def main(plan: str = "smollm2", repeats: int = 2, timeout: int = 600) -> str:
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--child", nargs=5)
+    p.add_argument("--gpu-child", nargs=4)
     p.add_argument("--prepare", action="store_true")
     p.add_argument("--plan", default="smollm2", choices=sorted(PLANS))
     p.add_argument("--repeats", type=int, default=2)
     a = p.parse_args()
-    if a.child:
+    if a.gpu_child:
+        tool, model_name, cells, repeats = a.gpu_child
+        print(json.dumps(gpu_child(tool, model_name, json.loads(cells), int(repeats))))
+    elif a.child:
         tool, model_name, workload, length, n_docs = a.child
         print(json.dumps(child(tool, model_name, workload, int(length), int(n_docs))))
     elif a.prepare:

@@ -1,8 +1,9 @@
 """Streaming extraction of hook activations over many sequences.
 
 ``stream(model, sequences, names)`` runs the model batch by batch and yields, per sequence, a dict of
-the requested hooks trimmed to that sequence's length, on the CPU. Only one batch of activations exists
-at a time, so memory does not grow with the number of sequences.
+the requested hooks trimmed to that sequence's length, on the CPU (``to=None`` keeps them in float32 on the
+model's device, for reductions that run there, e.g. on a GPU). Only one batch of activations exists at a
+time, so memory does not grow with the number of sequences.
 
 Each forward pass stops as soon as every requested hook has fired (every family fires each hook once per
 pass): reading residual streams never runs the layers above the last one asked for, nor the unembedding.
@@ -51,9 +52,9 @@ def check_hook_names(model, names: Sequence[str]) -> None:
 
 
 @torch.no_grad()
-def run_and_collect(model, tokens: Tensor, names: Sequence[str]) -> dict[str, Tensor]:
+def run_and_collect(model, tokens: Tensor, names: Sequence[str], *, to: str | torch.device | None = "cpu") -> dict[str, Tensor]:
     """One forward pass, stopped once the named hooks have fired; their activations (after any hooks
-    already attached, which see the same values) on the CPU."""
+    already attached, which see the same values) in float32, on ``to`` (``None``: where the model ran)."""
     check_hook_names(model, names)
     wanted, acts = set(names), {}
 
@@ -73,7 +74,7 @@ def run_and_collect(model, tokens: Tensor, names: Sequence[str]) -> dict[str, Te
         ran = [n for n in model.hook_dict if n.endswith("." + leaf) and n not in silent]
         hint = f" (this model computes it at {', '.join(ran[:6])}{' ...' if len(ran) > 6 else ''})" if ran else ""
         raise HookNameError(f"{model.model_name}: hook {silent[0]!r} exists but does not run in this model's forward pass{hint}")
-    return {n: acts[n].float().cpu() for n in names}
+    return {n: acts[n].to(device=to if to is not None else acts[n].device, dtype=torch.float32) for n in names}
 
 
 @torch.no_grad()
@@ -83,8 +84,9 @@ def stream(
     names: Sequence[str],
     *,
     batch_size: int = 8,
+    to: str | torch.device | None = "cpu",
 ) -> Iterator[tuple[int, dict[str, Tensor]]]:
-    """Yield ``(index, {hook: tensor without the batch axis})`` for each sequence, in order."""
+    """Yield ``(index, {hook: tensor without the batch axis})`` for each sequence, in order, on ``to``."""
     causal = Capability.CAUSAL_LM in model.capabilities
     buffer: list[tuple[int, Sequence[int]]] = []
 
@@ -96,7 +98,7 @@ def stream(
             tokens = torch.zeros((len(group), longest), dtype=torch.long)
             for row, (_, seq) in enumerate(group):
                 tokens[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-            acts = run_and_collect(model, tokens.to(model.device), names)
+            acts = run_and_collect(model, tokens.to(model.device), names, to=to)
             for row, (index, seq) in enumerate(group):
                 out.append((index, {n: _trim(model, n, acts[n][row : row + 1], len(seq))[0] for n in names}))
         out.sort(key=lambda item: item[0])

@@ -40,3 +40,16 @@ def test_stream_sees_edits_made_by_attached_hooks_and_trims_each_sequence():
     assert torch.all(out[0]["blocks.0.hook_resid_post"] == 1)
     _, cache = model.run_with_cache(torch.tensor([seqs[1]]))
     assert not torch.allclose(out[1]["blocks.1.hook_resid_post"], cache["blocks.1.hook_resid_post"][0], atol=1e-3)
+
+
+def test_activations_can_stay_where_the_model_ran_in_float32():
+    model = tiny_repo("rope").to(torch.bfloat16)
+    seqs = [list(range(10, 30)), list(range(40, 52))]
+    names = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern"]
+    moved = dict(stream(model, seqs, names, batch_size=2))
+    kept = dict(stream(model, seqs, names, batch_size=2, to=None))
+    _, cache = model.run_with_cache(torch.tensor([seqs[0]]), names_filter=names)
+    for n in names:
+        assert kept[0][n].dtype == moved[0][n].dtype == torch.float32 and kept[0][n].device == next(model.parameters()).device
+        torch.testing.assert_close(kept[1][n], moved[1][n], atol=0, rtol=0)
+        torch.testing.assert_close(kept[0][n], cache[n][0].float(), atol=0, rtol=0)
