@@ -364,7 +364,8 @@ PLANS = {
     # (model, workload, length, documents); sized for the shared 2-core CPU machine
     "smollm2": [("smollm2", "mass", 512, 1), ("smollm2", "patterns", 512, 1), ("smollm2", "hidden", 32, 100),
                 ("smollm2", "mass", 2048, 1), ("smollm2", "patterns", 1024, 1), ("smollm2", "mass", 4096, 1)],
-    "llama-1b": [("llama-1b", "mass", 512, 1), ("llama-1b", "patterns", 512, 1)],
+    "llama-1b": [("llama-1b", "mass", 512, 1), ("llama-1b", "patterns", 512, 1), ("llama-1b", "hidden", 32, 100),
+                 ("llama-1b", "mass", 2048, 1)],
     "smoke": [("smollm2", "patterns", 128, 1), ("smollm2", "mass", 160, 1), ("smollm2", "hidden", 32, 4)],
     # on a GPU: SmolLM2-135M's shape with random weights (its package is not installed there) and the 1B shape
     "gpu-smollm2": [("smollm2-shaped", *cell) for cell in GPU_CELLS],
