@@ -414,8 +414,12 @@ def _report(plan: str, repeats: int, results: list[dict]) -> str:
         where = (f"{when}, on one {torch.cuda.get_device_name()} (bf16 weights for every tool), torch {torch.__version__}, "
                  f"transformers {transformers.__version__}, {repeats} timed calls per cell after a full-size warm-up, medians. ")
     else:
+        from bench.report import FILE
+
+        gpu = ("GPU rows: the `gpu-` sections" if "<!-- peers-gpu-" in FILE.read_text(encoding="utf-8") else
+               "GPU rows: not measured yet, no GPU was lent to this work; `--plan gpu-smollm2` / `gpu-llama-1b` measure them on one")
         where = (f"{when}, on the CPU ({platform.machine()}), torch {torch.__version__}, one torch thread per process, "
-                 f"{repeats} repeats per cell in alternating tool order, medians (GPU rows: the `gpu-` sections). ")
+                 f"{repeats} repeats per cell in alternating tool order, medians ({gpu}). ")
     body = (where + __doc__.split("\n\n", 1)[1].replace("\n", " ") + " Times and memory are medians per tool; ratios are "
             "poslens over the fastest (least) peer of the same row.\n\n" + table(results) + "\n")
     if plan != "smoke":
