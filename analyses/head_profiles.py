@@ -29,6 +29,11 @@ Two passes, each reading attention through ``model.query_rows`` so that at most 
 
 ``depth`` = layer / (n_layers - 1) puts models of different depth on one axis.
 
+The passes are one ``interp.parallel.fold_items`` call per model over the contexts and the NIAH prompts:
+each item adds its ``[layer, head]`` statistics (masses, position ranges and KLs of a context; needle mass,
+retrieval score and a count of 1 where the score is defined, for a prompt) to float64 sums, so under
+``torchrun`` each rank keeps only its sums, and shards, resume and ``poslens merge`` work as for any fold.
+
 ``group``, the first rule that holds: ``retrieval`` (retrieval_score >= 0.5), ``previous-token``
 (previous_token_mass >= 0.5), ``sink`` (first_token_mass >= 0.5), ``local`` (local_mass >= 0.5), else
 the KL taxonomy group where the model has one, else ``mixed``. The threshold 0.5 means "most of the
@@ -43,10 +48,10 @@ from analyses.common import no_grad
 from analyses.registry import Cli, Fits, Help, Range, analysis
 from analyses.tables import may_be_nan
 from interp.capabilities import Capability
-from interp.progress import progress
 
 THRESHOLD = 0.5
 METRICS = ("previous_token_mass", "first_token_mass", "local_mass", "needle_mass", "retrieval_score", "position_range")
+CONTEXT_METRICS = ("previous_token_mass", "first_token_mass", "local_mass", "position_range")
 
 
 def group_of(row: dict, threshold: float = THRESHOLD) -> str:
@@ -156,6 +161,40 @@ def _needle_samples(model, samples, n_samples: int, niah_tokens: int, seed: int,
     return fitting_samples(model, samples)
 
 
+def profile_state(model, kl_components: list[str], needles: bool) -> dict:
+    """The zero sums ``profile_statistics`` adds to: ``[layer, head]`` float64 per statistic, summed over items."""
+    import numpy as np
+
+    names = list(CONTEXT_METRICS[:3])
+    names += ["position_range"] if Capability.POSITIONS in model.capabilities else []
+    names += [f"kl_{c}" for c in kl_components]
+    names += ["needle_mass", "retrieval_sum", "retrieval_count"] if needles else []
+    return {k: np.zeros((model.n_layers, model.n_heads)) for k in names}
+
+
+def profile_statistics(model, item, max_rows: int, local_window: int, kl_components: list[str]) -> dict:
+    """One item's additive share of the state: a context ``("context", ids)`` gives its row-averaged masses (and
+    KLs), a NIAH prompt ``("needle", sample)`` its needle mass and, where an answer token is copyable, its
+    retrieval score with a count of 1. Every value is ``[layer, head]`` float64."""
+    import numpy as np
+
+    kind, x = item
+    out = {}
+    if kind == "needle":
+        mass, score = needle_scores(model, x)
+        score = score.double().numpy()
+        finite = np.isfinite(score)
+        return {"needle_mass": mass.double().numpy(), "retrieval_sum": np.where(finite, score, 0.0),
+                "retrieval_count": finite.astype(np.float64)}
+    if len(x) >= 2:  # one token has no query row after the first
+        out.update({k: v.double().numpy() for k, v in context_masses(model, x, max_rows, local_window).items()})
+    if kl_components:
+        from analyses.kl_ablation import document_kls
+
+        out.update({f"kl_{c}": v.double().numpy() for c, v in document_kls(model, x, kl_components).items()})
+    return out
+
+
 def headline(df) -> str:
     parts = []
     for model, g in df.groupby("model", sort=False):
@@ -196,34 +235,44 @@ def head_profiles(model, *,
 
     One row per layer and head: depth, masses, position range, needle retrieval, KL influences, group.
     ``documents=`` (``--input``) are split into windows of ``length`` tokens and are the NIAH haystack."""
+    import numpy as np
     import pandas as pd
-    import torch
+
+    from interp import parallel
 
     samples = _needle_samples(model, samples, n_samples, niah_tokens, seed, documents)  # checked before any work
     contexts = _contexts(model, n_docs, length, seed, documents)
-    sums: dict[str, torch.Tensor] = {}
-    for ids in progress(contexts, f"head-profiles {model.model_name}"):
-        if len(ids) < 2:
-            continue
-        for k, v in context_masses(model, ids, max_rows, local_window).items():
-            sums[k] = sums.get(k, 0) + v / len(contexts)
-    nan = torch.full((model.n_layers, model.n_heads), float("nan"))
-    needle, retrieval = nan.clone(), nan.clone()
-    if samples is not None:
-        scored = [needle_scores(model, s) for s in samples]
-        needle = torch.stack([m for m, _ in scored]).mean(0)
-        retrieval = torch.stack([r for _, r in scored]).nanmean(0)
-    kl = None
-    if Capability.LOGIT_COMPONENTS in model.capabilities:
-        from analyses.kl_ablation import kl_ablation
+    kl_components = list(model.logit_components()) if Capability.LOGIT_COMPONENTS in model.capabilities else []
+    items = [("context", ids) for ids in contexts] + [("needle", s) for s in samples or []]
+    state = profile_state(model, kl_components, samples is not None)
 
-        kl = kl_ablation(model, token_ids=contexts).set_index(["layer", "head"])
+    def one(item):
+        return profile_statistics(model, item, max_rows, local_window, kl_components)
+
+    def add(state, i, stats):
+        for k, v in stats.items():
+            state[k] += v
+
+    state = parallel.fold_items(one, items, state, add, model=model, desc=f"head-profiles {model.model_name}")
+    nan = np.full((model.n_layers, model.n_heads), float("nan"))
+    masses = {m: state[m] / len(contexts) if m in state else nan for m in CONTEXT_METRICS}
+    needle, retrieval = nan, nan
+    if samples is not None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            needle = state["needle_mass"] / len(samples)
+            retrieval = state["retrieval_sum"] / state["retrieval_count"]  # nanmean over samples: NaN where none counts
+    kl = None
+    if kl_components:
+        from analyses.kl_ablation import RP_SUPPORT, kl_table
+
+        kl = kl_table(model, {c: state[f"kl_{c}"] for c in kl_components}, len(contexts), RP_SUPPORT)
+        kl = kl.set_index(["layer", "head"])
     rows = []
     for layer in range(model.n_layers):
         for head in range(model.n_heads):
             row = dict(model=model.model_name, layer=layer, head=head, n_layers=model.n_layers,
                        depth=layer / max(1, model.n_layers - 1),
-                       **{m: float(sums.get(m, nan)[layer, head]) for m in ("previous_token_mass", "first_token_mass", "local_mass", "position_range")},
+                       **{m: float(masses[m][layer, head]) for m in CONTEXT_METRICS},
                        needle_mass=float(needle[layer, head]), retrieval_score=float(retrieval[layer, head]))
             for c in ("ap", "sem", "rp"):
                 row[f"influence_{c}"] = float(kl.loc[(layer, head), f"influence_{c}"]) if kl is not None else float("nan")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from analyses.common import no_grad
 from analyses.registry import Cli, Fits, Help, Range, analysis
 from interp.capabilities import Capability
 from interp.progress import progress
@@ -31,6 +32,7 @@ from analyses.tables import may_be_nan
 
 COMPONENTS = ("ap", "sem", "rp")
 GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")
+RP_SUPPORT = 0.25
 
 
 def kl_per_head(components: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -50,6 +52,61 @@ def kl_per_head(components: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         kl = torch.where(p == 0, 0.0, p * (logp - logq)).sum(-1)  # 0 log 0 = 0 for masked keys; NaN stays NaN
         out[name] = kl.mean(-1).float()
     return out
+
+
+@no_grad
+def document_kls(model, ids: list[int], present: list[str]) -> dict[str, torch.Tensor]:
+    """``{c: [layer, head]}`` of one document: ``kl_per_head`` for removing component c, every query row read."""
+    import torch
+
+    current = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
+    held: dict[str, torch.Tensor] = {}
+
+    def keep(name):
+        def hook(t, hook):
+            held[name] = t[0].detach()
+        return hook
+
+    def reduce(layer):
+        def hook(scores, hook):
+            comps = {c: held.pop(c) for c in present}
+            for c, t in comps.items():
+                if torch.isnan(t).any():
+                    raise ValueError(f"kl-ablation: blocks.{layer}.attn.hook_logits_{c} of {model.model_name} holds NaN "
+                                     f"(heads {torch.isnan(t).flatten(1).any(1).nonzero().flatten().tolist()}); a KL computed "
+                                     "from it would be meaningless (check the weights and any attached hooks)")
+            for name, kl in kl_per_head(comps).items():
+                if not torch.isfinite(kl).all():
+                    raise ValueError(f"kl-ablation: removing '{name}' in layer {layer} of {model.model_name} gives a "
+                                     f"non-finite KL for heads {(~torch.isfinite(kl)).nonzero().flatten().tolist()} "
+                                     "(a component is infinite where the full attention is not)")
+                current[name][layer] = kl.cpu()
+        return hook
+
+    hooks = [(f"blocks.{l}.attn.hook_logits_{c}", keep(c)) for l in range(model.n_layers) for c in present]
+    hooks += [(f"blocks.{l}.attn.hook_attn_scores", reduce(l)) for l in range(model.n_layers)]
+    with model.hooks(fwd_hooks=hooks):
+        model(torch.tensor([ids], device=model.device))
+    return current
+
+
+def kl_table(model, sums, n_docs: int, rp_support: float) -> pd.DataFrame:
+    """One row per head from per-head KLs summed over ``n_docs`` documents (``sums``: ``{c: [layer, head]}``, the
+    components the model has): mean KLs, influences and taxonomy group."""
+    import pandas as pd
+
+    present = list(sums)
+    rows = []
+    for layer in range(model.n_layers):
+        for head in range(model.n_heads):
+            kl = {c: float(sums[c][layer, head]) / n_docs if c in present else 0.0 for c in COMPONENTS}
+            total = sum(kl.values())
+            infl = {c: kl[c] / total if total > 0 else float("nan") for c in COMPONENTS}
+            rows.append(dict(model=model.model_name, layer=layer, head=head, **{f"kl_{c}": kl[c] for c in COMPONENTS},
+                             **{f"influence_{c}": infl[c] for c in COMPONENTS},
+                             group=group_of(infl["ap"], infl["sem"], infl["rp"], rp_support) if total > 0 else "none",
+                             components="+".join(present), n_docs=n_docs, rp_support=rp_support))
+    return pd.DataFrame(rows)
 
 
 def group_of(ap: float, sem: float, rp: float, rp_support: float) -> str:
@@ -76,7 +133,7 @@ def kl_ablation(model, *,
                 n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"), Range(1)] = 500,
                 length: Annotated[int, Help("tokens per document"), Range(2), Fits(), Cli(aliases=("--max-tokens",))] = 512,
                 rp_support: Annotated[float, Help("RP influence from which a semantic head counts as RP-supported"),
-                                      Range(0, 1)] = 0.25,
+                                      Range(0, 1)] = RP_SUPPORT,
                 seed: int = 0, docs=None, documents=None, token_ids=None) -> pd.DataFrame:
     """For each head, the KL divergence between its attention and the attention with one logit component (AP,
     semantic, relative bias) removed, normalised into an influence vector (ternary plot), and the head taxonomy
@@ -107,54 +164,13 @@ def kl_ablation(model, *,
         docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, length, seed=seed)
     if len(docs) == 0:
         raise ValueError("kl-ablation needs at least one document")
-    current: dict[str, torch.Tensor] = {}
-    held: dict[str, torch.Tensor] = {}
-
-    def keep(name):
-        def hook(t, hook):
-            held[name] = t[0].detach()
-        return hook
-
-    def reduce(layer):
-        def hook(scores, hook):
-            comps = {c: held.pop(c) for c in present}
-            for c, t in comps.items():
-                if torch.isnan(t).any():
-                    raise ValueError(f"kl-ablation: blocks.{layer}.attn.hook_logits_{c} of {model.model_name} holds NaN "
-                                     f"(heads {torch.isnan(t).flatten(1).any(1).nonzero().flatten().tolist()}); a KL computed "
-                                     "from it would be meaningless (check the weights and any attached hooks)")
-            for name, kl in kl_per_head(comps).items():
-                if not torch.isfinite(kl).all():
-                    raise ValueError(f"kl-ablation: removing '{name}' in layer {layer} of {model.model_name} gives a "
-                                     f"non-finite KL for heads {(~torch.isfinite(kl)).nonzero().flatten().tolist()} "
-                                     "(a component is infinite where the full attention is not)")
-                current[name][layer] = kl.cpu()
-        return hook
-
-    def one(doc):
-        current.update({c: torch.zeros(model.n_layers, model.n_heads) for c in present})
-        model(torch.tensor([doc.ids], device=model.device))
-        return {c: current[c].clone() for c in present}
-
-    hooks = [(f"blocks.{l}.attn.hook_logits_{c}", keep(c)) for l in range(model.n_layers) for c in present]
-    hooks += [(f"blocks.{l}.attn.hook_attn_scores", reduce(l)) for l in range(model.n_layers)]
-    with model.hooks(fwd_hooks=hooks):
-        per_doc = parallel.map_items(one, docs, model=model, desc=f"kl-ablation {model.model_name}")
+    per_doc = parallel.map_items(lambda doc: document_kls(model, doc.ids, present), docs, model=model,
+                                 desc=f"kl-ablation {model.model_name}")
     sums = {c: torch.zeros(model.n_layers, model.n_heads) for c in present}
     for kls in per_doc:
         for c in present:
             sums[c] += kls[c]
-    rows = []
-    for layer in range(model.n_layers):
-        for head in range(model.n_heads):
-            kl = {c: float(sums[c][layer, head]) / len(docs) if c in present else 0.0 for c in COMPONENTS}
-            total = sum(kl.values())
-            infl = {c: kl[c] / total if total > 0 else float("nan") for c in COMPONENTS}
-            rows.append(dict(model=model.model_name, layer=layer, head=head, **{f"kl_{c}": kl[c] for c in COMPONENTS},
-                             **{f"influence_{c}": infl[c] for c in COMPONENTS},
-                             group=group_of(infl["ap"], infl["sem"], infl["rp"], rp_support) if total > 0 else "none",
-                             components="+".join(present), n_docs=len(docs), rp_support=rp_support))
-    return pd.DataFrame(rows)
+    return kl_table(model, sums, len(docs), rp_support)
 
 
 @analysis("compare-heads", needs=[Capability.LOGIT_COMPONENTS], like=kl_ablation, headline=headline, summary=summary)

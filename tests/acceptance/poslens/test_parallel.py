@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[3]
 INC, REPO, DSTG = "increments-per-layer", "repo-small", "dstg-small"
 KL = ["--n-docs", "5", "--max-tokens", "64"]
 PROBES = ["--n-docs", "12", "--n-train", "8", "--n-test", "4", "--n-seeds", "2", "--max-tokens", "64", "--cv-folds", "2"]
+# a causal LM (contexts and NIAH prompts) and a model whose logits decompose (contexts with KLs)
+CONTEXTS = ["--context-tokens", "64", "--max-rows", "16"]
+PROFILES = ["--n-contexts", "3", *CONTEXTS, "--n-samples", "3", "--niah-tokens", "224"]
 
 
 def jobs(out: Path, entities: Path) -> list[list[str]]:
@@ -34,6 +37,7 @@ def jobs(out: Path, entities: Path) -> list[list[str]]:
         ("kl-ablation", [DSTG], KL),
         ("compare-heads", [DSTG, "rp-encoder-small"], KL),
         ("position-probes", [DSTG], PROBES),
+        ("head-profiles", [REPO, DSTG], PROFILES),
     ]
     return [["analyze", name, "--out", str(out), *[a for m in models for a in ("--model", m)], *opts] for name, models, opts in spec]
 
@@ -84,6 +88,9 @@ def test_torchrun_two_processes_give_the_one_process_tables(tmp_path):
     assert_same_table(one / "position-probes.csv", tmp_path / "merged/position-probes.csv")
     # the tables are not trivially equal: the models and analyses produce different numbers
     assert pd.read_csv(two / "kl-ablation.csv")["kl_sem"].std() > 0
+    profiles = pd.read_csv(two / "head-profiles.csv")
+    for col in ("previous_token_mass", "needle_mass", "retrieval_score", "position_range", "influence_sem"):
+        assert profiles[col].std() > 0, col
 
 
 def _run(argv, capsys=None):
@@ -92,7 +99,8 @@ def _run(argv, capsys=None):
     return rc, err
 
 
-@pytest.mark.parametrize("name, models, opts", [("compare-heads", [DSTG, "rp-encoder-small"], KL), ("position-probes", [DSTG], PROBES)])
+@pytest.mark.parametrize("name, models, opts", [("compare-heads", [DSTG, "rp-encoder-small"], KL), ("position-probes", [DSTG], PROBES),
+                                               ("head-profiles", [REPO, DSTG], PROFILES)])
 def test_shards_of_separate_jobs_merge_into_the_single_run(tmp_path, name, models, opts):
     model_args = [a for m in models for a in ("--model", m)]
     assert main(["analyze", name, *model_args, "--out", str(tmp_path / "single"), *opts]) == 0
@@ -129,15 +137,17 @@ def _count_forwards(monkeypatch, cls, stop_after=None):
     return calls
 
 
-@pytest.mark.parametrize("name, opts, n_items", [("kl-ablation", KL, 5), ("position-probes", PROBES, 12)])
-def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch, name, opts, n_items):
+@pytest.mark.parametrize("name, opts, n_items, per_item", [("kl-ablation", KL, 5, 1), ("position-probes", PROBES, 12, 1),
+                                                           ("head-profiles", ["--n-contexts", "5", *CONTEXTS], 5, 2)])
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch, name, opts, n_items, per_item):
+    """``per_item``: forward passes per item (head-profiles: a context's masses, then its KLs)."""
     from interp.loading import load
 
     cls = type(load(DSTG))
     argv = ["analyze", name, "--model", DSTG, *opts, "--shard-dir", str(tmp_path / "shards"), "--flush-every", "1"]
     assert main(["analyze", name, "--model", DSTG, *opts, "--out", str(tmp_path / "plain")]) == 0
     with monkeypatch.context() as m:
-        _count_forwards(m, cls, stop_after=3)
+        _count_forwards(m, cls, stop_after=3 * per_item)
         with pytest.raises(PowerCut):
             main(argv + ["--out", str(tmp_path / "resumed")])
     manifest = json.loads((tmp_path / "shards/share-0-of-1.json").read_text())
@@ -146,7 +156,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch, name
     with monkeypatch.context() as m:
         calls = _count_forwards(m, cls)
         assert main(argv + ["--out", str(tmp_path / "resumed")]) == 0
-    assert len(calls) == n_items - 3  # finished documents were not run again
+    assert len(calls) == (n_items - 3) * per_item  # finished documents were not run again
     assert_same_table(tmp_path / "plain" / f"{name}.csv", tmp_path / "resumed" / f"{name}.csv")
 
 
