@@ -1,6 +1,6 @@
 """What does each head do, across models of any depth? One profile row per model, layer and head.
 
-Two passes, each reading attention through ``model.query_rows`` so that at most one layer's
+Three statistics, the first two read through ``model.query_rows`` so that at most one layer's
 ``[head, rows, keys]`` for the chosen rows is held, however long the input:
 
 1. **Contexts** (built-in Wikipedia windows of ``length``, seeded, or the user's ``documents=``
@@ -29,7 +29,7 @@ Two passes, each reading attention through ``model.query_rows`` so that at most 
 
 ``depth`` = layer / (n_layers - 1) puts models of different depth on one axis.
 
-The passes are one ``interp.parallel.fold_items`` call per model over the contexts and the NIAH prompts:
+The three are one ``interp.parallel.fold_items`` call per model over the contexts and the NIAH prompts:
 each item adds its ``[layer, head]`` statistics (masses, position ranges and KLs of a context; needle mass,
 retrieval score and a count of 1 where the score is defined, for a prompt) to float64 sums, so under
 ``torchrun`` each rank keeps only its sums, and shards, resume and ``poslens merge`` work as for any fold.
