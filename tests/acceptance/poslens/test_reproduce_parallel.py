@@ -8,6 +8,7 @@ one that is not (``byte-increments``), and ``head-profiles``, which is not data-
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -52,9 +53,13 @@ def test_two_processes_write_the_one_process_report(plan, tmp_path, monkeypatch)
     assert main(["reproduce", "--quick", "--out", str(one)]) == 0
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / ".report.lock").write_text(f"{os.getpid()} {socket.gethostname()}\n")  # a live run holds it
     jobs = [[["reproduce", "--quick", "--out", str(two)], 0],  # rank 1 may take no lock (reproduce_driver.py)
             [["reproduce", "--quick", "--out", str(two)], 2],
-            [["reproduce", "--quick", "--out", str(mine)], 2]]
+            [["reproduce", "--quick", "--out", str(mine)], 2],
+            [["reproduce", "--quick", "--out", str(busy)], 2]]
     proc = torchrun(tmp_path, dict(plan=plan, jobs=jobs))
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -74,7 +79,8 @@ def test_two_processes_write_the_one_process_report(plan, tmp_path, monkeypatch)
     # the folder checks are rank 0's, and every rank stops on them with the same message
     assert proc.stderr.count(f"{two} already holds a report; pass --force") == 2
     assert proc.stderr.count(f"{mine} exists and is not a poslens report folder") == 2
-    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert proc.stderr.count(f"{busy / '.report.lock'}: pid {os.getpid()} on {socket.gethostname()} is writing") == 2
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and [p.name for p in busy.iterdir()] == [".report.lock"]
     assert proc.stdout.count("[1/4] loss-neutrality") == 1  # rank 0 alone reports progress
     # not trivially equal: the analyses give varied numbers
     assert pd.read_csv(two / "kl-ablation.csv")["kl_sem"].std() > 0
@@ -88,3 +94,4 @@ def test_a_failure_on_rank_0_ends_the_launch_instead_of_leaving_rank_1_waiting(p
     assert "poslens: error: planted failure" in proc.stderr
     assert (out / "byte-increments.csv").exists() and not (out / "kl-ablation.csv").exists()
     assert not (out / "index.html").exists() and not (out / "SUMMARY.md").exists()
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".lock") or ".partial-" in p.name]  # rank 0 cleaned up
