@@ -184,6 +184,36 @@ def call(fn, *args, **kwargs):
         return None
 
 
+def agree(fn):
+    """``fn()`` on the writing process only (rank 0), then every rank raises the error it raised, or goes on.
+
+    For decisions that must be the same everywhere before the ranks' collectives (may this folder be written?):
+    a refusal seen by rank 0 alone would leave the others waiting for it. Other ranks get the error's builtin
+    class (``FileExistsError`` for ``OutputLocked``) and message; they return None, rank 0 ``fn``'s value."""
+    s = _SESSION
+    if not s.world.distributed:
+        return fn()
+    value = error = None
+    if s.world.rank == 0:
+        try:
+            value = fn()
+        except Exception as err:  # shared with every rank, then raised here as it was
+            error = err
+    verdict = None
+    if error is not None:
+        base = next(c for c in type(error).__mro__ if c.__module__ == "builtins")
+        message = error.args[0] if len(error.args) == 1 and isinstance(error.args[0], str) else str(error)
+        verdict = [base.__name__, message]
+    verdict = json.loads(_all_gather_bytes(json.dumps(verdict).encode(), s.comm_device)[0])
+    if error is not None:
+        raise error
+    if verdict is not None:
+        import builtins
+
+        raise getattr(builtins, verdict[0])(verdict[1])
+    return value
+
+
 # ---------------------------------------------------------------- the two loops
 
 

@@ -111,7 +111,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     seed = check_common(args)
+    from interp import parallel
     from poslens.reproduce import reproduce
 
-    reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device)
+    with parallel.session(device=args.device):  # under torchrun: one process group for every step
+        reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import html
 import json
@@ -12,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import get
+from interp import parallel
 from interp.atomic import write_text
-from poslens.outputs import active, under_lock
+from poslens.outputs import Outputs
 from poslens.run import run_analysis
 from poslens.summary import summary
 
@@ -64,33 +66,47 @@ PLAN: tuple[Step, ...] = (
 )
 
 
-@under_lock("report", folder="out")
-def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=PLAN, log=print,
+def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
               device=None) -> Path:
-    """Run ``plan`` into ``out`` and write ``out/index.html``; refuse to touch an existing report unless ``force``.
+    """Run ``plan`` (default ``PLAN``) into ``out`` and write ``out/index.html``; refuse to touch an existing
+    report unless ``force``.
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
-    (``poslens.outputs``), the index and summary last."""
-    out = Path(out)
-    if active().foreign():
-        if not (out / REPORT_MARKER).exists():
-            raise FileExistsError(f"{out} exists and is not a poslens report folder; choose another --out")
-        if not force:
-            raise FileExistsError(f"{out} already holds a report; pass --force to overwrite it")
-    write_text(out / REPORT_MARKER, "written by poslens reproduce\n")
-    start = time.time()
-    done = []
-    for i, step in enumerate(plan, 1):
-        log(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({time.time() - start:.0f}s elapsed)")
-        options = {**step.options, **(step.quick if quick else {})}
-        result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
-                              per_model={m: {**options, **o} for m, o in step.per_model.items()}, device=device)
-        done.append((step, result))
-    (active().staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
-    (active().staging / "SUMMARY.md").write_text(summary(done), encoding="utf-8")
-    active().commit([])
-    log(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
+    (``poslens.outputs``), the index and summary last. In a data-parallel session (torchrun,
+    ``interp.parallel.session``) every rank runs every step, in the same order: the data-parallel analyses share
+    their documents, the others are computed on each rank. Only rank 0 takes the lock, logs and writes; it decides
+    whether ``out`` may be written before any work, and every rank stops on a refusal (``parallel.agree``)."""
+    out, plan = Path(out), PLAN if plan is None else plan
+    with contextlib.ExitStack() as held:
+        outputs = parallel.agree(lambda: held.enter_context(_report_folder(out, force)))
+        say = log if outputs is not None else (lambda line: None)
+        start = time.time()
+        done = []
+        for i, step in enumerate(plan, 1):
+            say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({time.time() - start:.0f}s elapsed)")
+            options = {**step.options, **(step.quick if quick else {})}
+            result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
+                                  per_model={m: {**options, **o} for m, o in step.per_model.items()}, device=device)
+            done.append((step, result))
+        if outputs is not None:
+            (outputs.staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
+            (outputs.staging / "SUMMARY.md").write_text(summary(done), encoding="utf-8")
+            outputs.commit([])
+        say(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"
+
+
+@contextlib.contextmanager
+def _report_folder(out: Path, force: bool):
+    """Hold ``out``'s report lock, once ``out`` is known to be new, empty or an earlier report (with ``force``)."""
+    with Outputs(out, "report") as outputs:
+        if outputs.foreign():
+            if not (out / REPORT_MARKER).exists():
+                raise FileExistsError(f"{out} exists and is not a poslens report folder; choose another --out")
+            if not force:
+                raise FileExistsError(f"{out} already holds a report; pass --force to overwrite it")
+        write_text(out / REPORT_MARKER, "written by poslens reproduce\n")
+        yield outputs
 
 
 def _models_table(done) -> str:
@@ -110,6 +126,11 @@ def _models_table(done) -> str:
     return pd.DataFrame(rows).to_html(index=False, border=0, classes="models")
 
 
+def _launch() -> str:
+    how = parallel.describe()
+    return f" by {how['processes']} processes ({how['backend']})" if how and "processes" in how else ""
+
+
 def render_index(done, seconds: float) -> str:
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>poslens report</title><style>",
@@ -118,7 +139,7 @@ def render_index(done, seconds: float) -> str:
         "td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}.headline{background:#f5f7fb;padding:.6em;border-left:3px solid #1f77b4}",
         "details{margin:.5em 0}</style></head><body>",
         "<h1>poslens: positional mechanisms, reproduced</h1>",
-        f"<p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC in {seconds:.0f} s. "
+        f"<p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC in {seconds:.0f} s{_launch()}. "
         "Every figure below has its CSV and a provenance file (checkpoint hashes, versions, arguments) beside it; "
         "<a href='SUMMARY.md'>SUMMARY.md</a> has the key numbers as tables.</p>",
         "<h2>Models</h2>", _models_table(done),
