@@ -2,9 +2,8 @@
 only rank 0 takes a lock or writes, refusals stop every rank before any work, and a failure on one rank ends
 the whole launch instead of leaving the other waiting in a collective.
 
-The plan is cut to four steps (``reproduce_driver.py`` puts it in place of ``PLAN``): two data-parallel analyses,
-one that is not (``byte-increments``), and ``head-profiles``, which is not data-parallel itself but runs
-``kl-ablation``'s data-parallel loop inside."""
+The plan is cut to four steps (``reproduce_driver.py`` puts it in place of ``PLAN``): three data-parallel analyses
+(``head-profiles`` folds contexts, NIAH prompts and KLs in one call) and one that is not (``byte-increments``)."""
 
 import json
 import os
