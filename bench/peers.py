@@ -363,7 +363,8 @@ GPU_CELLS = [("mass", 512, 1), ("mass", 2048, 1), ("mass", 4096, 1), ("patterns"
 PLANS = {
     # (model, workload, length, documents); sized for the shared 2-core CPU machine
     "smollm2": [("smollm2", "mass", 512, 1), ("smollm2", "patterns", 512, 1), ("smollm2", "hidden", 32, 100),
-                ("smollm2", "mass", 2048, 1), ("smollm2", "patterns", 1024, 1), ("smollm2", "mass", 4096, 1)],
+                ("smollm2", "mass", 2048, 1), ("smollm2", "patterns", 1024, 1), ("smollm2", "mass", 4096, 1),
+                ("smollm2", "patterns", 2048, 1)],
     "llama-1b": [("llama-1b", "mass", 512, 1), ("llama-1b", "patterns", 512, 1), ("llama-1b", "hidden", 32, 100),
                  ("llama-1b", "mass", 2048, 1)],
     "smoke": [("smollm2", "patterns", 128, 1), ("smollm2", "mass", 160, 1), ("smollm2", "hidden", 32, 4)],
