@@ -228,11 +228,11 @@ def attend(
 
     rows = current_query_rows(q.shape[-2])
     q_sel = q if rows is None else q.index_select(-2, rows.to(q.device))
-    scores = torch.matmul(q_sel, k.transpose(-1, -2)) * scale
+    scores = torch.matmul(q_sel, k.transpose(-1, -2)).mul_(scale)  # in place: a fresh [q, k] block, never a copy more
     if bias is not None:
         scores = scores + (bias if rows is None else bias.index_select(-2, rows.to(bias.device)))
     if causal:
-        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device, rows), float("-inf"))
+        scores = scores.masked_fill_(~causal_mask(q.shape[-2], k.shape[-2], q.device, rows), float("-inf"))
     if hook_scores is not None:
         scores = hook_scores(scores)
     pattern = torch.softmax(scores.float(), dim=-1).to(v.dtype)

@@ -50,6 +50,11 @@ class LlamaConfig:
         return dataclasses.asdict(self)
 
 
+def _hooked(hook: HookPoint) -> bool:
+    """Whether anything (TransformerLens hooks or plain torch hooks) would see or edit this hook's value."""
+    return bool(hook._forward_hooks or hook._forward_pre_hooks) or hook.has_hooks()
+
+
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
@@ -77,10 +82,15 @@ class LlamaAttention(nn.Module):
         v = self.hook_v(self.v_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
         cache = current_kv_cache()
         start = cache.past(self) if cache is not None else 0
-        pos = self.hook_positions(torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        q = self.hook_rot_q(rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling))
-        k = self.hook_rot_k(rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling))
+        if _hooked(self.hook_positions):
+            pos = self.hook_positions(torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
+            q = rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling)
+            k = rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling)
+        else:  # the integer positions, unedited: cos / sin from the cached table (the same numbers)
+            q = rope.rotate_half_split_range(q, start, cfg.rope_theta, cfg.rope_scaling)
+            k = rope.rotate_half_split_range(k, start, cfg.rope_theta, cfg.rope_scaling)
+        q, k = self.hook_rot_q(q), self.hook_rot_k(k)
         if cache is not None:
             k, v = cache.append(self, k, v)
         z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
