@@ -93,8 +93,9 @@ _MAX_TABLES = 16
 
 
 def half_split_table(end: int, d_head: int, theta: float, scaling: dict | None = None, device=None) -> tuple[Tensor, Tensor]:
-    """cos and sin ``[>= end, d_head]`` (float32) of positions 0, 1, ... in the ``rotate_half`` layout: row p holds
-    exactly what ``rotate_half_split`` computes for position p. Cached, and grown (to a power of two) on demand."""
+    """cos and signed sin ``[>= end, d_head]`` (float32) of positions 0, 1, ... in the ``rotate_half`` layout: row p
+    holds the cos ``rotate_half_split`` computes for position p, and its sin negated in the first half (so that
+    ``x * cos + roll(x, d/2) * signed_sin`` is the rotation). Cached, and grown (to a power of two) on demand."""
     device = torch.device(device if device is not None else "cpu")
     key = (d_head, float(theta), tuple(sorted((scaling or {}).items())), device)
     table = _TABLES.get(key)
@@ -102,8 +103,7 @@ def half_split_table(end: int, d_head: int, theta: float, scaling: dict | None =
         size = max(64, 1 << max(end - 1, 1).bit_length())
         pos = torch.arange(size, device=device, dtype=torch.float32)
         ang = pos.unsqueeze(-1) * inverse_frequencies(d_head, theta, device, scaling)
-        ang = torch.cat((ang, ang), -1)
-        table = (ang.cos(), ang.sin())
+        table = (torch.cat((ang, ang), -1).cos(), torch.cat((-ang.sin(), ang.sin()), -1))
         with _TABLES_LOCK:
             if len(_TABLES) >= _MAX_TABLES and key not in _TABLES:
                 _TABLES.clear()
@@ -115,12 +115,10 @@ def rotate_half_split_range(x: Tensor, start: int, theta: float, scaling: dict |
     """``rotate_half_split`` of ``x [batch, pos, head, d_head]`` at positions ``start..start+pos-1`` (all heads),
     with cos / sin read from ``half_split_table``."""
     n, d = x.shape[1], x.shape[-1]
-    cos, sin = half_split_table(start + n, d, theta, scaling, x.device)
-    cos, sin = cos[start : start + n, None, :], sin[start : start + n, None, :]
+    cos, signed_sin = half_split_table(start + n, d, theta, scaling, x.device)
     xf = x.float()
-    half = d // 2
-    rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
-    return (xf * cos + rotated * sin).type_as(x)
+    out = xf * cos[start : start + n, None, :]
+    return out.add_(xf.roll(d // 2, -1).mul_(signed_sin[start : start + n, None, :])).type_as(x)
 
 
 def polar_interleaved(x: Tensor, positions: Tensor, theta: float) -> Tensor:
