@@ -231,7 +231,11 @@ def attend(
     scores = torch.matmul(q_sel, k.transpose(-1, -2)).mul_(scale)  # in place: a fresh [q, k] block, never a copy more
     if bias is not None:
         scores = scores + (bias if rows is None else bias.index_select(-2, rows.to(bias.device)))
-    if causal:
+    if causal and rows is None:  # keys past the diagonal: zeroed (whatever they held, NaN or inf too), then -inf
+        offset = k.shape[-2] - q.shape[-2]
+        future = torch.full(scores.shape[-2:], float("-inf"), dtype=scores.dtype, device=scores.device).triu_(offset + 1)
+        scores = scores.tril_(offset).add_(future)
+    elif causal:
         scores = scores.masked_fill_(~causal_mask(q.shape[-2], k.shape[-2], q.device, rows), float("-inf"))
     if hook_scores is not None:
         scores = hook_scores(scores)

@@ -88,3 +88,27 @@ def test_moments_refuse_hooks_that_are_not_token_vectors_and_unknown_names():
         moments(model, [[1, 2, 3]], ["blocks.0.hook_resid"])
     with pytest.raises(ValueError, match="no sequences"):
         moments(model, [], ["blocks.0.hook_resid_post"])
+
+
+@pytest.mark.parametrize("n_q,n_k", [(9, 9), (3, 10)])  # a whole sequence, and new tokens against a KV cache
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_materialised_causal_pattern_equals_a_masked_softmax_and_hides_a_blown_up_future_key(n_q, n_k, dtype):
+    import math
+
+    from transformer_lens.hook_points import HookPoint
+
+    from interp.attention import attend, causal_mask
+
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 4, n, 16, generator=g).to(dtype) for n in (n_q, n_k, n_k))
+    k[:, :, -1] = float("inf")  # only the last query row may see it
+    seen = []
+    hook = HookPoint()
+    hook.name = "blocks.0.attn.hook_pattern"
+    hook.add_hook(lambda p, hook: seen.append(p))
+    z = attend(q, k, v, causal=True, hook_pattern=hook)
+    scores = (q @ k.transpose(-1, -2) * (1 / math.sqrt(16))).masked_fill(~causal_mask(n_q, n_k, q.device), float("-inf"))
+    want = torch.softmax(scores.float(), -1).to(dtype)
+    torch.testing.assert_close(seen[0], want, atol=0, rtol=0, equal_nan=True)
+    torch.testing.assert_close(z, want @ v, atol=0, rtol=0, equal_nan=True)
+    assert not seen[0][:, :, :-1].isnan().any() and seen[0][:, :, -1].isnan().all()
