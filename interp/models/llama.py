@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp import rope
-from interp.attention import attend, current_kv_cache
+from interp.attention import attend, current_kv_cache, hooked
 from interp.base import Capability, HookDoc, PosLensModel
 from interp.layers import RMSNorm, SwiGLU, repeat_kv
 
@@ -50,11 +50,6 @@ class LlamaConfig:
         return dataclasses.asdict(self)
 
 
-def _hooked(hook: HookPoint) -> bool:
-    """Whether anything (TransformerLens hooks or plain torch hooks) would see or edit this hook's value."""
-    return bool(hook._forward_hooks or hook._forward_pre_hooks) or hook.has_hooks()
-
-
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
@@ -83,7 +78,7 @@ class LlamaAttention(nn.Module):
         cache = current_kv_cache()
         start = cache.past(self) if cache is not None else 0
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        if _hooked(self.hook_positions):
+        if hooked(self.hook_positions):
             pos = self.hook_positions(torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
             q = rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling)
             k = rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling)

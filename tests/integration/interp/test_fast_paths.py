@@ -112,3 +112,18 @@ def test_materialised_causal_pattern_equals_a_masked_softmax_and_hides_a_blown_u
     torch.testing.assert_close(seen[0], want, atol=0, rtol=0, equal_nan=True)
     torch.testing.assert_close(z, want @ v, atol=0, rtol=0, equal_nan=True)
     assert not seen[0][:, :, :-1].isnan().any() and seen[0][:, :, -1].isnan().all()
+
+
+def test_scores_kept_by_a_hook_are_not_overwritten_by_the_in_place_softmax():
+    model = _llama()
+    tokens = torch.randint(1, 97, (1, 11), generator=torch.Generator().manual_seed(5))
+    kept = []
+    handle = model.blocks[0].attn.hook_attn_scores.register_forward_hook(lambda m, i, out: kept.append(out))  # plain torch
+    with torch.no_grad():  # where the softmax may run in place
+        _, cache = model.run_with_cache(tokens, names_filter=["blocks.1.attn.hook_attn_scores", "blocks.1.attn.hook_pattern",
+                                                              "blocks.0.attn.hook_pattern"])
+    handle.remove()
+    for scores, pattern in ((kept[0], cache["blocks.0.attn.hook_pattern"]),
+                            (cache["blocks.1.attn.hook_attn_scores"], cache["blocks.1.attn.hook_pattern"])):
+        assert torch.isinf(scores).any() and (scores.max() > 1 or scores.min() < 0)  # still scores, not probabilities
+        torch.testing.assert_close(torch.softmax(scores, -1), pattern, atol=0, rtol=0)
