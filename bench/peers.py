@@ -5,7 +5,7 @@ filter, ``run_with_hooks`` with hooks that reduce at once) and Hugging Face tran
 patterns are read, sdpa otherwise; ``output_attentions`` / ``output_hidden_states``; forward hooks that reduce).
 Workloads: (a) every layer's attention pattern of one sequence; (b) attention mass of the 8 answer rows of a
 NIAH prompt on needle / query / rest, every layer and head; (c) every layer's residual stream of many
-documents reduced to probe statistics (per layer sum x and X^T X). Models: SmolLM2-135M (poslens' ``smollm2``,
+documents reduced to probe statistics (per layer sum x and X^T X in float64; poslens through ``interp.extract.moments``). Models: SmolLM2-135M (poslens' ``smollm2``,
 de-quantised to fp32 and saved as a Hugging Face directory every tool loads) and a random LLaMA with the shape of a
 1B model (Llama-3.2-1B: d_model 2048, 16 layers, 32 heads / 8 KV heads, SwiGLU 8192; SmolLM2's tokenizer).
 
@@ -203,12 +203,12 @@ def _hidden(tool, model, data, batch_size=8):
         grams[layer] = grams.get(layer, 0) + x.T @ x
 
     if tool == "poslens":
-        from interp.extract import stream
+        from interp.extract import moments
 
         names = [f"blocks.{l}.hook_resid_post" for l in range(model.n_layers)]
-        for _, acts in stream(model, docs.tolist(), names, batch_size=batch_size, to=None):
-            for l, n in enumerate(names):
-                add(l, acts[n])
+        stats = moments(model, docs.tolist(), names, batch_size=batch_size)
+        for l, n in enumerate(names):
+            sums[l], grams[l] = stats[n].sum, stats[n].gram
     else:
         for start in range(0, len(docs), batch_size):
             batch = docs[start : start + batch_size]

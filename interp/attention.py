@@ -186,8 +186,9 @@ def span_masses(q: Tensor, k: Tensor, key_parts: Tensor, n_parts: int, *, scale:
     return out.reshape(b, h, r, n_parts)
 
 
-def _wanted(hook) -> bool:
-    return hook is not None and hook.has_hooks()
+def hooked(hook) -> bool:
+    """Whether anything would see or keep this hook point's value: TransformerLens hooks or plain torch hooks."""
+    return hook is not None and bool(hook._forward_hooks or hook._forward_pre_hooks or hook.has_hooks())
 
 
 def causal_mask(n_q: int, n_k: int, device, rows: Tensor | None = None) -> Tensor:
@@ -215,7 +216,7 @@ def attend(
     """
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     spans = current_spans() if hook_pattern is not None and getattr(hook_pattern, "name", None) else None
-    if not (_wanted(hook_scores) or _wanted(hook_pattern)):
+    if not (hooked(hook_scores) or hooked(hook_pattern)):
         if spans is not None:
             spans.record(hook_pattern.name, span_masses(q, k, spans.key_parts, spans.n_parts, scale=scale, causal=causal,
                                                         bias=bias, rows=spans.rows))
@@ -228,14 +229,21 @@ def attend(
 
     rows = current_query_rows(q.shape[-2])
     q_sel = q if rows is None else q.index_select(-2, rows.to(q.device))
-    scores = torch.matmul(q_sel, k.transpose(-1, -2)) * scale
+    scores = torch.matmul(q_sel, k.transpose(-1, -2)).mul_(scale)  # in place: a fresh [q, k] block, never a copy more
     if bias is not None:
         scores = scores + (bias if rows is None else bias.index_select(-2, rows.to(bias.device)))
-    if causal:
-        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device, rows), float("-inf"))
+    if causal and rows is None:  # keys past the diagonal: zeroed (whatever they held, NaN or inf too), then -inf
+        offset = k.shape[-2] - q.shape[-2]
+        future = torch.full(scores.shape[-2:], float("-inf"), dtype=scores.dtype, device=scores.device).triu_(offset + 1)
+        scores = scores.tril_(offset).add_(future)
+    elif causal:
+        scores = scores.masked_fill_(~causal_mask(q.shape[-2], k.shape[-2], q.device, rows), float("-inf"))
     if hook_scores is not None:
         scores = hook_scores(scores)
-    pattern = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    if scores.dtype == v.dtype == torch.float32 and not scores.requires_grad and not hooked(hook_scores):
+        pattern = torch._softmax(scores, -1, False, out=scores)  # in place: no one else holds these scores
+    else:
+        pattern = torch.softmax(scores.float(), dim=-1).to(v.dtype)
     if hook_pattern is not None:
         pattern = hook_pattern(pattern)
     if spans is not None:

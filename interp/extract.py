@@ -10,18 +10,25 @@ pass): reading residual streams never runs the layers above the last one asked f
 
 Causal models take sequences of different lengths in one batch: right padding cannot change what a
 position sees. Bidirectional models are run one length at a time (no padding ever enters attention).
+
+``moments(model, sequences, names)`` reduces ``[batch, pos, d]`` hooks to their float64 token count, sum and
+Gram matrix ``X^T X`` (what means, covariances, PCA and linear probes need) as each hook fires: no
+activation outlives its layer, and each batch adds its tokens' products to the upper triangle of the Gram
+matrix in a few block products (about half the work of ``x.T @ x``), mirrored once at the end.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from interp.attention import StopForward
 from interp.base import Capability
+
 
 def _trim(model, name: str, t: Tensor, n: int) -> Tensor:
     """Cut every token axis (read off the hook's documented shape; a pattern's key axis too) to ``n``."""
@@ -94,11 +101,7 @@ def stream(
         groups = [buffer] if causal else _same_length_groups(buffer)
         out = []
         for group in groups:
-            longest = max(len(s) for _, s in group)
-            tokens = torch.zeros((len(group), longest), dtype=torch.long)
-            for row, (_, seq) in enumerate(group):
-                tokens[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-            acts = run_and_collect(model, tokens.to(model.device), names, to=to)
+            acts = run_and_collect(model, _padded(group, model.device)[0], names, to=to)
             for row, (index, seq) in enumerate(group):
                 out.append((index, {n: _trim(model, n, acts[n][row : row + 1], len(seq))[0] for n in names}))
         out.sort(key=lambda item: item[0])
@@ -111,6 +114,111 @@ def stream(
             buffer = []
     if buffer:
         yield from flush()
+
+
+def _batches(model, sequences: Iterable[Sequence[int]], batch_size: int) -> Iterator[list[tuple[int, Sequence[int]]]]:
+    """Groups of ``(index, sequence)`` run as one batch: ``batch_size`` at a time, split by length for
+    bidirectional models."""
+    causal = Capability.CAUSAL_LM in model.capabilities
+    buffer: list[tuple[int, Sequence[int]]] = []
+    for index, seq in enumerate(sequences):
+        buffer.append((index, seq))
+        if len(buffer) == batch_size:
+            yield from [buffer] if causal else _same_length_groups(buffer)
+            buffer = []
+    if buffer:
+        yield from [buffer] if causal else _same_length_groups(buffer)
+
+
+def _padded(group, device) -> tuple[Tensor, Tensor | None]:
+    """Right-padded token ids ``[batch, longest]`` and the mask of real tokens (None when none is padding)."""
+    lengths = [len(s) for _, s in group]
+    longest = max(lengths)
+    tokens = torch.zeros((len(group), longest), dtype=torch.long)
+    for row, (_, seq) in enumerate(group):
+        tokens[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    if min(lengths) == longest:
+        return tokens.to(device), None
+    real = torch.arange(longest)[None, :] < torch.tensor(lengths)[:, None]
+    return tokens.to(device), real.to(device)
+
+
+@dataclass
+class Moments:
+    """Sums over the tokens of one hook's vectors x (its last axis), in float64: ``n`` tokens, ``sum`` of x
+    ``[d]`` and ``gram``, the sum of x x^T ``[d, d]``."""
+
+    n: int
+    sum: Tensor
+    gram: Tensor
+
+    def mean(self) -> Tensor:
+        return self.sum / self.n
+
+    def covariance(self) -> Tensor:
+        """The population covariance ``gram / n - mean mean^T``."""
+        m = self.mean()
+        return self.gram / self.n - torch.outer(m, m)
+
+
+@torch.no_grad()
+def moments(model, sequences: Iterable[Sequence[int]], names: Sequence[str], *, batch_size: int = 8) -> dict[str, Moments]:
+    """``{hook: Moments}`` over every token of every sequence (padding excluded) for hooks shaped
+    ``[batch, pos, d]`` (residual streams, attention and MLP outputs); results on the CPU."""
+    check_hook_names(model, names)
+    names = list(dict.fromkeys(names))
+    for name in names:
+        dims = model.hook_doc(name).dims()
+        if len(dims) != 3 or model.token_axes(name) != (1,):
+            raise ValueError(f"moments reduces hooks shaped [batch, pos, d]; {name} is {model.hook_doc(name).shape}")
+    acc: dict[str, Moments] = {}
+    real: list[Tensor | None] = [None]
+    fired: set[str] = set()
+
+    def reduce(t, hook):
+        x = t.detach()
+        x = (x.reshape(-1, x.shape[-1]) if real[0] is None else x[real[0]]).to(torch.float64)
+        m = acc.get(hook.name)
+        if m is None:
+            d = x.shape[-1]
+            m = acc[hook.name] = Moments(0, x.new_zeros(d), x.new_zeros(d, d))
+        m.n += x.shape[0]
+        m.sum += x.sum(0)
+        _add_upper_gram(m.gram, x)
+        fired.add(hook.name)
+        if len(fired) == len(names):
+            raise StopForward(hook.name)
+
+    with model.hooks(fwd_hooks=[(n, reduce) for n in names]):
+        for group in _batches(model, sequences, batch_size):
+            tokens, real[0] = _padded(group, model.device)
+            fired.clear()
+            try:
+                model(tokens)
+            except StopForward:
+                pass
+            if len(fired) < len(names):
+                silent = next(n for n in names if n not in fired)
+                raise HookNameError(f"{model.model_name}: hook {silent!r} exists but does not run in this model's forward pass")
+    if not acc:
+        raise ValueError("moments got no sequences")
+    return {n: Moments(acc[n].n, acc[n].sum.cpu(), _symmetric(acc[n].gram).cpu()) for n in names}
+
+
+GRAM_BLOCK = 128
+
+
+def _add_upper_gram(gram: Tensor, x: Tensor) -> None:
+    """Add x^T x to the block rows of ``gram`` on and above the diagonal: each block row of columns is one
+    product with the columns from its own on, about half the multiply-adds of the full product."""
+    d = x.shape[1]
+    for a in range(0, d, GRAM_BLOCK):
+        gram[a : a + GRAM_BLOCK, a:].addmm_(x[:, a : a + GRAM_BLOCK].T, x[:, a:])
+
+
+def _symmetric(upper: Tensor) -> Tensor:
+    """The full matrix from its upper triangle."""
+    return torch.triu(upper) + torch.triu(upper, 1).T
 
 
 def _same_length_groups(items):

@@ -15,11 +15,17 @@ frequencies as ``transformers`` does: ``linear`` divides every frequency by ``fa
 the low frequencies by ``factor``, keeps the high ones and interpolates between. Other types (yarn,
 longrope, dynamic) depend on more than the frequencies and are refused where configs are read
 (``interp.loading.hf_config``).
+
+Models whose positions are the plain integers ``start..start+n-1`` for every head (LLaMA without a hook on
+its positions) rotate with ``rotate_half_split_range``: the same float32 angles and the same arithmetic, so
+the same bits, but cos / sin come from a table computed once per (d_head, theta, scaling, device) instead of
+once per head, layer and forward pass.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 from torch import Tensor
@@ -79,6 +85,40 @@ def rotate_half_split(x: Tensor, positions: Tensor, theta: float, scaling: dict 
     half = x.shape[-1] // 2
     rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
     return (xf * cos + rotated * sin).type_as(x)
+
+
+_TABLES: dict[tuple, tuple[Tensor, Tensor]] = {}
+_TABLES_LOCK = threading.Lock()
+_MAX_TABLES = 16
+
+
+def half_split_table(end: int, d_head: int, theta: float, scaling: dict | None = None, device=None) -> tuple[Tensor, Tensor]:
+    """cos and signed sin ``[>= end, d_head]`` (float32) of positions 0, 1, ... in the ``rotate_half`` layout: row p
+    holds the cos ``rotate_half_split`` computes for position p, and its sin negated in the first half (so that
+    ``x * cos + roll(x, d/2) * signed_sin`` is the rotation). Cached, and grown (to a power of two) on demand."""
+    device = torch.device(device if device is not None else "cpu")
+    key = (d_head, float(theta), tuple(sorted((scaling or {}).items())), device)
+    table = _TABLES.get(key)
+    if table is None or table[0].shape[0] < end:
+        size = max(64, 1 << max(end - 1, 1).bit_length())
+        pos = torch.arange(size, device=device, dtype=torch.float32)
+        ang = pos.unsqueeze(-1) * inverse_frequencies(d_head, theta, device, scaling)
+        table = (torch.cat((ang, ang), -1).cos(), torch.cat((-ang.sin(), ang.sin()), -1))
+        with _TABLES_LOCK:
+            if len(_TABLES) >= _MAX_TABLES and key not in _TABLES:
+                _TABLES.clear()
+            _TABLES[key] = table
+    return table
+
+
+def rotate_half_split_range(x: Tensor, start: int, theta: float, scaling: dict | None = None) -> Tensor:
+    """``rotate_half_split`` of ``x [batch, pos, head, d_head]`` at positions ``start..start+pos-1`` (all heads),
+    with cos / sin read from ``half_split_table``."""
+    n, d = x.shape[1], x.shape[-1]
+    cos, signed_sin = half_split_table(start + n, d, theta, scaling, x.device)
+    xf = x.float()
+    out = xf * cos[start : start + n, None, :]
+    return out.add_(xf.roll(d // 2, -1).mul_(signed_sin[start : start + n, None, :])).type_as(x)
 
 
 def polar_interleaved(x: Tensor, positions: Tensor, theta: float) -> Tensor:

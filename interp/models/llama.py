@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp import rope
-from interp.attention import attend, current_kv_cache
+from interp.attention import attend, current_kv_cache, hooked
 from interp.base import Capability, HookDoc, PosLensModel
 from interp.layers import RMSNorm, SwiGLU, repeat_kv
 
@@ -77,10 +77,15 @@ class LlamaAttention(nn.Module):
         v = self.hook_v(self.v_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
         cache = current_kv_cache()
         start = cache.past(self) if cache is not None else 0
-        pos = self.hook_positions(torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        q = self.hook_rot_q(rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling))
-        k = self.hook_rot_k(rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling))
+        if hooked(self.hook_positions):
+            pos = self.hook_positions(torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
+            q = rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling)
+            k = rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling)
+        else:  # the integer positions, unedited: cos / sin from the cached table (the same numbers)
+            q = rope.rotate_half_split_range(q, start, cfg.rope_theta, cfg.rope_scaling)
+            k = rope.rotate_half_split_range(k, start, cfg.rope_theta, cfg.rope_scaling)
+        q, k = self.hook_rot_q(q), self.hook_rot_k(k)
         if cache is not None:
             k, v = cache.append(self, k, v)
         z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,

@@ -49,3 +49,16 @@ def test_per_head_positions_rotate_each_head_by_its_own_position():
 def test_bad_position_shape_is_named():
     with pytest.raises(ValueError, match="positions must be"):
         rope.rotate_interleaved(torch.randn(1, 2, 1, 4), torch.zeros(2), 10000.0)
+
+
+@pytest.mark.parametrize("scaling", [None, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                            "original_max_position_embeddings": 16}])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cached_integer_positions_give_the_bits_of_per_head_positions(scaling, dtype):
+    x = torch.randn(2, 7, 3, 16).to(dtype)
+    for start in (0, 5, 300):  # 300 grows the table past its first size
+        pos = torch.arange(start, start + 7, dtype=torch.float32).expand(2, 3, 7)
+        want = rope.rotate_half_split(x, pos, 500.0, scaling)
+        got = rope.rotate_half_split_range(x, start, 500.0, scaling)
+        assert got.dtype == dtype and torch.equal(got, want)
+    assert not torch.equal(rope.rotate_half_split_range(x, 0, 500.0, scaling), rope.rotate_half_split_range(x, 0, 50.0, scaling))
