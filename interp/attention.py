@@ -209,7 +209,8 @@ def attend(
     hook_pattern=None,
     scale: float | None = None,
 ) -> Tensor:
-    """Attention output ``[batch, head, q_pos, d_v]`` from ``q, k [batch, head, pos, d]`` and ``v``.
+    """Attention output ``[batch, head, q_pos, d_v]`` from ``q, k [batch, head, pos, d]`` and ``v``; ``k`` and ``v``
+    may have fewer heads (grouped-query attention: key head j serves query heads j*rep .. j*rep+rep-1).
 
     ``bias`` is an additive ``[batch or 1, head or 1, q_pos, k_pos]`` term (ALiBi, learned decay); masked
     entries are ``-inf`` in the scores handed to ``hook_scores`` and 0 in the pattern.
@@ -225,8 +226,11 @@ def attend(
         if causal and (bias is not None or n_q != n_k):
             visible = causal_mask(n_q, n_k, q.device)
             mask = visible if mask is None else mask.masked_fill(~visible, float("-inf"))
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None, scale=scale,
+                                              enable_gqa=k.shape[1] != q.shape[1])
 
+    if k.shape[1] != q.shape[1]:
+        k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // v.shape[1], 1)
     rows = current_query_rows(q.shape[-2])
     q_sel = q if rows is None else q.index_select(-2, rows.to(q.device))
     scores = torch.matmul(q_sel, k.transpose(-1, -2)).mul_(scale)  # in place: a fresh [q, k] block, never a copy more

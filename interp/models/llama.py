@@ -20,7 +20,7 @@ from transformer_lens.hook_points import HookPoint
 from interp import rope
 from interp.attention import attend, current_kv_cache, hooked
 from interp.base import Capability, HookDoc, PosLensModel
-from interp.layers import RMSNorm, SwiGLU, repeat_kv
+from interp.layers import RMSNorm, SwiGLU
 
 
 @dataclass
@@ -88,8 +88,8 @@ class LlamaAttention(nn.Module):
         q, k = self.hook_rot_q(q), self.hook_rot_k(k)
         if cache is not None:
             k, v = cache.append(self, k, v)
-        z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
-                   hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern)
+        z = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True, hook_scores=self.hook_attn_scores,
+                   hook_pattern=self.hook_pattern)
         return self.o_proj(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
 
 

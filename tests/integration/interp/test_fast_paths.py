@@ -127,3 +127,18 @@ def test_scores_kept_by_a_hook_are_not_overwritten_by_the_in_place_softmax():
                             (cache["blocks.1.attn.hook_attn_scores"], cache["blocks.1.attn.hook_pattern"])):
         assert torch.isinf(scores).any() and (scores.max() > 1 or scores.min() < 0)  # still scores, not probabilities
         torch.testing.assert_close(torch.softmax(scores, -1), pattern, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("n_q,n_k", [(9, 9), (3, 10)])
+def test_grouped_keys_and_values_give_the_bits_of_repeated_ones_fused_or_materialised(n_q, n_k):
+    from transformer_lens.hook_points import HookPoint
+
+    from interp.attention import attend
+
+    g = torch.Generator().manual_seed(6)
+    q, k, v = torch.randn(2, 6, n_q, 16, generator=g), torch.randn(2, 2, n_k, 16, generator=g), torch.randn(2, 2, n_k, 16, generator=g)
+    k3, v3 = k.repeat_interleave(3, 1), v.repeat_interleave(3, 1)
+    assert torch.equal(attend(q, k, v, causal=True), attend(q, k3, v3, causal=True))
+    hook = HookPoint()
+    hook.add_hook(lambda p, hook: p)
+    assert torch.equal(attend(q, k, v, causal=True, hook_pattern=hook), attend(q, k3, v3, causal=True, hook_pattern=hook))
