@@ -14,7 +14,7 @@ position sees. Bidirectional models are run one length at a time (no padding eve
 ``moments(model, sequences, names)`` reduces ``[batch, pos, d]`` hooks to their float64 token count, sum and
 Gram matrix ``X^T X`` (what means, covariances, PCA and linear probes need) as each hook fires: no
 activation outlives its layer, and each batch adds its tokens' products to the upper triangle of the Gram
-matrix in a few block products (about half the work of ``x.T @ x``), mirrored once at the end.
+matrix in a few block products (about half the work of ``x.T @ x``), mirrored in place once at the end.
 """
 
 from __future__ import annotations
@@ -216,9 +216,11 @@ def _add_upper_gram(gram: Tensor, x: Tensor) -> None:
         gram[a : a + GRAM_BLOCK, a:].addmm_(x[:, a : a + GRAM_BLOCK].T, x[:, a:])
 
 
-def _symmetric(upper: Tensor) -> Tensor:
-    """The full matrix from its upper triangle."""
-    return torch.triu(upper) + torch.triu(upper, 1).T
+def _symmetric(gram: Tensor) -> Tensor:
+    """Fill, in place, the blocks below the diagonal blocks that ``_add_upper_gram`` left out."""
+    for a in range(0, gram.shape[0], GRAM_BLOCK):
+        gram[a + GRAM_BLOCK :, a : a + GRAM_BLOCK] = gram[a : a + GRAM_BLOCK, a + GRAM_BLOCK :].T
+    return gram
 
 
 def _same_length_groups(items):
