@@ -94,40 +94,28 @@ def stream(
     to: str | torch.device | None = "cpu",
 ) -> Iterator[tuple[int, dict[str, Tensor]]]:
     """Yield ``(index, {hook: tensor without the batch axis})`` for each sequence, in order, on ``to``."""
-    causal = Capability.CAUSAL_LM in model.capabilities
-    buffer: list[tuple[int, Sequence[int]]] = []
-
-    def flush():
-        groups = [buffer] if causal else _same_length_groups(buffer)
+    for groups in _chunks(model, sequences, batch_size):
         out = []
         for group in groups:
             acts = run_and_collect(model, _padded(group, model.device)[0], names, to=to)
             for row, (index, seq) in enumerate(group):
                 out.append((index, {n: _trim(model, n, acts[n][row : row + 1], len(seq))[0] for n in names}))
         out.sort(key=lambda item: item[0])
-        return out
-
-    for index, seq in enumerate(sequences):
-        buffer.append((index, seq))
-        if len(buffer) == batch_size:
-            yield from flush()
-            buffer = []
-    if buffer:
-        yield from flush()
+        yield from out
 
 
-def _batches(model, sequences: Iterable[Sequence[int]], batch_size: int) -> Iterator[list[tuple[int, Sequence[int]]]]:
-    """Groups of ``(index, sequence)`` run as one batch: ``batch_size`` at a time, split by length for
-    bidirectional models."""
+def _chunks(model, sequences: Iterable[Sequence[int]], batch_size: int) -> Iterator[list[list[tuple[int, Sequence[int]]]]]:
+    """``batch_size`` sequences at a time as ``(index, sequence)`` pairs, in the groups run as one batch: all of
+    them for causal models (right padding cannot change what a position sees), one length per group otherwise."""
     causal = Capability.CAUSAL_LM in model.capabilities
     buffer: list[tuple[int, Sequence[int]]] = []
     for index, seq in enumerate(sequences):
         buffer.append((index, seq))
         if len(buffer) == batch_size:
-            yield from [buffer] if causal else _same_length_groups(buffer)
+            yield [buffer] if causal else _same_length_groups(buffer)
             buffer = []
     if buffer:
-        yield from [buffer] if causal else _same_length_groups(buffer)
+        yield [buffer] if causal else _same_length_groups(buffer)
 
 
 def _padded(group, device) -> tuple[Tensor, Tensor | None]:
@@ -190,16 +178,17 @@ def moments(model, sequences: Iterable[Sequence[int]], names: Sequence[str], *, 
             raise StopForward(hook.name)
 
     with model.hooks(fwd_hooks=[(n, reduce) for n in names]):
-        for group in _batches(model, sequences, batch_size):
-            tokens, real[0] = _padded(group, model.device)
-            fired.clear()
-            try:
-                model(tokens)
-            except StopForward:
-                pass
-            if len(fired) < len(names):
-                silent = next(n for n in names if n not in fired)
-                raise HookNameError(f"{model.model_name}: hook {silent!r} exists but does not run in this model's forward pass")
+        for groups in _chunks(model, sequences, batch_size):
+            for group in groups:
+                tokens, real[0] = _padded(group, model.device)
+                fired.clear()
+                try:
+                    model(tokens)
+                except StopForward:
+                    pass
+                if len(fired) < len(names):
+                    silent = next(n for n in names if n not in fired)
+                    raise HookNameError(f"{model.model_name}: hook {silent!r} exists but does not run in this model's forward pass")
     if not acc:
         raise ValueError("moments got no sequences")
     return {n: Moments(acc[n].n, acc[n].sum.cpu(), _symmetric(acc[n].gram).cpu()) for n in names}
