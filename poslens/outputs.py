@@ -11,7 +11,7 @@
 
 If anything raises before ``commit()``, the staging folder and lock are removed and ``out_dir`` is left as
 it was (a folder created for the run is removed again if still empty). ``under_lock`` wraps a whole
-function (``run_analysis``, ``reproduce``) in one such context.
+function (``run_analysis``) in one such context; ``reproduce`` enters ``Outputs`` itself (rank 0 alone, under torchrun).
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ class Outputs:
 _ACTIVE: contextvars.ContextVar[Outputs | None] = contextvars.ContextVar("poslens_outputs", default=None)
 
 
-def under_lock(name: str | None = None, folder: str = "out_dir"):
-    """Decorator: run the function inside ``Outputs(<its folder argument>, name or <its name argument>)``.
+def under_lock(name: str | None = None):
+    """Decorator: run the function inside ``Outputs(<its out_dir argument>, name or <its name argument>)``.
 
     The body writes into ``active().staging`` and ends with ``active().commit(...)``; whatever it raises
     leaves the folder as it was. A process that writes no outputs (a torchrun rank other than 0, a
@@ -145,7 +145,7 @@ def under_lock(name: str | None = None, folder: str = "out_dir"):
                 return fn(*args, **kwargs)
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            with Outputs(bound.arguments[folder], name or bound.arguments["name"]) as outputs:
+            with Outputs(bound.arguments["out_dir"], name or bound.arguments["name"]) as outputs:
                 token = _ACTIVE.set(outputs)
                 try:
                     return fn(*args, **kwargs)
