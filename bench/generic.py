@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from bench.report import reset_peak_rss, rss_mb
+
 LENGTH = 4096
 MODES = ("poslens bare", "poslens mass", "bridge bare", "bridge cache")
 CONFIG = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -39,13 +41,6 @@ def write_checkpoint(directory: Path) -> None:
 
     torch.manual_seed(0)
     Qwen2ForCausalLM(Qwen2Config(**CONFIG)).save_pretrained(directory)
-
-
-def _rss_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def _sample(length: int):
@@ -73,14 +68,14 @@ def child(mode: str, directory: str, length: int) -> dict:
         run = (lambda: model(seq)) if mode == "bridge bare" else (lambda: model.run_with_cache(seq, names_filter=names))
     with torch.no_grad():
         model(seq[:, :64])
-        Path("/proc/self/clear_refs").write_text("5")
-        base = _rss_kb("VmRSS")
+        reset_peak_rss()
+        base = rss_mb()
         t0 = time.perf_counter()
         result = run()
         seconds = time.perf_counter() - t0
-        peak = _rss_kb("VmHWM")
+        peak = rss_mb("VmHWM")
     del result
-    return {"mode": mode, "seconds": seconds, "peak_mb": (peak - base) / 1024, "length": seq.shape[1]}
+    return {"mode": mode, "seconds": seconds, "peak_mb": peak - base, "length": seq.shape[1]}
 
 
 def main(repeats: int = 2) -> str:

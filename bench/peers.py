@@ -11,12 +11,12 @@ de-quantised to fp32 and saved as a Hugging Face directory every tool loads) and
 
 Protocol on the CPU: each measurement is a fresh process (import, load, a 64-token warm-up, then one timed call
 with the peak-RSS mark reset just before it: ``/proc/self/clear_refs``), one torch thread, repeated in
-alternating tool order; medians. Protocol on a GPU (``--device cuda``, bf16 weights for every tool): one process
+alternating tool order; medians. Protocol on a GPU (the ``gpu-`` plans, bf16 weights for every tool): one process
 per tool and model runs every cell of the plan, each cell after a warm-up at its full size, timed between CUDA
 synchronisations, median of the repeats; memory is the allocator's peak above what was allocated before the
 call (the weights); the tools' processes run one after another, in alternating order per model. Every tool's
-numbers are checked against each other (``agree`` column). A peer whose memory need exceeds the limit is recorded
-as out of memory without being run.
+numbers are checked against each other (``agree`` column). On the CPU a peer whose memory need exceeds the limit
+is recorded as out of memory without being run; on a GPU a cell that runs out of memory is recorded so.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from pathlib import Path
 
 import torch
 
+from bench.report import reset_peak_rss, rss_mb
+
 TOOLS = ("poslens", "transformerlens", "transformers")
 CACHE = Path(os.environ.get("POSLENS_BENCH_DIR", Path.home() / ".cache" / "poslens-bench"))
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
@@ -39,7 +41,7 @@ LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, 
 SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                     max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
 SHAPES = {"llama-1b": LLAMA_1B, "smollm2-shaped": SMOLLM2_135M}  # random weights: cost does not depend on their values
-MEMORY_LIMIT_GB = {"cpu": 12.0, "cuda": 70.0}  # of the 24 GB CPU machine shared with other work; of an 80 GB GPU
+MEMORY_LIMIT_GB = 12.0  # of the 24 GB machine, shared with other work
 N_ANSWER = 8
 DEVICE, DTYPE = "cpu", torch.float32  # a GPU child sets cuda and bf16
 
@@ -112,22 +114,6 @@ def key_columns(parts: list[int], n_answer: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- one measurement (child process)
-
-
-def _rss_mb() -> float:
-    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def _peak_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def _load(tool: str, path: Path, workload: str):
@@ -240,12 +226,12 @@ def child(tool: str, model_name: str, workload: str, length: int, n_docs: int) -
         else:
             warm = dict(data, tokens=[row[:64] for row in data["tokens"][:8]])
         fn(tool, model, warm)
-        base = _rss_mb()
-        _reset_peak()
+        base = rss_mb()
+        reset_peak_rss()
         t0 = time.perf_counter()
         check, held = fn(tool, model, data)
         seconds = time.perf_counter() - t0
-        peak = _peak_mb()
+        peak = rss_mb("VmHWM")
     return {"seconds": seconds, "memory_mb": max(peak - base, 0.0), "check": check}
 
 
@@ -288,10 +274,10 @@ def gpu_child(tool: str, model_name: str, cells: list, repeats: int, device: str
 # ---------------------------------------------------------------- the comparison (parent)
 
 
-def needs_gb(tool: str, model_name: str, workload: str, length: int, device: str = "cpu") -> float:
+def needs_gb(tool: str, model_name: str, workload: str, length: int) -> float:
     """What a tool must hold at once beyond the weights: every layer's patterns for (a), one layer's for (b)."""
     shape = SHAPES.get(model_name, SMOLLM2_135M)
-    one = shape["num_attention_heads"] * length**2 * (2 if device == "cuda" else 4) / 2**30
+    one = shape["num_attention_heads"] * length**2 * 4 / 2**30
     if workload == "patterns":
         return shape["num_hidden_layers"] * one
     if workload == "mass" and tool != "poslens":
@@ -302,7 +288,7 @@ def needs_gb(tool: str, model_name: str, workload: str, length: int, device: str
 def measure(model_name: str, workload: str, length: int, n_docs: int, repeats: int, timeout: int) -> dict:
     runs: dict[str, list[dict]] = {t: [] for t in TOOLS}
     skipped = {t: f"OOM: needs {needs_gb(t, model_name, workload, length):.0f} GB" for t in TOOLS
-               if needs_gb(t, model_name, workload, length) > MEMORY_LIMIT_GB["cpu"]}
+               if needs_gb(t, model_name, workload, length) > MEMORY_LIMIT_GB}
     for r in range(repeats):
         for tool in TOOLS if r % 2 == 0 else TOOLS[::-1]:
             if tool in skipped:
@@ -323,6 +309,11 @@ def measure(model_name: str, workload: str, length: int, n_docs: int, repeats: i
         if rs:
             result[tool] = {"seconds": statistics.median(r["seconds"] for r in rs), "memory_mb": statistics.median(r["memory_mb"] for r in rs),
                             "check": rs[0]["check"], "n": len(rs)}
+    return _agree(result)
+
+
+def _agree(result: dict) -> dict:
+    """Add the largest relative difference between the tools' check values (``agree``) where two or more ran."""
     checks = [torch.tensor(result[t]["check"], dtype=torch.float64) for t in TOOLS if t in result]
     if len(checks) > 1:
         scale = checks[0].abs().max().clamp(min=1e-12)
@@ -350,11 +341,7 @@ def measure_gpu(model_name: str, cells: list, repeats: int, timeout: int, order)
                 result["skipped"][tool] = r["skipped"]
             else:
                 result[tool] = dict(r, n=repeats)
-        checks = [torch.tensor(result[t]["check"], dtype=torch.float64) for t in TOOLS if t in result]
-        if len(checks) > 1:
-            scale = checks[0].abs().max().clamp(min=1e-12)
-            result["agree"] = max(float((c - checks[0]).abs().max() / scale) for c in checks[1:])
-        results.append(result)
+        results.append(_agree(result))
     return results
 
 
