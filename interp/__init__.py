@@ -12,6 +12,7 @@ import importlib
 _EXPORTS = {
     "Capability": "interp.capabilities", "CapabilityError": "interp.capabilities", "InputError": "interp.base", "PosLensModel": "interp.base",
     "require": "interp.base", "CheckpointError": "interp.loading.errors", "load": "interp.loading", "save": "interp.loading",
+    "load_tokenizer": "interp.loading", "attach_tokenizer": "interp.loading",
     "models": "interp.registry",
 }
 __all__ = list(_EXPORTS)

@@ -231,9 +231,16 @@ class PosLensModel(HookedRootModule):
         """The tokenizer, or a clear error for models loaded without one."""
         if getattr(self, "tokenizer", None) is None:
             raise CapabilityError(f"analysis '{analysis}' reads text, and {self.model_name} was loaded without a tokenizer "
-                                  "(put the tokenizer files beside the checkpoint, or attach one: model.tokenizer = ...)")
+                                  "(put the tokenizer files beside the checkpoint, attach one: model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL), "
+                                  "or pass --tokenizer DIR_OR_MODEL)")
         return self.tokenizer
 
     def to_tokens(self, text: str, *, doc_start: bool = False) -> Tensor:
         """``[1, pos]`` token ids for one text."""
+        if getattr(self, "tokenizer", None) is None:
+            from interp.tokenizers import TokenizerError
+
+            raise TokenizerError(f"{self.model_name} was loaded without a tokenizer, so it cannot turn text into tokens: "
+                                 "put the tokenizer files beside the checkpoint, attach one "
+                                 "(model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL)), or pass --tokenizer on the command line")
         return torch.tensor([self.tokenizer.encode(text, doc_start=doc_start)], device=self.device)

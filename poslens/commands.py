@@ -33,6 +33,9 @@ def add_analysis_commands(sub) -> None:
         p.add_argument("--seed", default="0", help="random seed (default: 0)")
         p.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
         p.add_argument("--threads", default=None, help=THREADS_HELP)
+        p.add_argument("--tokenizer", default=None, metavar="DIR_OR_MODEL",
+                       help="tokenizer for models loaded without one: a directory of tokenizer files, or a registry "
+                            "name, checkpoint or hub id whose tokenizer to use")
         p.add_argument("--format", default=None, metavar="FORMATS",
                        help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser is found)")
         for opt in analysis.options:
@@ -118,7 +121,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 for k, v in options.items()}
     with analysis_session(args, spec.name, recorded, seed):
         result = run_analysis(spec.name, args.model, args.out, options=options, seed=seed, force=args.force,
-                              device=args.device, cli=True, formats=args.format)
+                              device=args.device, cli=True, formats=args.format, tokenizer=args.tokenizer)
     if not result.files:
         return 0  # a torchrun rank > 0 or one --shard I/N: rank 0 / `poslens merge` writes the outputs
     with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):

@@ -44,9 +44,18 @@ def model_record(model) -> dict:
     return {"name": model.model_name, "family": model.family, "description": model.describe(), **model.source,
             "weights_sha256": now, "weights_sha256_at_load": at_load,
             "weights_modified": None if at_load is None else now != at_load, "hooks": active_hooks(model),
-            "interventions": list(getattr(model, "interventions_applied", [])),
+            "interventions": list(getattr(model, "interventions_applied", [])), "tokenizer": _tokenizer(model),
             "training_only_config": getattr(getattr(model, "cfg", None), "training_only", None),
             "device": str(model.device), "dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}
+
+
+def _tokenizer(model) -> dict | None:
+    """Which tokenizer turned text into the model's tokens: its own, or one given with ``--tokenizer``."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is None:
+        return None
+    return {"name": getattr(tok, "name", type(tok).__name__), "vocab_size": getattr(tok, "vocab_size", None),
+            **getattr(tok, "source", {"given": "the model's own"})}
 
 
 def provenance(analysis: str, models, arguments: dict, seed: int | None, outputs: list[str]) -> dict:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,26 +34,34 @@ def existing_outputs(out_dir: Path, name: str) -> list[Path]:
     return [out_dir / f"{name}{s}" for s in OUTPUT_SUFFIXES if (out_dir / f"{name}{s}").exists()]
 
 
-def resolve_models(models, device=None) -> list:
-    """Load names and paths (models already built pass through); ``device`` moves every one there."""
-    from interp.loading import load
+def resolve_models(models, device=None, tokenizer=None) -> list:
+    """Load names and paths (models already built pass through); ``device`` moves every one there.
+    ``tokenizer`` (a directory or a model holding one, or a tokenizer) is read first and given to every model
+    loaded without one."""
+    from interp.loading import attach_tokenizer, load, load_tokenizer
 
-    loaded = [m if hasattr(m, "hook_dict") else load(m) for m in models]
-    if not loaded:
+    if not models:
         raise ValueError("no model given (use --model NAME_OR_PATH; `poslens models` lists names)")
+    if isinstance(tokenizer, (str, os.PathLike)):
+        tokenizer = load_tokenizer(tokenizer)
+    loaded = [m if hasattr(m, "hook_dict") else load(m) for m in models]
+    for model in loaded:
+        if tokenizer is not None and getattr(model, "tokenizer", None) is None:
+            attach_tokenizer(model, tokenizer)
     return [m.to(device) for m in loaded] if device is not None else loaded
 
 
 @under_lock()
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
-                 formats=None, per_model: dict | None = None, device=None, cli: bool = False) -> Result:
+                 formats=None, per_model: dict | None = None, device=None, tokenizer=None, cli: bool = False) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
     the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found). Every model's
     options are checked (``Analysis.bind``) before the first one runs; provenance records the values used, and
     user documents by their input file's path, size and sha256 (or a hash of texts given in Python).
-    ``cli`` names options by their flags in errors.
+    ``tokenizer`` (a directory or model holding one) is given to models loaded without one. ``cli`` names
+    options by their flags in errors.
 
     The whole call holds the lock ``out_dir/.NAME.lock`` (a concurrent run into the same folder is refused);
     every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.
@@ -68,7 +77,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     if analysis.seeded:
         kwargs["seed"] = seed
     names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
-    loaded = resolve_models(models, parallel.device_for(device))
+    loaded = resolve_models(models, parallel.device_for(device), tokenizer)
     torch.manual_seed(seed)
     np.random.seed(seed)
     label = (lambda opt: opt.flag) if cli else None

@@ -291,6 +291,35 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
     return model.eval()
 
 
+def load_tokenizer(source):
+    """The tokenizer that ``source`` holds: a directory of tokenizer files, or a registry name, checkpoint or hub
+    id whose model has one (that model is loaded to read it). ``tokenizer.source`` records where it came from."""
+    res = resolve(source)
+    tokenizer = hf_files.read_tokenizer(res.path) if res.path.is_dir() else None
+    if tokenizer is None and not (res.path.is_dir() and not _is_checkpoint(res.path)):
+        tokenizer = getattr(load(source), "tokenizer", None)
+    if tokenizer is None:
+        raise CheckpointError(f"{source}: holds no tokenizer (expected a directory with {' / '.join(hf_files.TOKENIZER_FILES)}, "
+                              "or a model that has one)")
+    tokenizer.source = {"given": str(source), "path": str(res.path.resolve()), "kind": type(tokenizer).__name__}
+    return tokenizer
+
+
+def attach_tokenizer(model, tokenizer) -> None:
+    """Give ``model`` (loaded without one) ``tokenizer``, refusing one whose ids do not fit its vocabulary."""
+    vocab = getattr(model, "d_vocab", None)
+    size = getattr(tokenizer, "vocab_size", None)
+    if vocab is not None and size is not None and size > vocab:
+        where = getattr(tokenizer, "source", {}).get("given", getattr(tokenizer, "name", "the tokenizer"))
+        raise CheckpointError(f"tokenizer {where} has {size} tokens but {model.model_name} reads {vocab}: "
+                              "its ids would fall outside the model's vocabulary")
+    model.tokenizer = tokenizer
+
+
+def _is_checkpoint(path: Path) -> bool:
+    return any((path / f).is_file() for f in ("config.json", "poslens.json", "model.safetensors"))
+
+
 def save(model, directory, *, training: dict | None = None, name: str | None = None, overwrite: bool = False,
          dtype: torch.dtype | None = None) -> Path:
     """Write ``model.safetensors`` + ``poslens.json`` (+ ``training.json``, + the tokenizer files when the
