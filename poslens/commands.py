@@ -39,7 +39,9 @@ def add_analysis_commands(sub) -> None:
         p.add_argument("--format", default=None, metavar="FORMATS",
                        help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser is found)")
         for opt in analysis.options:
-            p.add_argument(opt.flag, *opt.aliases, **_argument(opt))
+            p.add_argument(opt.flag, **_argument(opt))
+            for alias in opt.aliases:  # its own destination, so that errors can say what the user typed
+                p.add_argument(alias, **dict(_argument(opt), dest=_alias_dest(opt, alias), help=argparse.SUPPRESS))
         merge.add_shard_arguments(p)
         p.set_defaults(func=cmd_analyze, spec=analysis)
 
@@ -61,12 +63,43 @@ def _argument(opt) -> dict:
     if opt.convert is None and opt.default is not None and opt.type is not bool:
         shown = ",".join(map(str, opt.default)) if isinstance(opt.default, tuple) else opt.default
         text += f" (default: {shown})"
+    if opt.aliases:
+        text += f" (formerly {', '.join(opt.aliases)})"
     kw = dict(dest=opt.name, default=argparse.SUPPRESS, help=text.replace("%", "%%"))
     if opt.type is bool and opt.convert is None:
         return dict(kw, action=argparse.BooleanOptionalAction)
     kw["metavar"] = opt.metavar or ("{" + ",".join(opt.choices) + "}" if opt.choices else
                                     {int: "N", float: "X"}.get(opt.type, "TEXT"))
     return dict(kw, action="append") if opt.multiple else kw
+
+
+def _alias_dest(opt, alias: str) -> str:
+    return f"{opt.name}|{alias}"
+
+
+def spelled(args: argparse.Namespace, spec) -> dict[str, str]:
+    """Gather each option given under an old spelling into its own name; ``{option: the spelling typed}`` for
+    those, so errors name what the user wrote. One option given under two spellings is refused."""
+    ns, typed = vars(args), {}
+    for opt in spec.options:
+        given = ([opt.flag] if opt.name in ns else []) + [a for a in opt.aliases if _alias_dest(opt, a) in ns]
+        if len(given) > 1:
+            raise OptionError(f"{' and '.join(given)} are one option ({opt.flag}): give it once")
+        if given and given[0] != opt.flag:
+            ns[opt.name] = ns.pop(_alias_dest(opt, given[0]))
+            typed[opt.name] = given[0]
+    return typed
+
+
+def in_their_words(err: OptionError, spec, typed: dict[str, str]) -> OptionError:
+    """``err`` naming the spelling the user typed (and the current one) where it names an option given under an
+    old spelling."""
+    said = str(err)
+    for opt in spec.options:
+        alias = typed.get(opt.name)
+        if alias and (said.startswith(opt.flag + " ") or said.startswith(opt.flag + ":")):
+            return OptionError(f"{alias}{said[len(opt.flag):]} ({alias} is now spelled {opt.flag})")
+    return err
 
 
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
@@ -108,10 +141,18 @@ def check_common(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    spec = args.spec
+    typed = spelled(args, spec)
+    try:
+        return _analyze(args, spec)
+    except OptionError as err:
+        raise in_their_words(err, spec, typed) from None
+
+
+def _analyze(args: argparse.Namespace, spec) -> int:
     from poslens.merge import analysis_session, check_shard_arguments
     from poslens.run import run_analysis
 
-    spec = args.spec
     options = spec.parse_cli(vars(args))
     seed = check_common(args)
     check_shard_arguments(args)
