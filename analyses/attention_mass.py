@@ -27,7 +27,7 @@ from typing import Annotated
 import numpy as np
 
 from analyses.common import no_grad
-from analyses.registry import Choices, Cli, Fits, Help, Range, analysis
+from analyses.registry import Choices, Cli, Fits, Help, NotWith, Range, analysis
 from corpora.answers import answer_budget, answered_prefix, fitting_samples, stop_ids
 from corpora.niah import OTHER, PARTS, niah_samples
 from interp.capabilities import Capability
@@ -74,12 +74,13 @@ def summary(df):
 
 @analysis("attention-mass", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 def attention_mass(model, *,
-                   n_docs: Annotated[int, Help("NIAH prompts"), Range(1), Cli(aliases=("--n-samples",))] = 16,
+                   n_docs: Annotated[int, Help("NIAH prompts"), Range(1), Cli(aliases=("--n-samples",)),
+                                   NotWith(("samples",))] = 16,
                    length: Annotated[int, Help("prompt length in the model's tokens (16 more must fit for the answer)"),
                                      Range(32), Fits(margin=16), Cli(aliases=("--context-tokens",))] = 512,
                    depth: Annotated[float, Help("needle depth in [0, 1] (default: spread evenly)"), Range(0, 1)] = None,
                    haystack: Annotated[str, Help("wiki (English prose) or noise (RULER's repeated sentences)"),
-                                       Choices(("wiki", "noise"))] = "wiki",
+                                       Choices(("wiki", "noise")), NotWith(("documents", "samples"))] = "wiki",
                    preamble: Annotated[bool, Help("RULER's opening instruction (--no-preamble drops it)")] = True,
                    modes=MODES, seed: int = 0, samples=None, documents=None) -> pd.DataFrame:
     """Attention from the answer tokens of needle-in-a-haystack prompts to the needle, the query and the rest of the

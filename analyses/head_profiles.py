@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from analyses.common import no_grad
-from analyses.registry import Cli, Fits, Help, Range, analysis
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis
 from analyses.tables import may_be_nan
 from interp.capabilities import Capability
 
@@ -218,7 +218,7 @@ def summary(df):
             influence_rp="the model does not decompose its attention logits")
 def head_profiles(model, *,
                   n_docs: Annotated[int, Help("contexts for the attention masses (built-in Wikipedia windows)"), Range(1),
-                                    Cli(aliases=("--n-contexts",))] = 8,
+                                    Cli(aliases=("--n-contexts",)), NotWith()] = 8,
                   length: Annotated[int, Help("tokens per context (at most the model's context)"), Range(3), Fits(),
                                     Cli(aliases=("--context-tokens",))] = 512,
                   max_rows: Annotated[int, Help("query rows read per context, evenly spaced"), Range(1)] = 256,

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from analyses.common import no_grad
-from analyses.registry import Cli, Fits, Help, Range, analysis
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis
 from interp.capabilities import Capability
 from interp.progress import progress
 from analyses.tables import may_be_nan
@@ -130,7 +130,8 @@ def summary(df):
 @analysis("kl-ablation", needs=[Capability.LOGIT_COMPONENTS], headline=headline, summary=summary)
 @may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
 def kl_ablation(model, *,
-                n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"), Range(1)] = 500,
+                n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"), Range(1),
+                                  NotWith(("docs", "documents", "token_ids"))] = 500,
                 length: Annotated[int, Help("tokens per document"), Range(2), Fits(), Cli(aliases=("--max-tokens",))] = 512,
                 rp_support: Annotated[float, Help("RP influence from which a semantic head counts as RP-supported"),
                                       Range(0, 1)] = RP_SUPPORT,

@@ -24,7 +24,7 @@ from typing import Annotated
 import numpy as np
 
 from analyses.common import check_window, no_grad
-from analyses.registry import Cli, Fits, Help, Range, analysis
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis
 from analyses.tables import may_be_nan
 from interp.capabilities import Capability
 from interp.tokenizers import ByteTokenizer, TokenizerError
@@ -83,7 +83,8 @@ def summary(df):
 @analysis("loss-neutrality", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary)
 @may_be_nan(trained_steps="no training.json beside the checkpoint", trained_tokens="no training.json beside the checkpoint", training_validation_loss="no training.json beside the checkpoint")
 def loss_neutrality(model, *,
-                    n_docs: Annotated[int, Help("held-out windows per language"), Range(1), Cli(aliases=("--n-windows",))] = 64,
+                    n_docs: Annotated[int, Help("held-out windows per language"), Range(1), Cli(aliases=("--n-windows",)),
+                                      NotWith()] = 64,
                     length: Annotated[int, Help("window length in bytes"), Range(4), Fits(),
                                       Cli(aliases=("--context",))] = 512,
                     seed: int = 0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from analyses.registry import Adapts, Cli, Fits, Help, Range, analysis
+from analyses.registry import Adapts, Cli, Fits, Help, NotWith, Range, analysis
 from interp.capabilities import Capability
 
 
@@ -36,7 +36,7 @@ def _split(options) -> tuple[int, int]:
 
 @analysis("position-probes", needs=[Capability.HIDDEN_STATES], headline=headline, summary=summary)
 def position_probes(model, *,
-                    n_docs: Annotated[int, Help("documents"), Range(2)] = 500,
+                    n_docs: Annotated[int, Help("documents"), Range(2), NotWith()] = 500,
                     n_train: Annotated[int, Help("training documents per seed (default: 400, or 80% of fewer documents)"),
                                        Range(1), Adapts(lambda m, o: _split(o)[0])] = 400,
                     n_test: Annotated[int, Help("test documents per seed (default: 100, or the rest of fewer documents)"),

@@ -27,10 +27,10 @@ from typing import Annotated
 
 import numpy as np
 
-from analyses.registry import Below, Choices, Cli, Fits, Help, Range, analysis
+from analyses.registry import Below, Choices, Cli, Fits, Help, NotWith, Range, analysis
 from interp.capabilities import Capability
 
-SOURCE = Annotated[str, Help("niah prompts or wiki windows"), Choices(("niah", "wiki"))]
+SOURCE = Annotated[str, Help("niah prompts or wiki windows"), Choices(("niah", "wiki")), NotWith()]
 
 
 def context_tokens_for(model, n: int, context_tokens: int, seed: int, source: str = "niah"):
@@ -92,7 +92,7 @@ def ranges_summary(df):
 
 @analysis("position-ranges", needs=[Capability.POSITIONS], headline=ranges_headline, summary=ranges_summary)
 def position_ranges(model, *,
-                    n_docs: Annotated[int, Help("contexts"), Range(1), Cli(aliases=("--n-contexts",))] = 8,
+                    n_docs: Annotated[int, Help("contexts"), Range(1), Cli(aliases=("--n-contexts",)), NotWith()] = 8,
                     length: Annotated[int, Help("tokens per context"), Range(2), Fits(), Cli(aliases=("--context-tokens",))] = 512,
                     source: SOURCE = "niah", seed: int = 0, documents=None, token_ids=None) -> pd.DataFrame:
     """Range d = max - min of the positions each head assigns within a context, across heads: small d means a head

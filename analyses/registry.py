@@ -9,6 +9,7 @@ the function itself:
   spells it otherwise (old spellings stay as aliases, and as deprecated keywords in Python);
 - constraints are checked before any work starts: ``Range`` and ``Choices`` on the value alone (before
   models load), ``Fits`` / ``Below`` against each model (right after it loads, before the analysis runs);
+  ``NotWith`` marks an option of the built-in input that the user's documents replace;
 - a ``documents`` parameter gives the analysis ``--input PATH`` (read by ``corpora.user.read_documents``);
 - ``needs`` are capabilities, checked on every call (``CapabilityError`` names the analysis and the model);
 - ``headline(table) -> str`` and ``summary(table) -> DataFrame`` are what the report and SUMMARY.md show;
@@ -83,6 +84,14 @@ class Adapts:
 
 
 @dataclass(frozen=True)
+class NotWith:
+    """The option picks or sizes the built-in input, so it does not apply when one of ``inputs`` (parameters
+    such as ``documents`` or ``token_ids``) is given: a value the user wrote with them is refused, and
+    provenance records the option as not applied rather than a default that never ran."""
+    inputs: tuple[str, ...] = ("documents", "token_ids")
+
+
+@dataclass(frozen=True)
 class Below:
     """An index into ``range(model.<attribute>)`` (a layer or a head)."""
     attribute: str
@@ -113,6 +122,7 @@ class Option:
     convert: Callable | None = None
     metavar: str | None = None
     adapts: Callable | None = None  # Adapts.rule
+    not_with: tuple[str, ...] = ()  # NotWith.inputs
 
     @property
     def choices(self) -> tuple | None:
@@ -179,7 +189,8 @@ def _options(function: Callable) -> tuple[Option, ...]:
             flag=cli.flag or "--" + p.name.replace("_", "-"), aliases=cli.aliases, multiple=multiple,
             checks=tuple(m for m in meta if isinstance(m, (Range, Choices))),
             model_checks=tuple(m for m in meta if isinstance(m, (Fits, Below))), convert=cli.convert, metavar=cli.metavar,
-            adapts=next((m.rule for m in meta if isinstance(m, Adapts)), None)))
+            adapts=next((m.rule for m in meta if isinstance(m, Adapts)), None),
+            not_with=next((m.inputs for m in meta if isinstance(m, NotWith)), ())))
     if "documents" in inspect.signature(function).parameters:
         out.append(Option("documents", str, None, "your documents: a .txt file (one document), a .jsonl file (one "
                           "{\"text\": ...} per line) or a folder of .txt files (default: the built-in corpus)",
@@ -229,6 +240,13 @@ class Analysis:
         self.check_model(model)
         for opt in self.options:
             given = opt.name in kwargs
+            replaced = [i for i in opt.not_with if kwargs.get(i) is not None]
+            if given and replaced:
+                named = {"documents": "your documents (--input)"}.get(replaced[0], f"{replaced[0]}=")
+                raise OptionError(f"{label(opt)} {_shown(kwargs[opt.name])}: does not apply with {named}, "
+                                  "which are read whole; leave it out")
+            if replaced:
+                continue  # the function's default stands, unused; provenance records the option as not applied
             value = kwargs[opt.name] if given else opt.default
             if given:
                 opt.validate(value, f"{label(opt)} {_shown(value)}")
@@ -255,6 +273,15 @@ class Analysis:
                                           f"{model.model_name} ({check.attribute}={limit + check.margin})")
             kwargs[opt.name] = value
         return kwargs
+
+    def not_applied(self, bound: dict) -> dict[str, str]:
+        """``{option: why}`` for the options that the inputs given in ``bound`` replaced (``NotWith``)."""
+        out = {}
+        for opt in self.options:
+            replaced = [i for i in opt.not_with if bound.get(i) is not None]
+            if replaced:
+                out[opt.name] = f"replaced by {replaced[0]}"
+        return out
 
     def call(self, model, **kwargs):
         """Run on one model: ``bind`` (options and capabilities checked), then the function's body."""

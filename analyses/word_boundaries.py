@@ -9,7 +9,9 @@ after the document that brings the count to ``max_gaps`` (or ``n_docs`` document
 Labels come from two references on the same gaps: jieba (precise mode over the whole document) and the
 PKU gold segmentation of People's Daily. The row ``layer='jieba', reference='gold'`` scores jieba's own
 boundaries against gold (its AUC is balanced accuracy; precision / recall / F1 beside it).
-Confidence intervals resample whole documents (gaps in one document are not independent).
+Confidence intervals resample whole documents (gaps in one document are not independent). ``n_docs`` counts the
+documents that gave gaps (what the AUC rests on), ``n_docs_read`` those read; ``ci_missing`` says why an interval
+is missing (fewer than two documents with gaps, say).
 
 The user's own ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH``) replace People's
 Daily: every document is read whole, in the same character-aligned windows (``n_docs`` and
@@ -26,7 +28,7 @@ from typing import Annotated
 import numpy as np
 
 from analyses.common import byte_model, check_window, increment_labels, increments
-from analyses.registry import Cli, Fits, Help, Range, analysis
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis
 from analyses.stats import bootstrap_auc, roc_auc
 from analyses.tables import may_be_nan
 from interp.capabilities import Capability
@@ -87,7 +89,21 @@ class GapTable:
     doc: np.ndarray
     labels: dict[str, np.ndarray]
     windows: list[Window]
-    n_docs: int
+    n_read: int  # documents read (up to the one that reached max_gaps)
+
+    @property
+    def n_docs(self) -> int:
+        """Documents that gave at least one gap: what the AUC and its interval rest on."""
+        return len(np.unique(self.doc))
+
+    def why_no_interval(self, low: float) -> str:
+        """Why the bootstrap interval is missing ('' when it is not)."""
+        if np.isfinite(low):
+            return ""
+        if self.n_docs < 2:
+            return (f"only {self.n_docs} of the {self.n_read} documents read has gaps between CJK characters; "
+                    "the interval resamples documents and needs at least 2")
+        return "no bootstrap resample of the documents held both word-final and word-internal gaps"
 
 
 def gap_table(docs, max_bytes: int, max_gaps: int) -> GapTable:
@@ -138,13 +154,15 @@ def summary(df):
 
 
 @analysis("word-boundaries", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
-@may_be_nan(layer_index="no layer: the shared increment, or jieba itself", ci_low="bootstrap interval undefined (fewer than two documents)", ci_high="bootstrap interval undefined (fewer than two documents)", precision="only the jieba-vs-gold row has it", recall="only the jieba-vs-gold row has it", f1="only the jieba-vs-gold row has it", agreement="only the jieba-vs-gold row has it")
+@may_be_nan(layer_index="no layer: the shared increment, or jieba itself", ci_low="bootstrap interval undefined: ci_missing says why", ci_high="bootstrap interval undefined: ci_missing says why", precision="only the jieba-vs-gold row has it", recall="only the jieba-vs-gold row has it", f1="only the jieba-vs-gold row has it", agreement="only the jieba-vs-gold row has it")
 def word_boundaries(
     model,
     *,
     docs=None,
-    n_docs: Annotated[int, Help("documents read at most"), Range(1), Cli(aliases=("--max-docs",))] = 300,
-    max_gaps: Annotated[int, Help("stop after the document that brings the gap count to this"), Range(1)] = 40_000,
+    n_docs: Annotated[int, Help("documents read at most"), Range(1), Cli(aliases=("--max-docs",)),
+                          NotWith(("documents",))] = 300,
+    max_gaps: Annotated[int, Help("stop after the document that brings the gap count to this"), Range(1),
+                            NotWith(("documents",))] = 40_000,
     length: Annotated[int, Help("window length in bytes (at most the model's context)"), Range(4), Fits(),
                       Cli(aliases=("--max-bytes",))] = 512,
     n_boot: Annotated[int, Help("bootstrap resamples (of documents) for the 95% interval"), Range(1)] = 1000,
@@ -194,7 +212,8 @@ def word_boundaries(
             lo, hi = bootstrap_auc(y, scores[li], gaps.doc, n_boot=n_boot, seed=seed, what=what)
             rows.append(dict(layer=layer, layer_index=li if layer != "shared" else np.nan, reference=ref,
                              auc=auc, ci_low=lo, ci_high=hi, n_gaps=len(y),
-                             positive_rate=float(y.mean()), n_docs=gaps.n_docs))
+                             positive_rate=float(y.mean()), n_docs=gaps.n_docs, n_docs_read=gaps.n_read,
+                             ci_missing=gaps.why_no_interval(lo)))
     if (gaps.labels["gold"] >= 0).all():
         gold, jb = gaps.labels["gold"], gaps.labels["jieba"]
         what = f"word-boundaries: ROC-AUC of jieba against the gold segmentation ({len(gold)} gaps in {gaps.n_docs} documents)"
@@ -203,6 +222,7 @@ def word_boundaries(
         precision, recall = tp / max(1, int(jb.sum())), tp / max(1, int(gold.sum()))
         rows.append(dict(layer="jieba", layer_index=np.nan, reference="gold", auc=roc_auc(gold, jb, what), ci_low=lo,
                          ci_high=hi, n_gaps=len(gold), positive_rate=float(gold.mean()), n_docs=gaps.n_docs,
+                         n_docs_read=gaps.n_read, ci_missing=gaps.why_no_interval(lo),
                          precision=precision, recall=recall, f1=2 * precision * recall / max(1e-12, precision + recall),
                          agreement=float((gold == jb).mean())))
     df = pd.DataFrame(rows)

@@ -97,8 +97,8 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     fig = figures.render(name, table)
     files = [csv] + figures.save(fig, staged / name, formats=formats)
     first = bound[0]
-    arguments = {k: _argument(k, v) for k, v in first.items()}
-    differ = {m: {k: _argument(k, v) for k, v in o.items()} for m, o in used.items() if o != first}
+    arguments = _arguments(analysis, first)
+    differ = {m: _arguments(analysis, o) for m, o in used.items() if o != first}
     if differ:
         arguments["per_model"] = differ
     record = provenance(name, loaded, arguments, seed, [p.name for p in files])
@@ -107,6 +107,16 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     prov = staged / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return Result(name, table, active().commit(files + [prov], replaces=clash), fig.layout.height)
+
+
+def _arguments(analysis, bound: dict) -> dict:
+    """What ran: every option's value, with options the user's input replaced recorded as None under
+    ``not_applied`` (a default that never ran is not recorded as if it had)."""
+    skipped = analysis.not_applied(bound)
+    out = {k: _argument(k, v) for k, v in bound.items()} | dict.fromkeys(skipped)
+    if skipped:
+        out["not_applied"] = skipped
+    return out
 
 
 def _argument(key: str, value):

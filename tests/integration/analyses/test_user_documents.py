@@ -169,6 +169,12 @@ def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
     assert set(df["document"]) == {"d0", "d1", "d2"} and (df["d"] == df["n_tokens"] - 1).all()  # RoPE: d = N - 1
     prov = json.loads((out / "position-ranges.provenance.json").read_text())
     assert prov["arguments"]["documents"] == dict(input=input_record(files[1]), n_documents=3)
+    # what ran: the built-in corpus' size and source did not, and the record says so
+    assert prov["arguments"]["n_docs"] is None and prov["arguments"]["source"] is None
+    assert prov["arguments"]["not_applied"] == {"n_docs": "replaced by documents", "source": "replaced by documents"}
+    assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]), "--n-contexts", "8",
+                 "--out", str(tmp_path / "o3")]) == 2
+    assert "--n-contexts 8: does not apply with your documents (--input)" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{oops}\n', encoding="utf-8")
     assert main(["analyze", "kl-ablation", "--model", "dstg-small", "--input", str(bad), "--out", str(tmp_path / "o2")]) != 0
@@ -193,11 +199,13 @@ def test_word_boundaries_on_user_chinese_recover_planted_jieba_boundaries(tmp_pa
             table[w.byte_ids] = values
     model = tiny_model("per-layer", max_seq_len=128)
     with planted_increments(model, "blocks.0.hook_delta", lambda ids: table[tuple(ids)]):
-        df = word_boundaries(model, documents=read_documents(path), max_bytes=64, max_docs=1, max_gaps=5, n_boot=20)
+        with pytest.raises(ValueError, match=r"n_docs 1: does not apply with your documents \(--input\)"):
+            word_boundaries(model, documents=read_documents(path), max_bytes=64, max_docs=1, n_boot=20)
+        df = word_boundaries(model, documents=read_documents(path), max_bytes=64, n_boot=20)
     row = df.set_index(["layer", "reference"])
     assert set(df["reference"]) == {"jieba"}  # user text has no gold segmentation
     assert row.loc[("L0", "jieba"), "auc"] == 1.0 and row.loc[("L1", "jieba"), "auc"] < 0.9
-    assert (df["n_docs"] == 2).all() and (df["n_gaps"] > 5).all()  # every document read, max_docs / max_gaps unused
+    assert (df["n_docs"] == 2).all() and (df["n_gaps"] > 5).all()  # every document read
 
 
 def test_char_spacing_input_is_recorded_by_path_size_and_sha256(tmp_path):

@@ -78,7 +78,7 @@ def test_planted_noise_gives_chance(docs):
 
 def test_stops_after_the_document_that_reaches_max_gaps(docs):
     gaps = gap_table(docs, 512, 2000)
-    before = gap_table(docs[: gaps.n_docs - 1], 512, 10**9)
+    before = gap_table(docs[: gaps.n_read - 1], 512, 10**9)
     assert len(before.lead_byte) < 2000 <= len(gaps.lead_byte)
 
 
@@ -90,3 +90,18 @@ def test_window_longer_than_the_model_allows():
 def test_models_without_increments_are_refused():
     with pytest.raises(TypeError, match="needs a model with learned increments"):
         word_boundaries(tiny_model("rope", max_seq_len=512))
+
+
+def test_only_documents_with_gaps_count_and_a_missing_interval_says_why():
+    """Five documents of which one has gaps between CJK characters: the AUC rests on one document, which the table
+    says (n_docs 1 of n_docs_read 5), and its interval is missing for a stated reason."""
+    docs = [Document(f"t:{i}", "plain English only, no CJK here", "test", None) for i in range(4)]
+    docs.insert(2, Document("t:cjk", "人工智能是计算机科学的一个分支", "test", ("人工智能", "是", "计算机", "科学", "的", "一个", "分支")))
+    model = tiny_model("per-layer", max_seq_len=256)
+    df = word_boundaries(model, docs=docs, length=128, n_boot=20)
+    assert (df["n_docs"] == 1).all() and (df["n_docs_read"] == 5).all()
+    assert df["ci_low"].isna().all() and df["ci_high"].isna().all()
+    assert df["ci_missing"].str.contains("only 1 of the 5 documents read has gaps").all()
+    two = word_boundaries(model, docs=docs + [docs[2]], length=128, n_boot=20)
+    assert (two["n_docs"] == 2).all() and (two["n_docs_read"] == 6).all()
+    assert (two["ci_missing"] == "").all() == two["ci_low"].notna().all()
