@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
+import contextvars
 import os
 import sys
 import threading
@@ -159,6 +161,20 @@ def close_browser() -> None:
 atexit.register(close_browser)
 
 
+_PLOTLYJS: contextvars.ContextVar[str] = contextvars.ContextVar("poslens_plotlyjs", default="inline")
+
+
+@contextlib.contextmanager
+def shared_plotlyjs():
+    """HTML written inside this block loads ``plotly.min.js`` from its folder (one copy for a report's many
+    figures) instead of carrying it inline (a figure alone opens anywhere, offline)."""
+    token = _PLOTLYJS.set("directory")
+    try:
+        yield
+    finally:
+        _PLOTLYJS.reset(token)
+
+
 def save(fig, stem, formats=None, *, width: float | None = None, height: float | None = None,
          scale: float | None = None) -> list[Path]:
     """Write ``stem.<format>`` for each format; returns the paths written, in the order asked.
@@ -166,7 +182,8 @@ def save(fig, stem, formats=None, *, width: float | None = None, height: float |
     ``formats=None`` is the default set (``resolve_formats``): there a failing browser only warns, since the
     HTML is written; formats asked for must all be written or this raises.
     ``width``/``height`` are CSS pixels (96 per inch; a PDF page is ``width * 0.75`` pt wide); PNG is rendered
-    at ``scale`` (default 2, or 300 dpi when a width is given). HTML includes plotly.js once per folder.
+    at ``scale`` (default 2, or 300 dpi when a width is given). HTML carries plotly.js inline, so one figure opens
+    on its own; inside ``shared_plotlyjs()`` (the report) it loads one ``plotly.min.js`` beside it.
     """
     default = formats is None
     formats = resolve_formats() if default else parse_formats(formats)
@@ -176,7 +193,7 @@ def save(fig, stem, formats=None, *, width: float | None = None, height: float |
     for fmt in formats:
         path = stem.parent / f"{stem.name}.{fmt}"
         if fmt == "html":
-            fig.write_html(path, include_plotlyjs="directory", full_html=True)
+            fig.write_html(path, include_plotlyjs=_PLOTLYJS.get(), full_html=True)
         else:
             opts = {"format": fmt, "width": width or fig.layout.width or 700, "height": height or fig.layout.height or 500}
             if fmt == "png":

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import figures
 from analyses import get
 from interp import parallel
 from interp.atomic import write_text
@@ -82,6 +83,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         say = log if outputs is not None else (lambda line: None)
         start = time.time()
         done = []
+        held.enter_context(figures.shared_plotlyjs())  # the report's figures share one plotly.min.js
         for i, step in enumerate(plan, 1):
             say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({time.time() - start:.0f}s elapsed)")
             options = {**step.options, **(step.quick if quick else {})}

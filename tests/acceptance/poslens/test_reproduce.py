@@ -30,6 +30,8 @@ def test_report_links_every_result_and_says_what_it_shows(plan, tmp_path):
         assert f"{step.analysis}.provenance.json" in html
     assert "jieba itself reaches AUC" in html  # the word-boundary headline is computed from the table
     assert html.count("<p class='headline'>") == len(plan)
+    assert len(list((tmp_path / "r").glob("*.js"))) == 1  # one plotly.min.js, shared by every figure of the report
+    assert all('src="plotly.min.js"' in (tmp_path / "r" / f"{s.analysis}.html").read_text() for s in plan)
     assert lines[0].startswith("[1/5] loss-neutrality")
     summary = (tmp_path / "r" / "SUMMARY.md").read_text()
     assert summary.count("\n## ") == len(plan) and "| model | layer | reference | auc |" in summary

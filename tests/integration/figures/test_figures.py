@@ -10,7 +10,7 @@ from figures import byte_increments as f_bytes
 from figures import char_spacing as f_chars
 from figures import entity_spacing as f_entity
 from figures import loss_neutrality as f_loss
-from figures import save
+from figures import save, shared_plotlyjs
 from figures import word_boundaries as f_words
 from tests.helpers import tiny_model
 
@@ -37,8 +37,15 @@ def test_entity_and_char_and_byte_figures_show_every_model(models, tmp_path):
     assert len(text_traces) == 4 and all("".join(t.text) in ("a b.a b.", "a b.") for t in text_traces)
     table = pd.concat([byte_increments(m) for m in models])
     assert len(f_bytes.figure(table).data) == 3  # two range traces and the table
-    paths = save(f_bytes.figure(table), tmp_path / "bytes", "html")
-    assert [p.name for p in paths] == ["bytes.html"] and (tmp_path / "plotly.min.js").exists()
+    paths = save(f_bytes.figure(table), tmp_path / "alone" / "bytes", "html")
+    assert [p.name for p in paths] == ["bytes.html"] and not (tmp_path / "alone" / "plotly.min.js").exists()
+    page = paths[0].read_text(encoding="utf-8")
+    assert 'src="plotly.min.js"' not in page and "Plotly.newPlot" in page and len(page) > 3_000_000  # plotly.js inline
+    with shared_plotlyjs():
+        for stem in ("a", "b"):
+            save(f_bytes.figure(table), tmp_path / "report" / stem, "html")
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["a.html", "b.html", "plotly.min.js"]
+    assert all('src="plotly.min.js"' in (tmp_path / "report" / f).read_text() for f in ("a.html", "b.html"))
 
 
 def test_loss_figure(models):
