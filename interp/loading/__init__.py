@@ -178,6 +178,13 @@ def _resolve_entry(entry, revision) -> Resolved:
             path = package_file(src.package, src.location, src.pip)
         except PackageFileMissing as err:
             raise CheckpointError(f"model '{entry.name}' is not available here: {err}") from None
+        if src.format == "gguf parts":
+            from interp.loading.converted import converted
+            from interp.packaged import CHUNKED
+
+            spec = CHUNKED[entry.name]
+            return Resolved(converted(entry.name, spec), record={"package": src.pip.split()[0], "gguf": spec["file"],
+                                                                 "gguf_sha256": spec["sha256"], "converted": True})
         return Resolved(path, format=src.format, record={"package": src.pip.split()[0]})
     path = Path(src.location)
     if not path.exists():

@@ -203,6 +203,10 @@ class HFModel(PosLensModel):
         self.max_seq_len = int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions"))
         self.head = structure["head"]
         self.rotary = structure["rotary"]
+        self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * self.n_layers)
+        window = getattr(cfg, "sliding_window", None)
+        # keys each layer's queries may see (None: every earlier key), as transformers' masks apply them
+        self.attention_windows = tuple(window if t == "sliding_attention" else None for t in self.layer_types)
         self.blocks = nn.ModuleList([Block(self.rotary) for _ in layers])
         self.hook_embed = HookPoint()
         structure["embed"].register_forward_hook(lambda _m, _a, out: self.hook_embed(out))
@@ -236,7 +240,21 @@ class HFModel(PosLensModel):
     def describe(self) -> str:
         kind = {"causal": "causal LM", "masked": "masked LM", None: "no LM head"}[self.head]
         pos = "rotary positions" if self.rotary else "learned absolute positions" if self.pos_table is not None else "no position table"
-        return f"hf family ({self.architecture}), {kind}, {pos}, {self.n_layers} layers"
+        local = sum(w is not None for w in self.attention_windows)
+        windows = f" ({local} sliding-window layers of {max(w for w in self.attention_windows if w)} keys)" if local else ""
+        return f"hf family ({self.architecture}), {kind}, {pos}, {self.n_layers} layers{windows}"
+
+    def rotary_bases(self) -> list[float | None]:
+        """Each layer's RoPE base (theta), from the config's per-layer-type parameters where it has them."""
+        if not self.rotary:
+            return [None] * self.n_layers
+        cfg = self.hf.config
+        params = getattr(cfg, "rope_parameters", None) or {}
+        out = []
+        for t in self.layer_types:
+            p = params.get(t, params) if isinstance(params, dict) else {}
+            out.append(float(p.get("rope_theta") or getattr(cfg, "rope_theta", 10000.0)))
+        return out
 
     def forward(self, tokens) -> Tensor:
         """Logits ``[batch, pos, d_vocab]`` (causal or masked LM) or the last hidden state ``[batch, pos, d_model]``."""
