@@ -27,6 +27,8 @@ MODULES = (  # in the order the report shows them
     "analyses.kl_ablation",  # kl-ablation, compare-heads
     "analyses.position_probes",
     "analyses.head_profiles",
+    "analyses.sink_rate",
+    "analyses.induction",
 )
 
 

@@ -25,7 +25,7 @@ def add_analysis_commands(sub) -> None:
     names = a.add_subparsers(dest="analysis", required=True, metavar="NAME")
     for analysis in all_analyses():
         p = names.add_parser(analysis.name, help=analysis.about.split(":")[0].replace("%", "%%"),
-                             description=analysis.about.replace("%", "%%"))
+                             description=analysis.about.replace("%", "%%"), formatter_class=_Help)
         p.add_argument("--model", action="append", required=True, metavar="NAME_OR_PATH",
                        help="registry name (poslens models), poslens directory, upstream checkpoint, Hugging Face directory or hub id owner/name (repeatable)")
         p.add_argument("--out", required=True, help="output folder")
@@ -54,6 +54,15 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--threads", default=None, help=THREADS_HELP)
     r.set_defaults(func=cmd_reproduce)
     merge.add_merge_command(sub)
+
+
+class _Help(argparse.HelpFormatter):
+    """Help lines that never break an option's name at its hyphens ("--max-" / "docs")."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 def _argument(opt) -> dict:

@@ -234,6 +234,7 @@ class HFModel(PosLensModel):
     def _leave(block: Block):
         def hook(_module, _args, output):
             _LAYER.reset(block._token)
+            block._token = None  # a finished forward leaves nothing a copy of the model cannot hold
             return _replace_hidden(output, block.hook_resid_post)
         return hook
 

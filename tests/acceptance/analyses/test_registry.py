@@ -28,6 +28,8 @@ SMALL = {  # analysis -> (bundled models, small options)
     "compare-heads": (("dstg-small", "rp-encoder-small"), dict(n_docs=2, length=48)),
     "position-probes": (("dstg-small",), dict(n_docs=10, n_train=6, n_test=4, n_seeds=1, cv_folds=2, length=48)),
     "head-profiles": (("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+    "sink-rate": (("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
+    "induction": (("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
 }
 MODELS: dict = {}
 

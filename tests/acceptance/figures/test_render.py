@@ -58,6 +58,8 @@ def _plan():
         "compare-heads": ([enc, tiny_encoder("rp", seed=1)], dict(docs=docs)),
         "position-probes": (["dstg-small"], dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2, max_tokens=64)),
         "head-profiles": (repo[:1] + ["dstg-small"], dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+        "sink-rate": (repo[:1], dict(lengths=(32, 64), n_docs=1, max_rows=16)),
+        "induction": (repo + ["dstg-small"], dict(half=16, n_docs=1)),
     }
 
 

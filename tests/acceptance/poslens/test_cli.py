@@ -70,7 +70,7 @@ def test_wrong_family_and_truncated_checkpoint(checkpoints, tmp_path, capsys):
     assert "cannot be read as a torch checkpoint" in capsys.readouterr().err
     assert main(["analyze", "word-boundaries", "--model", str(checkpoints / "shared"), "--out", str(tmp_path / "o"),
                  "--max-bytes", "4096"]) == 2
-    assert "--length 4096: longer than" in capsys.readouterr().err
+    assert "--max-bytes 4096: longer than" in capsys.readouterr().err
 
 
 def test_console_script_runs_in_a_fresh_process(checkpoints, tmp_path):

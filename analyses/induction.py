@@ -1,0 +1,120 @@
+"""Induction and previous-token heads (Olsson et al. 2022, "In-context Learning and Induction Heads").
+
+Protocol, TransformerLens' convention: ``n_docs`` sequences of ``half`` random ordinary tokens repeated twice
+(``corpora.random_tokens``), after the document-start token where the model has one. Per head:
+
+- ``induction_score``: mean attention from each token of the second copy to the token after its first
+  occurrence (key = query - half + 1);
+- ``previous_token_score``: mean attention from every token after the first to the one before it.
+
+Random tokens carry no meaning, so only an in-context mechanism can attend this way; a trained model has a few
+heads with induction scores far above a random-weight model's, which attend near uniformly (about 1 / query
+position). ``second_copy_loss`` / ``first_copy_loss`` (causal LMs) show the mechanism at work: the second copy is
+predictable only by copying. Each sequence adds its ``[layer, head]`` sums (``interp.parallel.fold_items``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from analyses.common import no_grad
+from analyses.registry import Adapts, Help, OptionError, Range, analysis
+from analyses.tables import may_be_nan
+from interp.capabilities import Capability
+
+
+@no_grad
+def sequence_scores(model, ids: list[int], offset: int, half: int) -> dict:
+    """One repeated sequence's ``[layer, head]`` induction and previous-token sums (and its copies' losses)."""
+    import numpy as np
+    import torch
+
+    n = len(ids)
+    rows = torch.arange(1, n)
+    second = rows >= offset + half
+    previous = torch.zeros(len(rows), n, dtype=torch.bool)
+    previous[torch.arange(len(rows)), rows - 1] = True
+    induct = torch.zeros(len(rows), n, dtype=torch.bool)
+    induct[second.nonzero()[:, 0], rows[second] - half + 1] = True
+    out = {k: np.zeros((model.n_layers, model.n_heads)) for k in ("induction", "previous")}
+
+    def reduce(layer):
+        def hook(pattern, hook):
+            p = pattern[0].float().cpu()  # [head, rows, keys]
+            out["induction"][layer] = (p * induct).sum(-1)[:, second].mean(-1).double().numpy()
+            out["previous"][layer] = (p * previous).sum(-1).mean(-1).double().numpy()
+        return hook
+
+    tokens = torch.tensor([ids], device=model.device)
+    with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]):
+        logits = model(tokens)
+    if Capability.CAUSAL_LM in model.capabilities:
+        nll = torch.nn.functional.cross_entropy(logits[0, :-1].float(), tokens[0, 1:], reduction="none").cpu()
+        out["first_loss"] = np.array([[float(nll[offset: offset + half - 1].mean())]])
+        out["second_loss"] = np.array([[float(nll[offset + half - 1:].mean())]])
+    return out
+
+
+def headline(df) -> str:
+    parts = []
+    for model, g in df.groupby("model", sort=False):
+        best = g.loc[g["induction_score"].idxmax()]
+        strong = int((g["induction_score"] >= 0.4).sum())
+        loss = f"; loss {g['first_copy_loss'].iloc[0]:.2f} -> {g['second_copy_loss'].iloc[0]:.2f} nats on the repeat" \
+            if g["second_copy_loss"].notna().any() else ""
+        parts.append(f"{model}: {strong} of {len(g)} heads score >= 0.4, best L{best.layer}H{best.head} "
+                     f"{best.induction_score:.2f}{loss}")
+    return "Induction heads: " + "; ".join(parts) + "."
+
+
+def summary(df):
+    return df.groupby("model", sort=False).agg(heads=("head", "size"), max_induction=("induction_score", "max"),
+                                               heads_over_0_4=("induction_score", lambda s: int((s >= 0.4).sum())),
+                                               max_previous_token=("previous_token_score", "max"),
+                                               first_copy_loss=("first_copy_loss", "first"),
+                                               second_copy_loss=("second_copy_loss", "first")).reset_index()
+
+
+@analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary)
+@may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM")
+def induction(model, *,
+              half: Annotated[int, Help("random tokens in each of the two copies (default: 256, or what fits the "
+                                        "model's context twice)"), Range(2),
+                              Adapts(lambda m, o: min(256, (m.max_seq_len - 1) // 2))] = 256,
+              n_docs: Annotated[int, Help("repeated sequences"), Range(1)] = 8,
+              seed: int = 0) -> pd.DataFrame:
+    """Per head the induction score (attention from a repeated token to the token after its first occurrence) and
+    the previous-token score, on random tokens repeated twice.
+
+    One row per layer and head: ``induction_score``, ``previous_token_score``; per model the mean next-token loss
+    on each copy."""
+    import numpy as np
+    import pandas as pd
+
+    from corpora.random_tokens import random_sequences, start_token
+    from interp import parallel
+
+    if 2 * half + 1 > model.max_seq_len:
+        raise OptionError(f"half {half}: two copies and a start token ({2 * half + 1} tokens) are longer than "
+                          f"{model.model_name} allows (max_seq_len={model.max_seq_len})")
+    bos = start_token(model)
+    prefix = [] if bos is None else [bos]
+    seqs = [prefix + r + r for r in random_sequences(model, n_docs, half, seed)]
+    state = {k: np.zeros((model.n_layers, model.n_heads)) for k in ("induction", "previous")}
+    if Capability.CAUSAL_LM in model.capabilities:
+        state |= {"first_loss": np.zeros((1, 1)), "second_loss": np.zeros((1, 1))}
+
+    def add(state, i, stats):
+        for k, v in stats.items():
+            state[k] += v
+
+    state = parallel.fold_items(lambda ids: sequence_scores(model, ids, len(prefix), half), seqs, state, add,
+                                model=model, desc=f"induction {model.model_name}")
+    layer, head = np.meshgrid(np.arange(model.n_layers), np.arange(model.n_heads), indexing="ij")
+    loss = {k: float(state[k][0, 0]) / len(seqs) if k in state else float("nan") for k in ("first_loss", "second_loss")}
+    return pd.DataFrame(dict(model=model.model_name, layer=layer.ravel(), head=head.ravel(),
+                             depth=layer.ravel() / max(1, model.n_layers - 1),
+                             induction_score=(state["induction"] / len(seqs)).ravel(),
+                             previous_token_score=(state["previous"] / len(seqs)).ravel(),
+                             first_copy_loss=loss["first_loss"], second_copy_loss=loss["second_loss"],
+                             half=half, n_docs=len(seqs), start_token=bos is not None))

@@ -1,0 +1,41 @@
+"""Share of sink heads per layer against depth, one panel per input x start-token condition, a line per model and
+length (longer contexts darker)."""
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from figures.style import TEMPLATE, model_colors
+
+
+def figure(df) -> go.Figure:
+    conditions = list(dict.fromkeys(zip(df["input"], df["start_token"])))
+    titles = [f"{i}, {'with' if s else 'without'} start token" for i, s in conditions]
+    cols = min(2, len(conditions))
+    rows = -(-len(conditions) // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True, vertical_spacing=0.18)
+    colors = model_colors(list(dict.fromkeys(df["model"])))
+    lengths = sorted(df["length"].unique())
+    per_layer = df.groupby(["model", "input", "start_token", "length", "layer"], sort=False).agg(
+        rate=("is_sink", "mean"), depth=("depth", "first")).reset_index()
+    for j, (inp, start) in enumerate(conditions):
+        r, c = j // cols + 1, j % cols + 1
+        for model, g in per_layer[(per_layer["input"] == inp) & (per_layer["start_token"] == start)].groupby("model", sort=False):
+            for k, n in enumerate(lengths):
+                gg = g[g["length"] == n]
+                if gg.empty:
+                    continue
+                fig.add_trace(go.Scatter(
+                    x=gg["depth"], y=gg["rate"], mode="lines+markers", name=f"{model}, {n} tokens",
+                    legendgroup=f"{model}{n}", showlegend=j == 0,
+                    line=dict(color=colors[model], width=1 + 1.5 * k / max(1, len(lengths) - 1),
+                              dash=("dot", "dash", "solid")[min(2, k + 3 - len(lengths))] if len(lengths) <= 3 else "solid"),
+                    marker=dict(size=4), customdata=gg[["layer"]].values,
+                    hovertemplate="layer %{customdata[0]}: %{y:.0%} sink heads<extra>" + f"{model}, {n} tokens</extra>"),
+                    row=r, col=c)
+        fig.update_xaxes(range=[-0.05, 1.05], title_text="depth = layer / (n_layers - 1)" if r == rows else None, row=r, col=c)
+    fig.update_yaxes(range=[-0.05, 1.05], tickformat=".0%")
+    fig.update_yaxes(title_text="sink heads in the layer", col=1)
+    eps = df["epsilon"].iloc[0]
+    fig.update_layout(template=TEMPLATE, height=320 * rows + 160,
+                      title=f"Attention sinks: heads whose mean first-token attention exceeds {eps:g}")
+    return fig
