@@ -27,7 +27,7 @@ PLAN = {
     "position-ranges": (["repo-small"], ["--length", "256"]),
     "loss-neutrality": (["increments-per-layer"], ["--length", "128", "--n-boot", "10"]),
     "word-boundaries": (["increments-per-layer"], ["--length", "128", "--max-gaps", "10000000", "--n-boot", "10"]),
-    "head-profiles": (["repo-small"], ["--length", "128", "--n-samples", "2", "--niah-tokens", "200"]),
+    "head-profiles": (["repo-small"], ["--length", "128", "--n-samples", "2", "--niah-tokens", "256"]),
 }
 
 
