@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from analyses.common import no_grad
-from analyses.registry import Adapts, Help, NotWith, Range, analysis
+from analyses.registry import Adapts, Cli, Help, NotWith, Range, analysis
 from interp.capabilities import Capability
 
 INPUTS = ("text", "random")
@@ -94,8 +94,9 @@ def summary(df):
 
 @analysis("sink-rate", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 def sink_rate(model, *,
-              lengths: Annotated[tuple[int, ...], Help("context lengths (default: 64, 256, 1024, those that fit)"),
-                                 Range(2), Adapts(_lengths)] = (64, 256, 1024),
+              lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (those of the "
+                                                       "default that fit the model)"),
+                                 Range(2), Adapts(_lengths), Cli("--length")] = (64, 256, 1024),
               n_docs: Annotated[int, Help("contexts per condition"), Range(1), NotWith(("documents",))] = 8,
               epsilon: Annotated[float, Help("a head is a sink when its mean first-token attention exceeds this"),
                                  Range(0, 1)] = 0.3,

@@ -50,6 +50,8 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--force", action="store_true", help="overwrite an earlier report in --out")
     r.add_argument("--seed", default="0", help="random seed (default: 0)")
     r.add_argument("--quick", action="store_true", help="smaller samples (for tests)")
+    r.add_argument("--real-models", action="store_true",
+                   help="also the pretrained models' runs behind README's known results (SmolLM2, Gemma 3; minutes more)")
     r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
     r.add_argument("--threads", default=None, help=THREADS_HELP)
     r.set_defaults(func=cmd_reproduce)
@@ -186,5 +188,5 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from poslens.reproduce import reproduce
 
     with parallel.session(device=args.device):  # under torchrun: one process group for every step
-        reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device)
+        reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device, real_models=args.real_models)
     return 0

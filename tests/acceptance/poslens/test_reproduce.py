@@ -46,3 +46,15 @@ def test_refuses_foreign_folders_and_existing_reports(plan, tmp_path):
     with pytest.raises(FileExistsError, match="--force"):
         reproduce(tmp_path / "r", quick=True, plan=plan[:1], log=lambda s: None)
     reproduce(tmp_path / "r", quick=True, plan=plan[:1], force=True, log=lambda s: None)
+
+
+def test_every_step_of_the_plans_names_an_analysis_and_its_options():
+    """The main job and its --real-models runs are declared right: each option a step sets is one its analysis has."""
+    from analyses import get
+    from poslens.reproduce import PLAN, REAL_PLAN
+
+    assert {s.analysis for s in REAL_PLAN} == {"induction", "sink-rate"}
+    for step in PLAN + REAL_PLAN:
+        names = {o.name for o in get(step.analysis).options} | {"seed"}
+        for options in (step.options, step.quick, *step.per_model.values()):
+            assert set(options) <= names, (step.analysis, set(options) - names)
