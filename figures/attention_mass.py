@@ -33,7 +33,7 @@ def figure(df) -> go.Figure:
                                  hovertemplate="layer %{customdata}: %{y:.3f}<extra>" + f"{model} ({mode})</extra>", mode="lines+markers", marker_color=colors[model],
                                  line=dict(color=colors[model], dash=["solid", "dot", "dash", "dashdot"][modes.index(mode) % 4]),
                                  legendgroup=f"{model}{mode}", showlegend=False, name=f"{model} ({mode})"), row=2, col=1)
-    fig.update_xaxes(title_text="depth = layer / (n_layers - 1)" if normalised else "layer", row=2, col=1)
+    fig.update_xaxes(title_text="depth = layer / (n_layers\u00a0-\u00a01)" if normalised else "layer", row=2, col=1)
     header = ["model", "answer", "accuracy", "needle", "query", "rest", "needle share", "query share", "rest share"]
     cells = [[] for _ in header]
     for model, mode in keys:

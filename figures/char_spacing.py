@@ -23,7 +23,7 @@ def figure(df) -> go.Figure:
             showlegend=False, customdata=g[["layer", "increment", "scaled"]].values,
             hovertemplate="%{text} %{customdata[0]}: δ=%{customdata[1]:.3f} (scaled %{customdata[2]:.2f})<extra></extra>"),
             row=row, col=1)
-        fig.update_yaxes(tickvals=list(y_of.values()), ticktext=list(y_of), row=row, col=1)
+        fig.update_yaxes(tickvals=list(y_of.values()), ticktext=list(y_of), range=[-0.5, len(layers) - 0.5], row=row, col=1)
         fig.update_xaxes(showticklabels=False, row=row, col=1)
     fig.update_layout(template=TEMPLATE, height=max(320, sum(90 + 40 * g["layer"].nunique() for _, g in panels)),
                       title="Characters spaced by their learned increments")

@@ -34,7 +34,7 @@ def figure(df) -> go.Figure:
             if col == "position_range":
                 fig.update_yaxes(type="log", range=log_range(df[col]), row=r, col=c)
     for j in range(len(panels)):
-        fig.update_xaxes(range=[-0.05, 1.05], title_text="depth = layer / (n_layers - 1)" if j >= len(panels) - cols else None,
+        fig.update_xaxes(range=[-0.05, 1.05], title_text="depth = layer / (n_layers\u00a0-\u00a01)" if j >= len(panels) - cols else None,
                          row=j // cols + 1, col=j % cols + 1)
     fig.update_layout(template=TEMPLATE, height=300 * n_rows + 140,
                       title="Head profiles across models (dots: heads; lines: mean over a layer's heads)")

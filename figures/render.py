@@ -16,10 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 import figures
+from figures.layout import fit
 from figures.save import parse_length, resolve_formats, save
 from figures.style import PAPER, PAPER_TEXT_PX, TEMPLATES
 
-NOT_FIGURES = {"render", "save", "style"}
+NOT_FIGURES = {"layout", "render", "save", "style"}
 
 
 def known() -> list[str]:
@@ -37,23 +38,29 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
            width: float | str | None = None, height: float | str | None = None):
     """The figure of analysis ``name`` for its table ``df``.
 
-    ``template="paper"`` applies ``poslens-paper`` and drops the title (unless ``title`` is given); ``width`` and
-    ``height`` are lengths ("3.3in", "7in", "8cm", px); with only a width, the height keeps the figure's aspect.
+    ``width`` and ``height`` are lengths ("3.3in", "7in", "8cm", px); with only a width, the height keeps the
+    figure's aspect (paper: the height its content needs). ``template="paper"`` applies ``poslens-paper``, drops the title (unless ``title`` is given) and
+    lays the figure out for its printed width (``figures.layout.fit``): titles wrapped to their panels, gaps that
+    hold their tick labels and titles, tables and ternaries sized to their content and, without a height, the
+    height the content needs.
     """
     if template not in TEMPLATES:
         raise ValueError(f"--template {template!r}: expected one of {', '.join(TEMPLATES)}")
     fig = figure_module(name).figure(df)
+    w = parse_length(width, "--width") if width is not None else None
+    h = parse_length(height, "--height") if height is not None else None
     if template == "paper":
         fig.update_layout(template=PAPER, title_text=title)
         if fig.layout.legend.y is None:  # a figure that placed its legend (below ternaries, say) keeps it there
             fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
         fig.update_annotations(font_size=PAPER_TEXT_PX)
+        own_w, own_h = fig.layout.width or 700, fig.layout.height or 500
+        fit(fig, w or own_w, h, base_height=max(own_h * w / own_w, 0.5 * w) if w else own_h)
         if title:
-            fig.update_layout(margin_t=40)
-    elif title is not None:
+            fig.update_layout(margin_t=fig.layout.margin.t + 24, height=fig.layout.height + (0 if h else 24))
+        return fig
+    if title is not None:
         fig.update_layout(title_text=title)
-    w = parse_length(width, "--width") if width is not None else None
-    h = parse_length(height, "--height") if height is not None else None
     if w is not None and h is None:
         h = max((fig.layout.height or 500) * w / (fig.layout.width or 700), 0.5 * w)
     if w is not None:

@@ -32,7 +32,7 @@ def figure(df) -> go.Figure:
                     marker=dict(size=4), customdata=gg[["layer"]].values,
                     hovertemplate="layer %{customdata[0]}: %{y:.0%} sink heads<extra>" + f"{model}, {n} tokens</extra>"),
                     row=r, col=c)
-        fig.update_xaxes(range=[-0.05, 1.05], title_text="depth = layer / (n_layers - 1)" if r == rows else None, row=r, col=c)
+        fig.update_xaxes(range=[-0.05, 1.05], title_text="depth = layer / (n_layers\u00a0-\u00a01)" if r == rows else None, row=r, col=c)
     fig.update_yaxes(range=[-0.05, 1.05], tickformat=".0%")
     fig.update_yaxes(title_text="sink heads in the layer", col=1)
     eps = df["epsilon"].iloc[0]

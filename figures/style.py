@@ -79,11 +79,15 @@ def _paper_template() -> go.layout.Template:
         margin=dict(l=40, r=8, t=16, b=32, pad=0), xaxis=axis, yaxis=axis,
         legend=dict(font=dict(size=PAPER_TICK_PX), tracegroupgap=2, itemwidth=30, bgcolor="rgba(255,255,255,0)"),
         annotationdefaults=dict(font=dict(size=PAPER_TEXT_PX)), hoverlabel=dict(font=dict(family=PAPER_FONT)),
-        ternary=dict(aaxis=dict(tickfont=dict(size=PAPER_TICK_PX)), baxis=dict(tickfont=dict(size=PAPER_TICK_PX)),
-                     caxis=dict(tickfont=dict(size=PAPER_TICK_PX))),
+        ternary={k: dict(tickfont=dict(size=PAPER_TICK_PX), title=dict(font=dict(size=PAPER_TEXT_PX)))
+                 for k in ("aaxis", "baxis", "caxis")},
     )
-    template.data.table = [go.Table(header=dict(font=dict(size=PAPER_TICK_PX), height=16),
-                                    cells=dict(font=dict(size=PAPER_TICK_PX), height=14))]
+    colorbar = dict(title=dict(font=dict(size=PAPER_TEXT_PX)), tickfont=dict(size=PAPER_TICK_PX))
+    template.data.scatter = [go.Scatter(marker=dict(colorbar=colorbar))]
+    template.data.heatmap = [go.Heatmap(colorbar=colorbar)]
+    # plotly.js pads a cell by 8 px above and below: 24 px is a line of 7 pt text and its padding
+    template.data.table = [go.Table(header=dict(font=dict(size=PAPER_TICK_PX), height=24),
+                                    cells=dict(font=dict(size=PAPER_TICK_PX), height=24))]
     return template
 
 

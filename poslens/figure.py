@@ -13,7 +13,8 @@ def add_figure_command(sub) -> None:
     f.add_argument("--format", default=None, metavar="FORMATS",
                    help="any of html,pdf,svg,png, comma-separated (default: html, plus pdf,png where a browser is found)")
     f.add_argument("--width", default=None, help="figure width: 3.3in (single column), 7in (double), 8.5cm, 600px")
-    f.add_argument("--height", default=None, help="figure height (default: the figure's aspect at that width)")
+    f.add_argument("--height", default=None, help="figure height (default: the figure's aspect at that width; "
+                   "--template paper: the height its content needs)")
     f.add_argument("--template", default="default", choices=("default", "paper"),
                    help="paper: print fonts, colour-blind-safe colours, no title (default: the report's look)")
     f.add_argument("--title", default=None, help="a title to draw (the paper template draws none otherwise)")

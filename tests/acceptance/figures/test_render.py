@@ -307,6 +307,64 @@ def test_double_column_pdf_and_analyze_format_pdf_svg(results, tmp_path, capsys)
     assert "byte-increments.svg" in json.dumps(prov)
 
 
+# ---- no text of a paper figure hides another or leaves the page ------------------------------------------
+
+@needs_browser
+def test_every_paper_figure_keeps_its_texts_apart_and_on_the_page(results, tmp_path):
+    """At a column's and at the page's width: the SVG's text boxes do not overlap, are not cut by a clip (a table
+    cell, the legend, the plot area) and stay on the page."""
+    from tests.figure_checks import text_overlaps
+
+    problems = {}
+    for name, (csv, _) in sorted(results.items()):
+        for width in ("3.3in", "7in"):
+            svg = rerender(csv, formats="svg", width=width, template="paper", out=tmp_path)[0]
+            found = text_overlaps(svg)
+            if found:
+                problems[f"{name} at {width}"] = found
+    assert not problems, "\n".join(f"{k}: {'; '.join(v[:6])}" + (f" (+{len(v) - 6} more)" if len(v) > 6 else "")
+                                    for k, v in problems.items())
+
+
+def test_text_check_sees_overlap_clipping_and_the_page_edge(tmp_path):
+    """The check fails where it should: on a hand-made SVG laid out as plotly writes one."""
+    from tests.figure_checks import text_boxes, text_overlaps
+
+    style = 'style="font-family: Arial; font-size: 10px;"'
+    svg = tmp_path / "t.svg"
+    svg.write_text(f"""<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100" viewBox="0 0 200 100">
+      <defs><clipPath id="c"><rect x="0" y="0" width="20" height="100"/></clipPath></defs>
+      <text x="10" y="20" {style}>first title</text>
+      <g transform="translate(30,0)"><text x="0" y="22" {style}>second</text></g>
+      <text x="120" y="20" {style}>apart</text>
+      <text x="143" y="20" {style}>touching</text>
+      <g clip-path="url(#c)"><text x="2" y="60" {style}>a long cell</text></g>
+      <text x="190" y="90" {style}>past</text>
+      <text transform="rotate(-90,8,50)" x="8" y="50" text-anchor="middle" {style}>rotated title of the y axis</text>
+      <text x="60" y="60" {style}><tspan class="line" dy="0em" x="60" y="60">two</tspan><tspan class="line" dy="1.3em" x="60" y="60">lines</tspan></text>
+    </svg>""")
+    boxes, page = text_boxes(svg)
+    assert page == (200, 100) and {b.text for b in boxes} >= {"two", "lines"}
+    found = text_overlaps(svg)
+    assert any(f.startswith("overlap: 'first title' and 'second'") for f in found), found
+    assert any(f.startswith("clipped: 'a long cell'") for f in found), found
+    assert any(f.startswith("off the page: 'past' (right") for f in found), found
+    assert any(f.startswith("off the page: 'rotated title of the y axis' (top") for f in found), found
+    assert not any("'apart'" in f or "'touching'" in f or "'two'" in f for f in found), found
+
+
+@needs_browser
+def test_text_check_flags_the_screen_layout_squeezed_into_a_column(results, tmp_path):
+    """Without the paper layout, figures drawn for a screen put titles past a 3.3 in page and over each other."""
+    from tests.figure_checks import text_overlaps
+
+    for name in ("attention-mass", "ap-spectrum"):
+        fig = render(name, read_table(results[name][0]), width="3.3in")
+        svg = figures.save(fig, tmp_path / name, "svg", width=fig.layout.width, height=fig.layout.height)[0]
+        found = text_overlaps(svg)
+        assert any(f.startswith("off the page") for f in found), (name, found)
+
+
 # ---- every value of the table is inside the drawn axes --------------------------------------------------
 
 @needs_browser
@@ -356,8 +414,10 @@ def test_kl_ablation_paper_figure_keeps_titles_apart():
             for h, (g, a, b) in enumerate([("AP-oriented", 0.8, 0.1), ("RP-oriented", 0.1, 0.1), ("RP-oriented", 0.2, 0.1)])]
     fig = render("compare-heads", pd.DataFrame(rows), template="paper", width="3.3in")
     assert not fig.layout.annotations
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     for key in ("ternary", "ternary2"):
         t = fig.layout[key]
         assert all(0 not in ax.tickvals and 1 not in ax.tickvals for ax in (t.aaxis, t.baxis, t.caxis))
-        assert fig.layout.legend.y + 0.3 <= t.domain.y[0]  # room for the sem / RP titles between them
+        assert fig.layout.legend.yanchor == "top"
+        assert (t.domain.y[0] - fig.layout.legend.y) * plot_h >= 30  # px for the sem / RP titles between them
     assert {t.name for t in fig.data if t.showlegend} == {"AP-oriented (1, 1 heads)", "RP-oriented (2, 2 heads)"}
