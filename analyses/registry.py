@@ -124,6 +124,10 @@ class Option:
     adapts: Callable | None = None  # Adapts.rule
     not_with: tuple[str, ...] = ()  # NotWith.inputs
 
+    def replaced_by(self, kwargs: dict) -> str | None:
+        """The first input given in ``kwargs`` that replaces this option (``NotWith``), else None."""
+        return next((i for i in self.not_with if kwargs.get(i) is not None), None)
+
     @property
     def choices(self) -> tuple | None:
         return next((c.values for c in self.checks if isinstance(c, Choices)), None)
@@ -240,9 +244,9 @@ class Analysis:
         self.check_model(model)
         for opt in self.options:
             given = opt.name in kwargs
-            replaced = [i for i in opt.not_with if kwargs.get(i) is not None]
+            replaced = opt.replaced_by(kwargs)
             if given and replaced:
-                named = {"documents": "your documents (--input)"}.get(replaced[0], f"{replaced[0]}=")
+                named = {"documents": "your documents (--input)"}.get(replaced, f"{replaced}=")
                 raise OptionError(f"{label(opt)} {_shown(kwargs[opt.name])}: does not apply with {named}, "
                                   "which are read whole; leave it out")
             if replaced:
@@ -276,12 +280,7 @@ class Analysis:
 
     def not_applied(self, bound: dict) -> dict[str, str]:
         """``{option: why}`` for the options that the inputs given in ``bound`` replaced (``NotWith``)."""
-        out = {}
-        for opt in self.options:
-            replaced = [i for i in opt.not_with if bound.get(i) is not None]
-            if replaced:
-                out[opt.name] = f"replaced by {replaced[0]}"
-        return out
+        return {opt.name: f"replaced by {by}" for opt in self.options if (by := opt.replaced_by(bound))}
 
     def call(self, model, **kwargs):
         """Run on one model: ``bind`` (options and capabilities checked), then the function's body."""

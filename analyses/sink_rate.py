@@ -2,7 +2,7 @@
 Attention Sink Emerges in Language Models: An Empirical View").
 
 Protocol: per head, ``first_token_mass`` = mean over query rows 1..N-1 (at most ``max_rows``, evenly spaced) of
-the attention to key 0; a head is a sink when it exceeds ``epsilon`` (the paper's 0.3). The sink rate is the share
+the attention to key 0 (``head_profiles.context_masses``, the same statistic); a head is a sink when it exceeds ``epsilon`` (the paper's 0.3). The sink rate is the share
 of sink heads, per layer and overall. Conditions, each at every length of ``lengths``:
 
 - ``input``: ``text`` (English Wikipedia leads, or the user's ``documents=``) or ``random`` (random ordinary
@@ -21,31 +21,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from analyses.common import no_grad
-from analyses.registry import Adapts, Cli, Help, NotWith, Range, analysis
+from analyses.registry import Adapts, Cli, Fits, Help, NotWith, Range, analysis
 from interp.capabilities import Capability
 
 INPUTS = ("text", "random")
-
-
-@no_grad
-def first_token_mass(model, ids: list[int], max_rows: int):
-    """``[layer, head]`` mean attention of up to ``max_rows`` query rows (1..N-1) to the first token."""
-    import numpy as np
-    import torch
-
-    n = len(ids)
-    rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
-    out = np.zeros((model.n_layers, model.n_heads))
-
-    def reduce(layer):
-        def hook(pattern, hook):
-            out[layer] = pattern[0, :, :, 0].float().mean(-1).double().cpu().numpy()
-        return hook
-
-    with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]):
-        model(torch.tensor([ids], device=model.device))
-    return out
 
 
 def _lengths(model, options) -> tuple[int, ...]:
@@ -57,7 +36,7 @@ def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[tup
     from corpora.random_tokens import random_sequences, start_token
 
     bos = start_token(model)
-    tok = model.require_tokenizer("sink-rate") if documents is not None or n_docs else None
+    tok = model.require_tokenizer("sink-rate")
     if documents is not None:
         from corpora.user import as_documents, token_windows
 
@@ -96,7 +75,7 @@ def summary(df):
 def sink_rate(model, *,
               lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (those of the "
                                                        "default that fit the model)"),
-                                 Range(2), Adapts(_lengths), Cli("--length")] = (64, 256, 1024),
+                                 Range(2), Fits(), Adapts(_lengths), Cli("--length")] = (64, 256, 1024),
               n_docs: Annotated[int, Help("contexts per condition"), Range(1), NotWith(("documents",))] = 8,
               epsilon: Annotated[float, Help("a head is a sink when its mean first-token attention exceeds this"),
                                  Range(0, 1)] = 0.3,
@@ -109,12 +88,9 @@ def sink_rate(model, *,
     import numpy as np
     import pandas as pd
 
-    from analyses.registry import OptionError
+    from analyses.head_profiles import context_masses
     from interp import parallel
 
-    for n in lengths:
-        if n > model.max_seq_len:
-            raise OptionError(f"lengths {n}: longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
     items, keys = [], []
     for length in lengths:
         for (kind, start), seqs in _contexts(model, n_docs, length, seed, documents).items():
@@ -130,8 +106,10 @@ def sink_rate(model, *,
         state[f"{k}|{s}|{n}"] += mass
         state[f"count|{k}|{s}|{n}"] += 1
 
-    state = parallel.fold_items(lambda ids: first_token_mass(model, ids, max_rows), items, state, add, model=model,
-                                desc=f"sink-rate {model.model_name}")
+    def first_token_mass(ids):
+        return context_masses(model, ids, max_rows, local_window=1)["first_token_mass"].double().numpy()
+
+    state = parallel.fold_items(first_token_mass, items, state, add, model=model, desc=f"sink-rate {model.model_name}")
     layer, head = np.meshgrid(np.arange(model.n_layers), np.arange(model.n_heads), indexing="ij")
     frames = []
     for k, s, n in conditions:

@@ -79,6 +79,7 @@ REAL_PLAN: tuple[Step, ...] = (
          quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
 )
 
+
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
               device=None, real_models: bool = False) -> Path:
     """Run ``plan`` (default ``PLAN``) into ``out`` and write ``out/index.html``; refuse to touch an existing

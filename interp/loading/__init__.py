@@ -303,7 +303,7 @@ def load_tokenizer(source):
     id whose model has one (that model is loaded to read it). ``tokenizer.source`` records where it came from."""
     res = resolve(source)
     tokenizer = hf_files.read_tokenizer(res.path) if res.path.is_dir() else None
-    if tokenizer is None and not (res.path.is_dir() and not _is_checkpoint(res.path)):
+    if tokenizer is None and (res.path.is_file() or _is_checkpoint(res.path)):
         tokenizer = getattr(load(source), "tokenizer", None)
     if tokenizer is None:
         raise CheckpointError(f"{source}: holds no tokenizer (expected a directory with {' / '.join(hf_files.TOKENIZER_FILES)}, "
