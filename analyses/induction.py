@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from analyses.common import no_grad
-from analyses.registry import Adapts, Help, OptionError, Range, analysis
+from analyses.registry import Fits, Help, Range, analysis
 from analyses.tables import may_be_nan
 from interp.capabilities import Capability
 
@@ -80,7 +80,7 @@ def summary(df):
 def induction(model, *,
               half: Annotated[int, Help("random tokens in each of the two copies (default: 256, or what fits the "
                                         "model's context twice)"), Range(2),
-                              Adapts(lambda m, o: min(256, (m.max_seq_len - 1) // 2))] = 256,
+                              Fits(times=2, margin=1, for_what="the start token")] = 256,
               n_docs: Annotated[int, Help("repeated sequences"), Range(1)] = 8,
               seed: int = 0) -> pd.DataFrame:
     """Per head the induction score (attention from a repeated token to the token after its first occurrence) and
@@ -94,9 +94,6 @@ def induction(model, *,
     from corpora.random_tokens import random_sequences, start_token
     from interp import parallel
 
-    if 2 * half + 1 > model.max_seq_len:
-        raise OptionError(f"half {half}: two copies and a start token ({2 * half + 1} tokens) are longer than "
-                          f"{model.model_name} allows (max_seq_len={model.max_seq_len})")
     bos = start_token(model)
     prefix = [] if bos is None else [bos]
     seqs = [prefix + r + r for r in random_sequences(model, n_docs, half, seed)]

@@ -68,11 +68,14 @@ class Choices:
 class Fits:
     """At most ``model.<attribute>`` (a context length). Left at its default, the value is lowered to the
     model's and the lowered value is what provenance records; given explicitly, a larger value is an error.
-    ``margin`` tokens are kept free (an answer to generate); with ``only``, models without that capability (which
-    never read the option) are not checked."""
+    ``margin`` tokens are kept free (``for_what`` says for what: an answer to generate); ``times`` copies of the
+    value must fit (two copies of a sequence); with ``only``, models without that capability (which never read the
+    option) are not checked."""
     attribute: str = "max_seq_len"
     margin: int = 0
     only: Capability | None = None
+    times: int = 1
+    for_what: str = "the answer"
 
 
 @dataclass(frozen=True)
@@ -264,17 +267,18 @@ class Analysis:
                 if isinstance(check, Below) and any(not 0 <= v < limit for v in items):
                     raise OptionError(f"{label(opt)} {_shown(value)}: {model.model_name} has {check.attribute} "
                                       f"{limit}, so it must be between 0 and {limit - 1}")
-                if isinstance(check, Fits) and any(v > limit - check.margin for v in items):
-                    limit -= check.margin
+                if isinstance(check, Fits) and any(check.times * v > limit - check.margin for v in items):
+                    limit = (limit - check.margin) // check.times
                     if given:
-                        room = f" less {check.margin} for the answer" if check.margin else ""
-                        raise OptionError(f"{label(opt)} {_shown(value)}: longer than {model.model_name} allows "
-                                          f"({check.attribute}={limit + check.margin}{room})")
+                        room = f" less {check.margin} for {check.for_what}" if check.margin else ""
+                        many = f" ({check.times} times the value)" if check.times > 1 else ""
+                        raise OptionError(f"{label(opt)} {_shown(value)}: longer than {model.model_name} allows{many} "
+                                          f"({check.attribute}={getattr(model, check.attribute)}{room})")
                     if not isinstance(value, (tuple, list)):
                         value = limit
                     elif not (value := tuple(v for v in items if v <= limit)):
                         raise OptionError(f"{label(opt)}: none of the default values {_shown(items)} fits "
-                                          f"{model.model_name} ({check.attribute}={limit + check.margin})")
+                                          f"{model.model_name} ({check.attribute}={getattr(model, check.attribute)})")
             kwargs[opt.name] = value
         return kwargs
 
