@@ -3,8 +3,10 @@
 Plotly spaces subplots by fractions of the figure and never wraps a title, so a figure drawn for a 700 px screen
 and printed 3.3 in wide puts tick labels on the next panel's title, titles past the page and table cells under
 their neighbours. ``fit(fig, width, height)`` estimates the texts each gap holds (Arial widths, plotly's line
-height), wraps titles to their panel, sizes tables and ternaries, and sets every domain, the margins and the
-legend in pixels; without ``height`` the figure is as tall as its content needs.
+height), wraps titles to their panel, sizes tables and ternaries, sizes texts placed by their data (characters at
+their positions) to their spacing, and sets every domain, the margins and the legend in pixels; without ``height``
+the figure is as tall as its content needs and at most a page (``PAGE_HEIGHT``) where its panels can shrink to it,
+and a ``height`` too small for its texts and panels raises ``TooSmall``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ LINE = 1.3  # plotly's line height, em
 CELL_PAD = 8  # plotly.js pads every table cell by 8 px on each side
 GAP = 6  # px between the texts of neighbouring panels
 MIN_PANEL = 70  # px: the least height of a panel of axes
+PAGE_HEIGHT = 9 * 96  # px: a printed page's text height (9 in); a figure without a height is at most this tall
+TEXT_ADVANCE = 0.6  # em: the least advance of a typical glyph, for texts placed by their data (mode "text")
+DATA_TEXT_PX = 40 / 3  # 10 pt: the largest such a text is printed
 TICK_ROOM = 7  # px from an axis line to its tick labels (ticklen 3 and plotly's pad)
 STANDOFF = 4
 TERNARY_BELOW = 34  # px under a ternary's base: its tick labels and the b / c titles' first line
@@ -29,6 +34,14 @@ LEGEND_ROW, LEGEND_PAD = 21, 12
 LEFT_MARGIN = 4  # px: y labels sit inside the plot area, left of their panels, so that tables get the full width
 NO_LEGEND = ("table", "heatmap", "contour", "histogram2d", "histogram2dcontour", "surface")
 _BR = re.compile(r"<br\s*/?>", re.I)
+
+
+class TooSmall(ValueError):
+    """A height that cannot hold a figure's texts and panels; ``need`` is the least height that can (px)."""
+
+    def __init__(self, need: float):
+        super().__init__(f"the figure needs at least {need:.0f} px")
+        self.need = need
 
 
 def text_width(text: str, size: float) -> float:
@@ -94,6 +107,7 @@ class Band:
     below: float = 0.0
     fixed: float | None = None
     px: float = 0.0
+    least: float = MIN_PANEL  # px: the least height its panels show their content in
 
 
 def _cells(fig) -> list[Cell]:
@@ -133,6 +147,51 @@ def _bands(fig) -> list[Band]:
 def _traces_on(fig, xkey: str, ykey: str):
     x, y = "x" + xkey[5:], "y" + ykey[5:]
     return [t for t in fig.data if "xaxis" in t and (t.xaxis or "x") == x and (t.yaxis or "y") == y]
+
+
+def _fit_data_texts(fig, cell: Cell, width: float) -> float | None:
+    """Texts placed by their data (a scatter in mode "text", such as characters at their positions) sized so that
+    neighbours at the median gap of a row hold a typical glyph at ``width`` px; returns the least height (px) of
+    the panel's rows of texts, or None when it has none."""
+    import numpy as np
+
+    traces = [t for t in _traces_on(fig, *cell.ref) if t.type == "scatter" and t.mode == "text" and t.x is not None and t.y is not None]
+    if not traces:
+        return None
+    xs = [np.asarray(t.x, dtype=float) for t in traces]
+    span = max(x.max() for x in xs) - min(x.min() for x in xs)
+    gaps, rows = [], set()
+    for t, x in zip(traces, xs):
+        y = np.asarray(t.y)
+        for row in np.unique(y):
+            rows.add(row)
+            gaps.extend(np.diff(np.sort(x[y == row])).tolist())
+    size = min(DATA_TEXT_PX, max(trace.textfont.size or PAPER_TEXT_PX for trace in traces))
+    glyphs = [str(g) for t in traces if t.text is not None for g in np.atleast_1d(np.asarray(t.text, dtype=object)) if g]
+    advance = max(TEXT_ADVANCE, float(np.mean([text_width(g, 1.0) / max(1, len(g)) for g in glyphs]))) if glyphs else TEXT_ADVANCE
+    gaps = [g for g in gaps if g > 0]
+    if gaps and span > 0:
+        size = min(size, float(np.median(gaps)) * width / (1.05 * span) / advance)
+    size = max(size, 4.0)
+    for t in traces:
+        t.textfont.size = size
+    return len(rows) * LINE * size + 8
+
+
+def _share(room: float, bands: list[Band], weights: list[float]) -> None:
+    """Give ``bands`` heights adding up to ``room`` in proportion to ``weights``, none below its ``least``."""
+    free = list(range(len(bands)))
+    while free:
+        left = room - sum(bands[i].least for i in range(len(bands)) if i not in free)
+        total = sum(weights[i] for i in free) or 1.0
+        short = [i for i in free if left * weights[i] / total < bands[i].least]
+        if not short:
+            for i in free:
+                bands[i].px = left * weights[i] / total
+            return
+        for i in short:
+            bands[i].px = bands[i].least
+            free.remove(i)
 
 
 def _category_lines(values) -> int:
@@ -269,8 +328,11 @@ def fit(fig, width: float, height: float | None = None, base_height: float | Non
             for a, cell in titles:
                 a.text = wrap(a.text, px(cell), PAPER_TEXT_PX)
             band.above = max((_height(a.text, PAPER_TEXT_PX) + 2 for a, _ in titles), default=0.0)
-            band.below, band.fixed = 0.0, None
+            band.below, band.fixed, band.least = 0.0, None, MIN_PANEL
             xy = [c for c in band.cells if c.kind == "xy"]
+            texts = [h for c in xy if (h := _fit_data_texts(fig, c, px(c))) is not None]
+            if texts:
+                band.least = max(texts)
             if not rerun:
                 _titles_once(fig, xy, px)
             for cell in xy:
@@ -309,15 +371,19 @@ def fit(fig, width: float, height: float | None = None, base_height: float | Non
         fixed = sum(band.fixed for band in bands if band.fixed is not None)
         flex = [band for band in bands if band.fixed is None]
         flex_share = sum(band.y[1] - band.y[0] for band in flex) or 1
+        frame = margin_t + margin_b + sum(gaps) + fixed
         if height is not None:
-            room = max(height - margin_t - margin_b - sum(gaps) - fixed, 20.0 * len(flex))
-            for band in flex:
-                band.px = room * (band.y[1] - band.y[0]) / flex_share
+            need = frame + sum(band.least for band in flex)
+            if height < need - 0.5:
+                raise TooSmall(need)
+            _share(height - frame, flex, [(band.y[1] - band.y[0]) / flex_share for band in flex])
             total = height
         else:
             for band in flex:
-                band.px = max(MIN_PANEL, base * (band.y[1] - band.y[0]) / flex_total)
-            total = margin_t + margin_b + sum(gaps) + fixed + sum(band.px for band in flex)
+                band.px = max(band.least, base * (band.y[1] - band.y[0]) / flex_total)
+            if flex and frame + sum(band.px for band in flex) > PAGE_HEIGHT >= frame + sum(band.least for band in flex):
+                _share(PAGE_HEIGHT - frame, flex, [band.px for band in flex])
+            total = frame + sum(band.px for band in flex)
         for band in bands:
             if band.fixed is not None:
                 band.px = band.fixed

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 import figures
-from figures.layout import fit
+from figures.layout import TooSmall, fit
 from figures.save import parse_length, resolve_formats, save
 from figures.style import PAPER, PAPER_TEXT_PX, TEMPLATES
 
@@ -41,8 +41,9 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
     ``width`` and ``height`` are lengths ("3.3in", "7in", "8cm", px); with only a width, the height keeps the
     figure's aspect (paper: the height its content needs). ``template="paper"`` applies ``poslens-paper``, drops the title (unless ``title`` is given) and
     lays the figure out for its printed width (``figures.layout.fit``): titles wrapped to their panels, gaps that
-    hold their tick labels and titles, tables and ternaries sized to their content and, without a height, the
-    height the content needs.
+    hold their tick labels and titles, tables and ternaries sized to their content, texts placed by their data sized
+    to their spacing and, without a height, the height the content needs, at most a page (9 in) where the panels
+    can shrink to it. A height too small for the texts and panels is refused with the least that fits.
     """
     if template not in TEMPLATES:
         raise ValueError(f"--template {template!r}: expected one of {', '.join(TEMPLATES)}")
@@ -55,7 +56,11 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
             fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
         fig.update_annotations(font_size=PAPER_TEXT_PX)
         own_w, own_h = fig.layout.width or 700, fig.layout.height or 500
-        fit(fig, w or own_w, h, base_height=max(own_h * w / own_w, 0.5 * w) if w else own_h)
+        try:
+            fit(fig, w or own_w, h, base_height=max(own_h * w / own_w, 0.5 * w) if w else own_h)
+        except TooSmall as err:
+            raise ValueError(f"--height {height}: too small for the {name} figure at {(w or own_w) / 96:.2f} in wide; its "
+                             f"titles, labels and panels need at least {err.need / 96:.2f} in ({err.need:.0f} px)") from None
         if title:
             fig.update_layout(margin_t=fig.layout.margin.t + 24, height=fig.layout.height + (0 if h else 24))
         return fig

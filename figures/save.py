@@ -28,7 +28,9 @@ BROWSER_ADVICE = ("install one with `plotly_get_chrome` (or `kaleido_get_chrome`
                   "looks), or the system's package (Debian/Ubuntu: `apt-get install chromium`), "
                   "or point BROWSER_PATH at a Chrome/Chromium executable")
 PX_PER_UNIT = {"in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "pt": 96 / 72, "px": 1.0}
+CJK_ADVICE = "Debian/Ubuntu: `apt-get install fonts-wqy-microhei` (or fonts-noto-cjk)"
 _noted = False
+_cjk_noted = False
 
 
 class BrowserMissing(ValueError):
@@ -134,6 +136,36 @@ class _Browser:
             self._stop()
 
 
+def _has_cjk(fig) -> bool:
+    """Whether a text the figure draws (trace texts, tick labels, titles, annotations) is in a CJK script."""
+    texts = [str(v) for t in fig.data for key in ("text", "x", "y", "name") if key in t and t[key] is not None
+             for v in (t[key] if isinstance(t[key], (list, tuple)) or hasattr(t[key], "tolist") else [t[key]])]
+    texts += [str(a.text) for a in fig.layout.annotations if a.text]
+    return any(ord(ch) >= 0x2E80 for text in texts for ch in text)
+
+
+def cjk_font_available() -> bool | None:
+    """Whether fontconfig (what the browser draws with) has a font for Chinese text; None where it cannot say."""
+    import shutil
+    import subprocess
+
+    if shutil.which("fc-list") is None:
+        return None
+    try:
+        return bool(subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True, timeout=20).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _note_cjk(fig, stem: Path) -> None:
+    """One note per process when a static figure has CJK text that no installed font draws (it would print boxes)."""
+    global _cjk_noted
+    if not _cjk_noted and _has_cjk(fig) and cjk_font_available() is False:
+        _cjk_noted = True
+        print(f"poslens: note: {stem.name} has Chinese / Japanese / Korean text and no font here draws it, so its PDF / SVG / "
+              f"PNG show empty boxes in their place (the HTML uses the reader's fonts): {CJK_ADVICE}", file=sys.stderr)
+
+
 _browser: _Browser | None = None
 _lock = threading.Lock()
 
@@ -201,6 +233,7 @@ def save(fig, stem, formats=None, *, width: float | None = None, height: float |
             items.append({"fig": fig, "path": path, "opts": opts})
         written.append(path)
     if items:
+        _note_cjk(fig, stem)
         try:
             _session().write(items)
             missing = [i["path"].name for i in items if not i["path"].is_file()]

@@ -91,7 +91,7 @@ def _show(r: float, kind: str) -> str:
     return f"{10 ** r:.4g}" if kind == "log" else f"{r:.4g}"
 
 
-__all__ = ["outside_axes", "text_boxes", "text_overlaps"]
+__all__ = ["crowded_data_texts", "outside_axes", "text_boxes", "text_overlaps"]
 
 
 # ---- texts of an exported SVG --------------------------------------------------------------------------------
@@ -130,6 +130,7 @@ class TextBox:
     element: int
     corners: list[tuple[float, float]]
     shown: float
+    trace: str | None = None  # the scatter trace a text placed by its data (a "textpoint") belongs to
 
     @property
     def area(self) -> float:
@@ -261,9 +262,13 @@ def text_boxes(svg_path) -> tuple[list[TextBox], tuple[float, float]]:
             clips[cp.get("id")] = (_matrix(rect.get("transform")), x, y, x + float(rect.get("width", 0)), y + float(rect.get("height", 0)))
     boxes: list[TextBox] = []
 
-    def walk(el, m, style, regions):
+    def walk(el, m, style, regions, trace=None, point=False):
         if el.tag in (f"{_SVG}defs", f"{_SVG}clipPath"):
             return
+        classes = (el.get("class") or "").split()
+        if "trace" in classes:
+            trace = next((c for c in classes if c.startswith("trace") and c != "trace"), trace)
+        point = point or "textpoint" in classes
         own = _style(el)
         if _hidden(own):
             return
@@ -289,10 +294,11 @@ def text_boxes(svg_path) -> tuple[list[TextBox], tuple[float, float]]:
                 for region in regions:
                     inside = _clip(inside, region)
                 area = abs(_area(corners))
-                boxes.append(TextBox(text, element, corners, abs(_area(inside)) / area if area and inside else 0.0))
+                boxes.append(TextBox(text, element, corners, abs(_area(inside)) / area if area and inside else 0.0,
+                                     trace if point else None))
             return
         for child in el:
-            walk(child, m, style, regions)
+            walk(child, m, style, regions, trace, point)
 
     walk(root, np.eye(3), {"font-size": 16.0}, [])
     return boxes, page
@@ -302,7 +308,9 @@ def text_overlaps(svg_path, *, overlap: float = 0.05, clipped: float = 0.02, sla
     """What hides a text of a figure exported as SVG, as readable strings: two texts whose ink boxes share more than
     ``overlap`` of the smaller box (lines of one text are not compared with each other), a text whose clip path
     (a table's cell, the legend's scroll box, the plot area) hides more than ``clipped`` of it, and a text that
-    reaches more than ``slack`` px past an edge of the page. Boxes are Arial's advance widths by the cap-height plus
+    reaches more than ``slack`` px past an edge of the page. Texts that one trace places by their data (characters at
+their learned positions) are not compared with each other: where the data crowds them they overlap, and
+``crowded_data_texts`` checks their typical spacing instead. Boxes are Arial's advance widths by the cap-height plus
     descender band, so touching texts are not reported but overlapping letters are."""
     boxes, (width, height) = text_boxes(svg_path)
     problems = []
@@ -316,8 +324,8 @@ def text_overlaps(svg_path, *, overlap: float = 0.05, clipped: float = 0.02, sla
             problems.append(f"off the page: {b.text!r} ({', '.join(edges)})")
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
-            if a.element == b.element:
-                continue
+            if a.element == b.element or a.trace is not None and a.trace == b.trace:
+                continue  # lines of one text; texts one trace places by their data (``crowded_data_texts`` judges those)
             if max(x for x, _ in a.corners) < min(x for x, _ in b.corners) or max(x for x, _ in b.corners) < min(x for x, _ in a.corners) \
                     or max(y for _, y in a.corners) < min(y for _, y in b.corners) or max(y for _, y in b.corners) < min(y for _, y in a.corners):
                 continue
@@ -325,4 +333,30 @@ def text_overlaps(svg_path, *, overlap: float = 0.05, clipped: float = 0.02, sla
             share = abs(_area(common)) / min(a.area, b.area) if common and min(a.area, b.area) else 0.0
             if share > overlap:
                 problems.append(f"overlap: {a.text!r} and {b.text!r} ({share:.0%} of the smaller)")
+    return problems
+
+
+def crowded_data_texts(svg_path, *, share: float = 1 / 3) -> list[str]:
+    """Texts placed by their data (a scatter in mode "text") that crowd each other at their typical spacing: per
+    trace and row, neighbours at least the row's median gap apart whose boxes overlap by more than ``share`` of the
+    narrower one. Closer neighbours may overlap: that is the data (characters a model packs together)."""
+    boxes, _ = text_boxes(svg_path)
+    rows: dict[tuple, list] = {}
+    for b in boxes:
+        if b.trace is not None:
+            xs, ys = [x for x, _ in b.corners], [y for _, y in b.corners]
+            rows.setdefault((b.trace, round(max(ys), 1)), []).append((min(xs), max(xs), b.text))
+    problems = []
+    for (trace, y), row in rows.items():
+        row.sort(key=lambda r: r[0] + r[1])
+        centres = [(lo + hi) / 2 for lo, hi, _ in row]
+        gaps = np.diff(centres)
+        if not len(gaps):
+            continue
+        typical = float(np.median(gaps))
+        for (a0, a1, ta), (b0, b1, tb), gap in zip(row, row[1:], gaps):
+            common = min(a1, b1) - max(a0, b0)
+            if gap >= typical and common > share * min(a1 - a0, b1 - b0):
+                problems.append(f"{trace} row at y={y}: {ta!r} and {tb!r} {gap / typical:.1f}x the median gap apart "
+                                f"overlap by {common / min(a1 - a0, b1 - b0):.0%}")
     return problems

@@ -19,6 +19,7 @@ import pytest
 
 import figures
 from analyses import all_analyses
+from analyses.char_spacing import DEFAULT_TEXTS
 from figures.render import figure_module, known, read_result, read_table, render, rerender
 from figures.style import MODEL_COLORS, PAPER, PALETTE, model_colors
 from poslens.cli import main
@@ -47,7 +48,8 @@ def _plan():
         "byte-increments": (inc, {}),
         "word-boundaries": (inc, dict(max_docs=3, max_gaps=400, n_boot=10)),
         "entity-spacing": (inc, dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")), invented=(("Zor", "Vex"),))),
-        "char-spacing": (inc, dict(texts={"en": "a b, NA", "zh": "我们"})),
+        # the analysis' own sentences (what a user plots: their spacing decides the font), and a token "NA" read back as text
+        "char-spacing": (inc, dict(texts={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]})),
         "loss-neutrality": (inc, dict(n_windows=2, context=32, n_boot=10)),
         "attention-mass": (repo[:1], dict(n_samples=1, context_tokens=300, preamble=False)),
         "niah-accuracy": (repo, dict(lengths=(300, 400), n_samples=1)),
@@ -313,17 +315,48 @@ def test_double_column_pdf_and_analyze_format_pdf_svg(results, tmp_path, capsys)
 def test_every_paper_figure_keeps_its_texts_apart_and_on_the_page(results, tmp_path):
     """At a column's and at the page's width: the SVG's text boxes do not overlap, are not cut by a clip (a table
     cell, the legend, the plot area) and stay on the page."""
-    from tests.figure_checks import text_overlaps
+    from tests.figure_checks import crowded_data_texts, text_boxes, text_overlaps
 
     problems = {}
     for name, (csv, _) in sorted(results.items()):
         for width in ("3.3in", "7in"):
             svg = rerender(csv, formats="svg", width=width, template="paper", out=tmp_path)[0]
-            found = text_overlaps(svg)
+            found = text_overlaps(svg) + crowded_data_texts(svg)
+            height = text_boxes(svg)[1][1]
+            if height > 9 * 96 + 0.5:
+                found.append(f"{height / 96:.2f} in tall: more than a page (9 in)")
             if found:
                 problems[f"{name} at {width}"] = found
     assert not problems, "\n".join(f"{k}: {'; '.join(v[:6])}" + (f" (+{len(v) - 6} more)" if len(v) > 6 else "")
                                     for k, v in problems.items())
+
+
+@needs_browser
+def test_crowding_check_sees_characters_printed_too_large_for_their_spacing(results, tmp_path):
+    """Characters at their learned positions drawn at the screen's 16 px in a 3.3 in column sit on each other at
+    their typical spacing; the paper layout sizes them to it."""
+    from tests.figure_checks import crowded_data_texts
+
+    df = read_table(results["char-spacing"][0])
+    fig = render("char-spacing", df, template="paper", width="3.3in")
+    for trace in fig.data:
+        if trace.mode == "text":
+            trace.textfont.size = 16
+    svg = figures.save(fig, tmp_path / "squeezed", "svg")[0]
+    assert len(crowded_data_texts(svg)) > 10
+    assert not crowded_data_texts(rerender(results["char-spacing"][0], formats="svg", width="3.3in", template="paper",
+                                           out=tmp_path)[0])
+
+
+def test_a_height_too_small_for_the_content_is_refused_with_the_least_that_fits(results, tmp_path, capsys):
+    csv = results["char-spacing"][0]
+    args = ["figure", str(csv), "--template", "paper", "--width", "3.3in", "--format", "html", "--out", str(tmp_path)]
+    assert main(args + ["--height", "1in"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--height 1in: too small for the char-spacing figure at 3.30 in wide" in err, err
+    least = float(err.split("at least ")[1].split(" in")[0])
+    assert least > 1
+    assert main(args + ["--height", f"{least + 0.01:.2f}in"]) == 0
 
 
 def test_text_check_sees_overlap_clipping_and_the_page_edge(tmp_path):
@@ -421,3 +454,21 @@ def test_kl_ablation_paper_figure_keeps_titles_apart():
         assert fig.layout.legend.yanchor == "top"
         assert (t.domain.y[0] - fig.layout.legend.y) * plot_h >= 30  # px for the sem / RP titles between them
     assert {t.name for t in fig.data if t.showlegend} == {"AP-oriented (1, 1 heads)", "RP-oriented (2, 2 heads)"}
+
+
+def test_a_static_figure_with_chinese_text_and_no_font_for_it_says_so_once(results, tmp_path, monkeypatch, capsys):
+    """Without a CJK font the browser draws char-spacing's Chinese characters as empty boxes: the export says so."""
+    saving = sys.modules["figures.save"]  # the module (figures.save is also the function it exports)
+
+    fig = render("char-spacing", read_table(results["char-spacing"][0]))
+    assert saving._has_cjk(fig) and not saving._has_cjk(render("loss-neutrality", read_table(results["loss-neutrality"][0])))
+    monkeypatch.setattr(saving, "_cjk_noted", False)
+    monkeypatch.setattr(saving, "cjk_font_available", lambda: False)
+    monkeypatch.setattr(saving, "_session", lambda: (_ for _ in ()).throw(RuntimeError("no browser in this test")))
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            saving.save(fig, tmp_path / "chars", "png")
+    err = capsys.readouterr().err
+    assert err.count("no font here draws it") == 1 and "fonts-wqy-microhei" in err
+    if shutil.which("fc-list"):  # this machine's answer, whatever it is, is a bool
+        assert saving.cjk_font_available() in (True, False)
