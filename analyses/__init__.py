@@ -29,6 +29,9 @@ MODULES = (  # in the order the report shows them
     "analyses.head_profiles",
     "analyses.sink_rate",
     "analyses.induction",
+    "analyses.rope_frequencies",
+    "analyses.retrieval_heads",
+    "analyses.attention_window",
 )
 
 

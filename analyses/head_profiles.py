@@ -63,17 +63,6 @@ def group_of(row: dict, threshold: float = THRESHOLD) -> str:
     return row.get("kl_group") or "mixed"
 
 
-def _contexts(model, n_docs: int, length: int, seed: int, documents) -> list[list[int]]:
-    tokenizer = model.require_tokenizer("head-profiles")
-    if documents is not None:
-        from corpora.user import as_documents, token_windows
-
-        return [w.ids for w in token_windows(tokenizer, as_documents(documents), length)]
-    from probes.position import probe_documents
-
-    return [d.ids for d in probe_documents(tokenizer, n_docs, length, seed=seed)]
-
-
 @no_grad
 def context_masses(model, ids: list[int], max_rows: int, local_window: int) -> dict[str, torch.Tensor]:
     """``{metric: [layer, head]}`` row-averaged masses (and ``position_range`` when the model has positions)."""
@@ -242,7 +231,9 @@ def head_profiles(model, *,
     from interp import parallel
 
     samples = _needle_samples(model, samples, n_samples, niah_tokens, seed, documents)  # checked before any work
-    contexts = _contexts(model, n_docs, length, seed, documents)
+    from corpora.contexts import text_contexts
+
+    contexts = text_contexts(model, "head-profiles", n_docs, length, seed, documents)
     kl_components = list(model.logit_components()) if Capability.LOGIT_COMPONENTS in model.capabilities else []
     items = [("context", ids) for ids in contexts] + [("needle", s) for s in samples or []]
     state = profile_state(model, kl_components, samples is not None)

@@ -15,7 +15,7 @@ import math
 from typing import Annotated
 
 from analyses.registry import Cli, Fits, Help, Range, analysis
-from corpora.answers import answer_budget, fitting_samples, stop_ids
+from corpora.answers import equal_length_batches, fitting_samples, retrieved
 from corpora.niah import niah_samples
 from interp.capabilities import Capability
 
@@ -29,15 +29,6 @@ def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return centre - half, centre + half
-
-
-def _equal_length_batches(samples, size: int = BATCH):
-    by_length: dict[int, list] = {}
-    for s in samples:
-        by_length.setdefault(len(s.token_ids), []).append(s)
-    for group in by_length.values():
-        for i in range(0, len(group), size):
-            yield group[i : i + size]
 
 
 def headline(df) -> str:
@@ -78,13 +69,10 @@ def niah_accuracy(model, *,
     samples = {length: given if given is not None else niah_samples(
         tokenizer, n_docs, length, seed=seed, haystack=haystack if documents is None else documents, preamble=preamble)
         for length in lengths}
-    batches = [(length, batch) for length in lengths for batch in _equal_length_batches(samples[length])]
+    batches = [(length, batch) for length in lengths for batch in equal_length_batches(samples[length], BATCH)]
 
     def one(job):
-        _, batch = job
-        outs = model.generate_batch([s.token_ids for s in batch], 0, stop_ids(tokenizer),
-                                    budgets=[answer_budget(s.answer_ids) for s in batch])
-        return sum(s.value in tokenizer.decode(o) for s, o in zip(batch, outs))
+        return sum(retrieved(model, job[1]))
 
     hits = dict.fromkeys(lengths, 0)
     for (length, _), h in zip(batches, parallel.map_items(one, batches, model=model, desc=f"niah {model.model_name}")):

@@ -42,3 +42,12 @@ def _describe(row: pd.Series) -> str:
 
     keys = [k for k in row.index if not pd.api.types.is_float(row[k])][:3]
     return f"row {row.name}" + (": " + " ".join(f"{k}={row[k]}" for k in keys) if keys else "")
+
+
+def integer_columns(table: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """Columns of whole numbers that are missing on some rows (a table of two parts) kept as integers, not floats:
+    layer 2 is written ``2``, and a missing one is an empty field."""
+    for column in columns:
+        if column in table:
+            table[column] = table[column].astype("Int64")
+    return table

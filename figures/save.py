@@ -122,6 +122,9 @@ class _Browser:
     def _call(self, coro, timeout: float):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
+    def calc(self, fig) -> bytes:
+        return self._call(self.kaleido.calc_fig(fig, opts=dict(format="json")), timeout=120)
+
     def write(self, items: list[dict]) -> None:
         self._call(self.kaleido.write_fig_from_object(items, cancel_on_error=True), timeout=60 + 30 * len(items))
 
@@ -191,6 +194,16 @@ def close_browser() -> None:
 
 
 atexit.register(close_browser)
+
+
+def laid_out(fig):
+    """The figure as plotly.js lays it out (every default filled in: axis ranges, domains), computed by this process'
+    browser: what ``plotly.io.full_figure_for_development`` gives, without starting a browser per figure."""
+    import json
+
+    import plotly.graph_objects as go
+
+    return go.Figure(json.loads(_session().calc(fig).decode("utf-8")), skip_invalid=True)
 
 
 _PLOTLYJS: contextvars.ContextVar[str] = contextvars.ContextVar("poslens_plotlyjs", default="inline")

@@ -12,14 +12,22 @@ capability             promise
                        increment functions that read token identity alone.
 ``POSITIONS``          ``blocks.{l}.attn.hook_positions`` ``[batch, head, pos]`` for every layer:
                        the position each head rotates by (integer for plain RoPE).
-``ATTENTION``          ``blocks.{l}.attn.hook_pattern`` ``[batch, head, q, k]`` and
-                       ``model.query_rows(idx)`` to materialise only some query rows.
+                       Edits change the rotation unless ``model.positions_read_only``.
+``ROTARY``             ``rotation(layer)``: the layer's ``interp.rope.RotarySpec`` (each band's frequency and
+                       dims), or None for a layer that does not rotate; ``blocks.{l}.attn.hook_rot_q``
+                       ``[batch, pos, head, d_head]`` and ``hook_rot_k`` ``[batch, pos, kv_head, d_head]``:
+                       queries and keys after rotation, whose edits change the logits.
+``ATTENTION``          ``blocks.{l}.attn.hook_attn_scores`` and ``hook_pattern`` ``[batch, head, q, k]``
+                       (edits change the output) and ``model.query_rows(idx)`` to materialise only some
+                       query rows.
 ``HIDDEN_STATES``      ``blocks.{l}.hook_resid_post`` ``[batch, pos, d_model]`` and
                        ``residual_subspaces()``: named slices of the residual stream.
 ``CAUSAL_LM``          ``forward(tokens)`` gives next-token logits ``[batch, pos, d_vocab]``;
                        ``generate(tokens, n)`` continues greedily.
 ``MASKED_LM``          ``forward(tokens)`` gives masked-token logits ``[batch, pos, d_vocab]``.
-``AP_STREAM``          ``ap_embedding_matrix()``: the absolute-position table ``[positions, d]``.
+``AP_STREAM``          ``ap_embedding_matrix()``: the absolute-position table ``[positions, d]``, and
+                       ``ap_hook()``: the hook whose ``[batch, pos, d]`` rows of that table enter the model
+                       (edits change the output).
 ``LOGIT_COMPONENTS``   ``logit_components()``: names c of additive logit components, each in
                        ``blocks.{l}.attn.hook_logits_{c}`` ``[batch, head, q, k]``; their sum is
                        ``hook_attn_scores``.
@@ -118,6 +126,7 @@ class PosLensModel(HookedRootModule):
     HOOKS: tuple[HookDoc, ...] = ()
     ABSENT_HOOKS: tuple[str, ...] = ()  # standard block hooks this family cannot offer (named, so none goes missing unnoticed)
     supports_kv_cache = False  # attention appends to ``attention.KVCache`` inside ``attention.decoding``
+    positions_read_only = False  # POSITIONS: whether edits of ``hook_positions`` leave the rotation as it was
 
     def __init__(self):
         super().__init__()

@@ -7,6 +7,7 @@ import enum
 class Capability(str, enum.Enum):
     INCREMENTS = "learned increments"
     POSITIONS = "per-head positions"
+    ROTARY = "rotary positions"
     ATTENTION = "attention patterns"
     HIDDEN_STATES = "hidden states"
     CAUSAL_LM = "next-token logits"

@@ -16,6 +16,10 @@ the low frequencies by ``factor``, keeps the high ones and interpolates between.
 longrope, dynamic) depend on more than the frequencies and are refused where configs are read
 (``interp.loading.hf_config``).
 
+``RotarySpec`` describes one layer's rotation band by band (what ``Capability.ROTARY`` promises): band i is the
+pair of dims that turns by ``position * inv_freq[i]``; ``rotate_bands`` turns chosen bands by chosen positions
+(negative positions turn them back), whichever layout the model uses.
+
 Models whose positions are the plain integers ``start..start+n-1`` for every head (LLaMA without a hook on
 its positions) rotate with ``rotate_half_split_range``: the same float32 angles and the same arithmetic, so
 the same bits, but cos / sin come from a table computed once per (d_head, theta, scaling, device) instead of
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -127,3 +132,63 @@ def polar_interleaved(x: Tensor, positions: Tensor, theta: float) -> Tensor:
     magnitude = torch.nn.functional.softplus(x.float().unflatten(-1, (-1, 2)).norm(dim=-1))
     out = torch.stack((magnitude * ang.cos(), magnitude * ang.sin()), dim=-1)
     return out.flatten(-2).type_as(x)
+
+
+LAYOUTS = ("half_split", "interleaved")
+
+
+@dataclass(frozen=True, eq=False)
+class RotarySpec:
+    """One layer's rotation, band by band: band i is the pair of dims ``pairs()[i]`` of ``[batch, pos, head, d_head]``
+    that turns by ``position * inv_freq[i]`` (radians); dims past ``2 * len(inv_freq)`` are not rotated (partial
+    rotary). ``layout`` pairs dim i with i + n_bands (``half_split``, ``rotate_half``) or 2i with 2i + 1
+    (``interleaved``)."""
+
+    inv_freq: Tensor  # [n_bands] float32, with any frequency scaling applied
+    layout: str
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"rotary layout {self.layout!r} is not one of {LAYOUTS}")
+
+    @property
+    def n_bands(self) -> int:
+        return int(self.inv_freq.numel())
+
+    def pairs(self) -> Tensor:
+        """``[n_bands, 2]``: the two dims of each band."""
+        i = torch.arange(self.n_bands)
+        if self.layout == "half_split":
+            return torch.stack([i, i + self.n_bands], dim=1)
+        return torch.stack([2 * i, 2 * i + 1], dim=1)
+
+    def by_frequency(self) -> Tensor:
+        """Band indices from the highest frequency (fastest turning) to the lowest."""
+        return torch.argsort(self.inv_freq, descending=True, stable=True)
+
+    def wavelengths(self) -> Tensor:
+        """Tokens per full turn of each band (``2 pi / inv_freq``)."""
+        return 2 * math.pi / self.inv_freq
+
+    def rotate(self, x: Tensor, positions: Tensor, bands=None) -> Tensor:
+        """``rotate_bands(x, positions, self, bands)``."""
+        return rotate_bands(x, positions, self, bands)
+
+
+def rotate_bands(x: Tensor, positions: Tensor, spec: RotarySpec, bands=None) -> Tensor:
+    """``x [batch, pos, head, d_head]`` with bands ``bands`` (all when None) turned by ``positions`` (``[batch, pos]``
+    or ``[batch, head_or_1, pos]``; negative values turn back), the other dims unchanged; computed in float32."""
+    pairs = spec.pairs()
+    chosen = torch.arange(spec.n_bands) if bands is None else torch.as_tensor(bands, dtype=torch.long).flatten()
+    pos = positions.float()
+    pos = pos.unsqueeze(-1) if pos.dim() == 2 else pos.transpose(1, 2) if pos.dim() == 3 else None
+    if pos is None:
+        raise ValueError(f"positions must be [batch, pos] or [batch, head, pos], got shape {tuple(positions.shape)}")
+    ang = pos.unsqueeze(-1) * spec.inv_freq.to(x.device, torch.float32)[chosen]  # [batch, pos, head_or_1, bands]
+    cos, sin = ang.cos(), ang.sin()
+    a, b = pairs[chosen, 0].to(x.device), pairs[chosen, 1].to(x.device)
+    out = x.float().clone()
+    xa, xb = out[..., a], out[..., b]
+    out[..., a] = xa * cos - xb * sin
+    out[..., b] = xa * sin + xb * cos
+    return out.type_as(x)

@@ -67,6 +67,12 @@ PLAN: tuple[Step, ...] = (
     Step("sink-rate", DECODERS, options=dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
          section=HEADS),
     Step("induction", DECODERS, options=dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
+    Step("rope-frequencies", DECODERS, options=dict(n_docs=4, length=512, n_samples=8, niah_tokens=480),
+         quick=dict(n_docs=1, length=128, max_rows=16, n_samples=1, niah_tokens=224), section=HEADS),
+    Step("retrieval-heads", ("repo-small", "nope-small"), options=dict(n_docs=8, n_samples=16, length=480, n_random=3),
+         quick=dict(n_docs=1, n_samples=1, length=224, n_random=1), section=HEADS),
+    Step("attention-window", DECODERS, options=dict(length=512, n_docs=4, window=128),
+         quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
 )
 
 
@@ -77,6 +83,12 @@ REAL_PLAN: tuple[Step, ...] = (
     Step("induction", PRETRAINED, options=dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
     Step("sink-rate", PRETRAINED, options=dict(lengths=(64, 256, 1024), n_docs=8),
          quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
+    Step("rope-frequencies", PRETRAINED, options=dict(n_docs=4, length=512, n_samples=8, niah_tokens=512),
+         quick=dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=128), section=KNOWN),
+    Step("retrieval-heads", PRETRAINED, options=dict(n_docs=8, n_samples=8, length=512, n_random=2),
+         quick=dict(n_docs=1, n_samples=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
+    Step("attention-window", PRETRAINED, options=dict(length=1024, n_docs=4, window=256),
+         quick=dict(length=96, n_docs=1, window=16, max_rows=16), section=KNOWN),
 )
 
 

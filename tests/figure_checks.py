@@ -48,8 +48,11 @@ def _ends(trace, letter: str) -> np.ndarray:
 
 def outside_axes(fig) -> list[str]:
     """Every plotted value of a visible trace that lies outside its drawn axis range (log axes in log10),
-    as readable strings; colour scales of heatmaps too. Needs kaleido's browser (plotly lays the figure out)."""
-    full = fig.full_figure_for_development(warn=False)
+    as readable strings; colour scales of heatmaps too. Needs kaleido's browser (plotly lays the figure out:
+    ``figures.save.laid_out``)."""
+    from figures.save import laid_out
+
+    full = laid_out(fig)
     problems = []
     for i, trace in enumerate(full.data):
         if trace.visible is not True or trace.type in ("table", "indicator", "pie", "sankey"):

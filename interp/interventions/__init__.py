@@ -6,6 +6,23 @@
     with interventions.applied(model, iv):                   # the same, recorded in the model's provenance
         logits = model(tokens)
 
+=========================  ======================================================================================
+intervention               what it edits (and the capability it needs)
+=========================  ======================================================================================
+``MaskHeads``              heads' outputs (``hook_z``) set to zero: the head writes nothing (attention)
+``RemoveRotaryBands``      chosen frequency bands of heads' rotated queries set to zero: those bands carry
+                           nothing into the attention logit (rotary positions)
+``UnrotateRotaryBands``    chosen bands of queries and keys turned back to position 0: they carry content without
+                           position, as p-RoPE's truncated frequencies do (rotary and per-head positions)
+``KeyWindow``              each query sees only the keys less than ``window`` tokens away, plus the first ``sinks``
+                           tokens (StreamingLLM's window attention with attention sinks) (attention)
+``ShiftPositions``         positions moved by an offset (editable per-head positions)
+``StretchPositions``       positions multiplied by a factor (editable per-head positions)
+``ShufflePositions``       positions permuted along the sequence, seeded (editable per-head positions)
+``RemoveAPBands``          DCT bands of the learned absolute-position table removed from the rows that enter the
+                           model (an AP stream)
+=========================  ======================================================================================
+
 An intervention is a frozen dataclass: its fields are its whole description, so ``record()`` (what provenance
 stores) is the intervention's name plus its fields. ``fwd_hooks(model)`` checks the model has what it needs
 (a capability, a layer, a head) and raises ``ValueError`` naming the field and value before any forward.
@@ -22,6 +39,10 @@ from typing import Callable, ClassVar
 
 MODULES: tuple[str, ...] = (
     "interp.interventions.heads",
+    "interp.interventions.rotary",
+    "interp.interventions.window",
+    "interp.interventions.positions",
+    "interp.interventions.ap",
 )
 
 REGISTRY: dict[str, type[Intervention]] = {}
@@ -47,6 +68,37 @@ def _plain(value):
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return value
+
+
+def needs(model, capability, who: str) -> None:
+    """Refuse, naming the intervention and the model, a model without ``capability``."""
+    if capability not in getattr(model, "capabilities", ()):
+        raise ValueError(f"{who} needs a model with {capability.value}; {model.model_name} ({model.describe()}) has none")
+
+
+def layers_of(model, layers, who: str) -> list[int]:
+    """The layers an intervention edits: ``layers`` (checked against the model), or all of them when None."""
+    if layers is None:
+        return list(range(model.n_layers))
+    bad = [l for l in layers if not 0 <= l < model.n_layers]
+    if bad:
+        raise ValueError(f"{who} layers: {bad[0]} is not a layer of {model.model_name} (0..{model.n_layers - 1})")
+    return sorted(set(layers))
+
+
+def heads_of(model, heads, who: str) -> list[int]:
+    """The query heads an intervention edits: ``heads`` (checked), or all of them when None."""
+    if heads is None:
+        return list(range(model.n_heads))
+    bad = [h for h in heads if not 0 <= h < model.n_heads]
+    if bad:
+        raise ValueError(f"{who} heads: {bad[0]} is not a head of {model.model_name} (0..{model.n_heads - 1})")
+    return sorted(set(heads))
+
+
+def as_tuple(value):
+    """An intervention field's ints as a sorted tuple (None stays None), so that equal edits compare and record alike."""
+    return None if value is None else tuple(sorted({int(v) for v in value}))
 
 
 def register(cls: type[Intervention]) -> type[Intervention]:
@@ -76,6 +128,11 @@ def _load() -> None:
 
 _load()
 
-from interp.interventions.heads import MaskHeads  # noqa: E402 (registered above; re-exported by name)
+from interp.interventions.ap import RemoveAPBands  # noqa: E402 (registered above; re-exported by name)
+from interp.interventions.heads import MaskHeads  # noqa: E402
+from interp.interventions.positions import ShiftPositions, ShufflePositions, StretchPositions  # noqa: E402
+from interp.interventions.rotary import RemoveRotaryBands, UnrotateRotaryBands  # noqa: E402
+from interp.interventions.window import KeyWindow  # noqa: E402
 
-__all__ = ["Intervention", "MaskHeads", "REGISTRY", "applied", "register"]
+__all__ = ["Intervention", "KeyWindow", "MaskHeads", "REGISTRY", "RemoveAPBands", "RemoveRotaryBands", "ShiftPositions",
+           "ShufflePositions", "StretchPositions", "UnrotateRotaryBands", "applied", "register"]

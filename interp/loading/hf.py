@@ -176,6 +176,9 @@ def load_generic(path, *, device=None, dtype=None):
         caps.add(Capability.ATTENTION)
         if model.rotary:
             caps.add(Capability.POSITIONS)
+            model.rotary_specs = rotary_specs(model)
+            if any(s is not None for s in model.rotary_specs):
+                caps.add(Capability.ROTARY)
     if model.head == "causal":
         caps.add(Capability.CAUSAL_LM)
     elif model.head == "masked":
@@ -185,6 +188,50 @@ def load_generic(path, *, device=None, dtype=None):
     model.capabilities = frozenset(caps)
     model.model_name = path.name
     return model.eval()
+
+
+def _inverse_frequencies(model) -> list | None:
+    """Each layer's inverse frequencies from transformers' rotary embedding buffers: one ``inv_freq`` for every
+    layer, one ``<layer type>_inv_freq`` per type of layer (Gemma 3's sliding and full attention), or one per layer."""
+    found = {name: buf for name, buf in model.hf.named_buffers() if name.endswith("inv_freq") and "original" not in name}
+    if not found:
+        return None
+    if len(found) == 1:
+        return [next(iter(found.values()))] * model.n_layers
+    by_type = {t: next((b for n, b in found.items() if n.endswith(f"{t}_inv_freq")), None) for t in set(model.layer_types)}
+    if all(b is not None for b in by_type.values()):
+        return [by_type[t] for t in model.layer_types]
+    if len(found) == model.n_layers:
+        return list(found.values())
+    return None
+
+
+@torch.no_grad()
+def rotary_specs(model) -> list:
+    """``[RotarySpec or None] * n_layers``: the frequencies transformers' rotary embedding holds, in the pair layout
+    that the model's own queries show: one token repeated, layer 0's query at position 1 turned back by one position
+    must be its query at position 0. All None when the frequencies or the layout cannot be established."""
+    from interp.rope import LAYOUTS, RotarySpec
+
+    freqs = _inverse_frequencies(model)
+    if freqs is None:
+        return [None] * model.n_layers
+    seen = {}
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_rot_q", lambda q, hook: seen.setdefault("q", q.detach().float()))]):
+        model(torch.full((1, 3), model.d_vocab // 2, device=model.device))
+    q = seen["q"]
+    fits = []
+    for layout in LAYOUTS:
+        spec = RotarySpec(freqs[0].detach().float().cpu(), layout)
+        if 2 * spec.n_bands > q.shape[-1]:
+            return [None] * model.n_layers
+        back = spec.rotate(q[:, 1:2].cpu(), torch.tensor([[-1.0]]))
+        err = float((back - q[:, 0:1].cpu()).norm() / q[:, 0:1].norm().clamp(min=1e-12))
+        fits.append((err, layout))
+    err, layout = min(fits)
+    if err > 1e-3:
+        return [None] * model.n_layers
+    return [RotarySpec(f.detach().float().cpu(), layout) for f in freqs]
 
 
 def save_generic(model, directory, *, overwrite: bool = False) -> Path:

@@ -140,6 +140,9 @@ class BertEncoder(PosLensModel):
         """The learned absolute-position table ``[max_position_embeddings, d_model]``."""
         return self.position_embeddings.weight.detach()
 
+    def ap_hook(self) -> str:
+        return "hook_pos_embed"
+
     def residual_subspaces(self) -> dict[str, slice]:
         return {"full": slice(0, self.d_model)}
 

@@ -462,6 +462,8 @@ class EncoderModel(PosLensModel):
             caps.add(Capability.AP_STREAM)
         if cfg.variant in ("disentangled", "rp"):
             caps.add(Capability.LOGIT_COMPONENTS)
+        if cfg.variant == "rope":
+            caps.add(Capability.ROTARY)
         self.capabilities = frozenset(caps)
         if init_weights:
             self.reset_parameters()
@@ -595,6 +597,19 @@ class EncoderModel(PosLensModel):
         if self.positional_embedding is None:
             raise AttributeError(f"the {self.cfg.variant} variant has no absolute-position embedding")
         return self.positional_embedding.weight[1:].detach()
+
+    def ap_hook(self) -> str:
+        """DSTG's AP stream starts at ``hook_embed_ap``; the ap baseline adds its rows at ``hook_pos_embed``."""
+        if self.positional_embedding is None:
+            raise AttributeError(f"the {self.cfg.variant} variant has no absolute-position embedding")
+        return "hook_embed_ap" if self.cfg.disentangled else "hook_pos_embed"
+
+    # -- capability: ROTARY ------------------------------------------------------------------------------------
+    def rotation(self, layer: int) -> rope.RotarySpec | None:
+        """The rope baseline turns its queries and keys in its ``rope_style``; the other variants do not rotate."""
+        if self.cfg.variant != "rope":
+            return None
+        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.d_qk, self.cfg.rope_theta), self.cfg.rope_style)
 
     # -- capability: LOGIT_COMPONENTS ---------------------------------------------------------------------------
     def logit_components(self) -> tuple[str, ...]:

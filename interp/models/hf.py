@@ -23,6 +23,7 @@ What comes from where:
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import math
 
@@ -46,11 +47,14 @@ class AttentionHooks(nn.Module):
     def __init__(self, rotary: bool):
         super().__init__()
         self.rotary = rotary
-        self.hook_q = HookPoint()
-        self.hook_k = HookPoint()
-        self.hook_v = HookPoint()
-        if rotary:
+        if rotary:  # transformers rotates inside the layer: attention receives queries and keys already turned
+            self.hook_rot_q = HookPoint()
+            self.hook_rot_k = HookPoint()
             self.hook_positions = HookPoint()
+        else:
+            self.hook_q = HookPoint()
+            self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
         self.hook_attn_scores = HookPoint()
         self.hook_pattern = HookPoint()
         self.hook_z = HookPoint()
@@ -128,7 +132,8 @@ def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attenti
     if hooks.rotary and hooks.hook_positions.has_hooks():
         pos = position_ids if position_ids is not None else torch.arange(n_k - n_q, n_k, device=query.device)[None]
         hooks.hook_positions(pos.to(torch.float32).expand(b, -1)[:, None, :].expand(b, h, n_q))
-    q, k, v = _heads_last(hooks.hook_q, query), _heads_last(hooks.hook_k, key), _heads_last(hooks.hook_v, value)
+    q_hook, k_hook = (hooks.hook_rot_q, hooks.hook_rot_k) if hooks.rotary else (hooks.hook_q, hooks.hook_k)
+    q, k, v = _heads_last(q_hook, query), _heads_last(k_hook, key), _heads_last(hooks.hook_v, value)
     if not (hooks.hook_attn_scores.has_hooks() or hooks.hook_pattern.has_hooks()):
         z = _fused(q, k, v, attention_mask, causal, scaling, softcap)
     else:
@@ -163,6 +168,25 @@ def _replace_hidden(output, fn):
     raise TypeError(f"cannot find the hidden state in a layer output of type {type(output).__name__}")
 
 
+def _fire(hook: HookPoint, _module, _args, output):
+    return hook(output)
+
+
+def _enter(block: Block, _module, args, kwargs):
+    """A layer starts: its hook points are the ones attention fires, and its input passes ``hook_resid_pre``."""
+    block._token = _LAYER.set(block)
+    if args:
+        return (block.hook_resid_pre(args[0]),) + tuple(args[1:]), kwargs
+    kwargs["hidden_states"] = block.hook_resid_pre(kwargs["hidden_states"])
+    return args, kwargs
+
+
+def _leave(block: Block, _module, _args, output):
+    _LAYER.reset(block._token)
+    block._token = None  # a finished forward leaves nothing a copy of the model cannot hold
+    return _replace_hidden(output, block.hook_resid_post)
+
+
 class HFModel(PosLensModel):
     """A transformers model of any architecture the bridge knows, with poslens hooks and capabilities.
 
@@ -173,13 +197,18 @@ class HFModel(PosLensModel):
 
     family = "hf"
     supports_kv_cache = True  # through transformers' DynamicCache (see generate_batch)
+    positions_read_only = True  # transformers computes the rotation from its own position ids
     # transformers adds the attention and MLP outputs inside each layer's own forward, out of a hook's reach
     ABSENT_HOOKS = ("blocks.{l}.hook_attn_out", "blocks.{l}.hook_resid_mid", "blocks.{l}.hook_mlp_out")
     HOOKS = (
         HookDoc("hook_embed", "[batch, pos, d_model]", "output of the token-embedding module (before any scaling)"),
         HookDoc("hook_pos_embed", "[batch, pos, d_model]", "learned absolute-position embeddings (models with a position table)"),
-        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries as attention receives them (after rotation in rotary models)"),
-        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys as attention receives them (after rotation; grouped-query heads)"),
+        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries (models without rotary positions)"),
+        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys (models without rotary positions; grouped-query heads)"),
+        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation (rotary models: transformers "
+                "rotates inside its layers, so queries before rotation are not visible)"),
+        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation (rotary models; with a KV "
+                "cache, every cached key)"),
         HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
         HookDoc("blocks.{l}.attn.hook_positions", "[batch, head, pos]", "integer positions the layer rotates by (rotary models; read-only)"),
         HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled (soft-capped), masked logits; built only when hooked"),
@@ -203,40 +232,28 @@ class HFModel(PosLensModel):
         self.max_seq_len = int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions"))
         self.head = structure["head"]
         self.rotary = structure["rotary"]
-        self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * self.n_layers)
         window = getattr(cfg, "sliding_window", None)
+        windowed = window is not None and getattr(cfg, "use_sliding_window", True) is not False
+        # without layer types (Mistral), a sliding window applies to every layer, as transformers' masks apply it
+        self.layer_types = tuple(getattr(cfg, "layer_types", None)
+                                 or ("sliding_attention" if windowed else "full_attention",) * self.n_layers)
         # keys each layer's queries may see (None: every earlier key), as transformers' masks apply them
         self.attention_windows = tuple(window if t == "sliding_attention" else None for t in self.layer_types)
         self.blocks = nn.ModuleList([Block(self.rotary) for _ in layers])
+        # transformers' modules call poslens' hook points through partials of module-level functions, never closures:
+        # a deep copy (interp.controls) copies a partial's hook point with the model, so a copy fires its own hooks
         self.hook_embed = HookPoint()
-        structure["embed"].register_forward_hook(lambda _m, _a, out: self.hook_embed(out))
+        structure["embed"].register_forward_hook(functools.partial(_fire, self.hook_embed))
         self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
         if self.pos_table is not None:
             self.hook_pos_embed = HookPoint()
-            self.pos_table.register_forward_hook(lambda _m, _a, out: self.hook_pos_embed(out))
+            self.pos_table.register_forward_hook(functools.partial(_fire, self.hook_pos_embed))
         for layer, block in zip(layers, self.blocks):
-            layer.register_forward_pre_hook(self._enter(block), with_kwargs=True)
-            layer.register_forward_hook(self._leave(block))
+            layer.register_forward_pre_hook(functools.partial(_enter, block), with_kwargs=True)
+            layer.register_forward_hook(functools.partial(_leave, block))
         self.capabilities = frozenset()
+        self.rotary_specs: list = [None] * self.n_layers  # each layer's RotarySpec, found by the loader (Capability.ROTARY)
         self.setup()
-
-    @staticmethod
-    def _enter(block: Block):
-        def pre_hook(_module, args, kwargs):
-            block._token = _LAYER.set(block)
-            if args:
-                return (block.hook_resid_pre(args[0]),) + tuple(args[1:]), kwargs
-            kwargs["hidden_states"] = block.hook_resid_pre(kwargs["hidden_states"])
-            return args, kwargs
-        return pre_hook
-
-    @staticmethod
-    def _leave(block: Block):
-        def hook(_module, _args, output):
-            _LAYER.reset(block._token)
-            block._token = None  # a finished forward leaves nothing a copy of the model cannot hold
-            return _replace_hidden(output, block.hook_resid_post)
-        return hook
 
     def describe(self) -> str:
         kind = {"causal": "causal LM", "masked": "masked LM", None: "no LM head"}[self.head]
@@ -256,6 +273,11 @@ class HFModel(PosLensModel):
             p = params.get(t, params) if isinstance(params, dict) else {}
             out.append(float(p.get("rope_theta") or getattr(cfg, "rope_theta", 10000.0)))
         return out
+
+    def rotation(self, layer: int):
+        """The layer's ``interp.rope.RotarySpec`` as the loader read it off transformers' rotary embedding and checked on
+        the model's own queries, or None."""
+        return self.rotary_specs[layer]
 
     def forward(self, tokens) -> Tensor:
         """Logits ``[batch, pos, d_vocab]`` (causal or masked LM) or the last hidden state ``[batch, pos, d_model]``."""
@@ -289,6 +311,12 @@ class HFModel(PosLensModel):
         if self.pos_table is None:
             raise AttributeError(f"{self.model_name} has no learned absolute-position table")
         return self.pos_table.weight[getattr(self.pos_table, "offset", 0):].detach()
+
+    def ap_hook(self) -> str:
+        """Where the table's rows enter: the position-embedding module's output."""
+        if self.pos_table is None:
+            raise AttributeError(f"{self.model_name} has no learned absolute-position table")
+        return "hook_pos_embed"
 
     def residual_subspaces(self) -> dict[str, slice]:
         return {"full": slice(0, self.d_model)}

@@ -268,6 +268,8 @@ class IncrementTransformer(PosLensModel):
         caps = {Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM}
         if cfg.selective:
             caps.add(Capability.INCREMENTS)
+        if not cfg.pos_encoding.endswith("pope"):
+            caps.add(Capability.ROTARY)
         self.capabilities = frozenset(caps)
         if init_weights and cfg.init_std is not None:
             self.reset_parameters(cfg.init_std)
@@ -327,6 +329,13 @@ class IncrementTransformer(PosLensModel):
         mlp, label = (self.blocks[0].delta_mlp, "L0") if self.cfg.per_layer_delta else (self.delta_mlp, "shared")
         out = mlp(self.tok_emb.weight[None])[0]
         return {label: out.T if self.cfg.per_head_delta else out}
+
+    # -- capability: ROTARY -------------------------------------------------------------------
+    def rotation(self, layer: int) -> rope.RotarySpec | None:
+        """Pairs (2i, 2i+1) turn by each head's position (PoPE places them instead: no rotation to describe)."""
+        if self.cfg.pos_encoding.endswith("pope"):
+            return None
+        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.head_dim, self.cfg.rope_theta), "interleaved")
 
     # -- capability: HIDDEN_STATES ------------------------------------------------------------
     def residual_subspaces(self) -> dict[str, slice]:

@@ -140,7 +140,8 @@ class LlamaTransformer(PosLensModel):
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self.hook_embed = HookPoint()
         self.hook_final = HookPoint()
-        self.capabilities = frozenset({Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM})
+        self.capabilities = frozenset({Capability.POSITIONS, Capability.ROTARY, Capability.ATTENTION, Capability.HIDDEN_STATES,
+                                       Capability.CAUSAL_LM})
         self.setup()
 
     def describe(self) -> str:
@@ -154,6 +155,11 @@ class LlamaTransformer(PosLensModel):
             x = block(x)
         x = self.hook_final(self.norm(x))
         return self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed_tokens.weight)
+
+    def rotation(self, layer: int) -> rope.RotarySpec:
+        """Every layer turns the whole head by the integer positions, dim i paired with i + d/2."""
+        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.head_dim, self.cfg.rope_theta, scaling=self.cfg.rope_scaling),
+                               "half_split")
 
     def residual_subspaces(self) -> dict[str, slice]:
         return {"full": slice(0, self.d_model)}

@@ -199,7 +199,10 @@ class RepoTransformer(PosLensModel):
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self.hook_embed = HookPoint()
         self.hook_final = HookPoint()
-        self.capabilities = frozenset({Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM})
+        caps = {Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM}
+        if any(cfg.mode_of(i) != "nope" for i in range(cfg.num_hidden_layers)):
+            caps.add(Capability.ROTARY)
+        self.capabilities = frozenset(caps)
         if init_weights:
             self.reset_parameters()
         self.setup()
@@ -225,6 +228,13 @@ class RepoTransformer(PosLensModel):
             x = block(x)
         x = self.hook_final(self.norm(x))
         return self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed_tokens.weight)
+
+    def rotation(self, layer: int) -> rope.RotarySpec | None:
+        """RoPE and RePo layers turn dim i with i + d/2 (by integer positions or by z); NoPE layers do not rotate."""
+        if self.cfg.mode_of(layer) == "nope":
+            return None
+        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.head_dim, self.cfg.rope_theta, scaling=self.cfg.rope_scaling),
+                               "half_split")
 
     def position_modes(self) -> list[str]:
         return [self.cfg.mode_of(i) for i in range(self.n_layers)]

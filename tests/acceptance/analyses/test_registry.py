@@ -30,6 +30,9 @@ SMALL = {  # analysis -> (bundled models, small options)
     "head-profiles": (("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
     "sink-rate": (("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
     "induction": (("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
+    "rope-frequencies": (("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=224)),
+    "retrieval-heads": (("repo-small",), dict(n_docs=1, n_samples=1, length=224, shares=(0.1,), n_random=1)),
+    "attention-window": (("repo-small", "rope-small"), dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
 }
 MODELS: dict = {}
 

@@ -62,3 +62,53 @@ def test_minilms_learned_position_table_is_low_dimensional_and_periodic():
     assert trained.loc[2, "cumulative"] > 3 * control.loc[2, "cumulative"]
     assert abs(int(trained.loc[1, "dominant_bin"]) - int(trained.loc[2, "dominant_bin"])) <= 2  # one frequency, two phases
     assert trained.loc[3, "low_freq_power"] > 0.8 > control[["low_freq_power"]].max().item()
+
+
+def test_low_rotary_frequencies_carry_the_logit_and_high_ones_make_the_positional_heads(pair):
+    """Barbero et al. 2025: trained models carry most of the attention logit in the lowest rotary frequencies, their
+    positional (previous-token) heads lean on the highest, and without the highest those heads stop attending to the
+    previous token while without the lowest they keep doing so. Random weights prefer no band."""
+    from analyses.rope_frequencies import rope_frequencies
+
+    trained, control = (rope_frequencies(m, n_docs=1, length=128, max_rows=32, n_samples=0) for m in pair)
+
+    def quarters(df):
+        share = df.groupby("band")["logit_share"].mean()
+        q = len(share) // 4
+        return share.iloc[-q:].sum(), share.iloc[:q].sum()
+
+    bands = trained[trained["part"] == "bands"]
+    low, high = quarters(bands)
+    assert low > 2 * high, (low, high)
+    c_low, c_high = quarters(control[control["part"] == "bands"])
+    assert 2 / 3 < c_low / c_high < 3 / 2, (c_low, c_high)
+    positional = bands[bands["previous_token_mass"] >= 0.5]
+    assert len(positional) and quarters(positional)[1] > 1.5 * high
+    heads = trained[trained["part"] == "effects"].set_index("condition")["positional_heads"]
+    assert heads["zero-highest"] < 0.3 * heads["none"] and heads["zero-lowest"] > 0.8 * heads["none"], heads.to_dict()
+
+
+def test_masking_retrieval_heads_breaks_needle_retrieval_and_masking_random_heads_does_not(pair):
+    """Wu et al. 2024: with its top 5% retrieval heads masked a model no longer copies the needle; with as many random
+    heads of the same layers masked it still does (the answer fed in, the share of its tokens predicted)."""
+    from analyses.retrieval_heads import retrieval_heads
+
+    df = retrieval_heads(pair[0], n_docs=1, n_samples=2, length=256, shares=(0.05,), n_random=1)
+    acc = df[df["part"] == "masking"].set_index("condition")["answer_accuracy"]
+    assert acc["none"] >= 0.9 and acc["top"] < 0.5 and acc["random"] >= 0.8, acc.to_dict()
+
+
+def test_window_attention_needs_the_first_tokens(pair):
+    """Xiao et al. 2024 (StreamingLLM): read through a window of recent keys, a trained model's loss rises far above full
+    attention's, and keeping the first 4 tokens brings it back; with random weights the first tokens change nothing."""
+    from analyses.attention_window import attention_window
+
+    def past(df):
+        return df[(df["part"] == "loss") & (df["bucket"] == "past the window")].set_index("condition")["loss"]
+
+    trained, control = (past(attention_window(m, length=256, n_docs=1, window=32, sinks=(0, 4), max_rows=16)) for m in pair)
+    rise = trained["window"] - trained["full"]
+    assert rise > 1.0, trained.to_dict()
+    assert trained["window + 4 sinks"] - trained["full"] < 0.25 * rise, trained.to_dict()
+    # relative to each model's own loss: shuffled Gemma 3 predicts at a loss of hundreds of nats (its norms blow up)
+    assert abs(control["window"] - control["window + 4 sinks"]) / control["full"] < 0.2 * rise / trained["full"], control.to_dict()

@@ -53,7 +53,8 @@ def test_every_step_of_the_plans_names_an_analysis_and_its_options():
     from analyses import get
     from poslens.reproduce import PLAN, REAL_PLAN
 
-    assert {s.analysis for s in REAL_PLAN} == {"induction", "sink-rate"}
+    assert {s.analysis for s in REAL_PLAN} == {"induction", "sink-rate", "rope-frequencies", "retrieval-heads", "attention-window"}
+    assert {s.analysis for s in PLAN} == {a.name for a in __import__("analyses").all_analyses()}  # the main job draws every figure
     for step in PLAN + REAL_PLAN:
         names = {o.name for o in get(step.analysis).options} | {"seed"}
         for options in (step.options, step.quick, *step.per_model.values()):

@@ -51,7 +51,7 @@ def test_forward_patterns_and_capabilities_match_transformers(kind, checkpoints)
         torch.testing.assert_close(cache[f"blocks.{layer}.attn.hook_pattern"], out.attentions[layer], atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_pre"], out.hidden_states[layer], atol=1e-5, rtol=1e-4)
     heads = {Capability.CAUSAL_LM} if kind not in ("bert", "bert-mlm") else {Capability.MASKED_LM} if kind == "bert-mlm" else set()
-    position = {Capability.POSITIONS} if kind in ROTARY else {Capability.AP_STREAM}
+    position = {Capability.POSITIONS, Capability.ROTARY} if kind in ROTARY else {Capability.AP_STREAM}
     assert model.capabilities == {Capability.ATTENTION, Capability.HIDDEN_STATES} | heads | position
     if kind in ROTARY:
         pos = cache["blocks.1.attn.hook_positions"]
@@ -174,3 +174,24 @@ def test_a_plain_olmo2_directory_read_by_the_repo_family_matches_transformers(ch
     assert model.family == "repo"
     with torch.no_grad():
         assert _rel(model(TOKENS), ref(input_ids=TOKENS).logits) < 1e-4
+
+
+def test_a_deep_copy_fires_its_own_hooks(tmp_path):
+    """transformers' modules reach poslens' hook points through partials that a deep copy copies with the model:
+    a copy (``interp.controls.shuffled_weights``) fires its own hooks, never the original's."""
+    import copy
+
+    from interp.controls import shuffled_weights
+
+    write_tiny_hf("qwen2", tmp_path / "m")
+    model = interp.load(tmp_path / "m")
+    ids = torch.randint(3, 250, (1, 6))
+    for twin in (copy.deepcopy(model), shuffled_weights(model)):
+        fired = []
+        model.add_hook("blocks.1.attn.hook_pattern", lambda p, hook: fired.append("original"))
+        twin.add_hook("blocks.1.attn.hook_pattern", lambda p, hook: fired.append("copy"))
+        twin.add_hook("hook_embed", lambda e, hook: fired.append("copy embed"))
+        with torch.no_grad():
+            twin(ids)
+        model.reset_hooks()
+        assert fired == ["copy embed", "copy"]

@@ -1,17 +1,46 @@
-"""Interventions, each against a planted truth: masking a head equals zeroing its columns of the output projection."""
+"""Interventions, each against a planted truth: an edit of the weights, the positions or the input that must give the
+same numbers, or transformers' own forward where one exists."""
 
 import pytest
 import torch
 
+pytestmark = pytest.mark.usefixtures("no_grad")
+
+
+@pytest.fixture
+def no_grad():
+    with torch.no_grad():
+        yield
+
 from interp import interventions
-from interp.interventions import MaskHeads
+from interp.interventions import (KeyWindow, MaskHeads, RemoveAPBands, RemoveRotaryBands, ShiftPositions, ShufflePositions,
+                                  StretchPositions, UnrotateRotaryBands)
+from interp.loading import load
+from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
+from tests.hf_helpers import write_tiny_hf
 from tests.repo_helpers import tiny_repo
 
 
 def _out_proj(model, layer):
     attn = model.blocks[layer].attn
     return attn.o_proj if hasattr(attn, "o_proj") else attn.wo
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    """The llama family (no QK-norm: a query band is a pair of q_proj rows), from a transformers checkpoint."""
+    path = tmp_path_factory.mktemp("llama")
+    write_tiny_hf("llama", path)
+    return load(path)
+
+
+@pytest.fixture(scope="module")
+def generic(tmp_path_factory):
+    """The generic family on Qwen2 (rotation inside transformers), with the transformers model beside it."""
+    path = tmp_path_factory.mktemp("qwen2")
+    hf = write_tiny_hf("qwen2", path)
+    return load(path), hf
 
 
 @pytest.mark.parametrize("make", [lambda: tiny_repo("repo"), lambda: tiny_model("per-layer", max_seq_len=64)],
@@ -41,3 +70,181 @@ def test_applied_records_the_intervention_and_refuses_a_missing_head():
     with pytest.raises(ValueError, match=r"MaskHeads heads: \(3, 0\) is not a head of tiny-repo \(3 layers x 4 heads\)"):
         MaskHeads({(3, 0)}).fwd_hooks(model)
     assert interventions.REGISTRY["mask-heads"] is MaskHeads
+
+
+# ---- rotary bands ------------------------------------------------------------------------------------------------
+
+
+def _zero_query_rows(model, layer, head, dims, d_head, proj):
+    with torch.no_grad():
+        rows = [head * d_head + int(d) for d in dims]
+        proj.weight[rows] = 0.0
+        if proj.bias is not None:
+            proj.bias[rows] = 0.0
+
+
+@pytest.mark.parametrize("family", ["llama", "increments"])
+def test_removing_a_band_equals_zeroing_its_query_projection_rows(family, llama):
+    """Rotation mixes a band's two dims only, so a band zeroed after rotation is that band zeroed in q_proj's output:
+    half-split pairs (i, i + d/2) in the llama family, interleaved (2i, 2i + 1) in the increments family."""
+    import copy
+
+    model = copy.deepcopy(llama) if family == "llama" else tiny_model("per-layer", max_seq_len=64)
+    ids = torch.randint(3, 250, (2, 12))
+    iv = RemoveRotaryBands(bands=(0, 2), layers=(1,), heads=(1,))
+    spec = model.rotation(1)
+    dims = spec.pairs()[spec.by_frequency()[[0, 2]]].flatten()
+    assert spec.layout == ("half_split" if family == "llama" else "interleaved")
+    removed = model.run_with_hooks(ids, fwd_hooks=iv.fwd_hooks(model))
+    attn = model.blocks[1].attn
+    proj, d_head = (attn.q_proj, model.cfg.head_dim) if family == "llama" else (attn.wq, model.cfg.head_dim)
+    before = model(ids)
+    _zero_query_rows(model, 1, 1, dims, d_head, proj)
+    torch.testing.assert_close(removed, model(ids), rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(removed, before, atol=1e-3)
+
+
+def test_bands_are_chosen_by_frequency_per_layer(llama):
+    spec = llama.rotation(0)  # 8 bands of a 16-dim head, frequencies falling with the index
+    assert RemoveRotaryBands(highest=0.25).chosen(spec) == [0, 1]
+    assert RemoveRotaryBands(lowest=0.25).chosen(spec) == [6, 7]
+    assert RemoveRotaryBands(bands=(0,)).chosen(spec) == [0] and RemoveRotaryBands(lowest=0.01).chosen(spec) == [7]
+    for bad in (dict(), dict(highest=0.5, lowest=0.5), dict(bands=(1,), highest=0.1)):
+        with pytest.raises(ValueError, match="exactly one of bands=, highest= or lowest="):
+            RemoveRotaryBands(**bad)
+    with pytest.raises(ValueError, match="highest=1.5: a fraction"):
+        RemoveRotaryBands(highest=1.5)
+    with pytest.raises(ValueError, match="bands: 8 is not a band of a layer with 8 bands"):
+        RemoveRotaryBands(bands=(8,)).fwd_hooks(llama)
+    with pytest.raises(ValueError, match="RemoveRotaryBands needs a model with rotary positions"):
+        RemoveRotaryBands(highest=0.5).fwd_hooks(tiny_model("per-layer", max_seq_len=64, pos_encoding="selective_pope"))
+
+
+def test_unrotating_every_band_is_attention_without_positions(llama, generic):
+    """Every band turned back: each logit is q . k whatever the distance. In the llama family that is every position
+    set to 0; in the generic family, transformers' own forward with position_ids all 0."""
+    ids = torch.randint(3, 250, (2, 12))
+    every = UnrotateRotaryBands(highest=1.0)
+    torch.testing.assert_close(llama.run_with_hooks(ids, fwd_hooks=every.fwd_hooks(llama)),
+                               llama.run_with_hooks(ids, fwd_hooks=StretchPositions(factor=0.0).fwd_hooks(llama)), rtol=1e-4, atol=1e-4)
+    model, hf = generic
+    with torch.no_grad():
+        want = hf(ids, position_ids=torch.zeros_like(ids)).logits
+    got = model.run_with_hooks(ids, fwd_hooks=every.fwd_hooks(model))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(got, model(ids), atol=1e-3)
+
+
+def test_unrotating_splits_no_key_group_and_decodes_with_the_cache(generic):
+    model, _ = generic  # 4 query heads on 2 key heads
+    with pytest.raises(ValueError, match="query heads 0..1 share key head 0"):
+        model.run_with_hooks(torch.randint(3, 250, (1, 6)), fwd_hooks=UnrotateRotaryBands(lowest=0.5, heads=(0,)).fwd_hooks(model))
+    prompt = torch.randint(3, 250, (1, 10))
+    with interventions.applied(model, UnrotateRotaryBands(lowest=0.5, heads=(2, 3))):
+        cached = model.generate(prompt, 5)
+        seq = prompt
+        for _ in range(5):  # the whole sequence again at every step: no cache
+            seq = torch.cat([seq, model(seq)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert cached == seq[0, 10:].tolist()
+
+
+def test_rotary_specs_of_the_generic_family_are_read_off_the_model(tmp_path):
+    """Qwen2 rotates dims i and i + d/2 of the whole head; GPT-NeoX only the first quarter of each head (rotary_pct);
+    GPT-2 has no rotation."""
+    from interp.capabilities import Capability
+
+    for kind, bands in (("qwen2", 8), ("gpt_neox", 2)):
+        write_tiny_hf(kind, tmp_path / kind)
+        model = load(tmp_path / kind)
+        spec = model.rotation(1)
+        assert Capability.ROTARY in model.capabilities and spec.layout == "half_split" and spec.n_bands == bands, kind
+    write_tiny_hf("gpt2", tmp_path / "gpt2")
+    assert Capability.ROTARY not in load(tmp_path / "gpt2").capabilities
+
+
+# ---- windows -----------------------------------------------------------------------------------------------------
+
+
+def test_a_window_in_one_layer_equals_reading_the_last_window_tokens_alone(tmp_path):
+    """One layer of rotary attention depends on distances only: with a window of W keys, the logits at t are those of
+    the model run on tokens t-W+1..t alone."""
+    write_tiny_hf("llama", tmp_path / "one", num_hidden_layers=1)
+    model = load(tmp_path / "one")
+    ids = torch.randint(3, 250, (1, 20))
+    windowed = model.run_with_hooks(ids, fwd_hooks=KeyWindow(window=5).fwd_hooks(model))
+    for t in (4, 11, 19):
+        torch.testing.assert_close(windowed[0, t], model(ids[:, t - 4: t + 1])[0, -1], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(model.run_with_hooks(ids, fwd_hooks=KeyWindow(window=20).fwd_hooks(model)), model(ids))
+
+
+@pytest.mark.parametrize("make", [lambda: tiny_repo("repo"), lambda: tiny_encoder("rp")], ids=["causal", "bidirectional"])
+def test_a_window_with_sinks_leaves_no_mass_elsewhere(make):
+    model = make()
+    ids = token_ids(model, 1, 16) if model.family == "encoder" else torch.randint(3, 250, (1, 16))
+    patterns = {}
+    hooks = KeyWindow(window=3, sinks=2).fwd_hooks(model) + [
+        (f"blocks.{l}.attn.hook_pattern", lambda p, hook: patterns.setdefault(hook.name, p)) for l in range(model.n_layers)]
+    model.run_with_hooks(ids, fwd_hooks=hooks)
+    q, k = torch.arange(16)[:, None], torch.arange(16)[None, :]
+    visible = torch.ones(16, 16, dtype=torch.bool) if model.family == "encoder" else k <= q
+    near = visible & ((q - k).abs() < 3)
+    allowed = near | (visible & (k < 2))
+    for p in patterns.values():
+        assert float(p[..., ~allowed].abs().max()) == 0.0
+        assert float(p[..., visible & ~near & (k < 2)].min()) > 0.0  # the sinks are seen from afar
+    with pytest.raises(ValueError, match="cannot run inside model.query_rows"), model.query_rows([3]):
+        model.run_with_hooks(ids, fwd_hooks=KeyWindow(window=3).fwd_hooks(model) + hooks[-1:])
+
+
+# ---- positions ---------------------------------------------------------------------------------------------------
+
+
+def test_position_edits_shift_stretch_and_shuffle(llama, generic):
+    ids = torch.randint(3, 250, (1, 12))
+    # rotary attention sees differences of positions: a shift changes nothing
+    torch.testing.assert_close(llama.run_with_hooks(ids, fwd_hooks=ShiftPositions(offset=37.0).fwd_hooks(llama)), llama(ids),
+                               rtol=1e-4, atol=1e-4)
+    seen = []
+    shuffle = ShufflePositions(seed=3, layers=(0,))
+    llama.run_with_hooks(ids, fwd_hooks=shuffle.fwd_hooks(llama) + [("blocks.0.attn.hook_rot_q", lambda q, hook: seen.append(q))])
+    order = torch.randperm(12, generator=torch.Generator().manual_seed(3))
+    _, cache = llama.run_with_cache(ids, names_filter="blocks.0.attn.hook_q")
+    torch.testing.assert_close(seen[0], llama.rotation(0).rotate(cache["blocks.0.attn.hook_q"], order[None].float()))
+    assert not torch.allclose(llama.run_with_hooks(ids, fwd_hooks=StretchPositions(factor=2.0).fwd_hooks(llama)), llama(ids), atol=1e-3)
+    with pytest.raises(ValueError, match="positions are read-only"):
+        ShiftPositions(offset=1.0).fwd_hooks(generic[0])
+
+
+# ---- learned absolute positions ----------------------------------------------------------------------------------
+
+
+def test_removing_every_ap_band_equals_a_zero_position_table_and_finds_shifted_rows():
+    model = tiny_encoder("disentangled")
+    ids = token_ids(model, 2, 10)
+    every = RemoveAPBands(above=0)
+    got = model.run_with_hooks(ids, fwd_hooks=every.fwd_hooks(model), position_offset=7)
+    nothing = model.run_with_hooks(ids, fwd_hooks=RemoveAPBands(bins=()).fwd_hooks(model), position_offset=7)
+    torch.testing.assert_close(nothing, model(ids, position_offset=7))
+    with torch.no_grad():
+        model.positional_embedding.weight.zero_()
+    torch.testing.assert_close(got, model(ids, position_offset=7), rtol=1e-4, atol=1e-4)
+
+
+def test_removing_the_slow_ap_bands_takes_exactly_the_dct_components_away():
+    """A table that is one cosine of DCT bin 5 plus a constant: removing bins below 1 leaves the cosine, above 1 the
+    constant."""
+    import math
+
+    model = tiny_encoder("ap")
+    n = model.ap_embedding_matrix().shape[0]
+    cosine = torch.tensor([math.cos(math.pi * 5 * (i + 0.5) / n) for i in range(n)])
+    with torch.no_grad():
+        model.positional_embedding.weight[1:] = 0.5 + cosine[:, None] * torch.linspace(1, 2, model.cfg.hidden_size)
+    rows = {}
+    grab = ("hook_pos_embed", lambda r, hook: rows.setdefault("r", r))
+    ids = token_ids(model, 1, 8)
+    for iv, want in ((RemoveAPBands(below=1), cosine[:8, None] * torch.linspace(1, 2, model.cfg.hidden_size)),
+                     (RemoveAPBands(above=1), torch.full((8, model.cfg.hidden_size), 0.5))):
+        rows.clear()
+        model.run_with_hooks(ids, fwd_hooks=iv.fwd_hooks(model) + [grab])
+        torch.testing.assert_close(rows["r"][0], want, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,264 @@
+"""Which rotary frequencies each head uses, and what removing them does (Barbero et al., ICLR 2025, "Round and Round We
+Go! What makes Rotary Positional Encodings useful?").
+
+RoPE turns each pair of a head's query and key dims (a band) by ``position * frequency``; the logit is the sum of the
+bands' terms ``q_b . k_b`` after rotation (``q_b R(p_k - p_q) k_b``). Barbero et al. find in Gemma 7B that the lowest
+frequencies carry the largest queries and keys (semantic channels, stable over distance) and that the highest build
+positional heads (previous-token, diagonal); p-RoPE leaves the lowest frequencies unrotated and trains better.
+
+Protocol, on text contexts of ``length`` tokens (``corpora.contexts``) and NIAH prompts of ``niah_tokens``:
+
+1. Usage, per layer that rotates, head and band (``interp.rope.RotarySpec``; ``band`` 0 is the highest frequency), from
+   the queries and keys after rotation (``hook_rot_q`` / ``hook_rot_k``):
+   - ``q_norm`` / ``k_norm``: the band's mean 2-norm over tokens (Barbero et al.'s measure);
+   - ``logit_share``: the band's share of the logit: mean ``|q_b . k_b|`` over every causal (query, key) pair of up
+     to ``max_rows`` query rows, over the sum of that mean over the layer's bands;
+   - ``previous_token_mass``: the head's attention on the token before (head-profiles' statistic).
+2. Effects, under five conditions: ``none``; ``zero-highest`` / ``zero-lowest``: the highest or lowest ``fraction`` of
+   every layer's bands removed in every head (``interventions.RemoveRotaryBands``: they add nothing to the logit);
+   ``unrotate-lowest`` / ``unrotate-highest``: those bands turned back to position 0 (``UnrotateRotaryBands``: content
+   without position; ``unrotate-lowest`` is p-RoPE's truncation applied to a trained model, without training):
+   - ``loss``: next-token loss (nats per token), ``kl``: KL(none || condition) per token;
+   - ``positional_heads``: the mean previous-token mass, under the condition, of the positional heads found without
+     intervention (previous-token mass >= 0.5, or the 3 highest where none reaches it);
+   - ``niah_accuracy``: RULER's greedy score on ``n_samples`` prompts.
+
+Rows: ``part`` = ``bands`` (layer, head, band, frequency, usage) or ``effects`` (condition, measures). Every context
+and prompt adds its float64 sums (``interp.parallel.fold_items``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from analyses.common import no_grad
+from analyses.registry import Fits, Help, NotWith, Range, analysis
+from analyses.tables import integer_columns, may_be_nan
+from interp.capabilities import Capability
+
+CONDITIONS = ("none", "zero-highest", "zero-lowest", "unrotate-lowest", "unrotate-highest")
+POSITIONAL = 0.5  # previous-token mass that makes a head positional (head-profiles' group rule)
+
+
+def interventions_for(condition: str, fraction: float):
+    from interp.interventions import RemoveRotaryBands, UnrotateRotaryBands
+
+    if condition == "none":
+        return ()
+    kind, end = condition.split("-")
+    cls = RemoveRotaryBands if kind == "zero" else UnrotateRotaryBands
+    return (cls(**{end: fraction}),)
+
+
+def _rows(n: int, max_rows: int):
+    import torch
+
+    return torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
+
+
+def _band_usage(q, k, rows, spec):
+    """``[head, band]`` mean band norms of q and k and mean ``|q_b . k_b|`` over the causal pairs of ``rows``."""
+    import torch
+
+    pairs = spec.pairs()
+    qb = q[0].float()[..., pairs].transpose(0, 1)  # [head, pos, band, 2]
+    kb = k[0].float()[..., pairs].transpose(0, 1)  # [kv_head, pos, band, 2]
+    heads, kv = qb.shape[0], kb.shape[0]
+    q_norm = qb.norm(dim=-1).mean(1)
+    k_norm = kb.norm(dim=-1).mean(1).repeat_interleave(heads // kv, 0)
+    sel = qb[:, rows].reshape(kv, heads // kv, len(rows), spec.n_bands, 2)
+    terms = torch.einsum("gtrbc,gnbc->gtrnb", sel, kb).abs()  # [kv, rep, rows, keys, band]
+    visible = (torch.arange(kb.shape[1])[None, :] <= rows[:, None]).to(terms.dtype)  # [rows, keys]
+    logit = (terms * visible[None, None, :, :, None]).sum(3).sum(2) / visible.sum()
+    return q_norm, k_norm, logit.reshape(heads, spec.n_bands)
+
+
+def _log_probs_chunks(logits, size: int = 256):
+    import torch
+
+    for start in range(0, logits.shape[0], size):
+        yield start, torch.log_softmax(logits[start:start + size].float(), dim=-1)
+
+
+@no_grad
+def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int) -> dict:
+    """One context's additive share: band usage, and loss, KL and previous-token masses under every condition."""
+    import numpy as np
+    import torch
+
+    from interp import interventions
+
+    n_layers, n_heads = model.n_layers, model.n_heads
+    tokens = torch.tensor([ids], device=model.device)
+    rows = _rows(len(ids), max_rows)
+    previous = torch.zeros(len(rows), len(ids), dtype=torch.bool)
+    previous[torch.arange(len(rows)), rows - 1] = True
+    out = {k: np.zeros((n_layers, n_heads, n_bands)) for k in ("q_norm", "k_norm", "logit")}
+    held = {}
+
+    def keep_q(layer):
+        def hook(q, hook):
+            held[layer] = q.detach()
+        return hook
+
+    def usage(layer, spec):
+        def hook(k, hook):
+            qn, kn, lg = _band_usage(held.pop(layer).cpu(), k.detach().cpu(), rows, spec)
+            for key, v in (("q_norm", qn), ("k_norm", kn), ("logit", lg)):
+                out[key][layer, :, : spec.n_bands] = v.double().numpy()
+        return hook
+
+    def prev_hooks(target):
+        def reduce(layer):
+            def hook(pattern, hook):
+                target[layer] = (pattern[0].float().cpu() * previous).sum(-1).mean(-1).double().numpy()
+            return hook
+        return [(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(n_layers)]
+
+    rotating = [(l, s) for l in range(n_layers) if (s := model.rotation(l)) is not None]
+    usage_hooks = [h for l, s in rotating for h in ((f"blocks.{l}.attn.hook_rot_q", keep_q(l)),
+                                                    (f"blocks.{l}.attn.hook_rot_k", usage(l, s)))]
+    nll = torch.nn.functional.cross_entropy
+    gold = tokens[0, 1:]
+    base = None
+    for c, condition in enumerate(CONDITIONS):
+        prev = np.zeros((n_layers, n_heads))
+        hooks = prev_hooks(prev) + (usage_hooks if condition == "none" else [])
+        with interventions.applied(model, *interventions_for(condition, fraction)), model.query_rows(rows), \
+                model.hooks(fwd_hooks=hooks):
+            logits = model(tokens)[0, :-1]
+        out[f"prev|{condition}"] = prev
+        out[f"loss|{condition}"] = np.array([float(nll(logits.float(), gold, reduction="sum"))])
+        if base is None:
+            base, kl = logits, 0.0
+        else:
+            kl = 0.0
+            for start, lp in _log_probs_chunks(logits):
+                lb = torch.log_softmax(base[start:start + lp.shape[0]].float(), dim=-1)
+                kl += float((lb.exp() * (lb - lp)).sum())
+        out[f"kl|{condition}"] = np.array([kl])
+    out["tokens"] = np.array([float(len(ids) - 1)])
+    return out
+
+
+@no_grad
+def prompt_statistics(model, sample, fraction: float) -> dict:
+    """One NIAH prompt's retrieval (1 or 0) under every condition."""
+    import numpy as np
+
+    from corpora.answers import retrieved
+    from interp import interventions
+
+    out = {"prompts": np.ones(1)}
+    for condition in CONDITIONS:
+        with interventions.applied(model, *interventions_for(condition, fraction)):
+            out[f"niah|{condition}"] = np.array([float(retrieved(model, [sample])[0])])
+    return out
+
+
+def headline(df) -> str:
+    parts = []
+    for model, g in df.groupby("model", sort=False):
+        bands = g[g["part"] == "bands"]
+        eff = g[g["part"] == "effects"].set_index("condition")
+        n = bands["n_bands"].max()
+        q = max(1, int(round(n / 4)))
+        share = bands.groupby("band")["logit_share"].mean()
+        base = eff.loc["none", "loss"]
+        parts.append(f"{model}: the lowest quarter of the bands carries {share.iloc[-q:].sum():.0%} of the logit, the highest "
+                     f"{share.iloc[:q].sum():.0%}; loss {base:.2f} nats, zero-highest {eff.loc['zero-highest', 'loss'] - base:+.2f}, "
+                     f"zero-lowest {eff.loc['zero-lowest', 'loss'] - base:+.2f}, unrotate-lowest (p-RoPE) "
+                     f"{eff.loc['unrotate-lowest', 'loss'] - base:+.2f}; previous-token heads {eff.loc['none', 'positional_heads']:.2f} "
+                     f"-> {eff.loc['zero-highest', 'positional_heads']:.2f} without the highest bands")
+    return "Rotary frequencies: " + "; ".join(parts) + "."
+
+
+def summary(df):
+    eff = df[df["part"] == "effects"]
+    return eff[["model", "condition", "fraction", "loss", "kl", "positional_heads", "niah_accuracy", "n_contexts", "n_samples"]]
+
+
+@analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
+          summary=summary)
+@may_be_nan(**dict.fromkeys(("layer", "head", "depth", "band", "frequency", "wavelength", "n_bands", "q_norm", "k_norm",
+                              "logit_share", "previous_token_mass"), "an effects row is of the whole model"),
+            **dict.fromkeys(("loss", "kl", "positional_heads", "n_positional_heads", "fraction"),
+                            "a bands row is of one head and band"),
+            niah_accuracy="a bands row, or no NIAH prompt was asked for")
+def rope_frequencies(model, *,
+                     n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("documents",))] = 4,
+                     length: Annotated[int, Help("tokens per context"), Range(8), Fits()] = 512,
+                     max_rows: Annotated[int, Help("query rows per context for the logit shares and attention masses"),
+                                         Range(1)] = 128,
+                     fraction: Annotated[float, Help("share of each layer's bands removed or unrotated"), Range(0.01, 1)] = 0.25,
+                     n_samples: Annotated[int, Help("NIAH prompts for retrieval under each condition (0: none)"), Range(0)] = 8,
+                     niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for the "
+                                                      "answer)"), Range(32), Fits(margin=16)] = 512,
+                     seed: int = 0, documents=None) -> pd.DataFrame:
+    """Per head and rotary band, the share of the attention logit the band carries and its query / key norms; and the
+    next-token loss, KL, previous-token heads and NIAH accuracy with the highest or lowest bands removed or unrotated.
+
+    Rows ``part=bands`` (layer, head, band: 0 the highest frequency) and ``part=effects`` (one per condition)."""
+    import numpy as np
+    import pandas as pd
+
+    from corpora.contexts import text_contexts
+    from interp import parallel
+
+    specs = {l: s for l in range(model.n_layers) if (s := model.rotation(l)) is not None}
+    n_bands = max(s.n_bands for s in specs.values())
+    contexts = text_contexts(model, "rope-frequencies", n_docs, length, seed, documents)
+    samples = []
+    if n_samples:
+        from corpora.answers import fitting_samples
+        from corpora.niah import niah_samples
+
+        samples = fitting_samples(model, niah_samples(model.require_tokenizer("rope-frequencies"), n_samples, niah_tokens, seed=seed,
+                                                      haystack="wiki" if documents is None else documents, preamble=False))
+    items = [("context", ids) for ids in contexts] + [("prompt", s) for s in samples]
+    shape = (model.n_layers, model.n_heads)
+    state = {k: np.zeros(shape + (n_bands,)) for k in ("q_norm", "k_norm", "logit")}
+    state |= {f"prev|{c}": np.zeros(shape) for c in CONDITIONS}
+    state |= {f"{m}|{c}": np.zeros(1) for m in ("loss", "kl", "niah") for c in CONDITIONS}
+    state |= {"tokens": np.zeros(1), "prompts": np.zeros(1)}
+
+    def one(item):
+        kind, x = item
+        if kind == "context":
+            return context_statistics(model, x, max_rows, fraction, n_bands)
+        return prompt_statistics(model, x, fraction)
+
+    def add(state, i, stats):
+        for k, v in stats.items():
+            state[k] += v
+
+    state = parallel.fold_items(one, items, state, add, model=model, desc=f"rope-frequencies {model.model_name}")
+    n_ctx, tokens, prompts = len(contexts), float(state["tokens"][0]), float(state["prompts"][0])
+    windows = getattr(model, "attention_windows", None) or (None,) * model.n_layers
+    rows = []
+    for layer, spec in specs.items():
+        order = spec.by_frequency().tolist()
+        logit = state["logit"][layer][:, order]
+        shares = logit / logit.sum(-1, keepdims=True)
+        for head in range(model.n_heads):
+            for rank, b in enumerate(order):
+                rows.append(dict(part="bands", layer=layer, head=head, depth=layer / max(1, model.n_layers - 1),
+                                 attention=f"sliding {windows[layer]}" if windows[layer] else "full", band=rank,
+                                 frequency=float(spec.inv_freq[b]), wavelength=float(spec.wavelengths()[b]), n_bands=spec.n_bands,
+                                 q_norm=state["q_norm"][layer, head, b] / n_ctx, k_norm=state["k_norm"][layer, head, b] / n_ctx,
+                                 logit_share=float(shares[head, rank]),
+                                 previous_token_mass=state["prev|none"][layer, head] / n_ctx))
+    base_prev = state["prev|none"] / n_ctx
+    positional = base_prev >= POSITIONAL
+    if not positional.any():
+        positional = base_prev >= np.sort(base_prev.ravel())[-3]
+    for condition in CONDITIONS:
+        rows.append(dict(part="effects", condition=condition, fraction=0.0 if condition == "none" else fraction,
+                         loss=float(state[f"loss|{condition}"][0]) / tokens, kl=float(state[f"kl|{condition}"][0]) / tokens,
+                         positional_heads=float((state[f"prev|{condition}"] / n_ctx)[positional].mean()),
+                         n_positional_heads=int(positional.sum()),
+                         niah_accuracy=float(state[f"niah|{condition}"][0]) / prompts if prompts else float("nan")))
+    df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads")
+    df.insert(0, "model", model.model_name)
+    df["n_contexts"], df["context_tokens"], df["n_samples"] = n_ctx, max(len(c) for c in contexts), len(samples)
+    return df

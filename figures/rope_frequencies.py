@@ -1,0 +1,54 @@
+"""Rotary bands: the share of the attention logit each band carries against its wavelength (a line per model and kind of
+layer; dotted for the previous-token heads), the loss change and the NIAH accuracy with bands removed or unrotated."""
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from figures.style import TEMPLATE, log_range, model_colors
+
+POSITIONAL = 0.5
+
+
+def figure(df) -> go.Figure:
+    bands, eff = df[df["part"] == "bands"], df[df["part"] == "effects"]
+    models = list(dict.fromkeys(df["model"]))
+    colors = model_colors(models)
+    fig = make_subplots(rows=2, cols=2, specs=[[{"colspan": 2}, None], [{}, {}]], horizontal_spacing=0.08,
+                        vertical_spacing=0.2, row_heights=[0.55, 0.45],
+                        subplot_titles=("share of the attention logit, by band", "loss change (nats per token)",
+                                        "NIAH accuracy"))
+    kinds = list(dict.fromkeys(bands["attention"]))
+    for (model, kind), g in bands.groupby(["model", "attention"], sort=False):
+        label = model if len(kinds) == 1 else f"{model}, {kind} layers"
+        dash = "solid" if kind == "full" else "dash"
+        for who, heads, width in (("all heads", g, 2), ("previous-token heads", g[g["previous_token_mass"] >= POSITIONAL], 1)):
+            if heads.empty:
+                continue
+            mean = heads.groupby("band").agg(wavelength=("wavelength", "mean"), share=("logit_share", "mean"),
+                                             n=("head", "size")).reset_index()
+            fig.add_trace(go.Scatter(
+                x=mean["wavelength"], y=mean["share"], mode="lines", name=f"{label} ({who})", legendgroup=model,
+                line=dict(color=colors[model], width=width, dash=dash if who == "all heads" else "dot"),
+                customdata=mean[["band", "n"]].astype(float).values,
+                hovertemplate="band %{customdata[0]} (wavelength %{x:.3g} tokens): %{y:.2%} of the logit, mean of "
+                              "%{customdata[1]} heads x layers<extra>" + f"{label}, {who}</extra>"), row=1, col=1)
+    fig.update_xaxes(type="log", range=log_range(bands["wavelength"]), title_text="wavelength (tokens per turn)", row=1, col=1)
+    fig.update_yaxes(title_text="share of the logit", tickformat=".1%", rangemode="tozero", row=1, col=1)
+    order = list(dict.fromkeys(eff["condition"]))
+    for i, (model, g) in enumerate(eff.groupby("model", sort=False)):
+        base = float(g.loc[g["condition"] == "none", "loss"].iloc[0])
+        y = [order.index(c) + (i - (len(models) - 1) / 2) * 0.22 for c in g["condition"]]  # a dot per model, none hidden
+        for col, x, text in ((1, g["loss"] - base, "%{customdata}: %{x:+.3f} nats"), (2, g["niah_accuracy"], "%{customdata}: %{x:.0%}")):
+            fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=model, legendgroup=model, showlegend=False,
+                                     marker=dict(color=colors[model], size=8, symbol=i % 8), customdata=g["condition"],
+                                     hovertemplate=text + "<extra>" + model + "</extra>"), row=2, col=col)
+    for col in (1, 2):
+        fig.update_yaxes(tickvals=list(range(len(order))), ticktext=order, range=[len(order) - 0.5, -0.5],
+                         showticklabels=col == 1, row=2, col=col)
+    fig.add_vline(x=0, line=dict(width=1, color="#888"), row=2, col=1)
+    fig.update_xaxes(range=[-0.05, 1.05], tickformat=".0%", row=2, col=2)
+    fraction = eff["fraction"].max()
+    fig.update_layout(template=TEMPLATE, height=720, width=900,
+                      title=f"Rotary frequencies: what each band carries, and the highest / lowest {fraction:.0%} "
+                            "of the bands removed or unrotated")
+    return fig

@@ -1,0 +1,50 @@
+"""Window attention with attention sinks (Xiao et al., ICLR 2024, "Efficient Streaming Language Models with Attention
+Sinks", StreamingLLM): each query sees only the keys less than ``window`` tokens away and the first ``sinks`` tokens.
+
+The edit is a mask on every chosen layer's scores (``hook_attn_scores``), so every layer reads through the window, as a
+rolling KV cache of that size would have it; unlike StreamingLLM's cache, tokens keep their own positions (a sink at
+token 0 is ``q`` tokens back, not ``window``), which changes nothing for rotary models within their trained length.
+A causal model looks back ``window - 1`` tokens; a bidirectional one as far both ways. Every query row is edited, so
+the window cannot run inside ``model.query_rows`` (whose other rows come from a fused kernel that never sees it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from interp.capabilities import Capability
+from interp.interventions import Intervention, as_tuple, layers_of, needs, register
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class KeyWindow(Intervention):
+    window: int  # keys a query sees behind it (itself included); both ways in a bidirectional model
+    sinks: int = 0  # the first tokens every query sees as well
+    layers: tuple | None = None  # None: every layer
+    name = "key-window"
+
+    def __post_init__(self):
+        object.__setattr__(self, "layers", as_tuple(self.layers))
+        if int(self.window) < 1 or int(self.sinks) < 0:
+            raise ValueError(f"KeyWindow: window={self.window} must be at least 1 and sinks={self.sinks} at least 0")
+
+    def fwd_hooks(self, model):
+        import torch
+
+        from interp.attention import current_query_rows
+
+        needs(model, Capability.ATTENTION, "KeyWindow")
+        causal = Capability.CAUSAL_LM in model.capabilities
+
+        def mask(scores, hook):
+            if current_query_rows() is not None:
+                raise ValueError("KeyWindow edits every query row; it cannot run inside model.query_rows (the rows not "
+                                 "listed come from a fused kernel that never sees the window)")
+            n_q, n_k = scores.shape[-2:]
+            q = torch.arange(n_k - n_q, n_k, device=scores.device)[:, None]  # with a KV cache the queries are the last keys
+            k = torch.arange(n_k, device=scores.device)[None, :]
+            far = (q - k >= self.window) if causal else ((q - k).abs() >= self.window)
+            return scores.masked_fill(far & (k >= self.sinks), float("-inf"))
+
+        return [(f"blocks.{layer}.attn.hook_attn_scores", mask) for layer in layers_of(model, self.layers, "KeyWindow")]

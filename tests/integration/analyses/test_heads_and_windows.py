@@ -1,0 +1,147 @@
+"""Planted truth for rope-frequencies, retrieval-heads and attention-window: models whose answer is known by
+construction, and the statistics against direct computations on the same inputs."""
+
+import numpy as np
+import pytest
+import torch
+
+from analyses.attention_window import attention_window, buckets
+from analyses.retrieval_heads import random_same_layers, retrieval_heads
+from analyses.rope_frequencies import rope_frequencies
+from interp.loading import load
+from interp.tokenizers import ByteTokenizer
+from tests.hf_helpers import write_tiny_hf
+
+
+def _llama(tmp_path, name, **overrides):
+    write_tiny_hf("llama", tmp_path / name, **overrides)
+    model = load(tmp_path / name)
+    model.tokenizer = ByteTokenizer()  # ids 0..256 inside the tiny vocabulary of 300
+    return model
+
+
+def _only_band(model, band: int):
+    """Every head's queries and keys keep one rotary band (the ``band``-th fastest): the logit is that band's term."""
+    spec = model.rotation(0)
+    dims = spec.pairs()[spec.by_frequency()[band]].tolist()
+    d = model.cfg.head_dim
+    with torch.no_grad():
+        for block in model.blocks:
+            for proj in (block.attn.q_proj, block.attn.k_proj):
+                keep = torch.zeros(proj.weight.shape[0], dtype=torch.bool)
+                for h in range(proj.weight.shape[0] // d):
+                    keep[[h * d + i for i in dims]] = True
+                proj.weight[~keep] = 0.0
+    return model
+
+
+def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_it_does(tmp_path):
+    model = _only_band(_llama(tmp_path, "band"), band=1)  # 8 bands; band 1 is in the highest quarter, not the lowest
+    df = rope_frequencies(model, n_docs=2, length=96, max_rows=32, fraction=0.25, n_samples=0)
+    bands = df[df["part"] == "bands"]
+    assert len(bands) == model.n_layers * model.n_heads * 8
+    share = bands.pivot_table(index=["layer", "head"], columns="band", values="logit_share")
+    np.testing.assert_allclose(share[1], 1.0)
+    assert float(share.drop(columns=[1]).abs().max().max()) == 0.0
+    # the norms are the cached rotated queries' band norms
+    from corpora.contexts import text_contexts
+
+    ids = text_contexts(model, "test", 2, 96, 0)
+    _, cache = model.run_with_cache(torch.tensor(ids), names_filter=lambda n: n == "blocks.1.attn.hook_rot_q")
+    spec = model.rotation(1)
+    b = int(spec.by_frequency()[1])
+    direct = cache["blocks.1.attn.hook_rot_q"][..., spec.pairs()[b]].norm(dim=-1).mean(dim=(0, 1))  # [head]
+    got = bands[(bands["layer"] == 1) & (bands["band"] == 1)].sort_values("head")["q_norm"].to_numpy()
+    np.testing.assert_allclose(got, direct.numpy(), rtol=1e-5)
+    eff = df[df["part"] == "effects"].set_index("condition")
+    assert eff.loc["zero-lowest", "kl"] == pytest.approx(0.0, abs=1e-9)  # the lowest bands carry nothing here
+    assert eff.loc["zero-lowest", "loss"] == pytest.approx(eff.loc["none", "loss"], abs=1e-6)
+    assert eff.loc["zero-highest", "kl"] > 1e-4  # the band every head uses is gone
+    assert np.isnan(eff["niah_accuracy"]).all()  # no NIAH prompt was asked for
+
+
+def test_rope_frequencies_is_refused_for_a_model_without_rotation():
+    from interp.capabilities import CapabilityError
+    from tests.helpers import tiny_model
+
+    with pytest.raises(CapabilityError, match="needs a model with rotary positions"):
+        rope_frequencies(tiny_model("per-layer", max_seq_len=64, pos_encoding="selective_pope"), n_docs=1, length=32)
+
+
+def test_random_heads_of_the_same_layers():
+    rng = np.random.default_rng(0)
+    top = [(0, 1), (0, 2), (3, 0)]
+    drawn = random_same_layers(top, 4, 4, rng)
+    assert sorted(l for l, _ in drawn) == [0, 0, 3] and not set(drawn) & set(top)
+    drawn = random_same_layers(top, 4, 3, rng)  # layer 0 has one head left: the other comes from another layer
+    assert sorted(l for l, _ in drawn).count(0) == 1 and len(drawn) == 3 and not set(drawn) & set(top)
+    full = [(1, 0), (1, 1), (1, 2)]  # every head of layer 1: the three come from other layers
+    drawn = random_same_layers(full, 3, 3, rng)
+    assert len(drawn) == 3 and not set(drawn) & set(full) and all(l != 1 for l, _ in drawn)
+
+
+def test_retrieval_heads_masks_what_copies_the_needle():
+    """The bundled repo-small retrieves every needle at 400 bytes: its scores are head-profiles', the unmasked accuracy
+    is niah-accuracy's on the same prompts, and masking its best retrieval head costs more than a random head."""
+    from analyses.head_profiles import head_profiles
+    from analyses.niah_accuracy import niah_accuracy
+    from corpora.niah import niah_samples
+
+    model = load("repo-small")
+    df = retrieval_heads(model, n_docs=4, n_samples=4, length=400, shares=(0.06,), n_random=3)
+    heads = df[df["part"] == "heads"].set_index(["layer", "head"])
+    profile = head_profiles(model, n_docs=1, length=64, n_samples=4, niah_tokens=400).set_index(["layer", "head"])
+    np.testing.assert_allclose(heads["retrieval_score"], profile.loc[heads.index, "retrieval_score"], rtol=1e-9)
+    masking = df[df["part"] == "masking"]
+    evaluation = niah_samples(model.tokenizer, 4, 400, seed=1, preamble=False)
+    assert masking.loc[masking["condition"] == "none", "niah_accuracy"].iloc[0] == \
+        niah_accuracy(model, samples=evaluation)["accuracy"].iloc[0] == 1.0
+    top = masking[masking["condition"] == "top"]
+    random = masking[masking["condition"] == "random"]
+    assert top["heads"].iloc[0] == "L{}H{}".format(*heads["rank"].idxmin())
+    assert top["answer_accuracy"].iloc[0] < random["answer_accuracy"].mean()
+
+
+def test_attention_window_loss_is_the_loss_of_reading_the_last_window_alone(tmp_path):
+    """One layer of rotary attention sees distances only: under a window of W keys the loss at each position is the
+    model's on the W tokens ending there."""
+    model = _llama(tmp_path, "one", num_hidden_layers=1)
+    df = attention_window(model, length=64, n_docs=2, window=8, sinks=(0,), n_buckets=4, max_rows=16)
+    from corpora.contexts import text_contexts
+
+    docs = text_contexts(model, "test", 2, 64, 0)
+    nll = {t: [] for t in range(1, 64)}
+    for ids in docs:
+        x = torch.tensor(ids)
+        for t in range(1, 64):
+            with torch.no_grad():
+                logits = model(x[max(0, t - 8):t][None])[0, -1]
+            nll[t].append(float(torch.nn.functional.cross_entropy(logits[None], x[t:t + 1])))
+    loss = df[(df["part"] == "loss") & (df["condition"] == "window")].set_index("bucket")["loss"]
+    for a, b in buckets(64, 4):
+        assert loss[f"{a}-{b - 1}"] == pytest.approx(np.mean([v for t in range(a, b) for v in nll[t]]), rel=1e-4)
+    assert loss["past the window"] == pytest.approx(np.mean([v for t in range(8, 64) for v in nll[t]]), rel=1e-4)
+    with pytest.raises(ValueError, match="--window 64: the window must be shorter than the documents"):
+        attention_window(model, length=64, n_docs=1, window=64)
+
+
+def test_attention_window_reach_is_read_off_the_patterns_and_a_sliding_layer_stays_inside_its_window(tmp_path):
+    write_tiny_hf("mistral", tmp_path / "sliding", sliding_window=6)
+    model = load(tmp_path / "sliding")
+    model.tokenizer = ByteTokenizer()
+    assert model.attention_windows == (6, 6)
+    df = attention_window(model, length=40, n_docs=1, window=4, sinks=(0, 2), max_rows=40)
+    reach = df[df["part"] == "reach"].set_index(["layer", "head"])
+    assert float(reach["mass_beyond_own_window"].abs().max()) == 0.0  # nothing reaches past 6 keys
+    assert float(reach["mass_beyond_window"].min()) > 0.0  # but past 4 it does
+    from corpora.contexts import text_contexts
+
+    ids = torch.tensor(text_contexts(model, "test", 1, 40, 0))
+    rows = torch.arange(1, 40)
+    with model.query_rows(rows):
+        _, cache = model.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_pattern"))
+    p = cache["blocks.1.attn.hook_pattern"][0]
+    far = (rows[:, None] - torch.arange(40)[None, :]) >= 4
+    np.testing.assert_allclose(reach.loc[1, "mass_beyond_window"].sort_index().to_numpy(),
+                               (p * far).sum(-1).mean(-1).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(reach.loc[1, "sink_mass"].sort_index().to_numpy(), p[..., :2].sum(-1).mean(-1).numpy(), rtol=1e-5)
