@@ -15,8 +15,8 @@ than one layer's answer rows ``[head, rows, keys]`` is ever held (that much only
 otherwise the masses come from a fused attention kernel with the part indicators as values).
 
 Inputs: seeded prompts on Wikipedia or noise (``haystack``), prompts whose haystack is the user's own
-``documents=`` (``--input PATH``; their sentences in order, needle inserted at ``depth``), or ready
-``samples=`` (``corpora.niah.NiahSample``). ``context_tokens`` is then the longest prompt given, and
+``documents=`` texts (``--input PATH``; their sentences in order, needle inserted at ``depth``), or ``documents=``
+holding ready NIAH prompts (``corpora.niah.NiahSample``): ``context_tokens`` is then the longest prompt given, and
 every prompt plus its answer budget must fit the model (refused otherwise).
 """
 
@@ -26,10 +26,9 @@ from typing import Annotated
 
 import numpy as np
 
-from analyses.common import no_grad
-from analyses.registry import Choices, Cli, Fits, Help, NotWith, Range, analysis
-from corpora.answers import answer_budget, answered_prefix, fitting_samples, stop_ids
-from corpora.niah import OTHER, PARTS, niah_samples
+from analyses.registry import Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from corpora.answers import answer_budget, answered_prefix, stop_ids
+from corpora.niah import OTHER, PARTS, prompts_for
 from interp.capabilities import Capability
 from interp.progress import progress
 
@@ -75,20 +74,20 @@ def summary(df):
 @analysis("attention-mass", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 def attention_mass(model, *,
                    n_docs: Annotated[int, Help("NIAH prompts"), Range(1), Cli(aliases=("--n-samples",)),
-                                   NotWith(("samples",))] = 16,
+                                   NotWith(("prompts",))] = 16,
                    length: Annotated[int, Help("prompt length in the model's tokens (16 more must fit for the answer)"),
                                      Range(32), Fits(margin=16), Cli(aliases=("--context-tokens",))] = 512,
                    depth: Annotated[float, Help("needle depth in [0, 1] (default: spread evenly)"), Range(0, 1)] = None,
                    haystack: Annotated[str, Help("wiki (English prose) or noise (RULER's repeated sentences)"),
-                                       Choices(("wiki", "noise")), NotWith(("documents", "samples"))] = "wiki",
+                                       Choices(("wiki", "noise")), NotWith(("texts", "prompts"))] = "wiki",
                    preamble: Annotated[bool, Help("RULER's opening instruction (--no-preamble drops it)")] = True,
-                   modes=MODES, seed: int = 0, samples=None, documents=None) -> pd.DataFrame:
+                   modes=MODES, seed: int = 0, documents=None) -> pd.DataFrame:
     """Attention from the answer tokens of needle-in-a-haystack prompts to the needle, the query and the rest of the
     context (mean weight per token, the seed's Table 4, and total share), per layer and head and averaged; answers
     are the model's greedy output or the gold value teacher-forced, and retrieval accuracy is reported.
 
     Per model, mode, layer, head and part: mean attention per token and total share; plus NIAH accuracy.
-    ``documents=`` (``--input``) is the haystack; ``samples=`` are ready prompts (``length`` is then the longest)."""
+    ``documents=`` (``--input``) is the haystack, or ready NIAH prompts (``length`` is then the longest)."""
     import pandas as pd
     import torch
 
@@ -98,17 +97,9 @@ def attention_mass(model, *,
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} (choose from {MODES})")
     tokenizer = model.require_tokenizer("attention-mass")
-    if n_docs < 1 and samples is None:
-        raise ValueError(f"n_docs must be at least 1, got {n_docs}")
-    if samples is None:
-        if length + 16 > model.max_seq_len:
-            raise ValueError(f"--length={length} plus the answer does not fit in {model.model_name} "
-                             f"(max_seq_len={model.max_seq_len})")
-        samples = niah_samples(tokenizer, n_docs, length, seed=seed, depth=depth,
-                               haystack=haystack if documents is None else documents, preamble=preamble)
-    else:
-        samples = fitting_samples(model, samples)
-        length = max(len(s.token_ids) for s in samples)
+    samples = prompts_for(model, "attention-mass", documents, n_docs, length, seed=seed, depth=depth, haystack=haystack,
+                          preamble=preamble)
+    length = max(len(s.token_ids) for s in samples)
 
     def one(s):
         generated = model.generate([s.token_ids], answer_budget(s.answer_ids), stop_ids(tokenizer))

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from analyses.common import no_grad
-from analyses.registry import Fits, Help, NotWith, Range, analysis
-from analyses.tables import integer_columns, may_be_nan
+from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
 
@@ -109,7 +108,7 @@ def summary(df):
             mass_beyond_own_window="a loss row, or a layer without an attention window of its own")
 def attention_window(model, *,
                      length: Annotated[int, Help("tokens per document"), Range(8), Fits()] = 1024,
-                     n_docs: Annotated[int, Help("documents"), Range(1), NotWith(("documents",))] = 4,
+                     n_docs: Annotated[int, Help("documents"), Range(1), NotWith()] = 4,
                      window: Annotated[int, Help("keys each query sees, itself included (must be shorter than --length)"),
                                        Range(1)] = 256,
                      sinks: Annotated[tuple[int, ...], Help("counts of first tokens kept besides the window (0: plain window "

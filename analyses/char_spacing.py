@@ -13,9 +13,9 @@ from typing import Annotated
 
 import numpy as np
 
-from analyses.common import byte_model, increment_labels, increments
-from analyses.registry import Choices, Cli, Help, analysis
-from analyses.tables import may_be_nan
+from analyses.increment_hooks import byte_model, increment_labels, increments
+from analyses.registry import Choices, Cli, Help, Inline, analysis
+from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 from interp.tokenizers import check_text
 
@@ -42,11 +42,14 @@ def char_increments(model, text: str) -> np.ndarray:
 
 
 def parse_texts(items: list[str]) -> dict[str, str]:
+    """``--text ID=TEXT`` values as ``{id: text}`` (what ``documents=`` takes)."""
     out = {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep:
             raise ValueError("expected ID=TEXT")
+        if not text.strip():
+            raise ValueError(f"text '{key}' is empty")
         out[key] = text
     return out
 
@@ -67,24 +70,23 @@ def summary(df):
 @analysis("char-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
 @may_be_nan(layer_index="no layer: the shared increment")
 def char_spacing(model, *,
-                 texts: Annotated[dict[str, str], Help("ID=TEXT to plot (repeatable; default: the blog's English and Chinese sentences)"),
-                                  Cli("--text", convert=parse_texts, multiple=True, metavar="ID=TEXT")] = None,
                  scales: Annotated[tuple[str, ...], Help("per-row or shared (repeatable; default: both)"), Choices(SCALES),
                                    Cli("--scale")] = SCALES,
-                 documents=None) -> pd.DataFrame:
+                 documents: Annotated[object, Inline("--text", convert=parse_texts, metavar="ID=TEXT",
+                                                     help="ID=TEXT to plot (repeatable; default: the blog's English and "
+                                                          "Chinese sentences)")] = None) -> pd.DataFrame:
     """Each character placed at its cumulative learned position, one row per layer: tight clusters are units the
     layer packs together, wide gaps are boundaries it expands.
 
     One row per (text, scale, layer, character): raw and scaled increment and placed position; ``documents=``
-    (``--input``) are texts to plot, one per document."""
+    (``--input``, or ``--text ID=TEXT``) are the texts to plot, one per document (strings, ``Document``s or a
+    ``{id: text}`` dict)."""
     import pandas as pd
 
-    if documents is not None:
-        if texts is not None:
-            raise ValueError("char-spacing: give texts= (--text) or documents= (--input), not both")
-        texts = {d.id: d.text for d in documents}
+    from corpora.documents import user_inputs
+
     byte_model(model, "char-spacing")
-    texts = DEFAULT_TEXTS if texts is None else texts
+    texts = DEFAULT_TEXTS if documents is None else {d.id: d.text for d in user_inputs(documents, "char-spacing").items}
     for bad in set(scales) - set(SCALES):
         raise ValueError(f"unknown scale {bad!r} (choose from {SCALES})")
     layers = increment_labels(model)

@@ -17,9 +17,9 @@ from typing import Annotated
 
 import numpy as np
 
-from analyses.common import byte_model, increment_labels, increments
+from analyses.increment_hooks import byte_model, increment_labels, increments
 from analyses.registry import Cli, Help, analysis
-from analyses.tables import may_be_nan
+from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
 CARRIERS = ("{a} {b}", "the {a} {b}", "I visited {a} {b}", "near {a} {b}", "they went to {a} {b}")

@@ -16,7 +16,7 @@ Three statistics, the first two read through ``model.query_rows`` so that at mos
      ``position-ranges`` (models with ``Capability.POSITIONS``). NaN for models whose heads rotate by no
      per-head position (BERT's learned absolute table, the AP / RP / DSTG encoders).
 2. **Needle retrieval** (causal LMs only): RULER NIAH prompts of ``niah_tokens`` tokens (seeded, the
-   user's documents as haystack, or ``samples=``) with the gold answer teacher-forced; the rows that
+   user's documents as haystack, or the user's NIAH prompts) with the gold answer teacher-forced; the rows that
    produce the answer (last prompt token and every answer token but the last) are read, as
    ``attention-mass``:
    - ``needle_mass``: summed weight on the needle's tokens, mean over answer rows (attention-mass's
@@ -44,13 +44,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from analyses.common import no_grad
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis
-from analyses.tables import may_be_nan
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
 THRESHOLD = 0.5
-METRICS = ("previous_token_mass", "first_token_mass", "local_mass", "needle_mass", "retrieval_score", "position_range")
 CONTEXT_METRICS = ("previous_token_mass", "first_token_mass", "local_mass", "position_range")
 
 
@@ -134,20 +132,17 @@ def needle_scores(model, sample) -> tuple[torch.Tensor, torch.Tensor]:
     return mass, score
 
 
-def _needle_samples(model, samples, n_samples: int, niah_tokens: int, seed: int, documents):
-    """NIAH prompts for a causal LM (checked to fit with their answers), None for other models."""
+def _needle_samples(model, n_samples: int, niah_tokens: int, seed: int, documents):
+    """NIAH prompts for a causal LM (``documents=`` prompts as given, or prompts on its texts or on Wikipedia; checked to
+    fit with their answers), None for other models."""
     if Capability.CAUSAL_LM not in model.capabilities:
         return None
-    from corpora.answers import fitting_samples
-    from corpora.niah import niah_samples
+    from corpora.documents import input_kind
+    from corpora.niah import prompts_for
 
-    if samples is None:
-        if niah_tokens + 16 > model.max_seq_len:  # declared with Fits too; this guards a direct call of the helper
-            raise ValueError(f"--niah-tokens={niah_tokens} plus the answer does not fit in {model.model_name} "
-                             f"(max_seq_len={model.max_seq_len})")
-        samples = niah_samples(model.require_tokenizer("head-profiles"), n_samples, niah_tokens, seed=seed,
-                               haystack="wiki" if documents is None else documents, preamble=False)
-    return fitting_samples(model, samples)
+    if documents is not None and input_kind(documents) == "tokens":
+        documents = None  # token ids are contexts; the needles come from the built-in haystack
+    return prompts_for(model, "head-profiles", documents, n_samples, niah_tokens, seed=seed)
 
 
 def profile_state(model, kl_components: list[str], needles: bool) -> dict:
@@ -207,33 +202,37 @@ def summary(df):
             influence_rp="the model does not decompose its attention logits")
 def head_profiles(model, *,
                   n_docs: Annotated[int, Help("contexts for the attention masses (built-in Wikipedia windows)"), Range(1),
-                                    Cli(aliases=("--n-contexts",)), NotWith()] = 8,
+                                    Cli(aliases=("--n-contexts",)), NotWith(("texts", "tokens"))] = 8,
                   length: Annotated[int, Help("tokens per context (at most the model's context)"), Range(3), Fits(),
                                     Cli(aliases=("--context-tokens",))] = 512,
                   max_rows: Annotated[int, Help("query rows read per context, evenly spaced"), Range(1)] = 256,
                   local_window: Annotated[int, Help("keys within this distance (token itself excluded) count as local"),
                                           Range(1)] = 8,
-                  n_samples: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"), Range(1)] = 8,
+                  n_samples: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"), Range(1),
+                                       NotWith(("prompts",))] = 8,
                   niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (causal LMs; 16 more must fit "
                                                    "for the answer; default: 512, lowered to fit)"), Range(32),
                                        Fits(margin=16, only=Capability.CAUSAL_LM)] = 512,
-                  seed: int = 0, documents=None, samples=None):
+                  seed: int = 0, documents=None):
     """Per head of each model, on one normalised-depth axis: attention on the previous token, the first token (sink)
     and a local window, the range of its positions, its attention to the needle while answering and its retrieval
     score (top attention on the needle token being copied), KL influences where logits decompose, and the dominant
     behaviour as a group.
 
     One row per layer and head: depth, masses, position range, needle retrieval, KL influences, group.
-    ``documents=`` (``--input``) are split into windows of ``length`` tokens and are the NIAH haystack."""
+    ``documents=`` (``--input``) texts are split into windows of ``length`` tokens and are the NIAH haystack; token ids
+    are the contexts; NIAH prompts are the needle prompts."""
     import numpy as np
     import pandas as pd
 
     from interp import parallel
 
-    samples = _needle_samples(model, samples, n_samples, niah_tokens, seed, documents)  # checked before any work
     from corpora.contexts import text_contexts
+    from corpora.documents import input_kind
 
-    contexts = text_contexts(model, "head-profiles", n_docs, length, seed, documents)
+    samples = _needle_samples(model, n_samples, niah_tokens, seed, documents)  # checked before any work
+    prompts = documents is not None and input_kind(documents) == "prompts"
+    contexts = text_contexts(model, "head-profiles", n_docs, length, seed, None if prompts else documents)
     kl_components = list(model.logit_components()) if Capability.LOGIT_COMPONENTS in model.capabilities else []
     items = [("context", ids) for ids in contexts] + [("needle", s) for s in samples or []]
     state = profile_state(model, kl_components, samples is not None)

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from analyses.common import no_grad
-from analyses.registry import Fits, Help, Range, analysis
-from analyses.tables import may_be_nan
+from analyses.registry import Fits, Help, Range, analysis, no_grad
+from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
 

@@ -13,8 +13,8 @@ Taxonomy (rule, applied to influences ap, sem, rp; a component a model lacks cou
 - ``semantic-oriented``: sem is the largest and rp < ``rp_support``.
 One layer's components ``[head, q, k]`` are held at a time.
 
-Inputs: the built-in Wikipedia documents (seeded), or the user's ``documents=`` (strings or
-``corpora.user.Document``; ``--input PATH``) or ``token_ids=`` (lists of ids, read as given). A user
+Inputs: the built-in Wikipedia documents (seeded), or the user's ``documents=``: texts (strings or
+``corpora.documents.Document``; ``--input PATH``) or token ids (``Window``s or lists of ids, read as given). A user
 document longer than ``length`` is split into consecutive windows of at most ``length`` tokens,
 each opening with the document-start token (encoders: wrapped in [CLS] ... [SEP]); each window counts as
 one document in the averages (``n_docs`` is then the number of windows).
@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from analyses.common import no_grad
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from interp.capabilities import Capability
 from interp.progress import progress
-from analyses.tables import may_be_nan
+from analyses.nan_policy import may_be_nan
 
 COMPONENTS = ("ap", "sem", "rp")
 GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")
@@ -131,11 +130,11 @@ def summary(df):
 @may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
 def kl_ablation(model, *,
                 n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"), Range(1),
-                                  NotWith(("docs", "documents", "token_ids"))] = 500,
+                                  NotWith()] = 500,
                 length: Annotated[int, Help("tokens per document"), Range(2), Fits(), Cli(aliases=("--max-tokens",))] = 512,
                 rp_support: Annotated[float, Help("RP influence from which a semantic head counts as RP-supported"),
                                       Range(0, 1)] = RP_SUPPORT,
-                seed: int = 0, docs=None, documents=None, token_ids=None) -> pd.DataFrame:
+                seed: int = 0, documents=None) -> pd.DataFrame:
     """For each head, the KL divergence between its attention and the attention with one logit component (AP,
     semantic, relative bias) removed, normalised into an influence vector (ternary plot), and the head taxonomy
     it implies (AP-oriented, semantic-oriented, RP-supported).
@@ -144,24 +143,14 @@ def kl_ablation(model, *,
     import pandas as pd
     import torch
 
+    from corpora.contexts import user_windows
     from interp import parallel
-    from probes.position import ProbeDoc, probe_documents
+    from probes.position import probe_documents
 
     present = list(model.logit_components())
-    if sum(x is not None for x in (docs, documents, token_ids)) > 1:
-        raise ValueError("give one of docs=, documents= and token_ids=")
     if documents is not None:
-        from corpora.user import as_documents, token_windows
-
-        if length > model.max_seq_len:
-            raise ValueError(f"--length={length} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
-        docs = token_windows(model.require_tokenizer("kl-ablation"), as_documents(documents), length)
-    elif token_ids is not None:
-        docs = [ProbeDoc("", [int(i) for i in ids], []) for ids in token_ids]
-        for i, d in enumerate(docs):
-            if not 0 < len(d.ids) <= model.max_seq_len:
-                raise ValueError(f"token_ids[{i}] has {len(d.ids)} tokens; {model.model_name} takes 1 to {model.max_seq_len}")
-    if docs is None:
+        docs = user_windows(model, "kl-ablation", documents, length)
+    else:
         docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, length, seed=seed)
     if len(docs) == 0:
         raise ValueError("kl-ablation needs at least one document")

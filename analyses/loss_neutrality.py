@@ -5,7 +5,7 @@ validation documents with a fixed seed): mean next-byte cross-entropy in nats an
 bootstrap interval over windows. The training record's steps and tokens are attached, since a loss
 comparison only means something at equal training.
 
-The user's own ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH``) replace the
+The user's own ``documents=`` (strings or ``corpora.documents.Document``; ``--input PATH``) replace the
 built-in windows: each document is read as in training (EOS first, then its UTF-8 bytes) and split into
 consecutive windows of ``length + 1`` tokens overlapping by one, so every byte after the first is
 predicted exactly once and with at most ``length`` bytes of history; the last window holds the rest.
@@ -23,9 +23,8 @@ from typing import Annotated
 
 import numpy as np
 
-from analyses.common import check_window, no_grad
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis
-from analyses.tables import may_be_nan
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window, no_grad
+from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 from interp.tokenizers import ByteTokenizer, TokenizerError
 
@@ -57,10 +56,10 @@ def document_losses(model, documents, context: int) -> tuple[np.ndarray, np.ndar
     import torch
     import torch.nn.functional as F
 
-    from corpora.user import as_documents
+    from corpora.documents import user_inputs
 
     sums, counts = [], []
-    for doc in as_documents(documents):
+    for doc in user_inputs(documents, "loss-neutrality").items:
         ids = model.tokenizer.encode(doc.text, doc_start=True)
         for start in range(0, len(ids) - 1, context):
             w = torch.tensor([ids[start : start + context + 1]], device=model.device)

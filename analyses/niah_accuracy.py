@@ -15,8 +15,8 @@ import math
 from typing import Annotated
 
 from analyses.registry import Cli, Fits, Help, Range, analysis
-from corpora.answers import equal_length_batches, fitting_samples, retrieved
-from corpora.niah import niah_samples
+from corpora.answers import equal_length_batches, retrieved
+from corpora.niah import prompts_for
 from interp.capabilities import Capability
 
 BATCH = 8  # prompts generated together; rows leave the batch as they finish
@@ -46,29 +46,26 @@ def niah_accuracy(model, *,
                   lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated"), Range(32),
                                      Fits(margin=16), Cli("--length")] = (512, 1024, 2048),
                   n_docs: Annotated[int, Help("prompts per length"), Range(1), Cli(aliases=("--n-samples",))] = 32,
-                  haystack: str = "wiki", preamble: bool = False, seed: int = 1, samples=None,
-                  documents=None) -> pd.DataFrame:
+                  haystack: str = "wiki", preamble: bool = False, seed: int = 1, documents=None) -> pd.DataFrame:
     """Needle-in-a-haystack retrieval accuracy (greedy exact match) at several context lengths, beyond the training
     length included: where a position scheme stops extrapolating.
 
-    One row per context length: accuracy, Wilson interval, samples; ``documents=`` (``--input``) are the haystack."""
+    One row per context length: accuracy, Wilson interval, samples; ``documents=`` (``--input``) are the haystack, or
+    ready NIAH prompts (one row, at the longest prompt's length)."""
     import pandas as pd
 
     from interp import parallel
 
-    tokenizer = model.require_tokenizer("niah-accuracy")
-    if n_docs < 1:
-        raise ValueError(f"n_docs must be at least 1, got {n_docs}")
-    given = None
-    if samples is not None:
-        given = fitting_samples(model, samples)
-        lengths = (max(len(s.token_ids) for s in given),)
-    for length in lengths:
-        if length + 16 > model.max_seq_len and given is None:
-            raise ValueError(f"context length {length} does not fit in {model.model_name} (max_seq_len={model.max_seq_len})")
-    samples = {length: given if given is not None else niah_samples(
-        tokenizer, n_docs, length, seed=seed, haystack=haystack if documents is None else documents, preamble=preamble)
-        for length in lengths}
+    from corpora.documents import input_kind
+
+    given = documents is not None and input_kind(documents) == "prompts"
+    if given:
+        prompts = prompts_for(model, "niah-accuracy", documents, n_docs, 0)
+        lengths = (max(len(s.token_ids) for s in prompts),)
+        samples = {lengths[0]: prompts}
+    else:
+        samples = {length: prompts_for(model, "niah-accuracy", documents, n_docs, length, seed=seed, haystack=haystack,
+                                       preamble=preamble) for length in lengths}
     batches = [(length, batch) for length in lengths for batch in equal_length_batches(samples[length], BATCH)]
 
     def one(job):
@@ -82,5 +79,5 @@ def niah_accuracy(model, *,
         n = len(samples[length])
         lo, hi = wilson(hits[length], n)
         rows.append(dict(model=model.model_name, context_tokens=length, accuracy=hits[length] / n, ci_low=lo, ci_high=hi,
-                         n_samples=n, haystack=haystack if documents is None and given is None else "input"))
+                         n_samples=n, haystack=haystack if documents is None else "input"))
     return pd.DataFrame(rows)

@@ -13,8 +13,8 @@ head's median absolute step; a *plateau* is a run of consecutive steps each at m
 times that median (many tokens mapped to nearly one position). Integer RoPE has neither.
 
 Inputs: the built-in NIAH prompts or Wikipedia windows (``source``, seeded), or the user's own
-``documents=`` (strings or ``corpora.user.Document``; ``--input PATH`` on the command line) or
-``token_ids=`` (lists of ids, read as given). A document longer than ``length`` is split into
+``documents=``: texts (strings or ``corpora.documents.Document``; ``--input PATH`` on the command line) or token
+ids (``Window``s or lists of ids, read as given). A document longer than ``length`` is split into
 consecutive windows of at most ``length`` tokens, each opening with the document-start token
 (``corpora.user.token_windows``); every window is a context, named by the ``document`` and ``window``
 columns, so integer RoPE gives d = N - 1 per window. ``position_patterns`` reads every window too; its
@@ -48,21 +48,12 @@ def context_tokens_for(model, n: int, context_tokens: int, seed: int, source: st
     raise ValueError(f"source must be 'niah' or 'wiki', not {source!r}")
 
 
-def contexts(model, *, n: int, context_tokens: int, seed: int, source: str, documents=None, token_ids=None):
-    """``[(document, window, ids)]``: the user's documents in windows, their token ids, or the built-in source."""
-    if documents is not None and token_ids is not None:
-        raise ValueError("give documents= or token_ids=, not both")
+def contexts(model, *, n: int, context_tokens: int, seed: int, source: str, documents=None):
+    """``[(document, window, ids)]``: the user's documents in windows (or their token ids), or the built-in source."""
     if documents is not None:
-        from corpora.user import as_documents, token_windows
+        from corpora.contexts import user_windows
 
-        windows = token_windows(model.require_tokenizer("positions"), as_documents(documents), context_tokens)
-        return [(w.document, w.index, w.ids) for w in windows]
-    if token_ids is not None:
-        seqs = [list(map(int, ids)) for ids in token_ids]
-        for i, ids in enumerate(seqs):
-            if not 0 < len(ids) <= model.max_seq_len:
-                raise ValueError(f"token_ids[{i}] has {len(ids)} tokens; {model.model_name} takes 1 to {model.max_seq_len}")
-        return [(str(i), 0, ids) for i, ids in enumerate(seqs)]
+        return [(w.document, w.index, w.ids) for w in user_windows(model, "positions", documents, context_tokens)]
     return [(f"{source}:{i}", 0, ids) for i, ids in enumerate(context_tokens_for(model, n, context_tokens, seed, source))]
 
 
@@ -94,7 +85,7 @@ def ranges_summary(df):
 def position_ranges(model, *,
                     n_docs: Annotated[int, Help("contexts"), Range(1), Cli(aliases=("--n-contexts",)), NotWith()] = 8,
                     length: Annotated[int, Help("tokens per context"), Range(2), Fits(), Cli(aliases=("--context-tokens",))] = 512,
-                    source: SOURCE = "niah", seed: int = 0, documents=None, token_ids=None) -> pd.DataFrame:
+                    source: SOURCE = "niah", seed: int = 0, documents=None) -> pd.DataFrame:
     """Range d = max - min of the positions each head assigns within a context, across heads: small d means a head
     packs the context into a narrow span (local re-organisation), large d a wide one; integer RoPE gives d = N - 1.
 
@@ -109,8 +100,7 @@ def position_ranges(model, *,
     rows = []
     if length > model.max_seq_len:
         raise ValueError(f"--length={length} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
-    ctx = contexts(model, n=n_docs, context_tokens=length, seed=seed, source=source, documents=documents,
-                   token_ids=token_ids)
+    ctx = contexts(model, n=n_docs, context_tokens=length, seed=seed, source=source, documents=documents)
     seqs = [ids for _, _, ids in ctx]
 
     def extremes(batch):
@@ -174,7 +164,7 @@ def position_patterns(model, *,
                       source: SOURCE = "niah",
                       jump_factor: Annotated[float, Help("a jump is a step above this many median steps"), Range(0)] = 5.0,
                       plateau_factor: Annotated[float, Help("a plateau step is at most this many median steps"), Range(0)] = 0.1,
-                      seed: int = 0, documents=None, token_ids=None) -> pd.DataFrame:
+                      seed: int = 0, documents=None) -> pd.DataFrame:
     """Assigned position against token index for chosen layers and heads, with jumps (steps above k times the median
     step) and plateaus (runs of near-zero steps) counted per head: a straight line is plain RoPE.
 
@@ -194,7 +184,7 @@ def position_patterns(model, *,
             raise ValueError(f"head {h} does not exist in {model.model_name} ({model.n_heads} heads)")
     if length > model.max_seq_len:
         raise ValueError(f"--length={length} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
-    ctx = contexts(model, n=1, context_tokens=length, seed=seed, source=source, documents=documents, token_ids=token_ids)
+    ctx = contexts(model, n=1, context_tokens=length, seed=seed, source=source, documents=documents)
     names = [f"blocks.{l}.attn.hook_positions" for l in layers]
     modes = _modes(model)
     frames = []

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from interp.capabilities import Capability, CapabilityError
+from interp.capabilities import Capability, require
 
 
 class OptionError(ValueError):
@@ -88,10 +88,20 @@ class Adapts:
 
 @dataclass(frozen=True)
 class NotWith:
-    """The option picks or sizes the built-in input, so it does not apply when one of ``inputs`` (parameters
-    such as ``documents`` or ``token_ids``) is given: a value the user wrote with them is refused, and
-    provenance records the option as not applied rather than a default that never ran."""
-    inputs: tuple[str, ...] = ("documents", "token_ids")
+    """The option picks or sizes the built-in input, so it does not apply when ``documents=`` holds one of ``kinds``
+    (``corpora.documents.KINDS``: texts, tokens, prompts): a value the user wrote with them is refused, and provenance
+    records the option as not applied rather than a default that never ran."""
+    kinds: tuple[str, ...] = ("texts", "tokens", "prompts")
+
+
+@dataclass(frozen=True)
+class Inline:
+    """On ``documents``: a second command-line flag for the user's documents, written inline (char-spacing's
+    ``--text ID=TEXT``); ``convert`` turns its values (a list, the flag repeats) into what ``documents=`` takes."""
+    flag: str
+    convert: Callable
+    help: str
+    metavar: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,11 +135,20 @@ class Option:
     convert: Callable | None = None
     metavar: str | None = None
     adapts: Callable | None = None  # Adapts.rule
-    not_with: tuple[str, ...] = ()  # NotWith.inputs
+    not_with: tuple[str, ...] = ()  # NotWith.kinds
+    feeds: str | None = None  # a command-line flag whose value is another option's (``Inline``)
 
     def replaced_by(self, kwargs: dict) -> str | None:
-        """The first input given in ``kwargs`` that replaces this option (``NotWith``), else None."""
-        return next((i for i in self.not_with if kwargs.get(i) is not None), None)
+        """What replaces this option (``NotWith``): the kind of ``documents=`` given when it is one of its kinds."""
+        documents = kwargs.get("documents")
+        if documents is None or not self.not_with:
+            return None
+        from corpora.documents import input_kind
+
+        kind = input_kind(documents)
+        if kind not in self.not_with:
+            return None
+        return "documents" if kind == "texts" else f"documents ({ {'tokens': 'token ids', 'prompts': 'NIAH prompts'}[kind]})"
 
     @property
     def choices(self) -> tuple | None:
@@ -178,6 +197,8 @@ def _options(function: Callable) -> tuple[Option, ...]:
     """The options of ``function``: its keyword parameters annotated ``Annotated[type, Help(...), ...]``."""
     out = []
     for p in inspect.signature(function).parameters.values():
+        if p.name == "documents":
+            continue  # the user's documents: --input below, and an Inline flag where the analysis declares one
         ann = p.annotation
         if isinstance(ann, str):
             try:  # the module's own annotation, evaluated as typing.get_type_hints does
@@ -197,11 +218,18 @@ def _options(function: Callable) -> tuple[Option, ...]:
             checks=tuple(m for m in meta if isinstance(m, (Range, Choices))),
             model_checks=tuple(m for m in meta if isinstance(m, (Fits, Below))), convert=cli.convert, metavar=cli.metavar,
             adapts=next((m.rule for m in meta if isinstance(m, Adapts)), None),
-            not_with=next((m.inputs for m in meta if isinstance(m, NotWith)), ())))
-    if "documents" in inspect.signature(function).parameters:
+            not_with=next((m.kinds for m in meta if isinstance(m, NotWith)), ())))
+    documents = inspect.signature(function).parameters.get("documents")
+    if documents is not None:
         out.append(Option("documents", str, None, "your documents: a .txt file (one document), a .jsonl file (one "
                           "{\"text\": ...} per line) or a folder of .txt files (default: the built-in corpus)",
                           "--input", convert=read_documents, metavar="PATH"))
+        ann = documents.annotation
+        if isinstance(ann, str):
+            ann = eval(ann, inspect.unwrap(function).__globals__)
+        for inline in (m for m in typing.get_args(ann)[1:] if isinstance(m, Inline)):
+            out.append(Option(inline.flag.lstrip("-").replace("-", "_"), str, None, inline.help, inline.flag, multiple=True,
+                              convert=inline.convert, metavar=inline.metavar, feeds="documents"))
     return tuple(out)
 
 
@@ -230,10 +258,7 @@ class Analysis:
 
     def check_model(self, model) -> None:
         for capability in self.needs:
-            if capability not in getattr(model, "capabilities", frozenset()):
-                describe = model.describe() if hasattr(model, "describe") else type(model).__name__
-                raise CapabilityError(f"analysis '{self.name}' needs a model with {capability.value}; "
-                                      f"'{getattr(model, 'model_name', type(model).__name__)}' ({describe}) has none")
+            require(model, capability, self.name)
 
     def bind(self, model, kwargs: dict, *, label=None) -> dict:
         """``kwargs`` checked against the declaration and ``model``, with every option's value filled in
@@ -244,12 +269,22 @@ class Analysis:
             if old in kwargs:
                 warnings.warn(f"{self.name}: '{old}=' is now '{new}='", DeprecationWarning, stacklevel=4)
                 kwargs[new] = kwargs.pop(old)
+        if any(opt.name == "documents" for opt in self.options):
+            for old in INPUT_KEYWORDS:
+                if old in kwargs:
+                    warnings.warn(f"{self.name}: '{old}=' is now 'documents='", DeprecationWarning, stacklevel=4)
+                    value = kwargs.pop(old)
+                    if value is not None and kwargs.get("documents") is not None:
+                        raise OptionError(f"{self.name}: {old}= and documents= both give the input: use documents=")
+                    kwargs["documents"] = value if value is not None else kwargs.get("documents")
         self.check_model(model)
         for opt in self.options:
+            if opt.feeds:
+                continue  # a command-line spelling of another option (parse_cli gave its value to that one)
             given = opt.name in kwargs
             replaced = opt.replaced_by(kwargs)
             if given and replaced:
-                named = {"documents": "your documents (--input)"}.get(replaced, f"{replaced}=")
+                named = {"documents": "your documents (--input)"}.get(replaced, f"your {replaced}")
                 raise OptionError(f"{label(opt)} {_shown(kwargs[opt.name])}: does not apply with {named}, "
                                   "which are read whole; leave it out")
             if replaced:
@@ -291,13 +326,42 @@ class Analysis:
         return self._body(model, **self.bind(model, kwargs))
 
     def parse_cli(self, namespace: dict) -> dict:
-        """The keyword arguments the command line gave (only those given), parsed and checked on their own."""
-        return {opt.name: opt.parse(namespace[opt.name]) for opt in self.options if opt.name in namespace}
+        """The keyword arguments the command line gave (only those given), parsed and checked on their own; an
+        ``Inline`` flag's value is ``documents``."""
+        given = [opt for opt in self.options if opt.name in namespace]
+        feeding = [opt for opt in given if opt.feeds]
+        if feeding and any(opt.name == feeding[0].feeds for opt in given):
+            raise OptionError(f"{feeding[0].flag} and --input both give your documents: use one")
+        return {opt.feeds or opt.name: opt.parse(namespace[opt.name]) for opt in given}
 
 
 def _shown(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
+
+def no_grad(function):
+    """``torch.no_grad()`` as a decorator that imports torch only when called (analysis modules import light)."""
+
+    @functools.wraps(function)
+    def inner(*args, **kwargs):
+        import torch
+
+        with torch.no_grad():
+            return function(*args, **kwargs)
+
+    return inner
+
+
+def check_window(model, max_tokens: int, what: str = "--length") -> None:
+    from interp.base import InputError
+
+    if max_tokens > model.max_seq_len:
+        raise InputError(f"{what}={max_tokens} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+    if max_tokens < 4:
+        raise InputError(f"{what}={max_tokens} is too short to hold a character")
+
+
+INPUT_KEYWORDS = ("docs", "token_ids", "samples", "texts")  # what documents= was called before it was one keyword
 
 _REGISTRY: dict[str, Analysis] = {}
 

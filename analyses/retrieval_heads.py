@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from analyses.registry import Fits, Help, Range, analysis
-from analyses.tables import integer_columns, may_be_nan
+from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
 
@@ -103,7 +103,7 @@ def retrieval_heads(model, *,
     from corpora.niah import niah_samples
     from interp import interventions, parallel
 
-    if parallel.current().standalone_share:
+    if parallel.current().standalone:
         raise ValueError("retrieval-heads ranks the heads on one pass and masks them on a second, so a --shard I/N process "
                          "cannot compute its share alone; run it in one process or under torchrun")
     tok = model.require_tokenizer("retrieval-heads")

@@ -31,9 +31,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from analyses.common import no_grad
-from analyses.registry import Fits, Help, NotWith, Range, analysis
-from analyses.tables import integer_columns, may_be_nan
+from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
 CONDITIONS = ("none", "zero-highest", "zero-lowest", "unrotate-lowest", "unrotate-highest")
@@ -186,7 +185,7 @@ def summary(df):
                             "a bands row is of one head and band"),
             niah_accuracy="a bands row, or no NIAH prompt was asked for")
 def rope_frequencies(model, *,
-                     n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("documents",))] = 4,
+                     n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("texts", "tokens"))] = 4,
                      length: Annotated[int, Help("tokens per context"), Range(8), Fits()] = 512,
                      max_rows: Annotated[int, Help("query rows per context for the logit shares and attention masses"),
                                          Range(1)] = 128,

@@ -38,9 +38,9 @@ def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[tup
     bos = start_token(model)
     tok = model.require_tokenizer("sink-rate")
     if documents is not None:
-        from corpora.user import as_documents, token_windows
+        from corpora.contexts import user_windows
 
-        text = [w.ids for w in token_windows(tok, as_documents(documents), length + 1)]
+        text = [w.ids for w in user_windows(model, "sink-rate", documents, length + 1)]
     else:
         from probes.position import probe_documents
 
@@ -76,7 +76,7 @@ def sink_rate(model, *,
               lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (those of the "
                                                        "default that fit the model)"),
                                  Range(2), Fits(), Adapts(_lengths), Cli("--length")] = (64, 256, 1024),
-              n_docs: Annotated[int, Help("contexts per condition"), Range(1), NotWith(("documents",))] = 8,
+              n_docs: Annotated[int, Help("contexts per condition"), Range(1), NotWith()] = 8,
               epsilon: Annotated[float, Help("a head is a sink when its mean first-token attention exceeds this"),
                                  Range(0, 1)] = 0.3,
               max_rows: Annotated[int, Help("query rows read per context, evenly spaced"), Range(1)] = 256,

@@ -13,9 +13,10 @@ Confidence intervals resample whole documents (gaps in one document are not inde
 documents that gave gaps (what the AUC rests on), ``n_docs_read`` those read; ``ci_missing`` says why an interval
 is missing (fewer than two documents with gaps, say).
 
-The user's own ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH``) replace People's
+The user's own ``documents=`` (strings or ``corpora.documents.Document``; ``--input PATH``) replace People's
 Daily: every document is read whole, in the same character-aligned windows (``n_docs`` and
-``max_gaps`` do not apply), and scored against jieba only (they carry no gold segmentation).
+``max_gaps`` do not apply), and scored against jieba, and against their gold segmentation where every one carries
+it (``Document.words``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from typing import Annotated
 
 import numpy as np
 
-from analyses.common import byte_model, check_window, increment_labels, increments
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis
+from analyses.increment_hooks import byte_model, increment_labels, increments
+from corpora.documents import Window
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window
 from analyses.stats import bootstrap_auc, roc_auc
-from analyses.tables import may_be_nan
+from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
 CJK_FIRST, CJK_LAST = 0x4E00, 0x9FFF
@@ -41,27 +43,24 @@ def is_cjk(ch: str) -> bool:
     return CJK_FIRST <= ord(ch) <= CJK_LAST
 
 
-@dataclass(frozen=True)
-class Window:
-    first_char: int  # index in the document of the window's first character
-    text: str
-    byte_ids: tuple[int, ...]
-    lead_bytes: tuple[int, ...]  # offset of each character's first byte inside the window
-
-
-def char_windows(text: str, max_bytes: int) -> Iterator[Window]:
-    """Contiguous character-aligned windows of at most ``max_bytes`` bytes (no character is split)."""
-    start, chars, ids, leads = 0, [], [], []
-    for ch in text:
+def char_windows(text: str, max_bytes: int, document: str = "") -> Iterator[Window]:
+    """Contiguous character-aligned windows of at most ``max_bytes`` UTF-8 bytes (no character is split): ``ids`` are
+    the bytes, ``spans`` each byte's character ``(i, i + 1)`` in ``text``, ``text`` the characters the window holds."""
+    ids, spans, index = [], [], 0
+    for i, ch in enumerate(text):
         b = ch.encode("utf-8")
         if ids and len(ids) + len(b) > max_bytes:
-            yield Window(start, "".join(chars), tuple(ids), tuple(leads))
-            start, chars, ids, leads = start + len(chars), [], [], []
-        leads.append(len(ids))
-        chars.append(ch)
+            yield Window(document, ids, spans, index=index, text=text[spans[0][0]:i])
+            ids, spans, index = [], [], index + 1
         ids.extend(b)
-    if chars:
-        yield Window(start, "".join(chars), tuple(ids), tuple(leads))
+        spans.extend([(i, i + 1)] * len(b))
+    if ids:
+        yield Window(document, ids, spans, index=index, text=text[spans[0][0]:])
+
+
+def lead_bytes(window: Window) -> list[int]:
+    """Offset in the window of each character's first byte."""
+    return [t for t, span in enumerate(window.spans) if t == 0 or span != window.spans[t - 1]]
 
 
 def word_final_indices(words: Sequence[str]) -> set[int]:
@@ -115,15 +114,16 @@ def gap_table(docs, max_bytes: int, max_gaps: int) -> GapTable:
         final = {"jieba": word_final_indices(jieba_words(doc.text))}
         if doc.words is not None:
             final["gold"] = word_final_indices(doc.words)
-        for w in char_windows(doc.text, max_bytes):
+        for w in char_windows(doc.text, max_bytes, doc.id):
             windows.append(w)
+            leads, first = lead_bytes(w), w.spans[0][0]
             for i in range(len(w.text) - 1):
                 if is_cjk(w.text[i]) and is_cjk(w.text[i + 1]):
                     win_idx.append(len(windows) - 1)
-                    lead.append(w.lead_bytes[i + 1])
+                    lead.append(leads[i + 1])
                     doc_of.append(d)
                     for ref in REFERENCES:
-                        labels[ref].append(int(w.first_char + i in final[ref]) if ref in final else -1)
+                        labels[ref].append(int(first + i in final[ref]) if ref in final else -1)
         used = d + 1
         if len(lead) >= max_gaps:
             break
@@ -158,11 +158,10 @@ def summary(df):
 def word_boundaries(
     model,
     *,
-    docs=None,
     n_docs: Annotated[int, Help("documents read at most"), Range(1), Cli(aliases=("--max-docs",)),
-                          NotWith(("documents",))] = 300,
+                          NotWith()] = 300,
     max_gaps: Annotated[int, Help("stop after the document that brings the gap count to this"), Range(1),
-                            NotWith(("documents",))] = 40_000,
+                            NotWith()] = 40_000,
     length: Annotated[int, Help("window length in bytes (at most the model's context)"), Range(4), Fits(),
                       Cli(aliases=("--max-bytes",))] = 512,
     n_boot: Annotated[int, Help("bootstrap resamples (of documents) for the 95% interval"), Range(1)] = 1000,
@@ -173,7 +172,7 @@ def word_boundaries(
     """ROC-AUC with which each layer's increment at the next character separates Chinese word boundaries from
     word-internal gaps (0.5 = chance), against jieba and the PKU gold segmentation on held-out People's Daily.
 
-    ``docs`` defaults to the held-out People's Daily articles (gold segmentation available).
+    ``documents=`` defaults to the held-out People's Daily articles (gold segmentation available).
     """
     import pandas as pd
 
@@ -182,20 +181,17 @@ def word_boundaries(
     byte_model(model, "word-boundaries")
     check_window(model, length)
     if documents is not None:
-        from corpora.documents import Document
-        from corpora.user import as_documents
+        from corpora.documents import user_inputs
 
-        docs = [Document(d.id, d.text, "input") for d in as_documents(documents)]
-        max_gaps = np.inf
-    docs = validation_documents(n_docs) if docs is None else list(docs)[:n_docs] if documents is None else docs
-    if not docs:
-        raise ValueError("word-boundaries: no documents to read (docs= holds none)")
+        docs, max_gaps = user_inputs(documents, "word-boundaries").items, np.inf
+    else:
+        docs = validation_documents(n_docs)
     gaps = gap_table(docs, length, max_gaps)
     if len(gaps.lead_byte) == 0:
         raise ValueError(f"word-boundaries: the {len(docs)} documents contain no gap between two CJK characters")
     layers = increment_labels(model)
     scores = np.empty((len(layers), len(gaps.lead_byte)))
-    by_window = parallel.map_items(lambda ws: [inc for _, inc in increments(model, [w.byte_ids for w in ws], batch_size=len(ws))],
+    by_window = parallel.map_items(lambda ws: [inc for _, inc in increments(model, [w.ids for w in ws], batch_size=len(ws))],
                                    gaps.windows, model=model, batch_size=batch_size, desc=f"word-boundaries {model.model_name}")
     for g, (w, b) in enumerate(zip(gaps.window_index, gaps.lead_byte)):
         scores[:, g] = by_window[int(w)][:, b]

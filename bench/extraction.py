@@ -21,7 +21,7 @@ BATCH = 8
 
 def _model():
     from interp.loading import load
-    from interp.registry import lookup
+    from interp.catalog import lookup
 
     entry = lookup("increments-per-layer")
     if entry is not None:

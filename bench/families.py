@@ -41,8 +41,8 @@ def smollm2_dir(directory: Path) -> Path:
     """The packaged GGUF, de-quantised by transformers, as a float32 Hugging Face directory with its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from interp.packaged import SMOLLM2
-    from interp.packages import package_file
+    from interp.catalog import SMOLLM2
+    from interp.package_files import package_file
 
     path = package_file(*SMOLLM2)
     AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(directory)
@@ -79,8 +79,8 @@ def smollm2(directory: Path) -> dict:
 
 def minilm() -> dict:
     import interp
-    from interp.packaged import MINILM
-    from interp.packages import package_file
+    from interp.catalog import MINILM
+    from interp.package_files import package_file
 
     hand, generic = interp.load("minilm"), interp.load(package_file(*MINILM))
     ids = hand.tokenizer.encode("The quick brown fox jumps over the lazy dog near the river bank. " * 40)[: MINILM_TOKENS]

@@ -55,8 +55,8 @@ def model_dir(name: str) -> Path:
         return path
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
-    from interp.packaged import SMOLLM2
-    from interp.packages import package_file
+    from interp.catalog import SMOLLM2
+    from interp.package_files import package_file
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if os.environ.get("POSLENS_BENCH_TOKENIZER"):  # SmolLM2's tokenizer files, where its package is not installed

@@ -13,7 +13,7 @@ ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 9))
 
 def _hidden_states(n_docs: int):
     from interp.loading import load
-    from interp.registry import lookup
+    from interp.catalog import lookup
     from probes.position import probe_documents
     from probes.targets import position_targets
 

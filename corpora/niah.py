@@ -156,3 +156,17 @@ def niah_samples(tokenizer, n: int, context_tokens: int, *, seed: int = 0, depth
     rng = np.random.default_rng(seed)
     depths = [depth] * n if depth is not None else list(np.linspace(0, 1, n)) if n > 1 else [0.5] * n
     return [make_sample(tokenizer, rng, hay, context_tokens, depth=d, preamble=preamble) for d in depths]
+
+
+def prompts_for(model, analysis: str, documents, n: int, length: int, *, seed: int = 0, depth: float | None = None,
+                haystack: str = "wiki", preamble: bool = False) -> list[NiahSample]:
+    """The NIAH prompts an analysis reads: ``documents=`` NIAH prompts as given (each checked to fit the model with its
+    answer), or ``n`` seeded prompts of ``length`` tokens whose haystack is ``documents=`` texts, else ``haystack``."""
+    from corpora.documents import input_kind, user_inputs
+
+    if documents is not None and input_kind(documents) == "prompts":
+        from corpora.answers import fitting_samples
+
+        return fitting_samples(model, user_inputs(documents, analysis, ("prompts",)).items)
+    hay = haystack if documents is None else user_inputs(documents, analysis, ("texts",)).items
+    return niah_samples(model.require_tokenizer(analysis), n, length, seed=seed, depth=depth, haystack=hay, preamble=preamble)

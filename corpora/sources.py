@@ -7,7 +7,7 @@ import json
 import unicodedata
 
 from corpora.documents import Document
-from interp.packages import package_file
+from interp.package_files import package_file
 
 TERMINAL = ("。", "！", "？", "”", "…", "」", "』")
 

@@ -3,7 +3,8 @@
 - ``read_documents(path)``: a ``.txt`` file is one document; a ``.jsonl`` file one document per line
   (a ``text`` field, an optional ``id``; the default id is the line number); a directory one document per
   ``.txt`` file, in sorted order. Errors name the file (and line).
-- ``as_documents(items)``: strings or ``Document`` objects -> documents (strings get ids "0", "1", ...).
+- ``as_documents(items)``: strings, ``Document`` objects or a ``{id: text}`` dict -> documents (strings get ids "0",
+  "1", ...). The types are ``corpora.documents``'.
 - ``input_record(path)``: path, size in bytes and sha256, for provenance.
 - ``token_windows(tokenizer, documents, max_tokens)``: each document tokenised once and split into
   consecutive non-overlapping windows of at most ``max_tokens`` tokens; every window starts with the
@@ -15,37 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
+from corpora.documents import Document, Documents, Window
 from interp.base import InputError
-
-
-@dataclass(frozen=True)
-class Document:
-    id: str
-    text: str
-
-
-class Documents(list):
-    """A list of ``Document`` that remembers where it was read from (``source``: ``input_record``)."""
-
-    source: dict | None = None
-
-
-class Texts(dict):
-    """``{id: text}`` of documents read from a file (for analyses that take named texts), with their ``source``."""
-
-    source: dict | None = None
-
-
-@dataclass(frozen=True)
-class Window:
-    document: str  # the document's id
-    index: int  # window number inside the document
-    start: int  # first content token of the document this window holds
-    ids: list[int]
-    spans: list[tuple[int, int]]  # character spans in the document's text
 
 
 def _text(path: Path, data: bytes, line: int | None = None) -> str:
@@ -122,11 +96,13 @@ def input_record(path) -> dict:
 
 
 def as_documents(items, what: str = "documents") -> Documents:
-    """Strings or ``Document`` objects (or a path) -> checked ``Documents``."""
+    """Strings or ``Document`` objects, a ``{id: text}`` dict, or a path -> checked ``Documents``."""
     if isinstance(items, Path):
         return read_documents(items)
     if isinstance(items, str):
         raise InputError(f"{what}= expects a list of strings or Document objects (use read_documents(path) for a file)")
+    if isinstance(items, dict):
+        items = [Document(str(k), v) if isinstance(v, str) else v for k, v in items.items()]
     docs = []
     for i, item in enumerate(items):
         if isinstance(item, Document):
@@ -145,15 +121,23 @@ def as_documents(items, what: str = "documents") -> Documents:
 
 
 def documents_record(docs) -> dict:
-    """What provenance keeps of documents: their input file's record, or a hash of the texts given in Python."""
+    """What provenance keeps of what ``documents=`` held: the input file's record, or the kind and a hash of the texts,
+    token ids or prompts given in Python."""
     source = getattr(docs, "source", None)
     if source is not None:
         return dict(input=source, n_documents=len(docs))
+    from corpora.documents import _kind
+
+    items = list(docs.values()) if isinstance(docs, dict) else list(docs)
+    kind = _kind(items[0]) if items else "texts"
     h = hashlib.sha256()
-    for d in docs:
-        text = d.text if isinstance(d, Document) else str(d)
-        h.update(hashlib.sha256(text.encode("utf-8")).digest())
-    return dict(input="python", n_documents=len(docs), sha256=h.hexdigest())
+    for d in items:
+        if kind == "tokens":
+            data = " ".join(map(str, d.ids if isinstance(d, Window) else d))
+        else:
+            data = d.text if hasattr(d, "text") else str(d)
+        h.update(hashlib.sha256(data.encode("utf-8")).digest())
+    return dict(input="python", kind=kind, n_documents=len(items), sha256=h.hexdigest())
 
 
 def _frame(tokenizer, text: str):
@@ -187,8 +171,8 @@ def token_windows(tokenizer, documents, max_tokens: int) -> list[Window]:
         for w, start in enumerate(range(0, len(ids), room)):
             chunk, cspans = ids[start : start + room], spans[start : start + room]
             a, b = cspans[0][0], cspans[-1][1]
-            out.append(Window(doc.id, w, start, prefix + chunk + suffix,
-                              [(a, a)] * len(prefix) + list(cspans) + [(b, b)] * len(suffix)))
+            out.append(Window(doc.id, prefix + chunk + suffix, [(a, a)] * len(prefix) + list(cspans) + [(b, b)] * len(suffix),
+                              index=w, start=start))
     return out
 
 

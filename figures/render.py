@@ -109,7 +109,7 @@ def _known_or_advise(name: str, csv: Path) -> None:
                          f"pass --analysis NAME (known: {', '.join(known())})")
 
 
-def output_stem(csv: Path, name: str, out, template: str, width, height) -> Path:
+def output_stem(csv: Path, out, template: str, width, height) -> Path:
     """``OUT/NAME[-paper][-3.3in][x2in]``: a re-rendered figure never takes the analysis' own file names by chance."""
     label = "-".join(p for p in (template if template != "default" else "",
                                  str(width).replace(" ", "") if width is not None else "") if p)
@@ -126,7 +126,7 @@ def rerender(csv, *, formats=None, width=None, height=None, template: str = "def
     formats = resolve_formats(formats)
     name, df, _ = read_result(csv, analysis)
     fig = render(name, df, template=template, title=title, width=width, height=height)
-    stem = output_stem(csv, name, out, template, width, height)
+    stem = output_stem(csv, out, template, width, height)
     targets = [stem.parent / f"{stem.name}.{f}" for f in formats]
     clash = [p for p in targets if p.exists()]
     if clash and not force:

@@ -45,7 +45,7 @@ from torch import Tensor
 from transformer_lens import HookedRootModule
 
 from interp import attention
-from interp.capabilities import Capability, CapabilityError  # noqa: F401 (re-exported)
+from interp.capabilities import Capability, CapabilityError, require  # noqa: F401 (re-exported)
 
 
 class InputError(ValueError):
@@ -102,14 +102,6 @@ def _rank(pattern: str) -> float:
     if leaf.startswith("attn."):
         return 6 if leaf.startswith("attn.hook_z") else 3.5 if leaf.startswith("attn.hook_logits") else 3
     return 11 if leaf.startswith("hook_resid_") else 2
-
-
-def require(model, capability: Capability, analysis: str) -> None:
-    if capability not in getattr(model, "capabilities", frozenset()):
-        raise CapabilityError(
-            f"analysis '{analysis}' needs a model with {capability.value}; "
-            f"'{getattr(model, 'model_name', type(model).__name__)}' ({model.describe()}) has none"
-        )
 
 
 class PosLensModel(HookedRootModule):

@@ -18,3 +18,11 @@ class Capability(str, enum.Enum):
 
 class CapabilityError(TypeError):
     """An analysis was given a model that lacks what it needs."""
+
+
+def require(model, capability: Capability, analysis: str) -> None:
+    """Refuse, naming the analysis (or method) and the model, a model without ``capability``."""
+    if capability not in getattr(model, "capabilities", frozenset()):
+        describe = model.describe() if hasattr(model, "describe") else type(model).__name__
+        raise CapabilityError(f"analysis '{analysis}' needs a model with {capability.value}; "
+                              f"'{getattr(model, 'model_name', type(model).__name__)}' ({describe}) has none")

@@ -1,4 +1,5 @@
-"""What a model is right now: a hash of its weights and the hooks attached to it.
+"""What a model is: the hash of the checkpoint it was read from (``files_sha256``), a hash of its weights now and the
+hooks attached to it.
 
 ``weights_sha256`` hashes every tensor of the state dict (name, shape, dtype, bytes), so an edit made in
 memory after loading gives a different hash than the one ``load`` stored in ``model.source``.
@@ -9,8 +10,23 @@ edits provenance must mention because they change what the model computes.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import torch
+
+
+def files_sha256(path) -> str:
+    """Hex sha256 of a checkpoint file, or of a directory's files (their names and contents, sorted)."""
+    path = Path(path)
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        if path.is_dir():
+            h.update(str(f.relative_to(path)).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 def weights_sha256(model) -> str:

@@ -117,7 +117,7 @@ class WordPieceTokenizer:
     def __init__(self, vocab_file=None):
         from tokenizers import BertWordPieceTokenizer
 
-        from interp.packages import package_file
+        from interp.package_files import package_file
 
         self.vocab_file = str(vocab_file) if vocab_file is not None else str(package_file(*self.VOCAB))
         self.tok = BertWordPieceTokenizer(self.vocab_file, lowercase=True, clean_text=True, handle_chinese_chars=True,

@@ -25,10 +25,10 @@ def _parse_overrides(items: list[str]) -> dict:
 
 
 def cmd_models(args) -> int:
-    from interp import registry
+    from interp import catalog
 
     rows = []
-    for e in registry.entries():
+    for e in catalog.entries():
         ok = e.available()
         n = e.n_params if ok else None
         rows.append((e.name, e.family, f"{n / 1e6:.2f}M" if n else "-", e.origin + ("" if ok else " (not installed)"), e.description))

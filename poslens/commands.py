@@ -169,8 +169,9 @@ def _analyze(args: argparse.Namespace, spec) -> int:
     check_shard_arguments(args)
     # the shards' manifest keeps what the command line gave for options read from files (--input, --entities),
     # so `poslens merge` reads them again (analyses.registry Option.parse)
-    recorded = {k: vars(args)[k] if next(o for o in spec.options if o.name == k).convert is not None else v
-                for k, v in options.items()}
+    ns = vars(args)
+    recorded = {o.name: ns[o.name] if o.convert is not None else options[o.feeds or o.name]
+                for o in spec.options if o.name in ns}
     with analysis_session(args, spec.name, recorded, seed):
         result = run_analysis(spec.name, args.model, args.out, options=options, seed=seed, force=args.force,
                               device=args.device, cli=True, formats=args.format, tokenizer=args.tokenizer)

@@ -1,5 +1,6 @@
-"""Command-line side of data-parallel runs (``interp.parallel``): the shard options of ``poslens analyze``
-and ``poslens merge SHARD_DIR --out OUT``, which reduces the shards of separate jobs into the usual outputs."""
+"""Command-line side of data-parallel runs (``interp.parallel``, shards in ``poslens.shards``): the shard options of
+``poslens analyze`` and ``poslens merge SHARD_DIR --out OUT``, which reduces the shards of separate jobs into the
+usual outputs."""
 
 from __future__ import annotations
 
@@ -21,16 +22,25 @@ def check_shard_arguments(args: argparse.Namespace) -> None:
     if args.flush_every < 1:
         raise OptionError(f"--flush-every {args.flush_every}: must be at least 1")
     if args.shard is not None:
-        from interp.parallel import parse_share
+        from poslens.shards import parse_share
 
         parse_share(args.shard)
+        if args.shard_dir is None:
+            raise OptionError(f"--shard {args.shard}: needs --shard-dir DIR to write its share to")
 
 
 def analysis_session(args: argparse.Namespace, analysis: str, options: dict, seed: int):
+    """The data-parallel session of ``poslens analyze``: torchrun's ranks or one ``--shard I/N``, with a shard store
+    when ``--shard-dir`` is given."""
     from interp import parallel
+    from poslens.shards import ShardStore, arguments_record, parse_share
 
-    return parallel.session(analysis=analysis, models=args.model, options=options, seed=seed, device=args.device,
-                            shard_dir=args.shard_dir, shard=args.shard, flush_every=args.flush_every)
+    store = None
+    if args.shard_dir is not None:
+        store = ShardStore(args.shard_dir, record=arguments_record(analysis, args.model, options, seed),
+                           flush_every=args.flush_every, standalone=args.shard is not None)
+    share = parse_share(args.shard) if args.shard is not None else None
+    return parallel.session(device=args.device, share=share, store=store)
 
 
 def add_merge_command(sub) -> None:
@@ -45,19 +55,19 @@ def add_merge_command(sub) -> None:
 def merge(shard_dir, out, *, force: bool = False, device=None):
     """Check the shards in ``shard_dir`` and write the analysis' outputs from them (the models are loaded
     for provenance and for anything the analysis computes outside its corpus loop)."""
+    from analyses import get
     from interp import parallel
     from poslens.run import run_analysis
+    from poslens.shards import ShardStore, read_shards
 
-    from analyses import get
-
-    record, by_share = parallel.read_shards(shard_dir)
+    record, by_share = read_shards(shard_dir)
     args = record["arguments"]
     spec = get(record["analysis"])
     # options read from files (--input, --entities) are recorded as given on the command line: read them again
-    options = {k: spec_option.parse(v) if (spec_option := next((o for o in spec.options if o.name == k), None)) is not None
-               and spec_option.convert is not None else v for k, v in args["options"].items()}
-    with parallel.session(analysis=record["analysis"], models=args["models"], options=args["options"], seed=args["seed"],
-                          shard_dir=shard_dir, serve=by_share):
+    by_name = {o.name: o for o in spec.options}
+    options = {(by_name[k].feeds or k) if k in by_name else k:
+               by_name[k].parse(v) if k in by_name and by_name[k].convert is not None else v for k, v in args["options"].items()}
+    with parallel.session(store=ShardStore(shard_dir, record=record, serve=by_share)):
         return run_analysis(record["analysis"], args["models"], out, options=options, seed=args["seed"],
                             force=force, device=device)
 

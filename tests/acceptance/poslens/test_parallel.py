@@ -214,7 +214,9 @@ def test_world_comes_from_torchruns_environment(monkeypatch):
     assert not parallel.writes_outputs()
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert parallel.detect_world() == parallel.World()
-    assert parallel.parse_share("2/3") == (2, 3)
+    from poslens.shards import parse_share
+
+    assert parse_share("2/3") == (2, 3)
     for bad in ("3/3", "1", "a/b", "-1/2"):
         with pytest.raises(ValueError, match="--shard expects I/N"):
-            parallel.parse_share(bad)
+            parse_share(bad)

@@ -4,7 +4,7 @@ import pytest
 
 import analyses
 from poslens.summary import compact, markdown
-from probes.position import ProbeDoc
+from corpora.documents import Window
 from tests.encoder_helpers import token_ids, tiny_encoder
 from tests.repo_helpers import tiny_repo
 
@@ -13,14 +13,14 @@ from tests.repo_helpers import tiny_repo
 def results():
     repo = tiny_repo("repo")
     enc = tiny_encoder("disentangled")
-    docs = [ProbeDoc("", token_ids(enc, 1, 20, seed=s)[0].tolist(), []) for s in range(2)]
+    docs = [Window("", token_ids(enc, 1, 20, seed=s)[0].tolist()) for s in range(2)]
     return {
         "attention-mass": analyses.run("attention-mass", repo, n_docs=1, length=420),
         "niah-accuracy": analyses.run("niah-accuracy", repo, lengths=(300,), n_docs=1),
         "position-ranges": analyses.run("position-ranges", repo, n_docs=1, length=300),
         "position-patterns": analyses.run("position-patterns", repo, layers=[1], length=256),
         "ap-spectrum": analyses.run("ap-spectrum", enc),
-        "kl-ablation": analyses.run("kl-ablation", enc, docs=docs),
+        "kl-ablation": analyses.run("kl-ablation", enc, documents=docs),
     }
 
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from interp.loading import load, load_tokenizer
-from interp.packaged import MINILM
-from interp.packages import package_file
+from interp.catalog import MINILM
+from interp.package_files import package_file
 from interp.loading.repo import save_pretrained
 from interp.tokenizers import TokenizerError
 from poslens.cli import main

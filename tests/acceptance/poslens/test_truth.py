@@ -10,7 +10,7 @@ import torch
 
 import poslens.run
 from analyses import all_analyses, get
-from analyses.tables import check_table, may_be_nan, nan_columns
+from analyses.nan_policy import check_table, may_be_nan, nan_columns
 from interp.loading import load, save
 from poslens.provenance import model_record
 from poslens.run import run_analysis

@@ -48,7 +48,7 @@ def test_attention_forced_onto_the_needle_gives_needle_share_one():
     rows = []
     for s in samples:
         needle["span"] = s.span("needle")
-        rows.append(attention_mass(model, samples=[s]))
+        rows.append(attention_mass(model, documents=[s]))
     model.reset_hooks()
     for s, df in zip(samples, rows):
         agg = df[(df.layer == "all") & (df["mode"] == "teacher")].set_index("part")

@@ -95,7 +95,7 @@ def test_retrieval_heads_masks_what_copies_the_needle():
     masking = df[df["part"] == "masking"]
     evaluation = niah_samples(model.tokenizer, 4, 400, seed=1, preamble=False)
     assert masking.loc[masking["condition"] == "none", "niah_accuracy"].iloc[0] == \
-        niah_accuracy(model, samples=evaluation)["accuracy"].iloc[0] == 1.0
+        niah_accuracy(model, documents=evaluation)["accuracy"].iloc[0] == 1.0
     top = masking[masking["condition"] == "top"]
     random = masking[masking["condition"] == "random"]
     assert top["heads"].iloc[0] == "L{}H{}".format(*heads["rank"].idxmin())

@@ -7,12 +7,12 @@ from scipy.special import softmax
 from scipy.stats import entropy
 
 from analyses.kl_ablation import kl_ablation
-from probes.position import ProbeDoc
+from corpora.documents import Window
 from tests.encoder_helpers import token_ids, tiny_encoder
 
 
 def _docs(model, n=3, length=20):
-    return [ProbeDoc("", token_ids(model, 1, length, seed=s)[0].tolist(), []) for s in range(n)]
+    return [Window("", token_ids(model, 1, length, seed=s)[0].tolist()) for s in range(n)]
 
 
 def test_a_head_reading_only_ap_logits_has_influence_one_zero_zero():
@@ -27,7 +27,7 @@ def test_a_head_reading_only_ap_logits_has_influence_one_zero_zero():
 
     model.add_hook("blocks.1.attn.hook_logits_sem", only_ap("sem"))
     model.add_hook("blocks.1.attn.hook_logits_rp", only_ap("rp"))
-    df = kl_ablation(model, docs=_docs(model)).set_index(["layer", "head"])
+    df = kl_ablation(model, documents=_docs(model)).set_index(["layer", "head"])
     model.reset_hooks()
     row = df.loc[(1, 2)]
     assert (row.influence_ap, row.influence_sem, row.influence_rp) == pytest.approx((1.0, 0.0, 0.0), abs=1e-9)
@@ -39,7 +39,7 @@ def test_a_head_reading_only_ap_logits_has_influence_one_zero_zero():
 def test_kl_values_match_scipy_on_the_cached_components():
     model = tiny_encoder("disentangled")
     docs = _docs(model, n=2)
-    df = kl_ablation(model, docs=docs).set_index(["layer", "head"])
+    df = kl_ablation(model, documents=docs).set_index(["layer", "head"])
     expected = {c: np.zeros((2, 4)) for c in ("ap", "sem", "rp")}
     for doc in docs:
         _, cache = model.run_with_cache(torch.tensor([doc.ids]), names_filter=lambda n: "hook_logits_" in n)
@@ -57,8 +57,8 @@ def test_kl_values_match_scipy_on_the_cached_components():
 
 def test_rp_baseline_has_two_components_and_others_are_refused():
     model = tiny_encoder("rp")
-    df = kl_ablation(model, docs=_docs(model, 1))
+    df = kl_ablation(model, documents=_docs(model, 1))
     assert (df["kl_ap"] == 0).all() and (df["components"] == "sem+rp").all()
     assert np.allclose(df["influence_sem"] + df["influence_rp"], 1.0)
     with pytest.raises(TypeError, match="decomposable attention logits"):
-        kl_ablation(tiny_encoder("rope"), docs=[])
+        kl_ablation(tiny_encoder("rope"), documents=[])

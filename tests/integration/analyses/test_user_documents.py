@@ -63,11 +63,11 @@ def test_kl_ablation_on_user_text_equals_the_same_tokens_passed_directly(files):
     got = kl_ablation(model, documents=docs, max_tokens=48)
     windows = token_windows(model.tokenizer, docs, 48)
     assert len(windows) > 1 and got["n_docs"].iloc[0] == len(windows)
-    direct = kl_ablation(model, token_ids=[w.ids for w in windows])
+    direct = kl_ablation(model, documents=[w.ids for w in windows])
     cols = ["kl_ap", "kl_sem", "kl_rp", "influence_ap", "influence_sem", "influence_rp"]
     np.testing.assert_allclose(got[cols].to_numpy(), direct[cols].to_numpy(), rtol=1e-6)
     assert (got["group"] == direct["group"]).all()
-    single = kl_ablation(model, token_ids=[windows[0].ids])  # and they are not all the same document
+    single = kl_ablation(model, documents=[windows[0].ids])  # and they are not all the same document
     assert not np.allclose(single[cols].to_numpy(), got[cols].to_numpy())
 
 
@@ -138,11 +138,11 @@ def test_attention_mass_uses_the_samples_own_length():
     model = tiny_repo("repo")
     samples = niah_samples(model.tokenizer, 2, 300, seed=0, preamble=False)
     model.max_seq_len = 340  # 512 + 16 would not fit: the samples must be what is checked
-    df = attention_mass(model, samples=samples, modes=("teacher",))
+    df = attention_mass(model, documents=samples, modes=("teacher",))
     assert (df["context_tokens"] == max(len(s.token_ids) for s in samples)).all()
     model.max_seq_len = len(samples[0].token_ids) + 5
     with pytest.raises(ValueError, match=r"samples\[0\]: .* do not fit"):
-        attention_mass(model, samples=samples)
+        attention_mass(model, documents=samples)
 
 
 def test_niah_haystack_from_user_documents():
@@ -152,7 +152,7 @@ def test_niah_haystack_from_user_documents():
     assert "Zebras graze quietly" in s.text and "Owls watch" in s.text
     df = niah_accuracy(model, documents=mine, lengths=(300,), n_samples=2)
     assert df["haystack"].iloc[0] == "input" and df["n_samples"].iloc[0] == 2
-    df = niah_accuracy(model, samples=[s])
+    df = niah_accuracy(model, documents=[s])
     assert df["context_tokens"].iloc[0] == len(s.token_ids)
 
 
@@ -182,7 +182,7 @@ def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
 
 
 def test_word_boundaries_on_user_chinese_recover_planted_jieba_boundaries(tmp_path):
-    from analyses.word_boundaries import char_windows, jieba_words, word_boundaries, word_final_indices
+    from analyses.word_boundaries import char_windows, jieba_words, lead_bytes, word_boundaries, word_final_indices
     from tests.planting import planted_increments
 
     texts = ["人工智能是计算机科学的一个分支。研究人员希望机器能够理解语言。" * 3, "今天的天气很好，我们去公园散步吧。"]
@@ -192,16 +192,16 @@ def test_word_boundaries_on_user_chinese_recover_planted_jieba_boundaries(tmp_pa
     for text in texts:
         ends = word_final_indices(jieba_words(text))
         for w in char_windows(text, 64):
-            values = np.ones(len(w.byte_ids))
+            values = np.ones(len(w.ids))
             for i in range(1, len(w.text)):
-                if w.first_char + i - 1 in ends:
-                    values[w.lead_bytes[i]] = 2.0
-            table[w.byte_ids] = values
+                if w.spans[0][0] + i - 1 in ends:
+                    values[lead_bytes(w)[i]] = 2.0
+            table[tuple(w.ids)] = values
     model = tiny_model("per-layer", max_seq_len=128)
     with planted_increments(model, "blocks.0.hook_delta", lambda ids: table[tuple(ids)]):
         with pytest.raises(ValueError, match=r"n_docs 1: does not apply with your documents \(--input\)"):
-            word_boundaries(model, documents=read_documents(path), max_bytes=64, max_docs=1, n_boot=20)
-        df = word_boundaries(model, documents=read_documents(path), max_bytes=64, n_boot=20)
+            word_boundaries(model, documents=read_documents(path), length=64, n_docs=1, n_boot=20)
+        df = word_boundaries(model, documents=read_documents(path), length=64, n_boot=20)
     row = df.set_index(["layer", "reference"])
     assert set(df["reference"]) == {"jieba"}  # user text has no gold segmentation
     assert row.loc[("L0", "jieba"), "auc"] == 1.0 and row.loc[("L1", "jieba"), "auc"] < 0.9
@@ -223,3 +223,28 @@ def test_char_spacing_input_is_recorded_by_path_size_and_sha256(tmp_path):
     assert set(df["text_id"]) == {"mine.txt"}
     prov = json.loads((tmp_path / "o" / "char-spacing.provenance.json").read_text())
     assert prov["arguments"]["documents"] == dict(input=input_record(txt), n_documents=1)
+
+
+def test_documents_is_the_one_keyword_and_the_old_ones_still_work_with_a_warning(files):
+    """docs=, token_ids=, samples= and texts= were five names for the user's input; documents= takes every kind (texts,
+    token ids, NIAH prompts), and the old names still run, warning that they are deprecated."""
+    from analyses.char_spacing import char_spacing
+
+    model = tiny_repo("rope")
+    ids = [model.tokenizer.encode(TEXT[:200], doc_start=True)]
+    now = position_ranges(model, documents=ids, length=128)
+    with pytest.warns(DeprecationWarning, match="'token_ids=' is now 'documents='"):
+        then = position_ranges(model, token_ids=ids, length=128)
+    assert now.equals(then)
+    s = niah_samples(model.tokenizer, 1, 300, seed=2, preamble=False)
+    with pytest.warns(DeprecationWarning, match="'samples=' is now 'documents='"):
+        assert niah_accuracy(model, samples=s).equals(niah_accuracy(model, documents=s))
+    inc = tiny_model("per-layer", max_seq_len=256)
+    with pytest.warns(DeprecationWarning, match="'texts=' is now 'documents='"):
+        assert char_spacing(inc, texts={"x": "ab c"}).equals(char_spacing(inc, documents={"x": "ab c"}))
+    with pytest.raises(ValueError, match="docs= and documents= both give the input"), pytest.warns(DeprecationWarning):
+        kl_ablation(tiny_encoder("disentangled"), docs=ids, documents=ids)
+    with pytest.raises(InputError, match="documents= mixes texts and tokens"):
+        position_ranges(model, documents=["a text", [1, 2, 3]], length=128)
+    with pytest.raises(InputError, match="documents= holds NIAH prompts, and this analysis reads texts or tokens"):
+        position_ranges(model, documents=s, length=128)

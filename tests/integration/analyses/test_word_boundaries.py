@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import precision_score, recall_score, roc_auc_score
 
-from analyses.word_boundaries import char_windows, gap_table, validation_documents, word_boundaries, word_final_indices
+from analyses.word_boundaries import (char_windows, gap_table, lead_bytes, validation_documents, word_boundaries,
+                                      word_final_indices)
 from corpora import Document
 from interp.base import InputError
 from tests.helpers import tiny_model
@@ -13,11 +14,11 @@ def test_windows_are_character_aligned_contiguous_and_bounded():
     text = "人工智能是计算机科学的一个分支。Marie Curie 说：“科学”。" * 7
     windows = list(char_windows(text, 40))
     assert "".join(w.text for w in windows) == text
-    assert all(len(w.byte_ids) <= 40 for w in windows)
+    assert all(len(w.ids) <= 40 for w in windows)
     for w in windows:
-        assert bytes(w.byte_ids).decode("utf-8") == w.text
-        assert [w.byte_ids[b] for b in w.lead_bytes] == [c.encode()[0] for c in w.text]
-    assert [w.first_char for w in windows] == list(np.cumsum([0] + [len(w.text) for w in windows[:-1]]))
+        assert bytes(w.ids).decode("utf-8") == w.text
+        assert [w.ids[b] for b in lead_bytes(w)] == [c.encode()[0] for c in w.text]
+    assert [w.spans[0][0] for w in windows] == list(np.cumsum([0] + [len(w.text) for w in windows[:-1]]))
 
 
 def test_gap_labels_and_lead_bytes_on_a_hand_checked_document():
@@ -36,11 +37,11 @@ def _gold_plant(docs, max_bytes, noise=False):
     for doc in docs:
         ends = word_final_indices(doc.words)
         for w in char_windows(doc.text, max_bytes):
-            values = np.ones(len(w.byte_ids))
+            values = np.ones(len(w.ids))
             for i in range(1, len(w.text)):
-                if w.first_char + i - 1 in ends:
-                    values[w.lead_bytes[i]] = 2.0
-            table[w.byte_ids] = values
+                if w.spans[0][0] + i - 1 in ends:
+                    values[lead_bytes(w)[i]] = 2.0
+            table[tuple(w.ids)] = values
     rng = np.random.default_rng(0)
     return lambda ids: rng.uniform(0.5, 2, len(ids)) if noise else table[tuple(ids)]
 
@@ -53,13 +54,13 @@ def docs():
 def test_planted_gold_boundaries_give_auc_one_in_that_layer_only(docs):
     model = tiny_model("per-layer", max_seq_len=512)
     with planted_increments(model, "blocks.1.hook_delta", _gold_plant(docs, 256)):
-        df = word_boundaries(model, docs=docs, max_gaps=6000, length=256, n_boot=50)
+        df = word_boundaries(model, documents=docs, length=256, n_boot=50)
     row = df.set_index(["layer", "reference"])
     assert row.loc[("L1", "gold"), "auc"] == 1.0
     assert row.loc[("L1", "gold"), "ci_low"] == 1.0
     assert 0.85 < row.loc[("L1", "jieba"), "auc"] < 0.99  # jieba disagrees with gold on some gaps
     assert row.loc[("L0", "gold"), "auc"] < 0.7
-    gaps = gap_table(docs, 256, 6000)
+    gaps = gap_table(docs, 256, np.inf)  # documents given are read whole
     jieba = row.loc[("jieba", "gold")]
     assert jieba["auc"] == pytest.approx(roc_auc_score(gaps.labels["gold"], gaps.labels["jieba"]), abs=1e-12)
     assert jieba["precision"] == pytest.approx(precision_score(gaps.labels["gold"], gaps.labels["jieba"]))
@@ -71,7 +72,7 @@ def test_planted_gold_boundaries_give_auc_one_in_that_layer_only(docs):
 def test_planted_noise_gives_chance(docs):
     model = tiny_model("per-layer", max_seq_len=512)
     with planted_increments(model, "blocks.0.hook_delta", _gold_plant(docs, 256, noise=True)):
-        df = word_boundaries(model, docs=docs, max_gaps=6000, length=256, n_boot=50)
+        df = word_boundaries(model, documents=docs, length=256, n_boot=50)
     auc = df.set_index(["layer", "reference"]).loc[("L0", "gold"), "auc"]
     assert abs(auc - 0.5) < 0.03
 
@@ -98,10 +99,10 @@ def test_only_documents_with_gaps_count_and_a_missing_interval_says_why():
     docs = [Document(f"t:{i}", "plain English only, no CJK here", "test", None) for i in range(4)]
     docs.insert(2, Document("t:cjk", "人工智能是计算机科学的一个分支", "test", ("人工智能", "是", "计算机", "科学", "的", "一个", "分支")))
     model = tiny_model("per-layer", max_seq_len=256)
-    df = word_boundaries(model, docs=docs, length=128, n_boot=20)
+    df = word_boundaries(model, documents=docs, length=128, n_boot=20)
     assert (df["n_docs"] == 1).all() and (df["n_docs_read"] == 5).all()
     assert df["ci_low"].isna().all() and df["ci_high"].isna().all()
     assert df["ci_missing"].str.contains("only 1 of the 5 documents read has gaps").all()
-    two = word_boundaries(model, docs=docs + [docs[2]], length=128, n_boot=20)
+    two = word_boundaries(model, documents=docs + [docs[2]], length=128, n_boot=20)
     assert (two["n_docs"] == 2).all() and (two["n_docs_read"] == 6).all()
     assert (two["ci_missing"] == "").all() == two["ci_low"].notna().all()

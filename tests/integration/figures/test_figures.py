@@ -32,7 +32,7 @@ def test_word_boundary_figure_has_one_trace_per_model_and_reference_with_the_tab
 def test_entity_and_char_and_byte_figures_show_every_model(models, tmp_path):
     ent = pd.concat([entity_spacing(m, real=(("New", "York"), ("Hong", "Kong")), invented=()) for m in models])
     assert len(f_entity.figure(ent).data) == 4  # real + reversed bars per model panel
-    chars = pd.concat([char_spacing(m, texts={"en": "a b."}) for m in models])
+    chars = pd.concat([char_spacing(m, documents={"en": "a b."}) for m in models])
     fig = f_chars.figure(chars)
     text_traces = [t for t in fig.data if t.mode == "text"]
     # the shared model's one row is placed alike on both scales: one panel; the per-layer model's scales differ: two

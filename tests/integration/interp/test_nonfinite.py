@@ -6,7 +6,8 @@ import torch
 from analyses.ap_spectrum import ap_spectrum
 from analyses.kl_ablation import kl_ablation
 from interp.loading import CheckpointError, load, save
-from probes.position import ProbeDoc, fit_position_probes, probe_documents
+from corpora.documents import Window
+from probes.position import fit_position_probes, probe_documents
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
 
@@ -34,7 +35,7 @@ def test_a_corrupt_position_table_gives_an_error_naming_it_not_svd_failure():
 
 def test_kl_ablation_refuses_nan_logits_instead_of_calling_them_kl_zero():
     model = tiny_encoder("disentangled")
-    docs = [ProbeDoc("", token_ids(model, 1, 12, seed=s)[0].tolist(), []) for s in range(2)]
+    docs = [Window("", token_ids(model, 1, 12, seed=s)[0].tolist()) for s in range(2)]
 
     def poison(t, hook):
         t = t.clone()
@@ -44,10 +45,10 @@ def test_kl_ablation_refuses_nan_logits_instead_of_calling_them_kl_zero():
     model.add_hook("blocks.0.attn.hook_logits_sem", poison)
     try:
         with pytest.raises(ValueError, match=r"blocks\.0\.attn\.hook_logits_sem .* holds NaN \(heads \[1\]\)"):
-            kl_ablation(model, docs=docs)
+            kl_ablation(model, documents=docs)
     finally:
         model.reset_hooks()
-    assert kl_ablation(model, docs=docs)[["kl_ap", "kl_sem"]].notna().all().all()
+    assert kl_ablation(model, documents=docs)[["kl_ap", "kl_sem"]].notna().all().all()
 
 
 def test_position_probes_name_the_hook_with_nan_activations():

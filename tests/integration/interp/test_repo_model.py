@@ -156,8 +156,8 @@ def test_tokenizer_beside_the_weights_is_attached_and_its_absence_is_a_clear_err
     from analyses.niah_accuracy import niah_accuracy
     from analyses.positions import position_ranges
     from interp.base import CapabilityError
-    from interp.packaged import MINILM
-    from interp.packages import package_file
+    from interp.catalog import MINILM
+    from interp.package_files import package_file
 
     model = tiny_repo("repo", vocab_size=30522, tokenizer=None)
     save_pretrained(model, tmp_path / "bare")

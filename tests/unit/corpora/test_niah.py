@@ -38,8 +38,8 @@ def test_too_short_a_context_is_refused():
 def test_bpe_tokens_are_labelled_by_character_spans():
     from transformers import AutoTokenizer
 
-    from interp.packaged import SMOLLM2
-    from interp.packages import installed, package_file
+    from interp.catalog import SMOLLM2
+    from interp.package_files import installed, package_file
     from interp.tokenizers import HFTokenizer
 
     if not installed(SMOLLM2[0]):

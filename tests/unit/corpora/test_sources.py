@@ -20,7 +20,7 @@ def test_people_daily_gold_words_rebuild_each_article():
 
 def test_splits_are_by_document_stable_and_about_five_percent():
     for docs in (english_wikipedia(), people_daily(), chinese_reviews()):
-        ids = [d.doc_id for d in docs]
+        ids = [d.id for d in docs]
         assert len(set(ids)) == len(ids)
         share = np.mean([d.split == "validation" for d in docs])
         assert 0.03 < share < 0.07

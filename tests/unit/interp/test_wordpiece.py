@@ -2,7 +2,7 @@ import unicodedata
 
 import pytest
 
-from interp.packages import package_file
+from interp.package_files import package_file
 from interp.tokenizers import TokenizerError, WordPieceTokenizer
 
 SENTENCES = [
