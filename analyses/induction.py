@@ -61,8 +61,8 @@ def headline(df) -> str:
         strong = int((g["induction_score"] >= 0.4).sum())
         loss = f"; loss {g['first_copy_loss'].iloc[0]:.2f} -> {g['second_copy_loss'].iloc[0]:.2f} nats on the repeat" \
             if g["second_copy_loss"].notna().any() else ""
-        parts.append(f"{model}: {strong} of {len(g)} heads score >= 0.4, best L{best.layer}H{best.head} "
-                     f"{best.induction_score:.2f}{loss}")
+        parts.append(f"{model}: {strong} of {len(g)} heads score >= 0.4, best L{best['layer']}H{best['head']} "
+                     f"{best['induction_score']:.2f}{loss}")
     return "Induction heads: " + "; ".join(parts) + "."
 
 

@@ -21,7 +21,7 @@ CONFIG = dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=8, num_
 
 
 def _model():
-    from interp.models.repo import RepoConfig, RepoTransformer
+    from interp.families.repo.model import RepoConfig, RepoTransformer
 
     torch.manual_seed(0)
     return RepoTransformer(RepoConfig(**CONFIG)).eval()

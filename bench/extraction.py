@@ -26,7 +26,7 @@ def _model():
     entry = lookup("increments-per-layer")
     if entry is not None:
         return load(entry.name)
-    from interp.models.increments import IncrementConfig, IncrementTransformer
+    from interp.families.increments.model import IncrementConfig, IncrementTransformer
     from poslens.train.recipes.increments import SMALL_BYTES
 
     torch.manual_seed(0)  # same size as the bundled model when it is not there

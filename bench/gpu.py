@@ -22,8 +22,8 @@ REPEATS = 5
 
 
 def write_checkpoint(directory: Path, config: dict) -> Path:
-    from interp.loading.repo import save_pretrained
-    from interp.models.repo import RepoConfig, RepoTransformer
+    from interp.families.repo.checkpoints import save_pretrained
+    from interp.families.repo.model import RepoConfig, RepoTransformer
 
     torch.manual_seed(0)
     with torch.device(DEVICE):

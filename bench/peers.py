@@ -120,7 +120,7 @@ def _load(tool: str, path: Path, workload: str):
     from transformers import AutoModel, AutoModelForCausalLM
 
     if tool == "poslens":
-        from interp.models.llama import LlamaTransformer
+        from interp.families.llama.model import LlamaTransformer
 
         hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         model = LlamaTransformer.from_hf(hf).to(device=DEVICE, dtype=DTYPE)

@@ -37,8 +37,6 @@ capability             promise
 from __future__ import annotations
 
 import contextlib
-import fnmatch
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -46,77 +44,25 @@ from transformer_lens import HookedRootModule
 
 from interp import attention
 from interp.capabilities import Capability, CapabilityError, require  # noqa: F401 (re-exported)
+from interp.hooks import HookDoc, doc_of, hook_table, make_hook_points
 
 
 class InputError(ValueError):
     """Tokens a model cannot take (wrong shape, out of vocabulary, longer than the model allows)."""
 
 
-TOKEN_DIMS = ("pos", "q", "k")  # shape names whose axis runs over tokens (queries and keys of a pattern)
-
-
-@dataclass(frozen=True)
-class HookDoc:
-    pattern: str  # hook name, with {l} for the layer index
-    shape: str  # "[batch, pos, d_model]"; alternatives by rank joined by " or "
-    meaning: str
-
-    def dims(self, ndim: int | None = None) -> list[str]:
-        """The documented axis names (of the alternative with ``ndim`` axes when there are several)."""
-        options = [[d.strip() for d in alt.strip().strip("[]").split(",")] for alt in self.shape.split(" or ")]
-        if ndim is None:
-            return options[0]
-        match = [o for o in options if len(o) == ndim]
-        if not match:
-            raise ValueError(f"hook {self.pattern} is documented as {self.shape}, not {ndim}-dimensional")
-        return match[0]
-
-    def token_axes(self, ndim: int | None = None) -> tuple[int, ...]:
-        """Axes that run over tokens, read off the documented shape: ``(1,)`` for ``[batch, pos, d_model]``,
-        ``(2, 3)`` for ``[batch, head, q, k]``."""
-        return tuple(i for i, d in enumerate(self.dims(ndim)) if d in TOKEN_DIMS)
-
-
-# Hooks every family's blocks have, declared once; a family lists only its own hooks (and may re-declare one of
-# these to say more about it in its case).
-BLOCK_HOOKS = (
-    HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l"),
-    HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "attention logits before the softmax"),
-    HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities"),
-    HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added to the residual"),
-    HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "residual after attention"),
-    HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "MLP output added to the residual"),
-    HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l"),
-)
-_BLOCK_ORDER = {"hook_resid_pre": 1, "attn.hook_attn_scores": 4, "attn.hook_pattern": 5, "hook_attn_out": 7, "hook_resid_mid": 8,
-                "hook_mlp_in": 9, "hook_mlp_out": 10, "hook_resid_post": 12}
-
-
-def _rank(pattern: str) -> float:
-    """Where a hook sits in the forward pass, for ordering the tables: embeddings, block hooks in order, final."""
-    if not pattern.startswith("blocks.{l}."):
-        return 13 if "final" in pattern else 0
-    leaf = pattern.removeprefix("blocks.{l}.")
-    if leaf in _BLOCK_ORDER:
-        return _BLOCK_ORDER[leaf]
-    if leaf.startswith("attn."):
-        return 6 if leaf.startswith("attn.hook_z") else 3.5 if leaf.startswith("attn.hook_logits") else 3
-    return 11 if leaf.startswith("hook_resid_") else 2
-
-
 class PosLensModel(HookedRootModule):
-    """A HookedRootModule with a tokenizer, a family name, documented hooks and declared capabilities.
+    """A HookedRootModule with a tokenizer, a family name, declared hooks and declared capabilities.
 
     ``max_seq_len`` is a plain attribute: inputs longer than it are refused. Rotary families compute their
     angles on the fly, so raising it (``model.max_seq_len = 8192``) runs extrapolation experiments.
 
-    Subclasses set ``family``, ``HOOKS`` (their own hooks; ``BLOCK_HOOKS`` are shared), ``self.capabilities``, ``self.tokenizer``, ``self.n_layers``,
-    ``self.n_heads`` and ``self.max_seq_len``, build their modules, then call ``self.setup()``.
+    Subclasses set ``family``, ``self.capabilities``, ``self.tokenizer``, ``self.n_layers``, ``self.n_heads`` and
+    ``self.max_seq_len``, declare their hooks (``interp.hooks.Hook``, on the module classes that fire them), build
+    their modules, then call ``self.setup()``, which gives every declared hook its ``HookPoint``.
     """
 
     family: str = "?"
-    HOOKS: tuple[HookDoc, ...] = ()
-    ABSENT_HOOKS: tuple[str, ...] = ()  # standard block hooks this family cannot offer (named, so none goes missing unnoticed)
     supports_kv_cache = False  # attention appends to ``attention.KVCache`` inside ``attention.decoding``
     positions_read_only = False  # POSITIONS: whether edits of ``hook_positions`` leave the rotation as it was
 
@@ -126,30 +72,34 @@ class PosLensModel(HookedRootModule):
         self.model_name = type(self).__name__
         self.source: dict = {}  # where the weights came from: path, sha256, format
 
+    def setup(self):
+        make_hook_points(self)
+        super().setup()
+
     def describe(self) -> str:
         return f"{self.family} family"
 
-    @classmethod
-    def hook_table(cls) -> list[HookDoc]:
-        """The shared ``BLOCK_HOOKS`` and the family's own ``HOOKS`` (which win on the same name), in forward order."""
-        own = {h.pattern for h in cls.HOOKS} | set(cls.ABSENT_HOOKS)
-        return sorted([h for h in BLOCK_HOOKS if h.pattern not in own] + list(cls.HOOKS), key=lambda h: _rank(h.pattern))
+    def hook_table(self) -> list[HookDoc]:
+        """Every hook of this model with its shape and meaning, ``{l}`` for the layer, in forward order (``interp.hooks``)."""
+        if "_hook_table" not in self.__dict__:  # the hook points are fixed once setup has run
+            self.__dict__["_hook_table"] = hook_table(self)
+        return self.__dict__["_hook_table"]
 
     def hook_doc(self, name: str) -> HookDoc:
         """The documentation entry of one hook name (e.g. ``blocks.3.attn.hook_pattern``)."""
-        for h in self.hook_table():
-            if fnmatch.fnmatchcase(name, h.pattern.replace("{l}", "*")):
-                return h
-        raise KeyError(f"{self.model_name} documents no hook {name!r}")
+        doc = doc_of(self.hook_table(), name)
+        if doc is None:
+            raise KeyError(f"{self.model_name} documents no hook {name!r}")
+        return doc
 
     def token_axes(self, name: str, ndim: int | None = None) -> tuple[int, ...]:
         """Axes of hook ``name`` that run over tokens, from its documented shape."""
         return self.hook_doc(name).token_axes(ndim)
 
     def undocumented_hooks(self) -> list[str]:
-        """Hook points of this instance that no ``hook_table()`` entry describes (should be empty)."""
-        patterns = [h.pattern.replace("{l}", "*") for h in self.hook_table()]
-        return [n for n in self.hook_dict if not any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+        """Hook points of this instance that no declaration describes (should be empty)."""
+        table = self.hook_table()
+        return [n for n in self.hook_dict if doc_of(table, n) is None]
 
     def query_rows(self, rows):
         """Context manager: attention hooks see only these query rows (see ``interp.attention``)."""

@@ -55,7 +55,7 @@ def check_hook_names(model, names: Sequence[str]) -> None:
         close = close or difflib.get_close_matches(name, list(model.hook_dict), n=5, cutoff=0.6)
         hint = f"; did you mean {', '.join(close[:6])}{' ...' if len(close) > 6 else ''}?" if close else ""
         raise HookNameError(f"{getattr(model, 'model_name', type(model).__name__)} has no hook {name!r}{hint} "
-                            "(model.hook_dict lists every hook; the HOOKS table documents them)")
+                            "(model.hook_table() lists every hook this model has, with its shape and meaning)")
 
 
 @torch.no_grad()

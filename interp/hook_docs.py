@@ -1,8 +1,5 @@
-"""Markdown tables of every model family's hooks, generated from the ``hook_table()`` declarations
-(the shared ``interp.base.BLOCK_HOOKS`` and each family's own ``HOOKS``).
-
-Families are found, not listed: every ``PosLensModel`` subclass with a ``family`` defined in a module of
-``interp.models`` gets a table, so a new family cannot be left out.
+"""Markdown tables of every model class's hooks, read off the hook declarations (``interp.hooks``) of each registered
+family's example models (``interp.families``): a family registered is a family documented.
 
 ``python -m interp.hook_docs`` prints them; README.md carries the same tables (a test keeps them equal,
 ``python -m interp.hook_docs --write README.md`` rewrites the section).
@@ -16,36 +13,34 @@ from pathlib import Path
 START, END = "<!-- hooks -->\n", "<!-- /hooks -->"
 
 
-ORDER = ("increments", "repo", "encoder", "llama", "bert")  # the seed families first; others after, by name
+def models() -> list:
+    """Every example model of every registered family, in registration order (a class may have several: variants
+    whose configs give it different hooks)."""
+    from interp.families import families
+
+    return [model for family in families() for model in (family.examples() if family.examples else [])]
 
 
-def families():
-    """Every model family class in ``interp.models``, in ``ORDER`` then by family name."""
-    import importlib
-    import pkgutil
+def tables() -> dict[type, list]:
+    """Each model class's hooks: the union of its examples' tables, in forward order."""
+    from interp.hooks import forward_rank
 
-    import interp.models
-    from interp.base import PosLensModel
-
-    for info in pkgutil.iter_modules(interp.models.__path__):
-        importlib.import_module(f"interp.models.{info.name}")
-    found, stack = [], list(PosLensModel.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        if cls.__module__.startswith("interp.models.") and "family" in vars(cls) and cls not in found:
-            found.append(cls)
-    return sorted(found, key=lambda c: (ORDER.index(c.family) if c.family in ORDER else len(ORDER), c.family))
+    out: dict[type, dict] = {}
+    for model in models():
+        rows = out.setdefault(type(model), {})
+        for row in model.hook_table():
+            rows.setdefault(row.pattern, row)
+    return {cls: sorted(rows.values(), key=lambda h: forward_rank(h.pattern)) for cls, rows in out.items()}
 
 
-def table(cls) -> str:
-    lines = [f"**{cls.family}** (`{cls.__module__}.{cls.__name__}`)", "", "| hook | shape | meaning |", "| --- | --- | --- |"]
-    lines += [f"| `{h.pattern}` | `{h.shape}` | {h.meaning} |" for h in cls.hook_table()]
+def table(cls, rows, family: str) -> str:
+    lines = [f"**{family}: {cls.__name__}** (`{cls.__module__}`)", "", "| hook | shape | meaning |", "| --- | --- | --- |"]
+    lines += [f"| `{h.pattern}` | `{h.shape}` | {h.meaning.replace('|', chr(92) + '|')} |" for h in rows]
     return "\n".join(lines)
 
 
 def markdown() -> str:
-    return "\n\n".join(table(cls) for cls in families())
+    return "\n\n".join(table(cls, rows, cls.family) for cls, rows in tables().items())
 
 
 def readme_section(text: str) -> str:

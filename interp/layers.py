@@ -43,3 +43,18 @@ class SwiGLU(nn.Module):
 def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
     """``[batch, kv_head, pos, d]`` -> ``[batch, kv_head * n_rep, pos, d]`` (grouped-query attention)."""
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
+
+
+def normal_init(root: nn.Module, std: float, extra: dict | None = None) -> None:
+    """Every Linear / Embedding weight drawn from N(0, std) and its bias zeroed, and for a module of a type in ``extra``
+    (``{type: parameter name}``) that parameter drawn from N(0, std): one pass in module order, which fixes what a seed
+    draws."""
+    for m in root.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=std)
+            if getattr(m, "bias", None) is not None:
+                nn.init.zeros_(m.bias)
+            continue
+        name = next((n for cls, n in (extra or {}).items() if isinstance(m, cls)), None)
+        if name is not None:
+            nn.init.normal_(getattr(m, name), std=std)

@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from interp.models.encoder import EncoderConfig, EncoderModel
+from interp.families.encoder.model import EncoderConfig, EncoderModel
 
 SMALL = dict(vocab_size=64, hidden_size=24, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40, max_length=48)
 VARIANTS = {

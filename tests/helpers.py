@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from interp.models.increments import IncrementConfig, IncrementTransformer
+from interp.families.increments.model import IncrementConfig, IncrementTransformer
 
 VARIANTS = {
     "rope": dict(pos_encoding="rope"),

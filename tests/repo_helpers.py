@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from interp.models.repo import RepoConfig, RepoTransformer
+from interp.families.repo.model import RepoConfig, RepoTransformer
 
 
 def tiny_repo(mode: str = "repo", seed: int = 0, **overrides) -> RepoTransformer:

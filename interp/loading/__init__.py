@@ -1,31 +1,26 @@
 """``load(source)``: one entry point for every checkpoint poslens understands, entered once per call.
 
-A source is resolved to a local path first (``resolve``), then read by what the path holds (``_read``):
+A source is resolved first (``resolve``), then read by the family that recognises it (``_read``):
 
-- a registry name (``poslens models`` lists them; ``interp.catalog`` holds them as data): a bundled
+- a name from the catalog (``poslens models`` lists them; ``interp.catalog`` holds them as data): a bundled
   directory, a file inside an installed package with its format, or a hub id. A bare name wins over a
   same-named folder; write ``./name`` for the folder;
 - an existing path;
 - a Hugging Face hub id ``owner/name`` (or ``hf://owner/name``) that is not an existing path: resolved by
   ``huggingface_hub.snapshot_download`` at ``revision`` (a branch, tag or commit; default ``main``),
   downloading when online and reading the local cache when ``HF_HUB_OFFLINE=1`` (the cache is
-  ``HF_HUB_CACHE``, both read at call time). ``./owner/name`` is always a path; ``hf://`` forces the hub.
+  ``HF_HUB_CACHE``, both read at call time). ``./owner/name`` is always a path; ``hf://`` forces the hub;
+- a ``transformers`` model in memory (what ``LlamaTransformer.from_hf`` and ``BertEncoder.from_hf`` pass).
 
-What a path may hold:
+A poslens directory (``model.safetensors`` + ``poslens.json`` naming the family and its config [+ ``training.json``,
+tokenizer files]) is read by the family it names. Anything else is offered to the registered families' layouts
+(``interp.families``), fallbacks last, and the first that recognises it reads it: upstream ``step_N.pt`` files,
+development encoder ``state_dict.pt`` files and directories, released RePo ``olmo2`` directories, Hugging Face
+``llama`` and ``bert`` directories, GGUF files, and any architecture TransformerLens' bridge supports (the generic
+family). ``poslens models`` and the README list them; this module names none.
 
-- a poslens directory: ``model.safetensors`` + ``poslens.json`` (family, config) [+ ``training.json``,
-  tokenizer files];
-- an upstream learned-increments ``step_N.pt`` (``{'step', 'model_state_dict', 'model_config'}``);
-- a development encoder ``state_dict.pt`` (a plain state dict of the DSTG / NeoBERT layout, optionally with a
-  ``config.json`` beside it); ``.pt`` / ``.pth`` / ``.bin`` files are told apart by their content;
-- a Hugging Face directory whose ``config.json`` has a ``model_type`` a family claims (``HF_TYPES``):
-  ``olmo2`` (the released RePo layout), ``llama``, ``bert``, ``neobert`` / ``dstg`` (the encoder family);
-- any other Hugging Face directory whose architecture TransformerLens' bridge supports (the generic
-  ``hf`` family, see ``interp.loading.hf``);
-- a ``.gguf`` LLaMA file (de-quantised by ``transformers``).
-
-``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``)
-splits a large ``olmo2`` checkpoint over several devices with accelerate while it is read.
+``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``) splits a large
+checkpoint over several devices with accelerate while it is read, for the families whose ``placement`` takes it.
 
 Loading is strict: a missing or unexpected key, a wrong shape, a config field poslens does not understand,
 a config that contradicts the weights or a checkpoint of another family raises ``CheckpointError`` naming
@@ -47,23 +42,17 @@ from safetensors.torch import load_file, save_file
 from interp import catalog
 from interp.atomic import replacing, write_text
 from interp.fingerprint import files_sha256, weights_sha256
-from interp.loading import bert, encoder, hf, hf_files, increments, llama, repo
+from interp import families
+from interp.loading import hf_files
+from interp.loading.checkpoint import Checkpoint
 from interp.loading.errors import CheckpointError
 from interp.loading.finite import check_finite
 
 FORMAT = "poslens-checkpoint"
 FORMAT_VERSION = 1
-FAMILIES = {m.FAMILY: m for m in (increments, repo, encoder, llama, bert)}
-HF_TYPES = {"olmo2": repo, **{t: m for m in (llama, bert, encoder) for t in m.HF_MODEL_TYPES}}
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 HUB_PREFIX = "hf://"
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.gguf", "*.jinja"]  # never pickles
-
-
-def _family(name: str, where: str):
-    if name not in FAMILIES:
-        raise CheckpointError(f"{where}: unknown model family '{name}' (known: {sorted(FAMILIES)})")
-    return FAMILIES[name]
 
 
 def _check_family(found: str, wanted: str | None, where: str) -> None:
@@ -71,31 +60,44 @@ def _check_family(found: str, wanted: str | None, where: str) -> None:
         raise CheckpointError(f"{where}: this is a '{found}' checkpoint, not a '{wanted}' one")
 
 
-def _read_torch(path: Path):
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises several types for truncated or foreign files
-        raise CheckpointError(f"{path}: cannot be read as a torch checkpoint (truncated or corrupt?): {err}") from None
+def _unknown(checkpoint: Checkpoint) -> CheckpointError:
+    """Why no family reads ``checkpoint``: what it is, and what the layouts of its kind expect."""
+    path = checkpoint.path
 
+    def listing(kind: str, owners=None) -> str:
+        return "; ".join(f"{x.name} ({f.name} family: {x.expects})" for f, x in families.layouts()
+                         if x.kind == kind and (owners is None or f.name in owners or x.fallback))
 
-def _refuse_unknown_hf_dir(path: Path) -> None:
-    """A directory with a Hugging Face config.json of a model type no family loads: say which type."""
-    model_type = hf_files.model_type(path)
-    if (path / "config.json").is_file() and model_type not in HF_TYPES:
-        known = ", ".join(f"'{t}' ({m.FAMILY} family)" for t, m in HF_TYPES.items())
-        raise CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: {known}, "
-                              "and every architecture TransformerLens' bridge has an adapter for)")
+    if checkpoint.is_torch_file:
+        obj = checkpoint.torch_object
+        found = sorted(map(str, obj))[:10] if isinstance(obj, dict) else type(obj).__name__
+        return CheckpointError(f"{path}: a torch file of no layout poslens reads (it reads: {listing('torch file')}); "
+                               f"found {found}")
+    if checkpoint.has("config.json"):
+        model_type = checkpoint.model_type
+        owners = [f.name for f in families.families() if model_type in f.hf_model_types]
+        if owners:
+            return CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is the {owners[0]} family's, but this "
+                                   f"directory is none of the layouts that could read it ({listing('directory', owners)})")
+        known = ", ".join(f"'{t}' ({f.name} family)" for f in families.families() for t in f.hf_model_types)
+        return CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: "
+                               f"{known}, and every architecture TransformerLens' bridge has an adapter for)")
+    if checkpoint.is_dir:
+        return CheckpointError(f"{path}: a directory without poslens.json or config.json (or a format poslens does not know)")
+    return CheckpointError(f"{path}: not a checkpoint poslens knows (expected a directory, a .pt file or a .gguf file)")
 
 
 @dataclass
 class Resolved:
-    """A source made local: the path to read, a format when the path alone does not say, and provenance."""
+    """A source made local: the path to read (or a transformers model in memory), a format when the path alone does not
+    say, and provenance."""
 
-    path: Path
+    path: Path | None
     format: str | None = None
     name: str | None = None  # registry name: becomes the model's name
     family: str | None = None  # known before reading (registry entries)
     record: dict = field(default_factory=dict)  # extra provenance: package, hub id, revision
+    module: object = None  # a transformers model given in memory
 
 
 def _offline() -> bool:
@@ -128,9 +130,12 @@ def resolve_hub(repo_id: str, revision: str | None = None) -> Resolved:
 
 
 def resolve(source, *, revision: str | None = None) -> Resolved:
-    """Registry name, existing path or hub id -> ``Resolved`` (see the module docstring for the order)."""
+    """Registry name, existing path, hub id or transformers model -> ``Resolved`` (see the module docstring)."""
+    if isinstance(source, torch.nn.Module) and hasattr(source, "config") and hasattr(source.config, "to_dict"):
+        return Resolved(None, record={"in_memory": type(source).__name__}, module=source)
     if not isinstance(source, (str, os.PathLike)):
-        raise CheckpointError(f"load() takes a model name, a path or a hub id, not a {type(source).__name__}")
+        raise CheckpointError(f"load() takes a model name, a path, a hub id or a transformers model, not a "
+                              f"{type(source).__name__}")
     text = os.fspath(source)
     if isinstance(source, str) and text.startswith(HUB_PREFIX):
         return resolve_hub(text[len(HUB_PREFIX):], revision)
@@ -178,16 +183,7 @@ def _resolve_entry(entry, revision) -> Resolved:
 
 
 def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
-    meta_path = path / "poslens.json"
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{meta_path}: cannot be read as JSON: {err}") from None
-    if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{meta_path}: 'format' is {meta.get('format')!r}, expected {FORMAT!r}")
-    for key in ("family", "config"):
-        if key not in meta:
-            raise CheckpointError(f"{meta_path}: lacks the '{key}' field")
+    meta = _poslens_meta(path)
     weights = path / "model.safetensors"
     if not weights.is_file():
         raise CheckpointError(f"{path}: has poslens.json but no model.safetensors")
@@ -198,28 +194,40 @@ def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return meta, state
 
 
-def _read_torch_file(path: Path, family: str | None):
-    obj = _read_torch(path)
-    if increments.looks_like_step_pt(obj):
-        _check_family(increments.FAMILY, family, str(path))
-        config, state, _step = increments.unpack_step_pt(obj, path)
-        model = increments.build(config, state, str(path))
-        model.model_name = path.stem
-        return model, "upstream step_N.pt"
-    if encoder.looks_like_state_dict(obj):
-        _check_family(encoder.FAMILY, family, str(path))
-        return encoder.load_state_pt(obj, path), "development state_dict.pt"
-    found = sorted(map(str, obj))[:10] if isinstance(obj, dict) else type(obj).__name__
-    raise CheckpointError(
-        f"{path}: not a learned-increments step_N.pt (needs 'model_state_dict' and 'model_config') nor an encoder "
-        f"state_dict.pt (needs 'encoder.weight' or 'transformer_encoder.{{i}}.*' keys, optionally under 'model.'); found {found}"
-    )
+def _poslens_meta(path: Path) -> dict:
+    meta_path = path / "poslens.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{meta_path}: cannot be read as JSON: {err}") from None
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{meta_path}: 'format' is {meta.get('format')!r}, expected {FORMAT!r}")
+    for key in ("family", "config"):
+        if key not in meta:
+            raise CheckpointError(f"{meta_path}: lacks the '{key}' field")
+    return meta
 
 
-def _read_poslens(path: Path, family: str | None):
-    meta, state = read_poslens_dir(path)
+def _refuse_placement(place: dict, takes: tuple[str, ...], where: str, layout: str) -> None:
+    """Placement a layout's reader does not take is refused before any weight is read."""
+    refused = [k for k, v in place.items() if v is not None and k not in takes]
+    if refused:
+        takers = [f"{f.name} ({x.name})" for f, x in families.layouts() if set(refused) <= set(x.placement)]
+        given = ", ".join(f"{k}={place[k]!r}" for k in refused)
+        raise CheckpointError(f"{where}: {given} {'applies' if len(refused) == 1 else 'apply'} to the checkpoints of the "
+                              f"{' and '.join(takers)} family only, not to a {layout}")
+
+
+def _read_poslens(path: Path, family: str | None, place: dict):
+    meta = _poslens_meta(path)
     _check_family(meta["family"], family, str(path))
-    model = _family(meta["family"], str(path)).build(meta["config"], state, str(path))
+    owner = families.get(meta["family"], str(path))
+    if owner.build is None:
+        raise CheckpointError(f"{path / 'poslens.json'}: names the {owner.name} family, which does not read poslens "
+                              "directories (its checkpoints are its own layout)")
+    _refuse_placement(place, ("device", "dtype"), str(path), FORMAT)
+    meta, state = read_poslens_dir(path)
+    model = owner.build(meta["config"], state, str(path))
     if getattr(model, "tokenizer", None) is None:
         model.tokenizer = hf_files.read_tokenizer(path)
     model.model_name = meta.get("name") or path.name
@@ -227,38 +235,20 @@ def _read_poslens(path: Path, family: str | None):
 
 
 def _read(res: Resolved, family: str | None, place: dict):
-    """(model, format) from a local path. ``place`` (device, dtype, device_map, max_memory) is emptied by a
-    reader that places the weights itself while reading."""
-    path = res.path
-    if res.format == "gguf" or (path.is_file() and path.suffix == ".gguf"):
-        _check_family(llama.FAMILY, family, str(path))
-        return llama.load_gguf(path), "gguf de-quantised by transformers"
-    if path.is_dir() and (path / "poslens.json").exists():
-        return _read_poslens(path, family)
-    if path.is_file() and path.suffix in (".pt", ".pth", ".bin"):
-        return _read_torch_file(path, family)
-    if path.is_dir() and (path / "config.json").is_file():
-        model_type = hf_files.model_type(path)
-        io = HF_TYPES.get(model_type)
-        if io is bert and not bert.claims(hf_files.read_config(path)):
-            io = None
-        if io is repo:
-            _check_family(repo.FAMILY, family, str(path))
-            model = repo.load_hf_dir(path, **place)
-            place.clear()
-            return model, "huggingface olmo2 directory"
-        if io is not None:
-            _check_family(io.FAMILY, family, str(path))
-            return io.load_hf_dir(path), f"huggingface {model_type} directory"
-        if hf.is_generic_hf_dir(path):
-            _check_family(hf.FAMILY, family, str(path))
-            model = hf.load_generic(path, device=place["device"], dtype=place["dtype"])
-            place.clear()
-            return model, f"huggingface {model.architecture} directory (generic family)"
-        _refuse_unknown_hf_dir(path)
-    if path.is_dir():
-        raise CheckpointError(f"{path}: a directory without poslens.json or config.json (or a format poslens does not know)")
-    raise CheckpointError(f"{path}: not a checkpoint poslens knows (expected a directory, a .pt file or a .gguf file)")
+    """(model, format): a poslens directory by the family it names, anything else by the first family layout that
+    recognises it. ``place`` (device, dtype, device_map, max_memory) is emptied by a reader that places the weights
+    itself while reading; placement a family does not take is refused before reading."""
+    checkpoint = Checkpoint(res.path, format=res.format, module=res.module)
+    if checkpoint.has("poslens.json"):
+        return _read_poslens(res.path, family, place)
+    match = next(((f, layout) for f, layout in families.layouts() if layout.matches(checkpoint)), None)
+    if match is None:
+        raise _unknown(checkpoint)
+    owner, layout = match
+    _check_family(owner.name, family, checkpoint.where)
+    _refuse_placement(place, layout.placement, checkpoint.where, layout.name)
+    model = layout.read(checkpoint, place)
+    return model, layout.recorded(checkpoint, model)
 
 
 def load(source, *, family: str | None = None, revision: str | None = None, device=None, dtype=None, device_map=None,
@@ -267,16 +257,18 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
 
     Weights holding NaN or inf are refused by name unless ``allow_nonfinite`` (see ``interp.loading.finite``)."""
     res = resolve(source, revision=revision)
-    _check_family(res.family or family, family, res.name or str(res.path))
-    if (device_map is not None or max_memory is not None) and hf_files.model_type(res.path) != "olmo2":
-        raise CheckpointError(f"{res.path}: device_map / max_memory apply to Hugging Face olmo2 directories only")
+    where = res.name or (str(res.path) if res.path is not None else type(res.module).__name__)
+    _check_family(res.family or family, family, where)
     place = {"device": device, "dtype": dtype, "device_map": device_map, "max_memory": max_memory}
     model, fmt = _read(res, family, place)
-    _check_family(model.family, family, res.name or str(res.path))
+    _check_family(model.family, family, where)
     if res.name:
         model.model_name = res.name
-    model.source = {"path": str(res.path.resolve()), "sha256": files_sha256(res.path), "format": fmt, **res.record}
-    model.source["nonfinite"] = check_finite(model, str(source), allow_nonfinite)
+    if res.path is not None:
+        model.source = {"path": str(res.path.resolve()), "sha256": files_sha256(res.path), "format": fmt, **res.record}
+    else:
+        model.source = {"path": None, "sha256": None, "format": f"{fmt}, from a transformers model in memory", **res.record}
+    model.source["nonfinite"] = check_finite(model, where, allow_nonfinite)
     if place and (dtype is not None or device is not None):
         model = model.to(device=device, dtype=dtype)
     model.source["weights_sha256"] = weights_sha256(model)  # provenance compares the weights it sees with these
@@ -287,11 +279,14 @@ def load_tokenizer(source):
     """The tokenizer that ``source`` holds: a directory of tokenizer files, or a registry name, checkpoint or hub
     id whose model has one (that model is loaded to read it). ``tokenizer.source`` records where it came from."""
     res = resolve(source)
+    if res.path is None:
+        raise CheckpointError(f"{res.module.__class__.__name__}: a model in memory holds no tokenizer files; pass the "
+                              "directory its tokenizer was saved in")
     tokenizer = hf_files.read_tokenizer(res.path) if res.path.is_dir() else None
     if tokenizer is None and (res.path.is_file() or _is_checkpoint(res.path)):
         tokenizer = getattr(load(source), "tokenizer", None)
     if tokenizer is None:
-        raise CheckpointError(f"{source}: holds no tokenizer (expected a directory with {' / '.join(hf_files.TOKENIZER_FILES)}, "
+        raise CheckpointError(f"{source}: holds no tokenizer (expected a directory with {' / '.join(hf_files.VOCABULARY_FILES)}, "
                               "or a model that has one)")
     tokenizer.source = {"given": str(source), "path": str(res.path.resolve()), "kind": type(tokenizer).__name__}
     return tokenizer
@@ -321,14 +316,16 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
     ``dtype`` stores floating-point weights in that dtype (loading casts them back to the model's).
     """
     directory = Path(directory)
-    if model.family == hf.FAMILY:  # a Hugging Face directory, as it was loaded
-        return hf.save_generic(model, directory, overwrite=overwrite)
+    owner = families.get(model.family, str(directory))
+    if owner.save is not None:  # a family that writes its own layout (the generic family: a Hugging Face directory)
+        return owner.save(model, directory, overwrite)
+    if owner.export is None:
+        raise CheckpointError(f"{directory}: the {owner.name} family cannot be saved (it declares neither save nor export)")
     targets = [directory / "model.safetensors", directory / "poslens.json", directory / "training.json"]
     existing = [str(t) for t in targets + [directory / f for f in hf_files.TOKENIZER_FILES] if t.exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
-    io = _family(model.family, str(directory))
-    config, state = io.export(model)
+    config, state = owner.export(model)
     state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
     if dtype is not None:
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}

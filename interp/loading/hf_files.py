@@ -33,14 +33,6 @@ def read_json(file: Path) -> dict:
     return raw
 
 
-def model_type(path: Path) -> str | None:
-    """``model_type`` of a directory's config.json, or None when there is no readable one."""
-    try:
-        return read_config(path).get("model_type") if (Path(path) / "config.json").is_file() else None
-    except CheckpointError:
-        return None
-
-
 def header_shapes(file: Path) -> dict[str, tuple]:
     """``{key: shape}`` from a safetensors header, no tensor read; a truncated or corrupt file is named."""
     try:
@@ -88,14 +80,16 @@ def read_state(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
     raise CheckpointError(f"{path}: has config.json but no model.safetensors, {INDEX} or pytorch_model.bin")
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "tokenizer.model")
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model")  # one makes a tokenizer
+TOKENIZER_FILES = VOCABULARY_FILES + ("tokenizer_config.json", "special_tokens_map.json")  # what saving one may write
 
 
-def read_tokenizer(path: Path):
-    """The tokenizer saved in a directory, or None: uncased BERT WordPiece for a ``vocab.txt`` that says so
-    (poslens' own, with character spans), else whatever ``transformers.AutoTokenizer`` reads there."""
+def read_tokenizer(path: Path, *, wordpiece: bool = True):
+    """The tokenizer saved in a directory, or None where it holds no vocabulary: uncased BERT WordPiece for a
+    ``vocab.txt`` that says so (poslens' own, with character spans; unless ``wordpiece=False``), else whatever
+    ``transformers.AutoTokenizer`` reads there."""
     path = Path(path)
-    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+    if not any((path / f).is_file() for f in VOCABULARY_FILES):
         return None
     from interp.tokenizers import HFTokenizer, WordPieceTokenizer
 
@@ -106,7 +100,7 @@ def read_tokenizer(path: Path):
         except (OSError, json.JSONDecodeError) as err:
             raise CheckpointError(f"{path / 'tokenizer_config.json'}: cannot be read as JSON: {err}") from None
     bert = str(settings.get("tokenizer_class", "BertTokenizer")).startswith("BertTokenizer")
-    if (path / "vocab.txt").is_file() and bert and settings.get("do_lower_case", True):
+    if wordpiece and (path / "vocab.txt").is_file() and bert and settings.get("do_lower_case", True):
         return WordPieceTokenizer(path / "vocab.txt")
     from transformers import AutoTokenizer
 
@@ -114,6 +108,13 @@ def read_tokenizer(path: Path):
         return HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True), path.name)
     except (OSError, ValueError) as err:
         raise CheckpointError(f"{path}: has tokenizer files that cannot be loaded: {err}") from None
+
+
+def writable_tokenizer(tokenizer) -> bool:
+    """Whether ``write_tokenizer`` can save it."""
+    from interp.tokenizers import HFTokenizer, WordPieceTokenizer
+
+    return isinstance(tokenizer, (HFTokenizer, WordPieceTokenizer))
 
 
 def write_tokenizer(tokenizer, directory: Path) -> str | None:

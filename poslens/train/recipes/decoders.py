@@ -59,7 +59,7 @@ def spec(recipe: str, *, size: str, overrides: dict | None, seed: int, n_validat
     from corpora.niah import Haystack
     from corpora.sources import english_wikipedia
     from corpora.streams import ByteStream
-    from interp.models.repo import RepoConfig, RepoTransformer
+    from interp.families.repo.model import RepoConfig, RepoTransformer
 
     r = RECIPES[recipe]
     cfg = RepoConfig(**{**SIZES[size], **r["config"], **(overrides or {})})

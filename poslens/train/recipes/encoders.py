@@ -47,7 +47,7 @@ def mlm_loss(model, batch) -> torch.Tensor:
 
 def spec(recipe: str, *, size: str = "small", overrides: dict | None = None, seed: int = 0, n_validation: int = 64) -> TrainSpec:
     from corpora.sources import english_wikipedia
-    from interp.models.encoder import EncoderConfig, EncoderModel
+    from interp.families.encoder.model import EncoderConfig, EncoderModel
     from interp.tokenizers import WordPieceTokenizer
 
     r = RECIPES[recipe]

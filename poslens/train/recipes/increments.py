@@ -33,7 +33,7 @@ def lm_loss(model, batch) -> torch.Tensor:
 
 def spec(recipe: str, *, size: str = "small", overrides: dict | None = None, seed: int = 0, n_validation: int = 64) -> TrainSpec:
     r = RECIPES[recipe]
-    from interp.models.increments import IncrementConfig, IncrementTransformer
+    from interp.families.increments.model import IncrementConfig, IncrementTransformer
 
     cfg_dict = {**SIZES[size], **r["config"], **(overrides or {})}
     cfg = IncrementConfig(**cfg_dict)

@@ -79,6 +79,7 @@ def test_table_figure_headline_and_summary(tables, name):
     small = spec.summary(table)
     line = spec.headline(table)
     assert all(m in line for m in models)
+    assert "\n" not in line and not re.search(r"<[\w .]+>|object at 0x|dtype:|Name: ", line), line
     values = numbers(table.select_dtypes("number").to_numpy())
     known = np.concatenate([values, numbers(small.select_dtypes("number").to_numpy())])
     known = np.concatenate([known, 100 * known])

@@ -7,7 +7,7 @@ import pytest
 
 from interp.fingerprint import files_sha256
 from interp.loading import save
-from interp.loading.increments import save_step_pt
+from interp.families.increments.checkpoints import save_step_pt
 from poslens.cli import main
 from tests.helpers import tiny_model
 

@@ -9,7 +9,7 @@ from corpora.documents import Document
 from analyses.word_boundaries import word_boundaries
 from interp.extract import run_and_collect
 from interp.loading import CheckpointError, load, save
-from interp.loading.encoder import export
+from interp.families.encoder.checkpoints import export
 from poslens.cli import main
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
@@ -60,8 +60,8 @@ def test_run_and_collect_names_close_hooks_and_hooks_that_never_run():
     tokens = torch.tensor([[1, 2, 3]])
     with pytest.raises(KeyError) as err:
         run_and_collect(model, tokens, ["hook_delta"])
-    assert str(err.value) == ("tiny-per-layer: hook 'hook_delta' exists but does not run in this model's forward pass "
-                              "(this model computes it at blocks.0.hook_delta, blocks.1.hook_delta)")
+    assert str(err.value) == ("tiny-per-layer has no hook 'hook_delta'; did you mean blocks.0.hook_delta, blocks.1.hook_delta? "
+                              "(model.hook_table() lists every hook this model has, with its shape and meaning)")
     with pytest.raises(KeyError, match=r"no hook 'blocks\.0\.attn\.hook_patern'; did you mean blocks\.0\.attn\.hook_pattern"):
         run_and_collect(model, tokens, ["blocks.0.attn.hook_patern"])
     with pytest.raises(TypeError, match=r"got the string 'blocks\.0\.hook_delta'"):

@@ -7,7 +7,7 @@ import pytest
 from interp.loading import load, load_tokenizer
 from interp.catalog import MINILM
 from interp.package_files import package_file
-from interp.loading.repo import save_pretrained
+from interp.families.repo.checkpoints import save_pretrained
 from interp.tokenizers import TokenizerError
 from poslens.cli import main
 from tests.repo_helpers import tiny_repo

@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import save_file
 
 from interp.loading import CheckpointError, load, save
-from interp.loading.encoder import export, save_pretrained
+from interp.families.encoder.checkpoints import export, save_pretrained
 from tests.encoder_helpers import old_layout, reference_logits, tiny_encoder, token_ids
 
 
@@ -247,7 +247,7 @@ def test_truncated_foreign_and_other_family_files(tmp_path):
     with pytest.raises(CheckpointError, match=r"state_dict\.pt: cannot be read as a torch checkpoint \(truncated or corrupt\?\)"):
         load(path)
     torch.save({"model.layers.0.self_attn.q_proj.weight": torch.zeros(2, 2)}, tmp_path / "olmo.pt")
-    with pytest.raises(CheckpointError, match=r"not a learned-increments step_N\.pt .* nor an encoder state_dict\.pt"):
+    with pytest.raises(CheckpointError, match=r"olmo\.pt: a torch file of no layout poslens reads \(it reads: upstream step_N\.pt \(increments family: a dict with 'model_state_dict' and 'model_config'\); development state_dict\.pt \(encoder family: 'encoder\.weight' or 'transformer_encoder\.\{i\}\.\*' keys, optionally under 'model\.'\)\); found \['model\.layers\.0\.self_attn\.q_proj\.weight'\]"):
         load(tmp_path / "olmo.pt")
     save_pretrained(tiny_encoder("rp"), tmp_path / "hf")
     weights = tmp_path / "hf" / "model.safetensors"

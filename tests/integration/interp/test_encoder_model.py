@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from interp.base import Capability, CapabilityError, InputError, require
-from interp.loading.encoder import export
-from interp.models.encoder import EncoderConfig, EncoderModel, t5_buckets
+from interp.families.encoder.checkpoints import export
+from interp.families.encoder.model import EncoderConfig, EncoderModel, t5_buckets
 from tests.encoder_helpers import SMALL, reference_logits, t5_reference_buckets, tiny_encoder, token_ids
 
 CASES = {
@@ -250,12 +250,17 @@ def test_every_hook_has_its_documented_shape_and_only_documented_hooks_exist(var
     assert model.undocumented_hooks() == []
 
 
-def test_every_documented_hook_exists_in_some_variant():
-    seen = set()
+def test_each_variant_class_documents_exactly_the_hooks_it_has():
+    import re
+
+    tables = {}
     for variant in PRESENT:
-        seen |= set(tiny_encoder(variant).hook_dict)
-    patterns = {h.pattern.replace("{l}", "1") for h in EncoderModel.hook_table()}
-    assert patterns <= seen
+        model = tiny_encoder(variant)
+        tables[variant] = {h.pattern for h in model.hook_table()}
+        assert tables[variant] == {re.sub(r"^blocks\.\d+", "blocks.{l}", n) for n in model.hook_dict}, variant
+    assert "blocks.{l}.attn.hook_q_ap" in tables["disentangled"] and "blocks.{l}.attn.hook_q" not in tables["disentangled"]
+    assert "blocks.{l}.attn.hook_rot_q" in tables["rope"] and "blocks.{l}.attn.hook_rot_q" not in tables["ap"]
+    assert "blocks.{l}.attn.hook_logits_rp" in tables["rp"] and "blocks.{l}.attn.hook_logits_rp" not in tables["rope"]
 
 
 def test_capabilities_and_their_methods():

@@ -13,7 +13,7 @@ from tests.repo_helpers import tiny_repo
 def _llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from interp.models.llama import LlamaTransformer
+    from interp.families.llama.model import LlamaTransformer
 
     torch.manual_seed(0)
     hf = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -25,7 +25,7 @@ def _llama():
 def _bert():
     from transformers import BertConfig, BertModel
 
-    from interp.models.bert import BertEncoder
+    from interp.families.bert.model import BertEncoder
 
     torch.manual_seed(0)
     hf = BertModel(BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
@@ -95,3 +95,27 @@ def test_save_then_load_gives_identical_logits(make, tmp_path):
     loaded = load(tmp_path / "m")
     assert loaded.family == model.family
     torch.testing.assert_close(_out(loaded, tokens), _out(model, tokens), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("make", FAMILIES)
+def test_copies_pickles_and_the_shuffled_control_keep_the_class_and_the_outputs(make, tmp_path):
+    """``copy.deepcopy`` and a whole-model ``torch.save`` give the same class and logits; ``shuffled_weights`` (the
+    control of every known-results row) gives the same class with every tensor a permutation of the original's."""
+    import copy
+
+    from interp.controls import shuffled_weights
+
+    model = make()
+    tokens = _tokens(model)
+    copied = copy.deepcopy(model)
+    torch.save(model, tmp_path / "whole.pt")
+    reloaded = torch.load(tmp_path / "whole.pt", weights_only=False)  # written by this test
+    for other in (copied, reloaded):
+        assert type(other) is type(model)
+        torch.testing.assert_close(_out(other, tokens), _out(model, tokens), rtol=0, atol=0)
+    control = shuffled_weights(model, seed=0)
+    assert type(control) is type(model)
+    mine, theirs = dict(model.named_parameters()), dict(control.named_parameters())
+    big = [k for k, v in mine.items() if v.numel() > 16 and v.std() > 0]
+    assert big and all(torch.equal(mine[k].flatten().sort().values, theirs[k].flatten().sort().values) for k in big)
+    assert any(not torch.equal(mine[k], theirs[k]) for k in big)

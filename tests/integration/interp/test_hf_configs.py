@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from interp.loading import CheckpointError, load
-from interp.loading.repo import save_pretrained as save_repo_dir
+from interp.families.repo.checkpoints import save_pretrained as save_repo_dir
 from tests.integration.interp.test_load_sources import tiny_hf_bert, tiny_hf_llama
 from tests.repo_helpers import tiny_repo
 
@@ -104,7 +104,7 @@ def test_bert_directory_matches_transformers_and_refuses_other_position_types(tm
 
 
 def test_encoder_directory_refuses_unknown_fields(tmp_path):
-    from interp.loading.encoder import save_pretrained
+    from interp.families.encoder.checkpoints import save_pretrained
     from tests.encoder_helpers import token_ids, tiny_encoder
 
     model = tiny_encoder("rope")
@@ -113,4 +113,19 @@ def test_encoder_directory_refuses_unknown_fields(tmp_path):
     assert torch.equal(load(tmp_path)(ids), model(ids))
     _edit(tmp_path, lambda c: c.update(rope_theta=500000.0))  # the development schema has no such field: not silently 10000
     with pytest.raises(CheckpointError, match="config field 'rope_theta' .* encoder"):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_a_refused_config_names_config_json_before_any_weight_is_read(tmp_path, monkeypatch, family):
+    import interp.loading.hf_files as hf_files
+    from tests.hf_helpers import write_tiny_hf
+
+    if family == "llama":
+        tiny_hf_llama(tmp_path)
+    else:
+        write_tiny_hf("bert", tmp_path)
+    _edit(tmp_path, lambda c: c.update(hidden_act="mish"))
+    monkeypatch.setattr(hf_files, "read_state", lambda *a, **k: pytest.fail("weights read before the config was checked"))
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'config.json'}: .*hidden_act='mish'"):
         load(tmp_path)

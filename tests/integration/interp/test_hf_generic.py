@@ -13,10 +13,10 @@ from analyses.attention_mass import answer_attention
 from analyses.positions import position_ranges
 from corpora.niah import niah_samples
 from interp.base import Capability, CapabilityError
-from interp.hook_docs import families
+from interp.hook_docs import models
 from interp.loading import CheckpointError
-from interp.loading.hf import is_generic_hf_dir, load_generic, save_generic
-from interp.models.hf import HFModel
+from interp.families.hf.checkpoints import is_generic_hf_dir, load_generic, save_generic
+from interp.families.hf.model import HFModel
 from interp.tokenizers import ByteTokenizer
 from tests.hf_helpers import CONFIGS, LEARNED, ROTARY, reference, write_tiny_hf
 
@@ -154,7 +154,7 @@ def test_a_type_the_bridge_does_not_know_is_refused_by_name(model_type, tmp_path
 
 
 def test_the_family_is_in_the_readme_tables():
-    assert HFModel in families()
+    assert HFModel in {type(m) for m in models()}
 
 
 @pytest.mark.parametrize("kind", ["llama", "gpt2", "gemma2"])
@@ -195,3 +195,54 @@ def test_a_deep_copy_fires_its_own_hooks(tmp_path):
             twin(ids)
         model.reset_hooks()
         assert fired == ["copy embed", "copy"]
+
+
+def test_a_bert_head_directory_with_its_vocab_saves_and_loads_back_with_transformers_tokenizer(tmp_path):
+    """The generic family reads a BERT directory's vocab.txt with transformers' own tokenizer and writes it back."""
+    from transformers import BertTokenizer
+
+    from interp.tokenizers import HFTokenizer
+
+    source = tmp_path / "bert-mlm"
+    write_tiny_hf("bert-mlm", source)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s"]
+    (source / "vocab.txt").write_text("\n".join(words) + "\n")
+    BertTokenizer(str(source / "vocab.txt")).save_pretrained(source)
+    model = interp.load(source)
+    assert model.family == "hf" and isinstance(model.tokenizer, HFTokenizer)
+    ids = model.tokenizer.encode("the cats sat")
+    interp.save(model, tmp_path / "copy")
+    again = interp.load(tmp_path / "copy")
+    assert isinstance(again.tokenizer, HFTokenizer) and again.tokenizer.encode("the cats sat") == ids
+    (tmp_path / "copy" / "model.safetensors").unlink()
+    (tmp_path / "copy" / "config.json").unlink()
+    with pytest.raises(FileExistsError, match=r"copy already holds a checkpoint \(.*tokenizer_config\.json"):
+        interp.save(model, tmp_path / "copy")  # the tokenizer files alone are the user's too
+
+
+def test_a_transformers_model_in_memory_is_copied_not_changed():
+    """``interp.load(module)``: the same logits as the module, provenance that says it came from memory, and the caller's
+    model untouched (its attention implementation, its weights, its device) by the load or by edits of the result."""
+    from tests.hf_helpers import tiny_hf
+
+    module = tiny_hf("gpt2")
+    attention = module.config._attn_implementation
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(0))
+    model = interp.load(module)
+    assert model.family == "hf" and model.source["path"] is None
+    assert model.source["format"] == "huggingface GPT2LMHeadModel directory (generic family), from a transformers model in memory"
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), module(ids).logits, atol=2e-5, rtol=1e-4)
+        next(model.parameters()).add_(1.0)
+    assert module.config._attn_implementation == attention
+    assert all(torch.equal(v, before[k]) for k, v in module.state_dict().items())
+    with pytest.raises(CheckpointError, match="GPT2LMHeadModel: a model in memory holds no tokenizer files"):
+        interp.load_tokenizer(module)
+
+
+def test_a_poslens_directory_of_a_family_that_reads_none_is_refused_by_name(tmp_path):
+    (tmp_path / "poslens.json").write_text(json.dumps({"format": "poslens-checkpoint", "family": "hf", "config": {}}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=r"poslens\.json: names the hf family, which does not read poslens directories"):
+        interp.load(tmp_path)

@@ -1,5 +1,5 @@
-"""Hook tables: the standard block hooks are declared once on the base, every family is in the README generator,
-and every hook's documented shape has the real rank with tokens on the axes it names."""
+"""Hooks are declared once, on the module classes that fire them: the hook points, the README's tables and the token
+axes all come from those declarations, and every registered family's models are documented."""
 
 import ast
 from pathlib import Path
@@ -7,52 +7,78 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.base import BLOCK_HOOKS, HookDoc, PosLensModel
-from interp.hook_docs import families
-from tests.encoder_helpers import token_ids, tiny_encoder
-from tests.helpers import tiny_model
-from tests.repo_helpers import tiny_repo
+from interp.base import PosLensModel
+from interp.hook_docs import markdown, models
+from interp.hooks import BlockHooks, Hook, HookDoc, declared
 
-MODELS = Path(__file__).resolve().parents[3] / "interp" / "models"
+FAMILIES = Path(__file__).resolve().parents[3] / "interp" / "families"
 
 
-def _family_classes_in_source() -> set[str]:
-    """Classes in interp/models/*.py that subclass PosLensModel (read from the source, not imported)."""
-    out = set()
-    for file in MODELS.glob("*.py"):
+def test_no_family_builds_a_hook_point_by_hand():
+    """A ``HookPoint()`` written in a family would be a hook without a declaration: none is."""
+    for file in FAMILIES.rglob("*.py"):
         for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ClassDef) and any(getattr(b, "id", None) == "PosLensModel" for b in node.bases):
-                out.add(node.name)
-    return out
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "HookPoint":
+                pytest.fail(f"{file.relative_to(FAMILIES)}:{node.lineno} builds a HookPoint; declare a Hook instead")
 
 
-def test_the_readme_generator_finds_every_family():
-    found = {c.__name__ for c in families()}
-    assert found == _family_classes_in_source() and len(found) >= 5
-    assert len({c.family for c in families()}) == len(found)
+def test_every_model_class_of_the_registered_families_is_documented():
+    import importlib
+    import pkgutil
+
+    import interp.families
+
+    for info in pkgutil.walk_packages(interp.families.__path__, "interp.families."):
+        importlib.import_module(info.name)
+    classes, stack = set(), list(PosLensModel.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls.__module__.startswith("interp.families.") and not cls.__subclasses__():
+            classes.add(cls)
+    documented = {type(m) for m in models()}
+    assert classes == documented and len(documented) >= 9  # the encoder family has four classes
+    text = markdown()
+    assert all(f"**{m.family}: {type(m).__name__}**" in text for m in models())
 
 
-def test_a_new_family_is_picked_up_without_being_listed(monkeypatch):
-    import interp.models.llama as module
+def test_standard_block_hooks_are_declared_once_and_a_family_only_says_more():
+    standard = declared(BlockHooks)
+    assert set(standard) == {"hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post"}
+    for model in models():
+        table = model.hook_table()
+        assert len({h.pattern for h in table}) == len(table), type(model).__name__
+        for block in {type(b) for b in model.blocks}:
+            for name, hook in declared(block).items():
+                if name in standard and hook is not standard[name]:  # re-declared: only to say more than the standard
+                    assert hook.meaning != standard[name].meaning and hook.shape == standard[name].shape, (block, name)
 
-    class Forgotten(PosLensModel):
-        family = "forgotten"
-        HOOKS = (HookDoc("hook_x", "[batch, pos, d_model]", "x"),)
 
-    monkeypatch.setattr(Forgotten, "__module__", module.__name__)
-    assert Forgotten in families()
-    assert [h.pattern for h in Forgotten.hook_table()].count("blocks.{l}.hook_resid_post") == 1
+def test_a_declaration_makes_the_hook_point_and_its_table_row():
+    from interp.hooks import hook_table, make_hook_points
 
+    class Inner(BlockHooks):
+        hook_extra = Hook("[batch, pos]", "an extra one", when=lambda m: m.wanted)
 
-def test_block_hooks_are_declared_once_and_families_only_add_their_own():
-    standard = {h.pattern: h for h in BLOCK_HOOKS}
-    for cls in families():
-        table = cls.hook_table()
-        assert len({h.pattern for h in table}) == len(table), cls.family
-        assert set(standard) - set(cls.ABSENT_HOOKS) <= {h.pattern for h in table}, cls.family
-        assert not set(cls.ABSENT_HOOKS) & {h.pattern for h in table}, cls.family
-        for own in cls.HOOKS:  # a family re-declares a standard hook only to say more than the standard does
-            assert own != standard.get(own.pattern), (cls.family, own.pattern)
+        def __init__(self, wanted):
+            super().__init__()
+            self.wanted = wanted
+
+    class Outer(torch.nn.Module):
+        hook_top = Hook("[batch, pos, d_model]", "top")
+
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Inner(True), Inner(False)])
+
+    root = Outer()
+    make_hook_points(root)
+    assert "hook_extra" in root.blocks[0]._modules and "hook_extra" not in root.blocks[1]._modules
+    rows = {h.pattern: h for h in hook_table(root)}
+    assert rows["blocks.{l}.hook_extra"] == HookDoc("blocks.{l}.hook_extra", "[batch, pos]", "an extra one")
+    assert list(rows)[0] == "hook_top" and "blocks.{l}.hook_resid_post" in rows
+    with pytest.raises(AttributeError, match="hook_extra"):
+        root.blocks[1].hook_extra
 
 
 def test_token_axes_come_from_the_documented_shape():
@@ -64,30 +90,14 @@ def test_token_axes_come_from_the_documented_shape():
         doc.token_axes(4)
 
 
-def _tiny(kind):
-    if kind == "encoder-dstg":
-        model = tiny_encoder("disentangled")
-        return model, token_ids(model, batch=2, n=7)
-    if kind == "encoder-rope":
-        model = tiny_encoder("rope")
-        return model, token_ids(model, batch=2, n=7)
-    if kind == "llama":
-        from interp.models.llama import LlamaConfig, LlamaTransformer
-
-        return LlamaTransformer(LlamaConfig(32, 48, 2, 4, 2, 97, 64, 10000.0, 1e-6, True)).eval(), torch.randint(0, 97, (2, 7))
-    if kind == "bert":
-        from interp.models.bert import BertConfig, BertEncoder
-
-        return BertEncoder(BertConfig(32, 2, 4, 48, 97, 40)).eval(), torch.randint(1, 97, (2, 7))
-    model = tiny_repo("repo") if kind == "repo" else tiny_model("per-layer-per-head", decay="alibi")
-    return model, torch.randint(0, 257, (2, 7))
-
-
-@pytest.mark.parametrize("kind", ["increments", "repo", "encoder-dstg", "encoder-rope", "llama", "bert"])
-def test_every_hook_has_its_documented_rank_and_token_axes(kind):
-    model, ids = _tiny(kind)
-    _, cache = model.run_with_cache(ids)
+@pytest.mark.parametrize("model", models(), ids=lambda m: type(m).__name__)
+def test_every_hook_has_its_documented_rank_and_token_axes(model):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, min(model.d_vocab, 60), (2, 7), generator=g)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ids)
     assert model.undocumented_hooks() == []
+    assert sorted(set(model.hook_dict) - set(cache)) == []  # a hook point this config never fires is left out (when=)
     for name, t in cache.items():
         axes = model.token_axes(name, t.dim())
         assert axes, name

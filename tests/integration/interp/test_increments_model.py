@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from interp.base import Capability, InputError
-from interp.loading.increments import export
+from interp.families.increments.checkpoints import export
 from tests.helpers import VARIANTS, reference_logits, tiny_model
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from interp.loading import CheckpointError, load, save
-from interp.loading.repo import save_pretrained as save_repo_dir
+from interp.families.repo.checkpoints import save_pretrained as save_repo_dir
 from interp.package_files import installed
 from tests.encoder_helpers import token_ids, tiny_encoder
 from tests.helpers import tiny_model
@@ -203,6 +203,6 @@ def test_listing_models_imports_neither_torch_nor_the_loaders():
 def test_device_map_is_refused_before_reading_a_format_that_cannot_split(tmp_path, monkeypatch):
     import interp.loading as loading
 
-    monkeypatch.setattr(loading, "_read", lambda *a, **k: pytest.fail("read before the option was checked"))
-    with pytest.raises(CheckpointError, match="device_map / max_memory apply to Hugging Face olmo2 directories only"):
+    monkeypatch.setattr(loading, "load_file", lambda *a, **k: pytest.fail("weights read before the option was checked"))
+    with pytest.raises(CheckpointError, match=r"rope-small: device_map='auto' applies to the checkpoints of the repo \(huggingface olmo2 directory\) family only, not to a poslens-checkpoint"):
         load("rope-small", device_map="auto")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from interp.loading import CheckpointError, load, save
-from interp.loading.increments import export
+from interp.families.increments.checkpoints import export
 from tests.helpers import tiny_model
 
 
@@ -123,7 +123,7 @@ def test_truncated_files(tmp_path):
 
 def test_not_a_step_dict_and_unknown_names(tmp_path):
     torch.save({"weights": torch.zeros(2)}, tmp_path / "x.pt")
-    with pytest.raises(CheckpointError, match="not a learned-increments step_N.pt"):
+    with pytest.raises(CheckpointError, match=r"a torch file of no layout poslens reads \(it reads: upstream step_N\.pt \(increments family: a dict with 'model_state_dict' and 'model_config'\); development state_dict\.pt \(encoder family: 'encoder\.weight' or 'transformer_encoder\.\{i\}\.\*' keys, optionally under 'model\.'\)\)"):
         load(tmp_path / "x.pt")
     with pytest.raises(CheckpointError, match="no such file or directory, and not a model name"):
         load("no-such-model")

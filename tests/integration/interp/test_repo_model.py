@@ -5,7 +5,7 @@ import torch
 
 from interp.base import Capability
 from interp.loading import CheckpointError, load
-from interp.loading.repo import export, hf_config, save_pretrained
+from interp.families.repo.checkpoints import export, hf_config, save_pretrained
 from tests.repo_helpers import reference_logits, tiny_repo
 
 

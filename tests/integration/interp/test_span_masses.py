@@ -6,7 +6,7 @@ from transformers import LlamaConfig as HFLlamaConfig
 from transformers import LlamaForCausalLM
 
 from interp.attention import StopForward, collecting_spans, decoding, KVCache, model_span_masses, span_masses
-from interp.models.llama import LlamaTransformer
+from interp.families.llama.model import LlamaTransformer
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
 

@@ -33,7 +33,8 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp.attention import causal_mask, current_query_rows
-from interp.base import Capability, HookDoc, InputError, PosLensModel, require
+from interp.base import Capability, InputError, PosLensModel, require
+from interp.hooks import AttentionHooks, BlockHooks, Hook
 
 ATTENTION_NAME = "poslens"
 CHUNK_ROWS = 1024  # query rows per chunk where the fused kernel cannot be used (logit soft-capping)
@@ -41,32 +42,56 @@ CHUNK_ROWS = 1024  # query rows per chunk where the fused kernel cannot be used 
 _LAYER: contextvars.ContextVar[nn.Module | None] = contextvars.ContextVar("poslens_hf_layer", default=None)
 
 
-class AttentionHooks(nn.Module):
+class LayerAttention(AttentionHooks):
     """The hook points of one layer's attention; ``poslens_attention`` fires them."""
 
-    def __init__(self, rotary: bool):
+    hook_v = Hook("[batch, pos, kv_head, d_head]", "values")
+    hook_attn_scores = Hook("[batch, head, q, k]", "scaled (soft-capped), masked logits; built only when hooked")
+    hook_pattern = Hook("[batch, head, q, k]", "attention probabilities; built only when hooked, query_rows honoured")
+    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before the output projection")
+
+    def __init__(self):
         super().__init__()
-        self.rotary = rotary
-        if rotary:  # transformers rotates inside the layer: attention receives queries and keys already turned
-            self.hook_rot_q = HookPoint()
-            self.hook_rot_k = HookPoint()
-            self.hook_positions = HookPoint()
-        else:
-            self.hook_q = HookPoint()
-            self.hook_k = HookPoint()
-        self.hook_v = HookPoint()
-        self.hook_attn_scores = HookPoint()
-        self.hook_pattern = HookPoint()
-        self.hook_z = HookPoint()
         self.calls = 0  # attention calls seen (the loader's probe checks one per layer)
 
 
-class Block(nn.Module):
-    def __init__(self, rotary: bool):
+class PlainAttention(LayerAttention):
+    hook_q = Hook("[batch, pos, head, d_head]", "queries (models without rotary positions)")
+    hook_k = Hook("[batch, pos, kv_head, d_head]", "keys (models without rotary positions; grouped-query heads)")
+
+    def queries_and_keys(self):
+        return self.hook_q, self.hook_k
+
+    def positions(self, position_ids, b: int, h: int, n_q: int, n_k: int, device) -> None:
+        return None
+
+
+class RotaryAttention(LayerAttention):
+    """transformers rotates inside the layer: attention receives queries and keys already turned."""
+
+    hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation (rotary models: transformers rotates inside its "
+                      "layers, so queries before rotation are not visible)")
+    hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation (rotary models; with a KV cache, every cached key)")
+    hook_positions = Hook("[batch, head, pos]", "integer positions the layer rotates by (rotary models; read-only)")
+
+    def queries_and_keys(self):
+        return self.hook_rot_q, self.hook_rot_k
+
+    def positions(self, position_ids, b: int, h: int, n_q: int, n_k: int, device) -> None:
+        if self.hook_positions.has_hooks():
+            pos = position_ids if position_ids is not None else torch.arange(n_k - n_q, n_k, device=device)[None]
+            self.hook_positions(pos.to(torch.float32).expand(b, -1)[:, None, :].expand(b, h, n_q))
+
+
+class Block(BlockHooks):
+    """transformers adds the attention and MLP outputs inside each layer's own forward, out of a hook's reach: a layer
+    offers its input and its output."""
+
+    hook_attn_out = hook_resid_mid = hook_mlp_out = None
+
+    def __init__(self, attention: LayerAttention):
         super().__init__()
-        self.hook_resid_pre = HookPoint()
-        self.attn = AttentionHooks(rotary)
-        self.hook_resid_post = HookPoint()
+        self.attn = attention
 
 
 def _heads_last(hook, x: Tensor) -> Tensor:
@@ -121,7 +146,7 @@ def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attenti
         raise NotImplementedError(f"{type(module).__name__}: attention sinks (s_aux) are not supported by the poslens attention")
     if dropout and module.training:
         raise NotImplementedError(f"{type(module).__name__}: poslens attention runs without attention dropout (call model.eval())")
-    hooks: AttentionHooks | None = getattr(_LAYER.get(), "attn", None)
+    hooks: LayerAttention | None = getattr(_LAYER.get(), "attn", None)
     scaling = scaling if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     if hooks is None:
@@ -129,10 +154,8 @@ def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attenti
     hooks.calls += 1
     b, h, n_q, _ = query.shape
     n_k = key.shape[-2]
-    if hooks.rotary and hooks.hook_positions.has_hooks():
-        pos = position_ids if position_ids is not None else torch.arange(n_k - n_q, n_k, device=query.device)[None]
-        hooks.hook_positions(pos.to(torch.float32).expand(b, -1)[:, None, :].expand(b, h, n_q))
-    q_hook, k_hook = (hooks.hook_rot_q, hooks.hook_rot_k) if hooks.rotary else (hooks.hook_q, hooks.hook_k)
+    hooks.positions(position_ids, b, h, n_q, n_k, query.device)
+    q_hook, k_hook = hooks.queries_and_keys()
     q, k, v = _heads_last(q_hook, query), _heads_last(k_hook, key), _heads_last(hooks.hook_v, value)
     if not (hooks.hook_attn_scores.has_hooks() or hooks.hook_pattern.has_hooks()):
         z = _fused(q, k, v, attention_mask, causal, scaling, softcap)
@@ -190,7 +213,7 @@ def _leave(block: Block, _module, _args, output):
 class HFModel(PosLensModel):
     """A transformers model of any architecture the bridge knows, with poslens hooks and capabilities.
 
-    ``structure`` (from ``interp.loading.hf``): ``layers`` (the ModuleList of blocks), ``embed`` (token
+    ``structure`` (from ``interp.families.hf.checkpoints``): ``layers`` (the ModuleList of blocks), ``embed`` (token
     embedding module), ``pos_embed`` (learned position table module or None), ``rotary`` (bool), ``head``
     ("causal", "masked" or None) and ``architecture`` (the bridge's adapter name for it).
     """
@@ -198,23 +221,9 @@ class HFModel(PosLensModel):
     family = "hf"
     supports_kv_cache = True  # through transformers' DynamicCache (see generate_batch)
     positions_read_only = True  # transformers computes the rotation from its own position ids
-    # transformers adds the attention and MLP outputs inside each layer's own forward, out of a hook's reach
-    ABSENT_HOOKS = ("blocks.{l}.hook_attn_out", "blocks.{l}.hook_resid_mid", "blocks.{l}.hook_mlp_out")
-    HOOKS = (
-        HookDoc("hook_embed", "[batch, pos, d_model]", "output of the token-embedding module (before any scaling)"),
-        HookDoc("hook_pos_embed", "[batch, pos, d_model]", "learned absolute-position embeddings (models with a position table)"),
-        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries (models without rotary positions)"),
-        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys (models without rotary positions; grouped-query heads)"),
-        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation (rotary models: transformers "
-                "rotates inside its layers, so queries before rotation are not visible)"),
-        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation (rotary models; with a KV "
-                "cache, every cached key)"),
-        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
-        HookDoc("blocks.{l}.attn.hook_positions", "[batch, head, pos]", "integer positions the layer rotates by (rotary models; read-only)"),
-        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled (soft-capped), masked logits; built only when hooked"),
-        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities; built only when hooked, query_rows honoured"),
-        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before the output projection"),
-    )
+    hook_embed = Hook("[batch, pos, d_model]", "output of the token-embedding module (before any scaling)")
+    hook_pos_embed = Hook("[batch, pos, d_model]", "learned absolute-position embeddings (models with a position table)",
+                          when=lambda model: model.pos_table is not None)
 
     def __init__(self, hf_model: nn.Module, structure: dict, tokenizer=None):
         super().__init__()
@@ -239,21 +248,20 @@ class HFModel(PosLensModel):
                                  or ("sliding_attention" if windowed else "full_attention",) * self.n_layers)
         # keys each layer's queries may see (None: every earlier key), as transformers' masks apply them
         self.attention_windows = tuple(window if t == "sliding_attention" else None for t in self.layer_types)
-        self.blocks = nn.ModuleList([Block(self.rotary) for _ in layers])
+        attention = RotaryAttention if self.rotary else PlainAttention
+        self.blocks = nn.ModuleList([Block(attention()) for _ in layers])
+        self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
+        self.capabilities = frozenset()
+        self.rotary_specs: list = [None] * self.n_layers  # each layer's RotarySpec, found by the loader (Capability.ROTARY)
+        self.setup()
         # transformers' modules call poslens' hook points through partials of module-level functions, never closures:
         # a deep copy (interp.controls) copies a partial's hook point with the model, so a copy fires its own hooks
-        self.hook_embed = HookPoint()
         structure["embed"].register_forward_hook(functools.partial(_fire, self.hook_embed))
-        self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
         if self.pos_table is not None:
-            self.hook_pos_embed = HookPoint()
             self.pos_table.register_forward_hook(functools.partial(_fire, self.hook_pos_embed))
         for layer, block in zip(layers, self.blocks):
             layer.register_forward_pre_hook(functools.partial(_enter, block), with_kwargs=True)
             layer.register_forward_hook(functools.partial(_leave, block))
-        self.capabilities = frozenset()
-        self.rotary_specs: list = [None] * self.n_layers  # each layer's RotarySpec, found by the loader (Capability.ROTARY)
-        self.setup()
 
     def describe(self) -> str:
         kind = {"causal": "causal LM", "masked": "masked LM", None: "no LM head"}[self.head]

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformer_lens.hook_points import HookPoint
-
 from interp import rope
 from interp.attention import attend
-from interp.base import Capability, HookDoc, PosLensModel
+from interp.base import Capability, PosLensModel
+from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.layers import normal_init
 from interp.tokenizers import ByteTokenizer
 
 MAX_DELTA = 10.0  # upper bound of the per-layer increments, hard-coded upstream
@@ -148,7 +148,16 @@ def alibi_bias(n_heads: int, n: int, device) -> Tensor:
     return (-slopes[:, None, None] * dist)[None]
 
 
-class Attention(nn.Module):
+class Attention(AttentionHooks):
+    hook_q = Hook("[batch, pos, head, d_head]", "queries before rotation")
+    hook_k = Hook("[batch, pos, head, d_head]", "keys before rotation")
+    hook_v = Hook("[batch, pos, head, d_head]", "values")
+    hook_positions = Hook("[batch, head, pos]", "positions each head rotates by (cumsum of delta, or 0..N-1)")
+    hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
+    hook_rot_k = Hook("[batch, pos, head, d_head]", "keys after rotation")
+    hook_attn_scores = Hook("[batch, head, q, k]", "scaled, masked logits (-inf above the diagonal)")
+    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before wo")
+
     def __init__(self, cfg: IncrementConfig):
         super().__init__()
         self.cfg = cfg
@@ -157,15 +166,8 @@ class Attention(nn.Module):
         self.wk = nn.Linear(cfg.dim, d, bias=False)
         self.wv = nn.Linear(cfg.dim, d, bias=False)
         self.wo = nn.Linear(d, cfg.dim, bias=False)
-        self.hook_q = HookPoint()  # [batch, pos, head, d_head]
-        self.hook_k = HookPoint()
-        self.hook_v = HookPoint()
-        self.hook_positions = HookPoint()  # [batch, head, pos]
-        self.hook_rot_q = HookPoint()  # [batch, pos, head, d_head]
-        self.hook_rot_k = HookPoint()
-        self.hook_attn_scores = HookPoint()  # [batch, head, q, k]
-        self.hook_pattern = HookPoint()  # [batch, head, q, k]
-        self.hook_z = HookPoint()  # [batch, pos, head, d_head]
+        # PoPE places each pair at its position (a magnitude and a phase); RoPE rotates it
+        self.place = rope.polar_interleaved if cfg.pos_encoding.endswith("pope") else rope.rotate_interleaved
 
     def forward(self, x: Tensor, positions: Tensor, bias: Tensor | None) -> Tensor:
         cfg = self.cfg
@@ -176,9 +178,8 @@ class Attention(nn.Module):
         if positions.dim() == 2:
             positions = positions.unsqueeze(1).expand(b, cfg.n_heads, n)
         positions = self.hook_positions(positions)
-        place = rope.polar_interleaved if cfg.pos_encoding.endswith("pope") else rope.rotate_interleaved
-        q = self.hook_rot_q(place(q, positions, cfg.rope_theta))
-        k = self.hook_rot_k(place(k, positions, cfg.rope_theta))
+        q = self.hook_rot_q(self.place(q, positions, cfg.rope_theta))
+        k = self.hook_rot_k(self.place(k, positions, cfg.rope_theta))
         z = attend(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True, bias=bias,
             hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern,
@@ -202,7 +203,11 @@ class FeedForward(nn.Module):
         return self.w_down(F.gelu(self.w_up(x)))
 
 
-class Block(nn.Module):
+class Block(BlockHooks):
+    hook_delta = Hook("[batch, pos] or [batch, head, pos]", "layer l's increments (per-layer variant)",
+                      when=lambda block: block.delta_mlp is not None)
+    hook_mlp_out = Hook("[batch, pos, d_model]", "SwiGLU output added to the residual")
+
     def __init__(self, cfg: IncrementConfig):
         super().__init__()
         self.attn_norm = make_norm(cfg)
@@ -213,39 +218,30 @@ class Block(nn.Module):
         if cfg.selective and cfg.per_layer_delta:
             n_out = cfg.n_heads if cfg.per_head_delta else 1
             self.delta_mlp = DeltaMLP(cfg.dim, cfg.effective_delta_hidden_dim, n_out, bounded=True)
-        self.hook_resid_pre = HookPoint()  # [batch, pos, dim]
-        self.hook_delta = HookPoint()  # [batch, pos] or [batch, head, pos] (per-layer variant only)
-        self.hook_attn_out = HookPoint()  # [batch, pos, dim]
-        self.hook_resid_mid = HookPoint()
-        self.hook_mlp_out = HookPoint()
-        self.hook_resid_post = HookPoint()
+        self.layer_positions = self._own_increments if self.delta_mlp is not None else self._given
+
+    def _own_increments(self, x: Tensor, _given: Tensor | None) -> Tensor:
+        return self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
+
+    @staticmethod
+    def _given(_x: Tensor, positions: Tensor | None) -> Tensor | None:
+        return positions
 
     def forward(self, x: Tensor, positions: Tensor | None, bias: Tensor | None) -> Tensor:
         x = self.hook_resid_pre(x)
-        if self.delta_mlp is not None:
-            positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
+        positions = self.layer_positions(x, positions)
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.attn_norm(x), positions, bias)))
         return self.hook_resid_post(x + self.hook_mlp_out(self.ffn(self.ffn_norm(x))))
 
 
 class IncrementTransformer(PosLensModel):
     family = "increments"
-    HOOKS = (
-        HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings (the input of the shared DeltaMLP)"),
-        HookDoc("hook_delta", "[batch, pos] or [batch, head, pos]", "shared increments delta_t (gap from t-1 to t)"),
-        HookDoc("hook_decay_bias", "[batch, head, q, k]", "ALiBi or learned-decay score bias (decay models only)"),
-        HookDoc("blocks.{l}.hook_delta", "[batch, pos] or [batch, head, pos]", "layer l's increments (per-layer variant)"),
-        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries before rotation"),
-        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, head, d_head]", "keys before rotation"),
-        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, head, d_head]", "values"),
-        HookDoc("blocks.{l}.attn.hook_positions", "[batch, head, pos]", "positions each head rotates by (cumsum of delta, or 0..N-1)"),
-        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
-        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, head, d_head]", "keys after rotation"),
-        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, masked logits (-inf above the diagonal)"),
-        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before wo"),
-        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "SwiGLU output added to the residual"),
-        HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual (logits = this @ tok_emb.T)"),
-    )
+    hook_embed = Hook("[batch, pos, d_model]", "token embeddings (the input of the shared DeltaMLP)")
+    hook_delta = Hook("[batch, pos] or [batch, head, pos]", "shared increments delta_t (gap from t-1 to t; shared variant)",
+                      when=lambda model: model.delta_mlp is not None)
+    hook_decay_bias = Hook("[batch, head, q, k]", "ALiBi or learned-decay score bias (decay models only)",
+                           when=lambda model: model.cfg.decay != "none")
+    hook_final = Hook("[batch, pos, d_model]", "final-normed residual (logits = this @ tok_emb.T)")
 
     def __init__(self, cfg: IncrementConfig, init_weights: bool = True):
         super().__init__()
@@ -261,10 +257,9 @@ class IncrementTransformer(PosLensModel):
         self.forget_mlp = ForgetMLP(cfg.dim, cfg.effective_delta_hidden_dim, cfg.n_heads) if cfg.decay == "learned" else None
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
         self.final_norm = make_norm(cfg)
-        self.hook_embed = HookPoint()
-        self.hook_delta = HookPoint()
-        self.hook_decay_bias = HookPoint()
-        self.hook_final = HookPoint()
+        self.shared_positions = (self._shared_increments if self.delta_mlp is not None else
+                                 self._none if cfg.selective else self._integers)
+        self.decay_bias = self._learned_decay if self.forget_mlp is not None else self._alibi if cfg.decay == "alibi" else self._none
         caps = {Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM}
         if cfg.selective:
             caps.add(Capability.INCREMENTS)
@@ -282,11 +277,7 @@ class IncrementTransformer(PosLensModel):
         return f"increments family, {kind}{' per-head' if self.cfg.per_head_delta else ''} {self.cfg.pos_encoding}"
 
     def reset_parameters(self, std: float):
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, mean=0.0, std=std)
-                if getattr(m, "bias", None) is not None:
-                    nn.init.zeros_(m.bias)
+        normal_init(self, std)
         for m in self.modules():
             if isinstance(m, DeltaMLP):
                 m.reset_bias()
@@ -296,22 +287,32 @@ class IncrementTransformer(PosLensModel):
     def forward(self, tokens) -> Tensor:
         """Next-token logits ``[batch, pos, vocab]`` for token ids ``[batch, pos]``."""
         tokens = self.check_tokens(tokens)
-        b, n = tokens.shape
         x = self.hook_embed(self.tok_emb(tokens))
-        positions = None
-        if self.delta_mlp is not None:
-            positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
-        elif not self.cfg.selective:
-            positions = torch.arange(n, device=x.device, dtype=torch.float32).expand(b, n)
-        bias = None
-        if self.forget_mlp is not None:
-            bias = self.hook_decay_bias(self.forget_mlp(x))
-        elif self.cfg.decay == "alibi":
-            bias = self.hook_decay_bias(alibi_bias(self.cfg.n_heads, n, x.device).expand(b, -1, -1, -1))
+        positions, bias = self.shared_positions(x), self.decay_bias(x)
         for block in self.blocks:
             x = block(x, positions, bias)
         x = self.hook_final(self.final_norm(x))
         return F.linear(x, self.tok_emb.weight)
+
+    # -- the variant's positions and decay, chosen in __init__ -------------------------------------
+    def _shared_increments(self, x: Tensor) -> Tensor:
+        return self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
+
+    @staticmethod
+    def _integers(x: Tensor) -> Tensor:
+        b, n = x.shape[:2]
+        return torch.arange(n, device=x.device, dtype=torch.float32).expand(b, n)
+
+    @staticmethod
+    def _none(x: Tensor) -> None:
+        return None  # each layer makes its own (per-layer increments), or no decay
+
+    def _learned_decay(self, x: Tensor) -> Tensor:
+        return self.hook_decay_bias(self.forget_mlp(x))
+
+    def _alibi(self, x: Tensor) -> Tensor:
+        b, n = x.shape[:2]
+        return self.hook_decay_bias(alibi_bias(self.cfg.n_heads, n, x.device).expand(b, -1, -1, -1))
 
     # -- capability: INCREMENTS ---------------------------------------------------------------
     def increment_sources(self) -> list[tuple[str, str]]:

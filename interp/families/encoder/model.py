@@ -1,6 +1,7 @@
 """Bidirectional MLM encoders of the DSTG paper (seed 002): disentangled DSTG-NeoBERT and its baselines, hooked.
 
-One class, ``EncoderModel``, covers four variants picked by ``EncoderConfig.variant``:
+Four variants, each a class on shared blocks, picked once by ``EncoderConfig.variant`` (``EncoderModel(cfg)`` builds
+the variant's class):
 
 - ``disentangled`` (DSTG): the residual stream is ``[AP (pos_size dims) | semantic (hidden_size dims)]``.
   The token embedding ``encoder`` fills the semantic part, ``positional_embedding`` the AP part. Real tokens
@@ -16,7 +17,7 @@ One class, ``EncoderModel``, covers four variants picked by ``EncoderConfig.vari
 
 The code is split by layout, chosen once when the model is built: ``TwoStreamAttention`` / ``TwoStreamBlock``
 (DSTG) and ``SingleStreamAttention`` / ``SingleStreamBlock`` (the baselines) share ``EncoderAttention`` (RP
-term, logit hooks, softmax) and ``EncoderBlock`` (residual wiring); the RP pieces live in ``interp.relative``.
+term, logit hooks, softmax) and ``EncoderBlock`` (residual wiring); the RP pieces live in ``interp.families.encoder.relative``.
 The baselines share norms, SwiGLU, residual mode and MLM head with DSTG. Their fused ``qkv`` projection is
 split per head as the development code (NeoBERT) does: output rows ``[q_0 k_0 v_0 | q_1 k_1 v_1 | ...]``.
 ``rope_style`` picks the rotary layout: ``half_split`` (``rotate_half``) or ``interleaved`` (pairs 2i, 2i+1,
@@ -60,13 +61,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformer_lens.hook_points import HookPoint
-
 from interp import rope
 from interp.attention import current_query_rows
-from interp.base import Capability, HookDoc, InputError, PosLensModel
-from interp.layers import RMSNorm
-from interp.relative import RelativePositionBias, SpecialTokenThetas, rp_logits, special_mask, t5_buckets  # noqa: F401 (re-exported)
+from interp.base import Capability, InputError, PosLensModel
+from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.layers import RMSNorm, normal_init
+from interp.families.encoder.relative import RelativePositionBias, SpecialTokenThetas, rp_logits, special_mask, t5_buckets  # noqa: F401 (re-exported)
 
 VARIANTS = ("disentangled", "ap", "rp", "rope")
 RESIDUALS = ("normalized", "prenorm")
@@ -107,6 +107,13 @@ class EncoderConfig:
                "tokenizer": TOKENIZERS}
 
     def __post_init__(self):
+        """Defaults that depend on the variant, then every field checked: a config that cannot build is refused here."""
+        self._fill_defaults()
+        self._check_sizes()
+        self._check_streams()
+        self._check_positions()
+
+    def _fill_defaults(self) -> None:
         positional = self.variant in ("disentangled", "rp")
         if self.residual is None:
             self.residual = "normalized" if self.variant == "disentangled" else "prenorm"
@@ -114,15 +121,23 @@ class EncoderConfig:
             self.rp_bias = positional
         if self.untie_cls is None:
             self.untie_cls = positional
+
+    def _check_sizes(self) -> None:
         for field, allowed in self.CHOICES.items():
             if getattr(self, field) not in allowed:
                 raise ValueError(f"config {field}={getattr(self, field)!r} is not one of {allowed}")
         for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_length"):
             if int(getattr(self, field)) < 1:
                 raise ValueError(f"config {field}={getattr(self, field)} must be positive")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"config hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                             f"({self.num_attention_heads})")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"config pad_token_id ({self.pad_token_id}) is outside the vocabulary [0, {self.vocab_size})")
+
+    def _check_streams(self) -> None:
+        """The AP stream and the query/key width: DSTG's own, the baselines' hidden_size / heads."""
         h = self.num_attention_heads
-        if self.hidden_size % h:
-            raise ValueError(f"config hidden_size ({self.hidden_size}) must be divisible by num_attention_heads ({h})")
         if self.variant == "disentangled":
             if self.pos_size < 1 or self.pos_size % h:
                 raise ValueError(f"config pos_size ({self.pos_size}) must be a positive multiple of num_attention_heads ({h}) "
@@ -142,6 +157,11 @@ class EncoderConfig:
             self.d_qk = self.hidden_size // h
             if self.mlm_input != "semantic":
                 raise ValueError(f"config mlm_input={self.mlm_input!r}: only the disentangled variant has streams to choose from")
+        if self.tie_word_embeddings and (not self.mlm_head or self.mlm_input == "full"):
+            raise ValueError("config tie_word_embeddings needs an MLM head reading hidden_size dims (mlm_head=True, mlm_input='semantic')")
+
+    def _check_positions(self) -> None:
+        """The relative bias, the CLS/SEP thetas and rotary widths each variant has or lacks."""
         if self.variant == "rp" and not self.rp_bias:
             raise ValueError("config rp_bias=False contradicts variant='rp' (the T5 bias is what the rp variant is)")
         if self.variant in ("ap", "rope") and (self.rp_bias or self.untie_cls):
@@ -156,10 +176,6 @@ class EncoderConfig:
                 raise ValueError(f"config num_buckets ({self.num_buckets}) must be even and at least 4")
             if self.max_distance <= self.num_buckets // 4:
                 raise ValueError(f"config max_distance ({self.max_distance}) must exceed the exact buckets ({self.num_buckets // 4})")
-        if self.tie_word_embeddings and (not self.mlm_head or self.mlm_input == "full"):
-            raise ValueError("config tie_word_embeddings needs an MLM head reading hidden_size dims (mlm_head=True, mlm_input='semantic')")
-        if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"config pad_token_id ({self.pad_token_id}) is outside the vocabulary [0, {self.vocab_size})")
 
     @property
     def disentangled(self) -> bool:
@@ -201,17 +217,33 @@ class SwiGLUFFN(nn.Module):
         return self.w3(F.silu(gate) * up)
 
 
-class EncoderAttention(nn.Module):
+def _keep(scores: Tensor) -> Tensor:
+    return scores
+
+
+def _zero_special(scores: Tensor) -> Tensor:
+    """The AP logit of [CLS]/[SEP] rows and columns set to 0: their thetas live in the RP component."""
+    return scores.masked_fill(special_mask(scores.shape[-1], scores.device), 0.0)
+
+
+class EncoderAttention(AttentionHooks):
     """What both attention layouts share: the RP term (per layer or shared), the logit hooks and one softmax.
 
     Subclasses build their projections and implement ``logits_and_values`` (hooked logit components and
     value tensors) and ``output`` (per-head outputs -> the block's attention output).
     """
 
+    hook_logits_sem = Hook("[batch, head, q, k]", "semantic (content) logit q.k/sqrt(d_qk)")
+    hook_logits_rp = Hook("[batch, head, q, k]", "RP logit: T5 bucketed bias, and the CLS/SEP thetas on the special rows / "
+                          "columns", when=lambda attn: attn.cfg.has_rp_component)
+    hook_attn_scores = Hook("[batch, head, q, k]", "sum of the logit components, before the softmax")
+    hook_pattern = Hook("[batch, head, q, k]", "attention probabilities")
+
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.cfg = cfg
         h = cfg.num_attention_heads
+        self.scale = 1.0 / math.sqrt(cfg.d_qk)
         self.relative_pos_bias = None
         self.cls_sep_override = None
         if cfg.rp_per_layer:
@@ -219,25 +251,24 @@ class EncoderAttention(nn.Module):
                 self.relative_pos_bias = RelativePositionBias(h, cfg.max_length, cfg.num_buckets, cfg.max_distance)
             if cfg.untie_cls:
                 self.cls_sep_override = SpecialTokenThetas(h)
-        self.hook_logits_sem = HookPoint()  # [batch, head, q, k]
-        if cfg.has_rp_component:
-            self.hook_logits_rp = HookPoint()
-        self.hook_attn_scores = HookPoint()
-        self.hook_pattern = HookPoint()
+        self.relative = self._rp_component if cfg.has_rp_component else self._no_rp
 
-    def rp_logits(self, n: int, shared_bias, shared_thetas, device) -> Tensor:
-        """``[head, q, k]`` RP component: bucketed bias, and thetas on the special rows / columns."""
+    def _rp_component(self, n: int, b: int, shared_bias, shared_thetas, like: Tensor) -> list:
+        """``[(hook_logits_rp, [batch, head, q, k])]``: bucketed bias, and thetas on the special rows / columns."""
         cfg = self.cfg
         bias = self.relative_pos_bias if cfg.rp_per_layer else shared_bias
         thetas = self.cls_sep_override if cfg.rp_per_layer else shared_thetas
-        return rp_logits(n, cfg.num_attention_heads, bias, thetas, add_bias_at_special=cfg.rp_at_special, device=device)
+        rp = rp_logits(n, cfg.num_attention_heads, bias, thetas, add_bias_at_special=cfg.rp_at_special, device=like.device)
+        return [(self.hook_logits_rp, rp.to(like.dtype).unsqueeze(0).expand(b, -1, -1, -1))]
+
+    @staticmethod
+    def _no_rp(n: int, b: int, shared_bias, shared_thetas, like: Tensor) -> list:
+        return []
 
     def forward(self, x: Tensor, rope_positions: Tensor | None, shared_bias, shared_thetas) -> Tensor:
         b, n, _ = x.shape
-        components, values = self.logits_and_values(x, rope_positions, 1.0 / math.sqrt(self.cfg.d_qk))
-        if self.cfg.has_rp_component:
-            rp = self.rp_logits(n, shared_bias, shared_thetas, x.device).to(x.dtype)
-            components.append((self.hook_logits_rp, rp.unsqueeze(0).expand(b, -1, -1, -1)))
+        components, values = self.logits_and_values(x, rope_positions)
+        components += self.relative(n, b, shared_bias, shared_thetas, x)
         pattern = self._pattern(components, values[0].dtype)
         return self.output([torch.einsum("bhqk,bkhd->bqhd", pattern, v) for v in values])
 
@@ -257,6 +288,18 @@ class EncoderAttention(nn.Module):
 class TwoStreamAttention(EncoderAttention):
     """DSTG: AP and semantic streams with their own q, k (``d_qk`` each) and values; logits AP + semantic (+ RP)."""
 
+    hook_q_ap = Hook("[batch, pos, head, d_qk]", "AP queries")
+    hook_k_ap = Hook("[batch, pos, head, d_qk]", "AP keys")
+    hook_v_ap = Hook("[batch, pos, head, pos_size/head]", "AP values")
+    hook_q_sem = Hook("[batch, pos, head, d_qk]", "semantic queries")
+    hook_k_sem = Hook("[batch, pos, head, d_qk]", "semantic keys")
+    hook_v_sem = Hook("[batch, pos, head, hidden_size/head]", "semantic values")
+    hook_logits_ap = Hook("[batch, head, q, k]", "AP logit q_ap.k_ap/sqrt(d_qk); 0 on [CLS]/[SEP] rows and columns when they "
+                          "have thetas")
+    hook_pattern = Hook("[batch, head, q, k]", "attention probabilities (one softmax for both value streams)")
+    hook_z_ap = Hook("[batch, pos, head, pos_size/head]", "per-head AP output before wo_pos")
+    hook_z_sem = Hook("[batch, pos, head, hidden_size/head]", "per-head semantic output before wo_sem")
+
     def __init__(self, cfg: EncoderConfig):
         super().__init__(cfg)
         h, dqk = cfg.num_attention_heads, cfg.d_qk
@@ -264,10 +307,9 @@ class TwoStreamAttention(EncoderAttention):
         self.qkv_sem = nn.Linear(cfg.hidden_size, 2 * h * dqk + cfg.hidden_size, bias=False)
         self.wo_pos = nn.Linear(cfg.pos_size, cfg.pos_size, bias=False)
         self.wo_sem = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
-        for name in ("q_ap", "k_ap", "v_ap", "q_sem", "k_sem", "v_sem", "logits_ap", "z_ap", "z_sem"):
-            setattr(self, f"hook_{name}", HookPoint())
+        self.special_ap = _zero_special if cfg.untie_cls else _keep  # with thetas, special tokens carry no AP term
 
-    def logits_and_values(self, x: Tensor, rope_positions, scale: float):
+    def logits_and_values(self, x: Tensor, rope_positions):
         cfg = self.cfg
         b, n, _ = x.shape
         h, dqk, p = cfg.num_attention_heads, cfg.d_qk, cfg.pos_size
@@ -276,10 +318,8 @@ class TwoStreamAttention(EncoderAttention):
         q_ap, k_ap = self.hook_q_ap(q_ap.view(b, n, h, dqk)), self.hook_k_ap(k_ap.view(b, n, h, dqk))
         q_sem, k_sem = self.hook_q_sem(q_sem.view(b, n, h, dqk)), self.hook_k_sem(k_sem.view(b, n, h, dqk))
         values = [self.hook_v_ap(v_ap.view(b, n, h, -1)), self.hook_v_sem(v_sem.view(b, n, h, -1))]
-        ap = torch.einsum("bqhd,bkhd->bhqk", q_ap, k_ap) * scale
-        if cfg.untie_cls:  # special tokens carry no AP term: their logits are thetas, in the RP component
-            ap = ap.masked_fill(special_mask(n, x.device), 0.0)
-        sem = torch.einsum("bqhd,bkhd->bhqk", q_sem, k_sem) * scale
+        ap = self.special_ap(torch.einsum("bqhd,bkhd->bhqk", q_ap, k_ap) * self.scale)
+        sem = torch.einsum("bqhd,bkhd->bhqk", q_sem, k_sem) * self.scale
         return [(self.hook_logits_ap, ap), (self.hook_logits_sem, sem)], values
 
     def output(self, zs) -> Tensor:
@@ -289,58 +329,82 @@ class TwoStreamAttention(EncoderAttention):
 
 
 class SingleStreamAttention(EncoderAttention):
-    """The baselines: one fused ``qkv`` split per head ``[q_h k_h v_h]``, rotary positions in the rope variant."""
+    """The baselines: one fused ``qkv`` split per head ``[q_h k_h v_h]``."""
+
+    hook_q = Hook("[batch, pos, head, d_head]", "queries")
+    hook_k = Hook("[batch, pos, head, d_head]", "keys")
+    hook_v = Hook("[batch, pos, head, d_head]", "values")
+    hook_logits_sem = Hook("[batch, head, q, k]", "semantic (content) logit q.k/sqrt(d_qk)")
+    hook_z = Hook("[batch, pos, head, d_head]", "per-head output before wo")
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__(cfg)
         self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size, bias=False)
         self.wo = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
-        self.rotate = None
-        if cfg.variant == "rope":
-            self.rotate = rope.rotate_half_split if cfg.rope_style == "half_split" else rope.rotate_interleaved
-        for name in ("q", "k", "v", "z") + (("rot_q", "rot_k") if self.rotate else ()):
-            setattr(self, f"hook_{name}", HookPoint())
 
-    def logits_and_values(self, x: Tensor, rope_positions, scale: float):
+    def queries_keys(self, q: Tensor, k: Tensor, rope_positions) -> tuple[Tensor, Tensor]:
+        return q, k
+
+    def logits_and_values(self, x: Tensor, rope_positions):
         cfg = self.cfg
         b, n, _ = x.shape
         q, k, v = self.qkv(x).view(b, n, cfg.num_attention_heads, 3 * cfg.d_qk).chunk(3, dim=-1)
-        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
-        if self.rotate is not None:
-            q = self.hook_rot_q(self.rotate(q, rope_positions, cfg.rope_theta))
-            k = self.hook_rot_k(self.rotate(k, rope_positions, cfg.rope_theta))
-        return [(self.hook_logits_sem, torch.einsum("bqhd,bkhd->bhqk", q, k) * scale)], [v]
+        q, k = self.queries_keys(self.hook_q(q), self.hook_k(k), rope_positions)
+        return [(self.hook_logits_sem, torch.einsum("bqhd,bkhd->bhqk", q, k) * self.scale)], [self.hook_v(v)]
 
     def output(self, zs) -> Tensor:
         b, n = zs[0].shape[:2]
         return self.wo(self.hook_z(zs[0]).reshape(b, n, -1))
 
 
-class EncoderBlock(nn.Module):
+class RotaryAttention(SingleStreamAttention):
+    """The rope baseline: queries and keys turned by positions ``offset + 0..n-1`` in the config's ``rope_style``."""
+
+    hook_q = Hook("[batch, pos, head, d_head]", "queries (before rotation)")
+    hook_k = Hook("[batch, pos, head, d_head]", "keys (before rotation)")
+    hook_rot_q = Hook("[batch, pos, head, d_head]", "queries rotated by positions offset+0..offset+n-1")
+    hook_rot_k = Hook("[batch, pos, head, d_head]", "rotated keys")
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__(cfg)
+        self.rotate = rope.rotate_half_split if cfg.rope_style == "half_split" else rope.rotate_interleaved
+
+    def queries_keys(self, q: Tensor, k: Tensor, rope_positions) -> tuple[Tensor, Tensor]:
+        theta = self.cfg.rope_theta
+        return self.hook_rot_q(self.rotate(q, rope_positions, theta)), self.hook_rot_k(self.rotate(k, rope_positions, theta))
+
+
+def _normalized_base(x: Tensor, normed: Tensor) -> Tensor:
+    return normed
+
+
+def _raw_base(x: Tensor, normed: Tensor) -> Tensor:
+    return x
+
+
+class EncoderBlock(BlockHooks):
     """Norm -> attention -> residual -> norm -> SwiGLU -> residual; ``residual="normalized"`` adds each output to
     the normalised input instead of the raw one. Subclasses build the norms and say how they apply."""
+
+    hook_attn_in = Hook("[batch, pos, d_model]", "normalised attention input; with residual='normalized' the attention "
+                        "output is added to this, not to the raw residual")
+    hook_mlp_in = Hook("[batch, pos, d_model]", "normalised FFN input (the FFN base with residual='normalized')")
+    hook_mlp_out = Hook("[batch, pos, d_model]", "SwiGLU output added to the residual")
 
     def __init__(self, cfg: EncoderConfig, attention: type[EncoderAttention]):
         super().__init__()
         self.cfg = cfg
-        self.normalized = cfg.residual == "normalized"
+        self.base = _normalized_base if cfg.residual == "normalized" else _raw_base
         self.attn = attention(cfg)
         self.ffn = SwiGLUFFN(cfg.d_model, cfg.intermediate_size)
-        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
-        self.hook_attn_in = HookPoint()
-        self.hook_attn_out = HookPoint()
-        self.hook_resid_mid = HookPoint()
-        self.hook_mlp_in = HookPoint()
-        self.hook_mlp_out = HookPoint()
-        self.hook_resid_post = HookPoint()
 
     def forward(self, x: Tensor, rope_positions: Tensor | None, shared_bias, shared_thetas) -> Tensor:
         x = self.hook_resid_pre(x)
         a = self.hook_attn_in(self._norm(x, "attention"))
         attn_out = self.hook_attn_out(self.attn(a, rope_positions, shared_bias, shared_thetas))
-        h = self.hook_resid_mid((a if self.normalized else x) + attn_out)
+        h = self.hook_resid_mid(self.base(x, a) + attn_out)
         m = self.hook_mlp_in(self._norm(h, "ffn"))
-        out = (m if self.normalized else h) + self.hook_mlp_out(self.ffn(m))
+        out = self.base(h, m) + self.hook_mlp_out(self.ffn(m))
         return self.hook_resid_post(self._streams(out))
 
     def _streams(self, out: Tensor) -> Tensor:
@@ -348,8 +412,8 @@ class EncoderBlock(nn.Module):
 
 
 class SingleStreamBlock(EncoderBlock):
-    def __init__(self, cfg: EncoderConfig):
-        super().__init__(cfg, SingleStreamAttention)
+    def __init__(self, cfg: EncoderConfig, attention: type[EncoderAttention] = SingleStreamAttention):
+        super().__init__(cfg, attention)
         self.attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
         self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
 
@@ -360,13 +424,20 @@ class SingleStreamBlock(EncoderBlock):
 class TwoStreamBlock(EncoderBlock):
     """DSTG: the AP and semantic parts are normalised apart; both streams leaving the block are hooked."""
 
+    hook_resid_pre = Hook("[batch, pos, d_model]", "residual entering layer l: [AP | semantic]")
+    hook_attn_in = Hook("[batch, pos, d_model]", "normalised attention input (AP and semantic parts normalised apart); with "
+                        "residual='normalized' the attention output is added to this, not to the raw residual")
+    hook_attn_out = Hook("[batch, pos, d_model]", "attention output added to the residual: [wo_pos z_ap | wo_sem z_sem]")
+    hook_mlp_out = Hook("[batch, pos, d_model]", "SwiGLU output added to the residual (the only place the streams mix)")
+    hook_resid_ap = Hook("[batch, pos, pos_size]", "AP stream leaving layer l (hooked before the concatenation, so edits "
+                         "propagate)")
+    hook_resid_sem = Hook("[batch, pos, hidden_size]", "semantic stream leaving layer l")
+
     def __init__(self, cfg: EncoderConfig):
         super().__init__(cfg, TwoStreamAttention)
         for stage in ("attention", "ffn"):
             setattr(self, f"pos_{stage}_norm", RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama"))
             setattr(self, f"sem_{stage}_norm", RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama"))
-        self.hook_resid_ap = HookPoint()  # [batch, pos, pos_size]
-        self.hook_resid_sem = HookPoint()  # [batch, pos, hidden_size]
 
     def _norm(self, x: Tensor, stage: str) -> Tensor:
         p = self.cfg.pos_size
@@ -375,53 +446,30 @@ class TwoStreamBlock(EncoderBlock):
     def _streams(self, out: Tensor) -> Tensor:
         p = self.cfg.pos_size
         return torch.cat([self.hook_resid_ap(out[..., :p]), self.hook_resid_sem(out[..., p:])], dim=-1)
+# ---- the models ----------------------------------------------------------------------------------------
 
 
-# ---- the model ---------------------------------------------------------------------------------------
+def _untied_head(model, head_in: Tensor) -> Tensor:
+    return model.decoder(head_in)
+
+
+def _tied_head(model, head_in: Tensor) -> Tensor:
+    return F.linear(head_in, model.encoder.weight, model.decoder.bias)
 
 
 class EncoderModel(PosLensModel):
+    """What the four variants share: the token embedding, the blocks, the RP modules and the MLM head.
+    ``EncoderModel(cfg)`` builds the class of ``cfg.variant`` (``VARIANT_CLASSES``); each implements ``embed`` (tokens and
+    offsets -> the first residual and the rotary positions, if any) and ``finish`` (last residual -> what the model
+    returns and what the head reads)."""
+
     family = "encoder"
-    HOOKS = (
-        HookDoc("hook_embed_sem", "[batch, pos, hidden_size]", "token embeddings (encoder.weight rows): the semantic stream's input; "
-                "in the baselines the whole stream's, before any positions are added"),
-        HookDoc("hook_embed_ap", "[batch, pos, pos_size]", "DSTG: AP embeddings, rows offset+1..offset+n of positional_embedding"),
-        HookDoc("hook_pos_embed", "[batch, pos, hidden_size]", "ap baseline: position embeddings (rows offset+1..offset+n) added to the tokens"),
-        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l (DSTG: [AP | semantic])"),
-        HookDoc("blocks.{l}.hook_attn_in", "[batch, pos, d_model]", "normalised attention input (DSTG: AP and semantic parts normalised "
-                "apart); with residual='normalized' the attention output is added to this, not to the raw residual"),
-        HookDoc("blocks.{l}.attn.hook_q_ap", "[batch, pos, head, d_qk]", "DSTG: AP queries"),
-        HookDoc("blocks.{l}.attn.hook_k_ap", "[batch, pos, head, d_qk]", "DSTG: AP keys"),
-        HookDoc("blocks.{l}.attn.hook_v_ap", "[batch, pos, head, pos_size/head]", "DSTG: AP values"),
-        HookDoc("blocks.{l}.attn.hook_q_sem", "[batch, pos, head, d_qk]", "DSTG: semantic queries"),
-        HookDoc("blocks.{l}.attn.hook_k_sem", "[batch, pos, head, d_qk]", "DSTG: semantic keys"),
-        HookDoc("blocks.{l}.attn.hook_v_sem", "[batch, pos, head, hidden_size/head]", "DSTG: semantic values"),
-        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "baselines: queries (before rotation)"),
-        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, head, d_head]", "baselines: keys (before rotation)"),
-        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, head, d_head]", "baselines: values"),
-        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "rope baseline: queries rotated by positions offset+0..offset+n-1"),
-        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, head, d_head]", "rope baseline: rotated keys"),
-        HookDoc("blocks.{l}.attn.hook_logits_ap", "[batch, head, q, k]", "DSTG: AP logit q_ap.k_ap/sqrt(d_qk); 0 on [CLS]/[SEP] rows and "
-                "columns when they have thetas"),
-        HookDoc("blocks.{l}.attn.hook_logits_sem", "[batch, head, q, k]", "semantic (content) logit q.k/sqrt(d_qk); the only logit of "
-                "the ap and rope baselines"),
-        HookDoc("blocks.{l}.attn.hook_logits_rp", "[batch, head, q, k]", "RP logit: T5 bucketed bias, and the CLS/SEP thetas on the "
-                "special rows / columns (DSTG, rp baseline)"),
-        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "sum of the logit components, before the softmax"),
-        HookDoc("blocks.{l}.attn.hook_pattern", "[batch, head, q, k]", "attention probabilities (one softmax for both value streams)"),
-        HookDoc("blocks.{l}.attn.hook_z_ap", "[batch, pos, head, pos_size/head]", "DSTG: per-head AP output before wo_pos"),
-        HookDoc("blocks.{l}.attn.hook_z_sem", "[batch, pos, head, hidden_size/head]", "DSTG: per-head semantic output before wo_sem"),
-        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "baselines: per-head output before wo"),
-        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added to the residual (DSTG: [wo_pos z_ap | wo_sem z_sem])"),
-        HookDoc("blocks.{l}.hook_mlp_in", "[batch, pos, d_model]", "normalised FFN input (the FFN base with residual='normalized')"),
-        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "SwiGLU output added to the residual (the only place the streams mix)"),
-        HookDoc("blocks.{l}.hook_resid_ap", "[batch, pos, pos_size]", "DSTG: AP stream leaving layer l (hooked before the concatenation, "
-                "so edits propagate)"),
-        HookDoc("blocks.{l}.hook_resid_sem", "[batch, pos, hidden_size]", "DSTG: semantic stream leaving layer l"),
-        HookDoc("hook_final_ap", "[batch, pos, pos_size]", "DSTG: final-normed AP stream (read by no head unless mlm_input='full')"),
-        HookDoc("hook_final_sem", "[batch, pos, hidden_size]", "DSTG: final-normed semantic stream (the MLM head's input)"),
-        HookDoc("hook_final", "[batch, pos, hidden_size]", "baselines: final-normed residual (the MLM head's input)"),
-    )
+    hook_embed_sem = Hook("[batch, pos, hidden_size]", "token embeddings (encoder.weight rows), before any positions are added")
+    hook_final = Hook("[batch, pos, hidden_size]", "final-normed residual (the MLM head's input)")
+
+    def __new__(cls, cfg: EncoderConfig | None = None, *args, **kwargs):
+        # copy and pickle call __new__ with the instance's own class and no arguments
+        return super().__new__(VARIANT_CLASSES[cfg.variant] if cls is EncoderModel and cfg is not None else cls)
 
     def __init__(self, cfg: EncoderConfig, init_weights: bool = True):
         super().__init__()
@@ -430,44 +478,41 @@ class EncoderModel(PosLensModel):
         self.d_vocab, self.max_seq_len = cfg.vocab_size, cfg.max_length
         self._tokenizer = None
         self.encoder = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.positional_embedding = None
-        if cfg.variant in ("disentangled", "ap"):
-            self.positional_embedding = nn.Embedding(cfg.max_length + 1, cfg.pos_size if cfg.disentangled else cfg.hidden_size)
+        self.build_positions(cfg)
         shared = not cfg.rp_per_layer
         self.relative_pos_bias = (RelativePositionBias(cfg.num_attention_heads, cfg.max_length, cfg.num_buckets, cfg.max_distance)
                                   if cfg.rp_bias and shared else None)
         self.cls_sep_override = SpecialTokenThetas(cfg.num_attention_heads) if cfg.untie_cls and shared else None
-        block = TwoStreamBlock if cfg.disentangled else SingleStreamBlock
-        self.blocks = nn.ModuleList([block(cfg) for _ in range(cfg.num_hidden_layers)])
-        if cfg.disentangled:
-            self.pos_layer_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
-            self.sem_layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
-        else:
-            self.layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.blocks = nn.ModuleList([self.make_block(cfg) for _ in range(cfg.num_hidden_layers)])
+        self.build_final(cfg)
         self.decoder = None
+        self.head = None
         if cfg.mlm_head:
             width = cfg.d_model if cfg.mlm_input == "full" else cfg.hidden_size
             self.decoder = TiedDecoder(cfg.vocab_size) if cfg.tie_word_embeddings else nn.Linear(width, cfg.vocab_size, bias=True)
-        self.hook_embed_sem = HookPoint()
-        if cfg.disentangled:
-            self.hook_embed_ap = HookPoint()
-            self.hook_final_ap = HookPoint()
-            self.hook_final_sem = HookPoint()
-        else:
-            if cfg.variant == "ap":
-                self.hook_pos_embed = HookPoint()
-            self.hook_final = HookPoint()
-        caps = {Capability.HIDDEN_STATES, Capability.ATTENTION}
-        if cfg.variant in ("disentangled", "ap"):
-            caps.add(Capability.AP_STREAM)
-        if cfg.variant in ("disentangled", "rp"):
-            caps.add(Capability.LOGIT_COMPONENTS)
-        if cfg.variant == "rope":
-            caps.add(Capability.ROTARY)
-        self.capabilities = frozenset(caps)
+            self.head = _tied_head if cfg.tie_word_embeddings else _untied_head
+        self.capabilities = frozenset({Capability.HIDDEN_STATES, Capability.ATTENTION} | self.CAPABILITIES)
         if init_weights:
             self.reset_parameters()
         self.setup()
+
+    CAPABILITIES: frozenset = frozenset()
+
+    def make_block(self, cfg: EncoderConfig) -> EncoderBlock:
+        return SingleStreamBlock(cfg)
+
+    def build_positions(self, cfg: EncoderConfig) -> None:
+        self.positional_embedding = None
+
+    def build_final(self, cfg: EncoderConfig) -> None:
+        self.layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+
+    def embed(self, tokens: Tensor, offset: Tensor) -> tuple[Tensor, Tensor | None]:
+        return self.hook_embed_sem(self.encoder(tokens)), None
+
+    def finish(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        final = self.hook_final(self.layer_norm(x))
+        return final, final
 
     @property
     def tokenizer(self):
@@ -484,13 +529,7 @@ class EncoderModel(PosLensModel):
 
     def describe(self) -> str:
         c = self.cfg
-        kind = {
-            "disentangled": f"DSTG (AP {c.pos_size} | semantic {c.hidden_size}, d_qk {c.d_qk})",
-            "ap": "AP baseline (learned absolute positions)",
-            "rp": "RP baseline (T5 bias)",
-            "rope": f"RoPE baseline ({c.rope_style}, theta {c.rope_theta:g})",
-        }[c.variant]
-        parts = [f"encoder family, {kind}"]
+        parts = [f"encoder family, {self.KIND.format(c=c)}"]
         if c.has_rp_component:
             what = " + ".join(w for w, on in (("T5 RP bias", c.rp_bias), ("CLS/SEP thetas", c.untie_cls)) if on)
             parts.append(f"{what} {'per layer' if c.rp_per_layer else 'shared by all layers'}")
@@ -502,15 +541,7 @@ class EncoderModel(PosLensModel):
         return ", ".join(parts)
 
     def reset_parameters(self, std: float = 0.02):
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, std=std)
-                if getattr(m, "bias", None) is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, RelativePositionBias):
-                nn.init.normal_(m.relative_attention_bias, std=std)
-            elif isinstance(m, SpecialTokenThetas):
-                nn.init.normal_(m.thetas, std=std)
+        normal_init(self, std, {RelativePositionBias: "relative_attention_bias", SpecialTokenThetas: "thetas"})
 
     # -- inputs --------------------------------------------------------------------------------------------
     def check_tokens(self, tokens) -> Tensor:
@@ -541,12 +572,14 @@ class EncoderModel(PosLensModel):
         lo, hi = int(off.min()), int(off.max())
         if lo < 0:
             raise InputError(f"position_offset must be >= 0, got {lo}")
-        if hi and self.cfg.variant == "rp":
-            raise InputError(f"position_offset={hi}: the rp variant has no absolute positions to shift")
+        self.check_shift(hi)
         if hi + n > self.cfg.max_length:
             raise InputError(f"position_offset {hi} + {n} tokens = {hi + n} exceeds max_length {self.cfg.max_length} "
                              f"(real tokens take positions offset+1..offset+n of 1..{self.cfg.max_length})")
         return off.long().to(self.device)
+
+    def check_shift(self, largest: int) -> None:
+        """Refuse a shift of the absolute positions this variant cannot make (every variant with positions can)."""
 
     # -- forward -------------------------------------------------------------------------------------------
     def forward(self, tokens, position_offset=0, predict_at: Tensor | None = None) -> Tensor:
@@ -556,63 +589,129 @@ class EncoderModel(PosLensModel):
         ``k+1..k+n`` (rotary positions ``k..k+n-1`` in the rope baseline). ``predict_at`` (bool
         ``[batch, pos]``) applies the MLM head only there and returns ``[n_selected, vocab]`` (training).
         """
-        cfg = self.cfg
         tokens = self.check_tokens(tokens)
         b, n = tokens.shape
-        offset = self._offsets(position_offset, b, n)
-        steps = torch.arange(n, device=tokens.device)
-        x = self.hook_embed_sem(self.encoder(tokens))
-        if cfg.disentangled:
-            x = torch.cat([self.hook_embed_ap(self.positional_embedding(offset[:, None] + steps + 1)), x], dim=-1)
-        elif cfg.variant == "ap":
-            x = x + self.hook_pos_embed(self.positional_embedding(offset[:, None] + steps + 1))
-        rope_positions = (offset[:, None] + steps).float() if cfg.variant == "rope" else None
+        x, rope_positions = self.embed(tokens, self._offsets(position_offset, b, n))
         for block in self.blocks:
             x = block(x, rope_positions, self.relative_pos_bias, self.cls_sep_override)
-        if cfg.disentangled:
-            p = cfg.pos_size
-            ap = self.hook_final_ap(self.pos_layer_norm(x[..., :p]))
-            sem = self.hook_final_sem(self.sem_layer_norm(x[..., p:]))
-            final = torch.cat([ap, sem], dim=-1)
-            head_in = final if cfg.mlm_input == "full" else sem
-        else:
-            final = head_in = self.hook_final(self.layer_norm(x))
-        if self.decoder is None:
+        final, head_in = self.finish(x)
+        if self.head is None:
             return final
         if predict_at is not None:
             head_in = head_in[predict_at.to(head_in.device)]
-        if cfg.tie_word_embeddings:
-            return F.linear(head_in, self.encoder.weight, self.decoder.bias)
-        return self.decoder(head_in)
+        return self.head(self, head_in)
 
     # -- capability: HIDDEN_STATES ---------------------------------------------------------------------------
     def residual_subspaces(self) -> dict[str, slice]:
-        if self.cfg.disentangled:
-            return {"full": slice(0, self.d_model), "ap": slice(0, self.cfg.pos_size), "semantic": slice(self.cfg.pos_size, self.d_model)}
         return {"full": slice(0, self.d_model)}
 
-    # -- capability: AP_STREAM ---------------------------------------------------------------------------------
+
+def _positions_of(offset: Tensor, n: int) -> Tensor:
+    """Rows ``offset+1..offset+n`` of a position table (row 0 is the padding row)."""
+    return offset[:, None] + torch.arange(n, device=offset.device) + 1
+
+
+class DSTGEncoder(EncoderModel):
+    """DSTG: the residual stream is ``[AP | semantic]``; the AP table fills the first ``pos_size`` dims."""
+
+    KIND = "DSTG (AP {c.pos_size} | semantic {c.hidden_size}, d_qk {c.d_qk})"
+    CAPABILITIES = frozenset({Capability.AP_STREAM, Capability.LOGIT_COMPONENTS})
+    hook_embed_sem = Hook("[batch, pos, hidden_size]", "token embeddings (encoder.weight rows): the semantic stream's input")
+    hook_embed_ap = Hook("[batch, pos, pos_size]", "AP embeddings, rows offset+1..offset+n of positional_embedding")
+    hook_final = None  # the two streams are normed apart
+    hook_final_ap = Hook("[batch, pos, pos_size]", "final-normed AP stream (read by no head unless mlm_input='full')")
+    hook_final_sem = Hook("[batch, pos, hidden_size]", "final-normed semantic stream (the MLM head's input)")
+
+    def make_block(self, cfg: EncoderConfig) -> EncoderBlock:
+        return TwoStreamBlock(cfg)
+
+    def build_positions(self, cfg: EncoderConfig) -> None:
+        self.positional_embedding = nn.Embedding(cfg.max_length + 1, cfg.pos_size)
+
+    def build_final(self, cfg: EncoderConfig) -> None:
+        self.pos_layer_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
+        self.sem_layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.head_input = 0 if cfg.mlm_input == "full" else 1  # [AP | semantic], or the semantic stream
+
+    def embed(self, tokens: Tensor, offset: Tensor) -> tuple[Tensor, None]:
+        ap = self.hook_embed_ap(self.positional_embedding(_positions_of(offset, tokens.shape[1])))
+        return torch.cat([ap, self.hook_embed_sem(self.encoder(tokens))], dim=-1), None
+
+    def finish(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        p = self.cfg.pos_size
+        ap = self.hook_final_ap(self.pos_layer_norm(x[..., :p]))
+        sem = self.hook_final_sem(self.sem_layer_norm(x[..., p:]))
+        final = torch.cat([ap, sem], dim=-1)
+        return final, (final, sem)[self.head_input]
+
+    def residual_subspaces(self) -> dict[str, slice]:
+        p = self.cfg.pos_size
+        return {"full": slice(0, self.d_model), "ap": slice(0, p), "semantic": slice(p, self.d_model)}
+
     def ap_embedding_matrix(self) -> Tensor:
-        """``[max_length, d]``: the AP rows real positions 1..max_length use (row 0, the padding row, left out)."""
-        if self.positional_embedding is None:
-            raise AttributeError(f"the {self.cfg.variant} variant has no absolute-position embedding")
+        """``[max_length, pos_size]``: the AP rows real positions 1..max_length use (row 0, the padding row, left out)."""
         return self.positional_embedding.weight[1:].detach()
 
     def ap_hook(self) -> str:
-        """DSTG's AP stream starts at ``hook_embed_ap``; the ap baseline adds its rows at ``hook_pos_embed``."""
-        if self.positional_embedding is None:
-            raise AttributeError(f"the {self.cfg.variant} variant has no absolute-position embedding")
-        return "hook_embed_ap" if self.cfg.disentangled else "hook_pos_embed"
+        return "hook_embed_ap"
 
-    # -- capability: ROTARY ------------------------------------------------------------------------------------
-    def rotation(self, layer: int) -> rope.RotarySpec | None:
-        """The rope baseline turns its queries and keys in its ``rope_style``; the other variants do not rotate."""
-        if self.cfg.variant != "rope":
-            return None
-        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.d_qk, self.cfg.rope_theta), self.cfg.rope_style)
-
-    # -- capability: LOGIT_COMPONENTS ---------------------------------------------------------------------------
     def logit_components(self) -> tuple[str, ...]:
         """Names of the logit components, each at ``blocks.{l}.attn.hook_logits_{name}``; their sum is the score."""
-        names = ("ap", "sem") if self.cfg.disentangled else ("sem",)
-        return names + (("rp",) if self.cfg.has_rp_component else ())
+        return ("ap", "sem") + (("rp",) if self.cfg.has_rp_component else ())
+
+
+class APEncoder(EncoderModel):
+    """The ap baseline: learned absolute positions added to the token embeddings."""
+
+    KIND = "AP baseline (learned absolute positions)"
+    CAPABILITIES = frozenset({Capability.AP_STREAM})
+    hook_pos_embed = Hook("[batch, pos, hidden_size]", "position embeddings (rows offset+1..offset+n) added to the tokens")
+
+    def build_positions(self, cfg: EncoderConfig) -> None:
+        self.positional_embedding = nn.Embedding(cfg.max_length + 1, cfg.hidden_size)
+
+    def embed(self, tokens: Tensor, offset: Tensor) -> tuple[Tensor, None]:
+        rows = self.hook_pos_embed(self.positional_embedding(_positions_of(offset, tokens.shape[1])))
+        return self.hook_embed_sem(self.encoder(tokens)) + rows, None
+
+    def ap_embedding_matrix(self) -> Tensor:
+        """``[max_length, hidden_size]``: the rows real positions 1..max_length use (row 0, the padding row, left out)."""
+        return self.positional_embedding.weight[1:].detach()
+
+    def ap_hook(self) -> str:
+        return "hook_pos_embed"
+
+
+class RPEncoder(EncoderModel):
+    """The rp baseline: T5 bucketed bias on the logits, no absolute positions."""
+
+    KIND = "RP baseline (T5 bias)"
+    CAPABILITIES = frozenset({Capability.LOGIT_COMPONENTS})
+
+    def check_shift(self, largest: int) -> None:
+        if largest:
+            raise InputError(f"position_offset={largest}: the rp variant has no absolute positions to shift")
+
+    def logit_components(self) -> tuple[str, ...]:
+        return ("sem", "rp")
+
+
+class RoPEEncoder(EncoderModel):
+    """The rope baseline: queries and keys rotated by positions ``offset + 0..n-1``."""
+
+    KIND = "RoPE baseline ({c.rope_style}, theta {c.rope_theta:g})"
+    CAPABILITIES = frozenset({Capability.ROTARY})
+
+    def make_block(self, cfg: EncoderConfig) -> EncoderBlock:
+        return SingleStreamBlock(cfg, RotaryAttention)
+
+    def embed(self, tokens: Tensor, offset: Tensor) -> tuple[Tensor, Tensor]:
+        positions = (offset[:, None] + torch.arange(tokens.shape[1], device=tokens.device)).float()
+        return self.hook_embed_sem(self.encoder(tokens)), positions
+
+    def rotation(self, layer: int) -> rope.RotarySpec:
+        """Every layer turns its queries and keys in the config's ``rope_style``."""
+        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.d_qk, self.cfg.rope_theta), self.cfg.rope_style)
+
+
+VARIANT_CLASSES = {"disentangled": DSTGEncoder, "ap": APEncoder, "rp": RPEncoder, "rope": RoPEEncoder}

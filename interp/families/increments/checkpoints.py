@@ -10,9 +10,8 @@ import torch
 
 from interp.loading.errors import CheckpointError
 from interp.loading.strict import load_strict
-from interp.models.increments import IncrementConfig, IncrementTransformer
+from interp.families.increments.model import IncrementConfig, IncrementTransformer
 
-FAMILY = "increments"
 COMPUTED_FIELDS = ("head_dim", "effective_delta_hidden_dim")
 COMPILE_PREFIX = "_orig_mod."
 
@@ -90,6 +89,26 @@ def unpack_step_pt(obj, path: Path) -> tuple[dict, dict, int | None]:
 
 def looks_like_step_pt(obj) -> bool:
     return isinstance(obj, dict) and "model_state_dict" in obj and "model_config" in obj
+
+
+def is_step_pt(checkpoint) -> bool:
+    """A torch file holding upstream's ``{'step', 'model_state_dict', 'model_config'}``."""
+    return checkpoint.is_torch_file and looks_like_step_pt(checkpoint.torch_object)
+
+
+def read_checkpoint(checkpoint, place: dict) -> IncrementTransformer:
+    config, state, _step = unpack_step_pt(checkpoint.torch_object, checkpoint.path)
+    model = build(config, state, checkpoint.where)
+    model.model_name = checkpoint.path.stem
+    return model
+
+
+def examples() -> list[IncrementTransformer]:
+    """Tiny models that between them have every hook of the family: per-layer increments, and shared ones with learned
+    decay."""
+    small = dict(dim=16, n_heads=2, n_layers=2, intermediate_dim=32, vocab_size=257, max_seq_len=32, pos_encoding="selective_rope")
+    return [IncrementTransformer(IncrementConfig(**small, per_layer_delta=True)),
+            IncrementTransformer(IncrementConfig(**small, decay="learned"))]
 
 
 def save_step_pt(model: IncrementTransformer, path: Path, step: int) -> Path:

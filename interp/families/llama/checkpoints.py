@@ -22,9 +22,8 @@ from interp.loading.errors import CheckpointError
 from interp.loading.hf_config import audit, rope_settings
 from interp.loading.hf_keys import to_file, to_native
 from interp.loading.strict import load_strict
-from interp.models.llama import LlamaConfig, LlamaTransformer
+from interp.families.llama.model import LlamaConfig, LlamaTransformer
 
-FAMILY = "llama"
 HF_MODEL_TYPES = ("llama",)
 READ = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
         "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings", "head_dim", "attention_bias", "mlp_bias",
@@ -34,7 +33,7 @@ REQUIRE = {"hidden_act": ("silu",), "model_type": HF_MODEL_TYPES, "pretraining_t
 
 def config_from_hf(raw: dict, where: str) -> LlamaConfig:
     """A ``LlamaConfig`` from a Hugging Face config dict, every field accounted for."""
-    audit(raw, where, FAMILY, read=READ, require=REQUIRE)
+    audit(raw, where, "llama", read=READ, require=REQUIRE)
     missing = [k for k in READ[:8] if k not in raw and k != "num_key_value_heads"]
     if missing:
         raise CheckpointError(f"{where}: config lacks {missing}")
@@ -83,18 +82,6 @@ def export(model: LlamaTransformer) -> tuple[dict, dict[str, torch.Tensor]]:
     return model.cfg.to_dict(), {to_file(k): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
 
 
-def load_hf_dir(path: Path) -> LlamaTransformer:
-    from interp.loading.hf_files import read_config, read_state, read_tokenizer
-
-    where = str(path / "config.json")
-    cfg = config_from_hf(read_config(path), where)
-    file, state = read_state(path)
-    model = _build(cfg, state, str(file))
-    model.tokenizer = read_tokenizer(path)
-    model.model_name = path.name
-    return model
-
-
 @functools.lru_cache(maxsize=2)
 def _read_gguf(path: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -117,3 +104,26 @@ def load_gguf(path: Path) -> LlamaTransformer:
     model = from_hf_state(dict(raw), state, str(path))
     model.tokenizer = tokenizer
     return model
+
+
+def is_gguf(checkpoint) -> bool:
+    return checkpoint.path is not None and (checkpoint.format == "gguf" or (checkpoint.path.is_file()
+                                                                            and checkpoint.path.suffix == ".gguf"))
+
+
+def read_gguf(checkpoint, place: dict) -> LlamaTransformer:
+    return load_gguf(checkpoint.path)
+
+
+def is_hf(checkpoint) -> bool:
+    """A Hugging Face ``llama`` directory, or a transformers LLaMA model in memory."""
+    return checkpoint.model_type in HF_MODEL_TYPES
+
+
+def read_hf(checkpoint, place: dict) -> LlamaTransformer:
+    """The whole config audited, every key mapped (a directory is read without transformers)."""
+    return checkpoint.read_hf(config_from_hf, _build)
+
+
+def examples() -> list[LlamaTransformer]:
+    return [LlamaTransformer(LlamaConfig(32, 48, 2, 4, 2, 97, 64, 10000.0, 1e-6, True))]

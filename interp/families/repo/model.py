@@ -24,12 +24,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformer_lens.hook_points import HookPoint
-
 from interp import rope
 from interp.attention import attend, current_kv_cache
-from interp.base import Capability, HookDoc, PosLensModel
-from interp.layers import RMSNorm, SwiGLU, repeat_kv
+from interp.base import Capability, PosLensModel
+from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.layers import RMSNorm, SwiGLU, normal_init, repeat_kv
 from interp.tokenizers import ByteTokenizer
 
 MODES = ("rope", "nope", "repo")
@@ -90,7 +89,18 @@ class RepoConfig:
         return d
 
 
-class RepoAttention(nn.Module):
+class RepoAttention(AttentionHooks):
+    hook_repo_p = Hook("[batch, pos, repo_dim]", "RePo position representation silu(gate_map x) * content_map x (RePo layers)",
+                       when=lambda attn: attn.mode == "repo")
+    hook_q = Hook("[batch, pos, head, d_head]", "queries after QK-norm, before rotation")
+    hook_k = Hook("[batch, pos, kv_head, d_head]", "keys after QK-norm, before rotation")
+    hook_v = Hook("[batch, pos, kv_head, d_head]", "values")
+    hook_positions = Hook("[batch, head, pos]", "position each head rotates by: z (RePo), 0..N-1 (RoPE), 0 (NoPE, no rotation)")
+    hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
+    hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
+    hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
+    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before o_proj")
+
     def __init__(self, cfg: RepoConfig, layer: int):
         super().__init__()
         self.cfg, self.mode = cfg, cfg.mode_of(layer)
@@ -105,16 +115,6 @@ class RepoAttention(nn.Module):
             self.gate_map = nn.Linear(cfg.hidden_size, cfg.repo_width, bias=False)
             self.content_map = nn.Linear(cfg.hidden_size, cfg.repo_width, bias=False)
             self.final_map = nn.Linear(cfg.repo_width, h, bias=False)
-        self.hook_repo_p = HookPoint()  # [batch, pos, repo_dim] (RePo layers)
-        self.hook_q = HookPoint()  # [batch, pos, head, d_head] after QK-norm
-        self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
-        self.hook_v = HookPoint()
-        self.hook_positions = HookPoint()  # [batch, head, pos]
-        self.hook_rot_q = HookPoint()
-        self.hook_rot_k = HookPoint()
-        self.hook_attn_scores = HookPoint()  # [batch, head, q, k]
-        self.hook_pattern = HookPoint()
-        self.hook_z = HookPoint()  # [batch, pos, head, d_head]
 
     def positions(self, x: Tensor, start: int = 0) -> Tensor:
         """``[batch, head, pos]`` positions of the tokens in ``x``, the first of which is token ``start``."""
@@ -148,18 +148,17 @@ class RepoAttention(nn.Module):
         return self.o_proj(z.reshape(b, n, -1))
 
 
-class RepoBlock(nn.Module):
+class RepoBlock(BlockHooks):
+    hook_resid_pre = Hook("[batch, pos, d_model]", "residual entering layer l (RePo reads it raw)")
+    hook_attn_out = Hook("[batch, pos, d_model]", "post_attention_layernorm(o_proj z), added to the residual")
+    hook_mlp_out = Hook("[batch, pos, d_model]", "post_feedforward_layernorm(mlp h), added to the residual")
+
     def __init__(self, cfg: RepoConfig, layer: int):
         super().__init__()
         self.attn = RepoAttention(cfg, layer)
         self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
-        self.hook_attn_out = HookPoint()  # after post_attention_layernorm
-        self.hook_resid_mid = HookPoint()
-        self.hook_mlp_out = HookPoint()  # after post_feedforward_layernorm
-        self.hook_resid_post = HookPoint()
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.hook_resid_pre(x)
@@ -170,22 +169,8 @@ class RepoBlock(nn.Module):
 class RepoTransformer(PosLensModel):
     family = "repo"
     supports_kv_cache = True
-    HOOKS = (
-        HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings"),
-        HookDoc("blocks.{l}.hook_resid_pre", "[batch, pos, d_model]", "residual entering layer l (RePo reads it raw)"),
-        HookDoc("blocks.{l}.attn.hook_repo_p", "[batch, pos, repo_dim]", "RePo position representation silu(gate_map x) * content_map x (RePo layers)"),
-        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries after QK-norm, before rotation"),
-        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys after QK-norm, before rotation"),
-        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
-        HookDoc("blocks.{l}.attn.hook_positions", "[batch, head, pos]", "position each head rotates by: z (RePo), 0..N-1 (RoPE), 0 (NoPE, no rotation)"),
-        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
-        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation"),
-        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, causally masked logits"),
-        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before o_proj"),
-        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "post_attention_layernorm(o_proj z), added to the residual"),
-        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "post_feedforward_layernorm(mlp h), added to the residual"),
-        HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual"),
-    )
+    hook_embed = Hook("[batch, pos, d_model]", "token embeddings")
+    hook_final = Hook("[batch, pos, d_model]", "final-normed residual")
 
     def __init__(self, cfg: RepoConfig, init_weights: bool = True):
         super().__init__()
@@ -197,8 +182,6 @@ class RepoTransformer(PosLensModel):
         self.blocks = nn.ModuleList([RepoBlock(cfg, i) for i in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.hook_embed = HookPoint()
-        self.hook_final = HookPoint()
         caps = {Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM}
         if any(cfg.mode_of(i) != "nope" for i in range(cfg.num_hidden_layers)):
             caps.add(Capability.ROTARY)
@@ -214,11 +197,7 @@ class RepoTransformer(PosLensModel):
         return f"repo family, {c.position_mode} from layer {c.start_layer}" + (f" (layers {list(c.layer_ids)})" if c.layer_ids else "")
 
     def reset_parameters(self, std: float = 0.02):
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, std=std)
-                if getattr(m, "bias", None) is not None:
-                    nn.init.zeros_(m.bias)
+        normal_init(self, std)
 
     def forward(self, tokens) -> Tensor:
         """Next-token logits ``[batch, pos, vocab]``."""

@@ -65,9 +65,8 @@ from interp.loading.errors import CheckpointError
 from interp.loading.hf_config import audit
 from interp.loading.hf_files import read_json
 from interp.loading.strict import verify
-from interp.models.encoder import EncoderConfig, EncoderModel, RelativePositionBias, t5_buckets
+from interp.families.encoder.model import EncoderConfig, EncoderModel, RelativePositionBias, t5_buckets
 
-FAMILY = "encoder"
 HF_MODEL_TYPES = ("neobert", "dstg")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 ATTN_MODULES = ("qkv_pos", "qkv_sem", "wo_pos", "wo_sem", "qkv", "wo", "relative_pos_bias", "cls_sep_override")
@@ -431,15 +430,6 @@ def load_state_pt(obj: dict, path: Path) -> EncoderModel:
     return model
 
 
-def is_hf_dir(path: Path) -> bool:
-    if not (path.is_dir() and (path / "config.json").is_file()):
-        return False
-    try:
-        return json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type") in HF_MODEL_TYPES
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return False
-
-
 def _read_weights(path: Path) -> tuple[Path, dict]:
     for name in WEIGHT_FILES:
         file = path / name
@@ -503,3 +493,29 @@ def save_pretrained(model: EncoderModel, directory) -> Path:
     (directory / "config.json").write_text(json.dumps(hf_config(model.cfg), indent=2) + "\n", encoding="utf-8")
     save_file(export(model)[1], str(directory / "model.safetensors"), metadata={"format": "pt"})
     return directory
+
+
+# ---- the family's layouts -------------------------------------------------------------------------------------
+
+
+def is_state_pt(checkpoint) -> bool:
+    return checkpoint.is_torch_file and looks_like_state_dict(checkpoint.torch_object)
+
+
+def read_state_pt(checkpoint, place: dict) -> EncoderModel:
+    return load_state_pt(checkpoint.torch_object, checkpoint.path)
+
+
+def is_dev_dir(checkpoint) -> bool:
+    return checkpoint.path is not None and checkpoint.model_type in HF_MODEL_TYPES
+
+
+def read_dev_dir(checkpoint, place: dict) -> EncoderModel:
+    return load_hf_dir(checkpoint.path)
+
+
+def examples() -> list[EncoderModel]:
+    """One tiny model of each variant (DSTG, ap, rp, rope)."""
+    base = dict(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_length=32)
+    return [EncoderModel(EncoderConfig(**base, variant="disentangled", pos_size=8)),
+            *(EncoderModel(EncoderConfig(**base, variant=v)) for v in ("ap", "rp", "rope"))]

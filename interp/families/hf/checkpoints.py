@@ -9,13 +9,15 @@ Protocol:
 2. The model class is the checkpoint's own (``config.architectures[0]``; the base model when absent), so a
    head the file does not hold is never made up; every weight of that class must be in the file and every
    weight in the file must be used, else ``CheckpointError`` names the keys.
-3. Attention runs through ``interp.models.hf.poslens_attention``; a probe forward decides ``ATTENTION``.
+3. Attention runs through ``interp.families.hf.model.poslens_attention``; a probe forward decides ``ATTENTION``.
 4. Tokenizer files beside the weights give ``model.tokenizer``; without them the model loads without one.
 
 ``save_generic`` writes the same layout back (``save_pretrained`` of the model and its tokenizer).
 """
 
 from __future__ import annotations
+
+import copy
 
 import json
 import os
@@ -26,8 +28,6 @@ import torch
 from interp.loading.errors import CheckpointError
 from interp.loading.hf_files import header_shapes
 
-FAMILY = "hf"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model")
 
 
 def _model_type(path: Path) -> str | None:
@@ -128,25 +128,11 @@ def structure(hf_model, hf_config, architecture: str) -> dict:
     )
 
 
-def _tokenizer(path: Path):
-    if not any((path / f).is_file() for f in TOKENIZER_FILES):
-        return None
-    from transformers import AutoTokenizer
-
-    from interp.tokenizers import HFTokenizer
-
-    try:
-        return HFTokenizer(AutoTokenizer.from_pretrained(path), path.name)
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"{path}: has tokenizer files that transformers cannot read: {err}") from None
-
-
 def load_generic(path, *, device=None, dtype=None):
     """A hooked ``HFModel`` from a Hugging Face directory (see the module docstring)."""
     import transformers
 
-    from interp.base import Capability
-    from interp.models.hf import ATTENTION_NAME, HFModel, register_attention
+    from interp.families.hf.model import ATTENTION_NAME, register_attention
 
     path = Path(path)
     hf_config = _hf_config(path)
@@ -169,7 +155,19 @@ def load_generic(path, *, device=None, dtype=None):
                                   f"(first: {', '.join(keys[:3])}); poslens never initialises weights at random")
     if device is not None:
         hf_model = hf_model.to(device)
-    model = HFModel(hf_model.eval(), structure(hf_model, hf_config, architecture), _tokenizer(path))
+    from interp.loading.hf_files import read_tokenizer
+
+    model = hooked(hf_model, hf_config, architecture, read_tokenizer(path, wordpiece=False))  # transformers' own
+    model.model_name = path.name
+    return model
+
+
+def hooked(hf_model, hf_config, architecture: str, tokenizer=None):
+    """``hf_model`` run under poslens' hooks, its capabilities read off the model (see the module docstring)."""
+    from interp.base import Capability
+    from interp.families.hf.model import HFModel
+
+    model = HFModel(hf_model.eval(), structure(hf_model, hf_config, architecture), tokenizer)
     calls = model.probe_attention()
     caps = {Capability.HIDDEN_STATES}
     if all(c == 1 for c in calls):
@@ -186,7 +184,6 @@ def load_generic(path, *, device=None, dtype=None):
     if model.pos_table is not None:
         caps.add(Capability.AP_STREAM)
     model.capabilities = frozenset(caps)
-    model.model_name = path.name
     return model.eval()
 
 
@@ -236,12 +233,61 @@ def rotary_specs(model) -> list:
 
 def save_generic(model, directory, *, overwrite: bool = False) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (+ tokenizer files): a directory ``load_generic`` reads back."""
-    directory = Path(directory)
-    existing = [str(directory / f) for f in ("config.json", "model.safetensors") if (directory / f).exists()]
+    from interp.loading.hf_files import TOKENIZER_FILES, writable_tokenizer, write_tokenizer
+
+    directory, tokenizer = Path(directory), getattr(model, "tokenizer", None)
+    if tokenizer is not None and not writable_tokenizer(tokenizer):
+        raise CheckpointError(f"{directory}: the model's tokenizer ({type(tokenizer).__name__}) is not one poslens can save; "
+                              "set model.tokenizer = None to save the weights alone")
+    names = ("config.json", "model.safetensors") + (TOKENIZER_FILES if tokenizer is not None else ())
+    existing = [str(directory / f) for f in names if (directory / f).exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
     model.hf.save_pretrained(directory)
-    tokenizer = getattr(getattr(model, "tokenizer", None), "tok", None)
     if tokenizer is not None:
-        tokenizer.save_pretrained(directory)
+        write_tokenizer(tokenizer, directory)
     return directory
+
+
+# ---- the family's layout --------------------------------------------------------------------------------------
+
+
+def is_generic(checkpoint) -> bool:
+    """A directory of an architecture transformers and the bridge know, or a transformers model in memory of one."""
+    if checkpoint.module is not None:
+        return bridge_architecture(checkpoint.module.config) is not None
+    return is_generic_hf_dir(checkpoint.path)
+
+
+def read_checkpoint(checkpoint, place: dict):
+    """A directory read by transformers (placed on ``device`` / ``dtype`` while read), or a copy of a model in memory
+    (its attention switched to poslens'; the caller's model is left as it was and shares nothing with the result)."""
+    if checkpoint.module is None:
+        model = load_generic(checkpoint.path, device=place.get("device"), dtype=place.get("dtype"))
+        place.clear()
+        return model
+    from interp.families.hf.model import ATTENTION_NAME, register_attention
+
+    module = copy.deepcopy(checkpoint.module)
+    register_attention()
+    module.config._attn_implementation = ATTENTION_NAME
+    model = hooked(module, module.config, bridge_architecture(module.config))
+    model.model_name = type(module).__name__
+    return model
+
+
+def save(model, directory, overwrite: bool = False):
+    return save_generic(model, directory, overwrite=overwrite)
+
+
+def examples() -> list:
+    """A tiny random rotary decoder built by transformers from a config (every hook a rotary model offers)."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    module = transformers.LlamaForCausalLM(config).eval()
+    from interp.loading.checkpoint import Checkpoint
+
+    return [read_checkpoint(Checkpoint(module=module), {})]

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformer_lens.hook_points import HookPoint
-
 from interp import rope
 from interp.attention import attend, current_kv_cache, hooked
-from interp.base import Capability, HookDoc, PosLensModel
+from interp.base import Capability, PosLensModel
+from interp.hooks import AttentionHooks, BlockHooks, Hook
 from interp.layers import RMSNorm, SwiGLU
 
 
@@ -50,7 +49,16 @@ class LlamaConfig:
         return dataclasses.asdict(self)
 
 
-class LlamaAttention(nn.Module):
+class LlamaAttention(AttentionHooks):
+    hook_q = Hook("[batch, pos, head, d_head]", "queries before rotation")
+    hook_k = Hook("[batch, pos, kv_head, d_head]", "keys before rotation (grouped-query heads)")
+    hook_v = Hook("[batch, pos, kv_head, d_head]", "values")
+    hook_positions = Hook("[batch, head, pos]", "integer positions 0..N-1")
+    hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
+    hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
+    hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
+    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before o_proj")
+
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         self.cfg = cfg
@@ -59,15 +67,6 @@ class LlamaAttention(nn.Module):
         self.k_proj = nn.Linear(cfg.hidden_size, kv * d, bias=cfg.attention_bias)
         self.v_proj = nn.Linear(cfg.hidden_size, kv * d, bias=cfg.attention_bias)
         self.o_proj = nn.Linear(h * d, cfg.hidden_size, bias=cfg.attention_bias)
-        self.hook_q = HookPoint()  # [batch, pos, head, d_head]
-        self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
-        self.hook_v = HookPoint()
-        self.hook_positions = HookPoint()  # [batch, head, pos]
-        self.hook_rot_q = HookPoint()
-        self.hook_rot_k = HookPoint()
-        self.hook_attn_scores = HookPoint()
-        self.hook_pattern = HookPoint()
-        self.hook_z = HookPoint()
 
     def forward(self, x: Tensor) -> Tensor:
         cfg = self.cfg
@@ -93,18 +92,13 @@ class LlamaAttention(nn.Module):
         return self.o_proj(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
 
 
-class LlamaBlock(nn.Module):
+class LlamaBlock(BlockHooks):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
         self.attn = LlamaAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
         self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
-        self.hook_resid_pre = HookPoint()
-        self.hook_attn_out = HookPoint()
-        self.hook_resid_mid = HookPoint()
-        self.hook_mlp_out = HookPoint()
-        self.hook_resid_post = HookPoint()
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.hook_resid_pre(x)
@@ -115,18 +109,8 @@ class LlamaBlock(nn.Module):
 class LlamaTransformer(PosLensModel):
     family = "llama"
     supports_kv_cache = True
-    HOOKS = (
-        HookDoc("hook_embed", "[batch, pos, d_model]", "token embeddings"),
-        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries before rotation"),
-        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, kv_head, d_head]", "keys before rotation (grouped-query heads)"),
-        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, kv_head, d_head]", "values"),
-        HookDoc("blocks.{l}.attn.hook_positions", "[batch, head, pos]", "integer positions 0..N-1"),
-        HookDoc("blocks.{l}.attn.hook_rot_q", "[batch, pos, head, d_head]", "queries after rotation"),
-        HookDoc("blocks.{l}.attn.hook_rot_k", "[batch, pos, kv_head, d_head]", "keys after rotation"),
-        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled, causally masked logits"),
-        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before o_proj"),
-        HookDoc("hook_final", "[batch, pos, d_model]", "final-normed residual"),
-    )
+    hook_embed = Hook("[batch, pos, d_model]", "token embeddings")
+    hook_final = Hook("[batch, pos, d_model]", "final-normed residual")
 
     def __init__(self, cfg: LlamaConfig, tokenizer=None):
         super().__init__()
@@ -138,8 +122,6 @@ class LlamaTransformer(PosLensModel):
         self.blocks = nn.ModuleList([LlamaBlock(cfg) for _ in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.hook_embed = HookPoint()
-        self.hook_final = HookPoint()
         self.capabilities = frozenset({Capability.POSITIONS, Capability.ROTARY, Capability.ATTENTION, Capability.HIDDEN_STATES,
                                        Capability.CAUSAL_LM})
         self.setup()
@@ -165,10 +147,11 @@ class LlamaTransformer(PosLensModel):
         return {"full": slice(0, self.d_model)}
 
     @classmethod
-    def from_hf(cls, hf_model, tokenizer=None) -> LlamaTransformer:
-        """Copy the weights of a ``transformers`` LLaMA model (its whole config audited; every key must map)."""
-        from interp.loading.llama import from_hf_state
+    def from_hf(cls, hf_model, tokenizer=None, *, allow_nonfinite: bool = False) -> LlamaTransformer:
+        """A ``transformers`` LLaMA model's weights in this hooked decoder, through ``interp.load`` (its whole config
+        audited; every key must map)."""
+        import interp
 
-        model = from_hf_state(hf_model.config.to_dict(), hf_model.state_dict(), type(hf_model).__name__)
+        model = interp.load(hf_model, family="llama", allow_nonfinite=allow_nonfinite)
         model.tokenizer = tokenizer
         return model

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformer_lens.hook_points import HookPoint
-
 from interp.attention import attend
-from interp.base import Capability, HookDoc, InputError, PosLensModel
+from interp.base import Capability, InputError, PosLensModel
+from interp.hooks import AttentionHooks, BlockHooks, Hook
 
 
 @dataclass
@@ -36,7 +35,13 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
 
-class BertAttention(nn.Module):
+class BertAttention(AttentionHooks):
+    hook_q = Hook("[batch, pos, head, d_head]", "queries")
+    hook_k = Hook("[batch, pos, head, d_head]", "keys")
+    hook_v = Hook("[batch, pos, head, d_head]", "values")
+    hook_attn_scores = Hook("[batch, head, q, k]", "scaled logits (bidirectional, unmasked)")
+    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before the dense projection")
+
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.cfg = cfg
@@ -44,12 +49,6 @@ class BertAttention(nn.Module):
         self.key = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.value = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
-        self.hook_q = HookPoint()  # [batch, pos, head, d_head]
-        self.hook_k = HookPoint()
-        self.hook_v = HookPoint()
-        self.hook_attn_scores = HookPoint()  # [batch, head, q, k]
-        self.hook_pattern = HookPoint()
-        self.hook_z = HookPoint()  # [batch, pos, head, d_head]
 
     def forward(self, x: Tensor) -> Tensor:
         b, n, _ = x.shape
@@ -62,7 +61,12 @@ class BertAttention(nn.Module):
         return self.dense(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
 
 
-class BertBlock(nn.Module):
+class BertBlock(BlockHooks):
+    hook_attn_out = Hook("[batch, pos, d_model]", "attention output added before attn_norm")
+    hook_resid_mid = Hook("[batch, pos, d_model]", "LayerNorm(x + attention)")
+    hook_mlp_out = Hook("[batch, pos, d_model]", "feed-forward output added before ffn_norm")
+    hook_resid_post = Hook("[batch, pos, d_model]", "residual leaving layer l (post-LayerNorm)")
+
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.attn = BertAttention(cfg)
@@ -70,11 +74,6 @@ class BertBlock(nn.Module):
         self.intermediate = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
         self.output = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
         self.ffn_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-        self.hook_resid_pre = HookPoint()
-        self.hook_attn_out = HookPoint()
-        self.hook_resid_mid = HookPoint()
-        self.hook_mlp_out = HookPoint()
-        self.hook_resid_post = HookPoint()
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.hook_resid_pre(x)
@@ -84,20 +83,9 @@ class BertBlock(nn.Module):
 
 class BertEncoder(PosLensModel):
     family = "bert"
-    HOOKS = (
-        HookDoc("hook_embed", "[batch, pos, d_model]", "word embeddings"),
-        HookDoc("hook_pos_embed", "[batch, pos, d_model]", "learned absolute-position embeddings (rows 0..N-1)"),
-        HookDoc("hook_embed_out", "[batch, pos, d_model]", "LayerNorm(word + position + token type 0)"),
-        HookDoc("blocks.{l}.attn.hook_q", "[batch, pos, head, d_head]", "queries"),
-        HookDoc("blocks.{l}.attn.hook_k", "[batch, pos, head, d_head]", "keys"),
-        HookDoc("blocks.{l}.attn.hook_v", "[batch, pos, head, d_head]", "values"),
-        HookDoc("blocks.{l}.attn.hook_attn_scores", "[batch, head, q, k]", "scaled logits (bidirectional, unmasked)"),
-        HookDoc("blocks.{l}.attn.hook_z", "[batch, pos, head, d_head]", "per-head attention output before the dense projection"),
-        HookDoc("blocks.{l}.hook_attn_out", "[batch, pos, d_model]", "attention output added before attn_norm"),
-        HookDoc("blocks.{l}.hook_resid_mid", "[batch, pos, d_model]", "LayerNorm(x + attention)"),
-        HookDoc("blocks.{l}.hook_mlp_out", "[batch, pos, d_model]", "feed-forward output added before ffn_norm"),
-        HookDoc("blocks.{l}.hook_resid_post", "[batch, pos, d_model]", "residual leaving layer l (post-LayerNorm)"),
-    )
+    hook_embed = Hook("[batch, pos, d_model]", "word embeddings")
+    hook_pos_embed = Hook("[batch, pos, d_model]", "learned absolute-position embeddings (rows 0..N-1)")
+    hook_embed_out = Hook("[batch, pos, d_model]", "LayerNorm(word + position + token type 0)")
 
     def __init__(self, cfg: BertConfig, tokenizer=None):
         super().__init__()
@@ -110,9 +98,6 @@ class BertEncoder(PosLensModel):
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
         self.embed_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.blocks = nn.ModuleList([BertBlock(cfg) for _ in range(cfg.num_hidden_layers)])
-        self.hook_embed = HookPoint()
-        self.hook_pos_embed = HookPoint()
-        self.hook_embed_out = HookPoint()
         self.capabilities = frozenset({Capability.HIDDEN_STATES, Capability.ATTENTION, Capability.AP_STREAM})
         self.setup()
 
@@ -147,45 +132,11 @@ class BertEncoder(PosLensModel):
         return {"full": slice(0, self.d_model)}
 
     @classmethod
-    def from_hf(cls, hf_model, tokenizer=None) -> BertEncoder:
-        """Copy a ``transformers`` BertModel's weights (strictly; the pooler is not used and not loaded)."""
-        from interp.loading.strict import load_strict
+    def from_hf(cls, hf_model, tokenizer=None, *, allow_nonfinite: bool = False) -> BertEncoder:
+        """A transformers BertModel's weights in this hooked encoder, through ``interp.load`` (config audited, every key
+        mapped; the pooler is not used and not loaded)."""
+        import interp
 
-        c = hf_model.config
-        cfg = BertConfig(c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size, c.vocab_size,
-                         c.max_position_embeddings, c.type_vocab_size, c.layer_norm_eps)
-        model = cls(cfg, tokenizer)
-        state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.") and not k.endswith("position_ids")
-                 and not k.endswith("token_type_ids")}
-        load_strict(model, state, type(hf_model).__name__, to_native=_to_native, to_file=_to_file)
-        return model.eval()
-
-
-_MAP = (
-    ("embeddings.word_embeddings.", "word_embeddings."), ("embeddings.position_embeddings.", "position_embeddings."),
-    ("embeddings.token_type_embeddings.", "token_type_embeddings."), ("embeddings.LayerNorm.", "embed_norm."),
-    ("attention.self.query.", "attn.query."), ("attention.self.key.", "attn.key."), ("attention.self.value.", "attn.value."),
-    ("attention.output.dense.", "attn.dense."), ("attention.output.LayerNorm.", "attn_norm."),
-    ("intermediate.dense.", "intermediate."), ("output.dense.", "output."), ("output.LayerNorm.", "ffn_norm."),
-)
-
-
-def _to_native(key: str) -> str:
-    key = key.removeprefix("bert.")
-    if key.startswith("encoder.layer."):
-        _, _, i, rest = key.split(".", 3)
-        key = f"blocks.{i}.{rest}"
-    for hf, native in _MAP:
-        key = key.replace(hf, native, 1) if hf in key else key
-    return key
-
-
-def _to_file(key: str) -> str:
-    for hf, native in _MAP:
-        if native in key:
-            key = key.replace(native, hf, 1)
-            break
-    if key.startswith("blocks."):
-        _, i, rest = key.split(".", 2)
-        key = f"encoder.layer.{i}.{rest}"
-    return key
+        model = interp.load(hf_model, family="bert", allow_nonfinite=allow_nonfinite)
+        model.tokenizer = tokenizer
+        return model

@@ -20,12 +20,11 @@ from safetensors.torch import save_file
 
 from interp.loading.errors import CheckpointError
 from interp.loading.hf_config import audit, rope_settings
-from interp.loading.hf_files import header_shapes
+from interp.loading.hf_files import header_shapes, read_tokenizer
 from interp.loading.hf_keys import to_file, to_native
 from interp.loading.strict import verify
-from interp.models.repo import RepoConfig, RepoTransformer
+from interp.families.repo.model import RepoConfig, RepoTransformer
 
-FAMILY = "repo"
 PE_MODES = {"none": "rope", "nope": "nope", "swigluex_multihead": "repo"}
 HF_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
              "vocab_size", "max_position_embeddings", "rope_theta", "rms_norm_eps", "attention_bias", "tie_word_embeddings")
@@ -230,29 +229,23 @@ def load_hf_dir(path: Path, *, device=None, dtype=None, device_map=None, max_mem
     if isinstance(device_map, dict) and len(set(device_map.values())) > 1:
         model = accelerate.dispatch_model(model, device_map=device_map)
     if model.tokenizer is None:
-        model.tokenizer = hf_tokenizer(path)
+        model.tokenizer = read_tokenizer(path)
     model.model_name = path.name
     return model.eval()
 
 
-def hf_tokenizer(path: Path):
-    """The tokenizer saved beside a released checkpoint (``tokenizer.json`` / ``tokenizer_config.json``), or None."""
-    if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
-        return None
-    from transformers import AutoTokenizer
-
-    from interp.tokenizers import HFTokenizer
-
-    try:
-        return HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True), path.name)
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"{path}: has tokenizer files that cannot be loaded: {err}") from None
+def is_hf_dir(checkpoint) -> bool:
+    return checkpoint.model_type == "olmo2" and checkpoint.path is not None
 
 
-def is_hf_dir(path: Path) -> bool:
-    if not (path.is_dir() and (path / "config.json").is_file()):
-        return False
-    try:
-        return json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type") == "olmo2"
-    except (OSError, json.JSONDecodeError):
-        return False
+def read_checkpoint(checkpoint, place: dict) -> RepoTransformer:
+    """A released directory, placed while it is read (``device``, ``dtype``, ``device_map``, ``max_memory``)."""
+    model = load_hf_dir(checkpoint.path, **place)
+    place.clear()
+    return model
+
+
+def examples() -> list[RepoTransformer]:
+    """A tiny RePo model (RoPE below layer 1, RePo from it: every hook the family has)."""
+    return [RepoTransformer(RepoConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                                       vocab_size=257, position_mode="repo", start_layer=1, tokenizer="bytes"))]

@@ -17,9 +17,8 @@ import torch
 from interp.loading.errors import CheckpointError
 from interp.loading.hf_config import audit
 from interp.loading.strict import load_strict
-from interp.models.bert import BertConfig, BertEncoder, _to_file, _to_native
+from interp.families.bert.model import BertConfig, BertEncoder
 
-FAMILY = "bert"
 HF_MODEL_TYPES = ("bert",)
 READ = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size", "max_position_embeddings",
         "type_vocab_size", "layer_norm_eps", "tie_word_embeddings")
@@ -35,7 +34,7 @@ def claims(raw: dict) -> bool:
 
 
 def config_from_hf(raw: dict, where: str) -> BertConfig:
-    audit(raw, where, FAMILY, read=READ, require=REQUIRE)
+    audit(raw, where, "bert", read=READ, require=REQUIRE)
     missing = [k for k in READ[:6] if k not in raw]
     if missing:
         raise CheckpointError(f"{where}: config lacks {missing}")
@@ -48,12 +47,8 @@ def config_from_hf(raw: dict, where: str) -> BertConfig:
 def _build(cfg: BertConfig, state: dict, where: str) -> BertEncoder:
     model = BertEncoder(cfg)
     state = {k: v for k, v in state.items() if not k.startswith(SKIPPED) and not k.endswith(("position_ids", "token_type_ids"))}
-    load_strict(model, state, where, to_native=_to_native, to_file=_to_file)
+    load_strict(model, state, where, to_native=to_native, to_file=to_file)
     return model.eval()
-
-
-def from_hf_state(raw_config: dict, state: dict, where: str) -> BertEncoder:
-    return _build(config_from_hf(raw_config, where), state, where)
 
 
 def build(raw_config: dict, state: dict, where: str) -> BertEncoder:
@@ -65,15 +60,50 @@ def build(raw_config: dict, state: dict, where: str) -> BertEncoder:
 
 
 def export(model: BertEncoder) -> tuple[dict, dict[str, torch.Tensor]]:
-    return dataclasses.asdict(model.cfg), {_to_file(k): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    return dataclasses.asdict(model.cfg), {to_file(k): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
 
 
-def load_hf_dir(path: Path) -> BertEncoder:
-    from interp.loading.hf_files import read_config, read_state, read_tokenizer
+_MAP = (
+    ("embeddings.word_embeddings.", "word_embeddings."), ("embeddings.position_embeddings.", "position_embeddings."),
+    ("embeddings.token_type_embeddings.", "token_type_embeddings."), ("embeddings.LayerNorm.", "embed_norm."),
+    ("attention.self.query.", "attn.query."), ("attention.self.key.", "attn.key."), ("attention.self.value.", "attn.value."),
+    ("attention.output.dense.", "attn.dense."), ("attention.output.LayerNorm.", "attn_norm."),
+    ("intermediate.dense.", "intermediate."), ("output.dense.", "output."), ("output.LayerNorm.", "ffn_norm."),
+)
 
-    cfg = config_from_hf(read_config(path), str(path / "config.json"))
-    file, state = read_state(path)
-    model = _build(cfg, state, str(file))
-    model.tokenizer = read_tokenizer(path)
-    model.model_name = path.name
-    return model
+
+def to_native(key: str) -> str:
+    """Hugging Face BertModel key (with or without ``bert.``) -> poslens module name."""
+    key = key.removeprefix("bert.")
+    if key.startswith("encoder.layer."):
+        _, _, i, rest = key.split(".", 3)
+        key = f"blocks.{i}.{rest}"
+    for hf, native in _MAP:
+        key = key.replace(hf, native, 1) if hf in key else key
+    return key
+
+
+def to_file(key: str) -> str:
+    """poslens module name -> Hugging Face BertModel key."""
+    for hf, native in _MAP:
+        if native in key:
+            key = key.replace(native, hf, 1)
+            break
+    if key.startswith("blocks."):
+        _, i, rest = key.split(".", 2)
+        key = f"encoder.layer.{i}.{rest}"
+    return key
+
+
+def is_hf(checkpoint) -> bool:
+    """A plain Hugging Face ``BertModel`` (a directory or a transformers model in memory); one with a head is the
+    generic family's, which runs the head the file holds."""
+    return checkpoint.model_type in HF_MODEL_TYPES and claims(checkpoint.config)
+
+
+def read_hf(checkpoint, place: dict) -> BertEncoder:
+    return checkpoint.read_hf(config_from_hf, _build)
+
+
+def examples() -> list[BertEncoder]:
+    return [BertEncoder(BertConfig(32, 2, 4, 48, 97, 40))]
