@@ -1,6 +1,6 @@
 """Analyses of positional mechanisms. Each is a function ``f(model, **options) -> DataFrame`` declared in its
 own module (``analyses/NAME.py``, see ``analyses.registry``), also runnable as ``poslens analyze NAME``
-(CSV + figure + provenance). Analyses rely on model capabilities (``interp.base.Capability``), never on
+(CSV + figure + provenance). Analyses rely on model capabilities (``interp.capabilities.Capability``), never on
 concrete model classes.
 
     from analyses.word_boundaries import word_boundaries     # the function

@@ -1,7 +1,8 @@
 """Peak memory against the number of documents: every corpus-level analysis at 50 and 400 documents, each run a
 fresh ``poslens analyze`` process on one thread, peak RSS from the kernel (``wait4``). A loop that reduces as each
 document is done has a ratio near 1; one that keeps something per document grows with the count.
-``python -m bench.memory [--only NAME ...] [--against DIR]`` (another checkout, measured in the same run)."""
+``python -m bench.memory [--only NAME ...] [--against DIR] [--write]`` (another checkout, measured in the same run);
+``--write`` replaces the whole section, its prose included."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ PLAN = {
     "loss-neutrality": (["increments-per-layer"], ["--length", "128", "--n-boot", "10"]),
     "word-boundaries": (["increments-per-layer"], ["--length", "128", "--max-gaps", "10000000", "--n-boot", "10"]),
     "head-profiles": (["repo-small"], ["--length", "128", "--n-samples", "2", "--niah-tokens", "256"]),
+    "sink-rate": (["rope-small"], ["--length", "128"]),
+    "induction": (["rope-small"], ["--half", "64"]),
+    "rope-frequencies": (["rope-small"], ["--length", "128", "--n-samples", "0"]),
+    "retrieval-heads": (["rope-small"], ["--length", "256", "--n-samples", "4"]),
+    "attention-window": (["rope-small"], ["--length", "256", "--window", "64"]),
 }
 
 
