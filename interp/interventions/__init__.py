@@ -76,24 +76,23 @@ def needs(model, capability, who: str) -> None:
         raise ValueError(f"{who} needs a model with {capability.value}; {model.model_name} ({model.describe()}) has none")
 
 
+def _indices(values, n: int, what: str, model, who: str) -> list[int]:
+    if values is None:
+        return list(range(n))
+    bad = [v for v in values if not 0 <= v < n]
+    if bad:
+        raise ValueError(f"{who} {what}s: {bad[0]} is not a {what} of {model.model_name} (0..{n - 1})")
+    return sorted(set(values))
+
+
 def layers_of(model, layers, who: str) -> list[int]:
     """The layers an intervention edits: ``layers`` (checked against the model), or all of them when None."""
-    if layers is None:
-        return list(range(model.n_layers))
-    bad = [l for l in layers if not 0 <= l < model.n_layers]
-    if bad:
-        raise ValueError(f"{who} layers: {bad[0]} is not a layer of {model.model_name} (0..{model.n_layers - 1})")
-    return sorted(set(layers))
+    return _indices(layers, model.n_layers, "layer", model, who)
 
 
 def heads_of(model, heads, who: str) -> list[int]:
     """The query heads an intervention edits: ``heads`` (checked), or all of them when None."""
-    if heads is None:
-        return list(range(model.n_heads))
-    bad = [h for h in heads if not 0 <= h < model.n_heads]
-    if bad:
-        raise ValueError(f"{who} heads: {bad[0]} is not a head of {model.model_name} (0..{model.n_heads - 1})")
-    return sorted(set(heads))
+    return _indices(heads, model.n_heads, "head", model, who)
 
 
 def as_tuple(value):

@@ -301,9 +301,11 @@ class HFModel(PosLensModel):
 
         seq, budgets, out, rows = self._decoding_batch(prompts, max_new_tokens, budgets)
         step, length, cache = seq[rows], seq.shape[1], DynamicCache(config=self.hf.config)
-        last_only = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.hf.forward).parameters else {}
+        accepts = inspect.signature(self.hf.forward).parameters
+        last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
+        cached = {"cache" if "cache" in accepts else "past_key_values": cache}  # renamed in transformers 5.24
         while rows and length < self.max_seq_len:
-            nxt = self.hf(input_ids=step, past_key_values=cache, use_cache=True, **last_only).logits[:, -1].argmax(-1)
+            nxt = self.hf(input_ids=step, use_cache=True, **cached, **last_only).logits[:, -1].argmax(-1)
             keep = []
             for j, (i, t) in enumerate(zip(rows, nxt.tolist())):
                 out[i].append(t)

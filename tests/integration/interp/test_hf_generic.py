@@ -157,6 +157,7 @@ def test_the_family_is_in_the_readme_tables():
     assert HFModel in {type(m) for m in models()}
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")  # the cache is passed under the name this transformers reads
 @pytest.mark.parametrize("kind", ["llama", "gpt2", "gemma2"])
 def test_kv_cache_decoding_matches_transformers_generate(kind, checkpoints):
     model, ref = _load(kind, checkpoints[kind]), reference(kind, checkpoints[kind])
