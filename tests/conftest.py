@@ -10,3 +10,13 @@ os.environ.setdefault("POSLENS_FORMATS", "html")  # static export is tested wher
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _threads_restored():
+    """A command run in-process sets torch's threads for itself (``poslens.threads.apply``); the next test gets the
+    suite's count back instead of inheriting it."""
+    before = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)

@@ -19,7 +19,7 @@ def test_affinity_and_cgroup_quota_bound_the_usable_cores(tmp_path, monkeypatch)
     assert threads.usable_cores(cpu_max) == 1
 
 
-@pytest.mark.parametrize("cores, load, ranks, expected", [
+@pytest.mark.parametrize("cores, busy, ranks, expected", [
     (2, 0.0, 1, 2),    # idle 2-core machine: both cores
     (2, 1.1, 1, 1),    # one other busy process: the free core only (the issue's 91 s -> 18.5 s case)
     (2, 5.0, 1, 1),    # overloaded: never below one
@@ -27,16 +27,78 @@ def test_affinity_and_cgroup_quota_bound_the_usable_cores(tmp_path, monkeypatch)
     (16, 4.0, 4, 3),   # ... of what the other processes leave free
     (3, 0.0, 4, 1),    # more ranks than cores: one each
 ])
-def test_choice_leaves_busy_cores_and_splits_between_ranks(cores, load, ranks, expected):
-    chosen = threads.choose(cores=cores, load=load, ranks_here=ranks)
+def test_choice_leaves_busy_cores_and_splits_between_ranks(cores, busy, ranks, expected, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    chosen = threads.choose(cores=cores, busy=busy, ranks_here=ranks)
     assert chosen["threads"] == expected
     assert f"{cores} usable cores" in chosen["reason"] and f"{ranks} rank(s)" in chosen["reason"]
-    assert threads.choose(7, cores=cores, load=load, ranks_here=ranks) == {"threads": 7, "reason": "--threads"}
+    assert threads.choose(7, cores=cores, busy=busy, ranks_here=ranks) == {"threads": 7, "reason": "--threads"}
 
 
 def test_torchrun_local_world_size_is_read(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    assert threads.choose(cores=8, load=0.0)["threads"] == 4
+    assert threads.choose(cores=8, busy=0.0)["threads"] == 4
+
+
+def test_omp_num_threads_set_by_the_user_wins(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads.choose(cores=8, busy=0.0) == {"threads": 3, "reason": "OMP_NUM_THREADS"}
+    assert threads.choose(5, cores=8, busy=0.0)["threads"] == 5  # --threads wins over it
+
+
+def test_old_load_keyword_still_works_with_a_warning(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with pytest.warns(DeprecationWarning, match="busy="):
+        assert threads.choose(cores=2, load=1.1, ranks_here=1)["threads"] == 1
+
+
+def _fake_proc(root, states: dict[int, list[str]]):
+    """A /proc with one directory per pid and a stat file per thread in the given states."""
+    for pid, tids in states.items():
+        for i, state in enumerate(tids):
+            d = root / str(pid) / "task" / str(pid * 100 + i)
+            d.mkdir(parents=True)
+            # a command name with spaces and a ')' inside, as /proc allows
+            (d / "stat").write_text(f"{pid} (evil) name) {state} 1 {pid} {pid} 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0\n")
+    (root / "self").mkdir(exist_ok=True)
+    (root / "loadavg").write_text("1.00 1.00 1.00 1/100 999\n")
+
+
+def test_running_threads_counts_other_processes_running_threads(tmp_path):
+    _fake_proc(tmp_path, {10: ["R", "S", "R"], 11: ["S"], 12: ["D", "R"], 13: ["R", "R"]})
+    assert threads.running_threads(tmp_path, exclude=13) == 3  # pid 13 is this process: its own threads do not count
+    assert threads.running_threads(tmp_path / "missing") is None
+
+
+def test_a_command_that_just_ended_does_not_count(tmp_path, monkeypatch):
+    """The 1-minute load average still counted the previous command of a script (1.0 on an idle machine), so each
+    command got one thread of two; what runs now decides."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    _fake_proc(tmp_path, {10: ["S", "S"], 11: ["S"]})
+    monkeypatch.setattr(threads, "PROC", tmp_path)
+    assert threads.choose(cores=2)["threads"] == 2
+
+
+def test_a_busy_process_running_now_is_seen(monkeypatch):
+    """A real spinning child is counted while it runs, and the choice leaves its core to it."""
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 30: pass"])
+    try:
+        time.sleep(0.5)
+        assert threads.busy_cores() >= 0.75
+        chosen = threads.choose(cores=2)
+        assert chosen["threads"] == 1 and "running threads of other processes" in chosen["reason"]
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two"])
