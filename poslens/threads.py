@@ -41,37 +41,54 @@ def usable_cores(cpu_max: Path = CGROUP_CPU_MAX) -> int:
     return max(1, cores)
 
 
-def running_threads(proc: Path | None = None, exclude: int | None = None) -> int | None:
-    """Threads of processes other than ``exclude`` (default: this one) running or runnable right now; None where
-    ``/proc`` cannot be read."""
+PF_KTHREAD = 0x00200000  # a kernel thread (flags in /proc/<pid>/stat): the kernel's own work, not another user's
+
+
+def _stat_fields(text: str) -> list[str]:
+    """The fields after the command name of a ``/proc/.../stat`` line: state, ppid, pgrp, session, tty, tpgid, flags ...
+    (the name is in parentheses and may itself hold spaces or ')')."""
+    return text[text.rindex(")") + 2:].split()
+
+
+def running_threads(proc: Path | None = None, exclude: int | None = None, siblings: bool = False) -> int | None:
+    """Threads running or runnable right now in other processes than ``exclude`` (default: this one), kernel threads
+    left out, and with ``siblings`` the processes that share this one's parent (torchrun's other ranks, which the
+    division between ranks already accounts for); None where ``/proc`` cannot be read."""
     proc = PROC if proc is None else proc
-    exclude = os.getpid() if exclude is None else exclude
+    me = os.getpid() if exclude is None else exclude
     try:
-        pids = [p for p in os.listdir(proc) if p.isdigit() and int(p) != exclude]
+        pids = [p for p in os.listdir(proc) if p.isdigit() and int(p) != me]
     except OSError:
         return None
+    parent = None
+    if siblings:
+        try:
+            parent = _stat_fields((proc / str(me) / "stat").read_text())[1]
+        except (OSError, ValueError, IndexError):
+            parent = None
     running = 0
     for pid in pids:
         try:
+            lead = _stat_fields((proc / pid / "stat").read_text())
+            if int(lead[6]) & PF_KTHREAD or (parent is not None and lead[1] == parent):
+                continue
             tids = os.listdir(proc / pid / "task")
-        except OSError:
+        except (OSError, ValueError, IndexError):
             continue  # the process ended while we looked
         for tid in tids:
             try:
-                stat = (proc / pid / "task" / tid / "stat").read_text()
-            except OSError:
+                running += _stat_fields((proc / pid / "task" / tid / "stat").read_text())[0] == "R"
+            except (OSError, ValueError, IndexError):
                 continue
-            # the state follows the command name, which is in parentheses and may itself hold spaces or ')'
-            if stat[stat.rindex(")") + 2: stat.rindex(")") + 3] == "R":
-                running += 1
     return running
 
 
-def busy_cores(samples: int = 8, interval: float = 0.01, proc: Path | None = None) -> float | None:
+def busy_cores(samples: int = 8, interval: float = 0.01, proc: Path | None = None,
+               siblings: bool = False) -> float | None:
     """Mean number of other processes' running threads over ``samples`` looks ``interval`` seconds apart."""
     seen = []
     for i in range(samples):
-        n = running_threads(proc)
+        n = running_threads(proc, siblings=siblings)
         if n is None:
             return None
         seen.append(n)
@@ -94,13 +111,13 @@ def choose(requested: int | None = None, *, cores: int | None = None, busy: floa
     if omp.isdigit() and int(omp) >= 1:
         return {"threads": int(omp), "reason": "OMP_NUM_THREADS"}
     cores = usable_cores() if cores is None else cores
+    ranks_here = ranks_here if ranks_here is not None else int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
     how = "given"
     if busy is None:
-        busy = busy_cores()
+        busy = busy_cores(siblings=ranks_here > 1)
         how = "running threads of other processes in /proc"
         if busy is None:
             busy, how = 0.0, "/proc unreadable, taken as idle"
-    ranks_here = ranks_here if ranks_here is not None else int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
     taken = min(cores - 1, max(0, round(busy)))
     threads = max(1, (cores - taken) // max(1, ranks_here))
     return {"threads": threads, "reason": f"{cores} usable cores, {taken} busy ({busy:.1f} {how}), "

@@ -53,21 +53,28 @@ def test_old_load_keyword_still_works_with_a_warning(monkeypatch):
         assert threads.choose(cores=2, load=1.1, ranks_here=1)["threads"] == 1
 
 
-def _fake_proc(root, states: dict[int, list[str]]):
+def _fake_proc(root, states: dict[int, list[str]], parents: dict[int, int] = {}, kernel: set[int] = frozenset()):
     """A /proc with one directory per pid and a stat file per thread in the given states."""
     for pid, tids in states.items():
+        flags = 0x00200040 if pid in kernel else 4194560 & ~0x00200000
+        # a command name with spaces and a ')' inside, as /proc allows
+        line = lambda state: f"{pid} (evil) name) {state} {parents.get(pid, 1)} {pid} {pid} 0 -1 {flags} 100 0 0 0 5 3 0\n"
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "stat").write_text(line(tids[0]))
         for i, state in enumerate(tids):
             d = root / str(pid) / "task" / str(pid * 100 + i)
             d.mkdir(parents=True)
-            # a command name with spaces and a ')' inside, as /proc allows
-            (d / "stat").write_text(f"{pid} (evil) name) {state} 1 {pid} {pid} 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0\n")
-    (root / "self").mkdir(exist_ok=True)
+            (d / "stat").write_text(line(state))
     (root / "loadavg").write_text("1.00 1.00 1.00 1/100 999\n")
 
 
 def test_running_threads_counts_other_processes_running_threads(tmp_path):
-    _fake_proc(tmp_path, {10: ["R", "S", "R"], 11: ["S"], 12: ["D", "R"], 13: ["R", "R"]})
-    assert threads.running_threads(tmp_path, exclude=13) == 3  # pid 13 is this process: its own threads do not count
+    _fake_proc(tmp_path, {10: ["R", "S", "R"], 11: ["S"], 12: ["D", "R"], 13: ["R", "R"], 14: ["R"], 15: ["R"], 16: ["R"]},
+               parents={13: 7, 15: 7, 16: 7}, kernel={14})
+    # pid 13 is this process: its own threads do not count, nor kernel threads (14)
+    assert threads.running_threads(tmp_path, exclude=13) == 5
+    # under torchrun its siblings (15, 16: the other ranks of the same agent) are left to the division between ranks
+    assert threads.running_threads(tmp_path, exclude=13, siblings=True) == 3
     assert threads.running_threads(tmp_path / "missing") is None
 
 
