@@ -95,7 +95,8 @@ REAL_PLAN: tuple[Step, ...] = (
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
               device=None, real_models: bool = False) -> Path:
     """Run ``plan`` (default ``PLAN``) into ``out`` and write ``out/index.html``; refuse to touch an existing
-    report unless ``force``. ``real_models`` adds ``REAL_PLAN``: the pretrained models' runs (minutes more).
+    report unless ``force``. ``real_models`` adds ``REAL_PLAN``: the pretrained models' runs (minutes more) and
+    ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``).
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
     (``poslens.outputs``), the index and summary last. In a data-parallel session (torchrun,
@@ -118,6 +119,10 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         if outputs is not None:
             (outputs.staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
             (outputs.staging / "SUMMARY.md").write_text(summary(done), encoding="utf-8")
+            if real_models:
+                from poslens.known_results import render
+
+                (outputs.staging / "KNOWN_RESULTS.md").write_text(render(out), encoding="utf-8")
             outputs.commit([])
         say(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"

@@ -1,0 +1,235 @@
+"""The rows of the known-results table (``poslens.known_results``): one ``Claim`` per published claim, one
+``Observation`` per finding of poslens' own. Quotes, places and numbers are the papers'; addresses and the authors'
+code read are in ``shared/reference/known-results-papers.md`` of the steering repo."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from poslens.known_results import NAMES, Claim, Observation, Results, head, pct
+
+PRETRAINED = ("smollm2", "gemma3-270m")
+
+
+# -- induction and previous-token heads (Olsson et al. 2022) -------------------------------------------------------
+INDUCTION_CUT = 0.4  # poslens' own: the paper gives no threshold
+
+
+def _induction(r: Results, m: str) -> str:
+    d = r.model("induction", m)
+    best = d.loc[d["induction_score"].idxmax()]
+    n = int((d["induction_score"] >= INDUCTION_CUT).sum())
+    return (f"best prefix-matching score {head(best)} {best.induction_score:.2f}; {n} of {len(d)} heads "
+            f">= {INDUCTION_CUT}; loss on the repeat {d.first_copy_loss.iloc[0]:.2f} -> {d.second_copy_loss.iloc[0]:.2f} nats")
+
+
+def _induction_verdict(r: Results) -> str:
+    ok = all((r.model("induction", m)["induction_score"] >= INDUCTION_CUT).any() for m in PRETRAINED)
+    return ("agrees (existence): both models have heads scoring >= 0.4" if ok
+            else "does not reproduce: a model has no head scoring >= 0.4")
+
+
+def _previous(r: Results, m: str) -> str:
+    d = r.model("induction", m)
+    best = d.loc[d["previous_token_score"].idxmax()]
+    return f"best previous-token score {head(best)} {best.previous_token_score:.2f}"
+
+
+def _previous_verdict(r: Results) -> str:
+    ok = all(r.model("induction", m)["previous_token_score"].max() >= 0.5 for m in PRETRAINED)
+    return "agrees (existence only)" if ok else "does not reproduce: no head puts half its attention on the previous token"
+
+
+CLAIMS: list[Claim] = [
+    Claim(
+        finding="induction heads", source="Olsson et al. 2022, In-context Learning and Induction Heads",
+        quote="[prefix matching:] the average fraction of a head's attention weight given to the token … where the prefix "
+              "matches the present context -- on random, synthetic data",
+        where="§ Definitions (prefix matching; copying is the second property)",
+        paper="per-head scores in figures only (no table); induction heads found in every model from 2 layers up",
+        protocol="TransformerLens' protocol: random ordinary tokens repeated once, score = mean attention from the second "
+                 "copy to the token after the first occurrence. Copying is not scored per head; the loss on the repeat is "
+                 "the model's. The 0.4 cut is poslens'",
+        models=PRETRAINED, measure=_induction, verdict=_induction_verdict),
+    Claim(
+        finding="previous-token heads", source="Olsson et al. 2022",
+        quote="[the induction circuit's first head] copies information from the previous token",
+        where="§ Mechanistic theory (the two-head induction circuit)",
+        paper="no score defined; existence only",
+        protocol="previous-token score = mean attention from each token to the one before it, on the same repeated "
+                 "random tokens: poslens' own score",
+        models=PRETRAINED, measure=_previous, verdict=_previous_verdict),
+]
+
+
+# -- attention sinks (Gu et al., ICLR 2025; Xiao et al., ICLR 2024) ------------------------------------------------
+GU_TABLE1 = {"GPT2-XL": (77.00, 70.29), "Mistral-7B": (97.49, 75.21), "LLaMA2-7B": (92.47, 90.13), "LLaMA3-8B": (99.02, 91.23)}
+
+
+def _sinks(r: Results, m: str, length: int = 64, **where) -> pd.DataFrame:
+    d = r.model("sink-rate", m, estimator="gu", length=length, **where)
+    return d
+
+
+def _sink_rate(r: Results, m: str, inp: str, start: bool, length: int = 64) -> float | None:
+    d = r["sink-rate"]
+    d = d[(d.model == m) & (d.estimator == "gu") & (d.length == length) & (d.input == inp) & (d.start_token == start)]
+    return None if d.empty else float(d["sink_share"].mean())
+
+
+def _starts(r: Results, m: str) -> list[bool]:
+    d = r.model("sink-rate", m)
+    return sorted(set(d["start_token"]), reverse=True)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else pct(x)
+
+
+def _table1(r: Results, m: str) -> str:
+    parts = []
+    for start in _starts(r, m):
+        parts.append(f"{'with' if start else 'without'} its start token {_fmt(_sink_rate(r, m, 'text', start))} / "
+                     f"{_fmt(_sink_rate(r, m, 'random', start))}")
+    return "Sink_1 at T = 64, natural / random: " + "; ".join(parts)
+
+
+def _table1_verdict(r: Results) -> str:
+    low, high = min(v[0] for v in GU_TABLE1.values()), max(v[0] for v in GU_TABLE1.values())
+    out = []
+    for m in PRETRAINED:
+        best = max(_sink_rate(r, m, "text", s) or 0.0 for s in _starts(r, m))
+        where = ("within" if low <= 100 * best <= high else "below" if 100 * best < low else "above")
+        out.append(f"{NAMES[m]} {where} Table 1's natural-text range ({low:.2f}-{high:.2f}%)")
+    return "; ".join(out) + ": sinks present in both"
+
+
+def _position(r: Results, m: str) -> str:
+    starts = _starts(r, m)
+    if len(starts) < 2:
+        return "no start token: only the first ordinary token can be tested"
+    return (f"Sink_1 at T = 64 (text): {_fmt(_sink_rate(r, m, 'text', True))} with the start token first, "
+            f"{_fmt(_sink_rate(r, m, 'text', False))} when an ordinary token comes first")
+
+
+def _position_verdict(r: Results) -> str:
+    g_with, g_without = _sink_rate(r, "gemma3-270m", "text", True), _sink_rate(r, "gemma3-270m", "text", False)
+    s_with, s_without = _sink_rate(r, "smollm2", "text", True), _sink_rate(r, "smollm2", "text", False)
+    gemma = ("agrees for Gemma 3 (pretrained with its BOS first): its sink needs the BOS"
+             if g_with is not None and g_without is not None and g_with > 0.3 and g_without < 0.1 * g_with
+             else "Gemma 3 does not show it")
+    smol = (f"SmolLM2 sinks on whatever comes first ({pct(s_with)} / {pct(s_without)}); how its pretraining placed "
+            "documents is not stated here, so the paper makes no prediction for it"
+            if s_with is not None and s_without is not None else "")
+    return "; ".join(x for x in (gemma, smol) if x)
+
+
+def _lengths_row(r: Results, m: str) -> str:
+    d = r.model("sink-rate", m, estimator="gu", input="text")
+    start = _starts(r, m)[0]
+    d = d[d.start_token == start]
+    rates = d.groupby("length")["sink_share"].mean()
+    return (f"Sink_1 (text{', start token first' if start else ''}): "
+            + ", ".join(f"T = {int(t)}: {pct(v)}" for t, v in rates.items()))
+
+
+def _lengths_verdict(r: Results) -> str:
+    falls = []
+    for m in PRETRAINED:
+        d = r.model("sink-rate", m, estimator="gu", input="text")
+        d = d[d.start_token == _starts(r, m)[0]]
+        rates = d.groupby("length")["sink_share"].mean().sort_index()
+        falls.append(len(rates) > 1 and rates.iloc[-1] < rates.iloc[0])
+    return ("agrees: Sink_1 falls with T in both models" if all(falls) else
+            "partly: Sink_1 falls with T in " + ", ".join(NAMES[m] for m, f in zip(PRETRAINED, falls) if f)
+            if any(falls) else "differs: Sink_1 does not fall with T")
+
+
+def _depth(r: Results, m: str) -> str:
+    d = r.model("sink-rate", m, estimator="gu", input="text", length=64)
+    d = d[d.start_token == _starts(r, m)[0]]
+    per_layer = d.groupby("layer")["sink_share"].mean()
+    bottom, rest = per_layer[per_layer.index < 2].mean(), per_layer[per_layer.index >= 2]
+    half = per_layer[per_layer >= 0.5]
+    first = int(half.index.min()) if len(half) else None
+    return (f"T = 64: layers 0-1 {pct(bottom)} sink heads; layers 2-{int(per_layer.index.max())} {pct(rest.mean())} "
+            f"(per layer {pct(rest.min())}-{pct(rest.max())}); first layer with half its heads sinking: "
+            + (f"{first}" if first is not None else "none"))
+
+
+def _depth_verdict(r: Results) -> str:
+    out = []
+    for m in PRETRAINED:
+        d = r.model("sink-rate", m, estimator="gu", input="text", length=64)
+        d = d[d.start_token == _starts(r, m)[0]]
+        per_layer = d.groupby("layer")["sink_share"].mean()
+        rest = per_layer[per_layer.index >= 2]
+        out.append(f"{NAMES[m]} {'agrees' if rest.min() >= 0.5 else 'differs'}: "
+                   f"{int((rest >= 0.5).sum())} of {len(rest)} layers above the bottom two have most heads sinking")
+    return "; ".join(out)
+
+
+CLAIMS += [
+    Claim(
+        finding="attention sinks in pretrained LMs", source="Gu et al., ICLR 2025, When Attention Sink Emerges",
+        quote="α_1 = 1/T Σ_t A_{t,1} … a head is a sink when α_1 > ε [ε = 0.3] … For fair comparisons, we need to fix T … "
+              "e.g., T = 64",
+        where="§3 (metric), Table 1 (Sink_1^ε at T = 64)",
+        paper="Table 1, natural / random tokens: " + ", ".join(f"{k} {a:.2f} / {b:.2f}%" for k, (a, b) in GU_TABLE1.items()),
+        protocol="Gu's estimator (`sink-rate --estimator gu`, the default): row 0 included, each sequence thresholded, "
+                 "then averaged. Their natural text is their probe set; poslens' is English Wikipedia leads. "
+                 "The models are 135M / 270M parameters, smaller than Table 1's",
+        models=PRETRAINED, measure=_table1, verdict=_table1_verdict),
+    Claim(
+        finding="the sink sits where pretraining fixes a token", source="Gu et al., ICLR 2025",
+        quote="[with a token fixed at the second position in pretraining] Sink_1 0.00%, Sink_2 69.03%",
+        where="Table 10",
+        paper="a model pretrained with a fixed token at position 2 sinks there and not on the first token",
+        protocol="the same text with the model's start token first and without it (the first token is then ordinary); "
+                 "no pretraining is varied",
+        models=PRETRAINED, measure=_position, verdict=_position_verdict),
+    Claim(
+        finding="sinks and evaluation length", source="Gu et al., ICLR 2025",
+        quote="Sink_1^ε (averaged on 100 sequences) tends to decrease with larger token lengths T",
+        where="Fig. 3",
+        paper="curves only; the reason they fix T = 64. (Barbero et al., COLM 2025, vary the *training* context length "
+              "of models they pretrain: not testable on fixed checkpoints, and not tested here)",
+        protocol="Gu's estimator at T = 64, 256, 1024; past 256 tokens 256 evenly spaced query rows stand for the "
+                 "rest (`--max-rows`). Gemma 3's sliding layers see only 512 keys, so their rows past 512 cannot reach "
+                 "token 0",
+        models=PRETRAINED, measure=_lengths_row, verdict=_lengths_verdict),
+    Claim(
+        finding="sinks above the bottom layers", source="Xiao et al., ICLR 2024, StreamingLLM",
+        quote="beyond the bottom two layers, the model consistently focuses on the initial tokens",
+        where="§3.1, Fig. 2 (Llama-2-7B)",
+        paper="attention maps of Llama-2-7B only; no per-layer numbers",
+        protocol="per-layer share of Gu sink heads at T = 64 (text): Xiao shows attention maps, not a sink metric. "
+                 "(Barbero et al., COLM 2025, compare models of different depth, not layers of one model)",
+        models=PRETRAINED, measure=_depth, verdict=_depth_verdict),
+]
+
+OBSERVATIONS: list[Observation] = []
+
+
+def _ap_table(r: Results, m: str) -> str:
+    d = r.model("ap-spectrum", m).drop_duplicates("component").set_index("component").sort_index()
+    n = int(r.model("ap-spectrum", m)["position"].max()) + 1
+    first = d.loc[1]
+    period = 2 * n / first.dominant_bin if first.dominant_bin else float("inf")
+    return (f"first two components {pct(d.loc[2].cumulative)} of the variance; the first's dominant DCT bin "
+            f"{int(first.dominant_bin)} of {n} (a period of about {period:.1f} positions), "
+            f"{pct(first.low_freq_power)} of its power in the 4 lowest bins; the third {pct(d.loc[3].explained_variance)} "
+            f"of the variance with {pct(d.loc[3].low_freq_power)} in the lowest bins")
+
+
+OBSERVATIONS += [
+    Observation(
+        finding="MiniLM's learned position table: variance in its leading components and their frequency",
+        context="Wang & Chen (EMNLP 2020) ask whether pre-trained position embeddings encode absolute and relative "
+                "position (regression probes) and how they affect tasks; they make no claim about the table's components. "
+                "The DSTG seed reports 94.1% of its AP table's variance in 2 components against 23.4% for an entangled "
+                "AP baseline",
+        models=("minilm",), measure=_ap_table,
+        notes="The first two components' share is the entangled baseline's, not DSTG's, and their frequency is high "
+              "(a period of a few positions): no sign of a smooth low-dimensional table."),
+]
