@@ -46,6 +46,62 @@ def token_ids(model, batch: int = 2, n: int = 11, seed: int = 1) -> torch.Tensor
     return torch.randint(1, model.cfg.vocab_size, (batch, n), generator=g)
 
 
+# Every attribute the fork's NeoBERTConfig (LequeuISIR/transformers 8a10641) sets, which transformers 4.39's
+# save_pretrained writes to config.json (none equals a PretrainedConfig default), and the bookkeeping it adds.
+FORK_FIELDS = ("hidden_size", "pos_size", "num_hidden_layers", "num_attention_heads", "dim_head", "pos_intermediate_size",
+               "intermediate_size", "pos_dropout_prob", "dropout_prob", "attention_probs_dropout_prob", "use_only_sem_for_decoding",
+               "mixed_feed_forward", "embedding_init_range", "decoder_init_range", "rms_norm", "rope", "posneobert", "norm_eps",
+               "hidden_act", "vocab_size", "pad_token_id", "max_length", "flash_attention", "base_scale", "ngpt",
+               "positional_embed_init", "attention_activation", "untie_cls", "mix_attentions", "random_offset", "shared_pos_keys",
+               "relative_pos_bias", "AP_embeddings", "kwargs")
+BOOKKEEPING = ("model_type", "architectures", "transformers_version", "torch_dtype")
+FORK_TRAINING = {"dropout_prob": 0.1, "pos_dropout_prob": 0, "attention_probs_dropout_prob": 0.1, "embedding_init_range": 0.02,
+                 "decoder_init_range": 0.02, "positional_embed_init": "random", "random_offset": True}
+FORK_INERT = {"base_scale": 1.0 / 960.0 ** 0.5, "flash_attention": False, "ngpt": False, "shared_pos_keys": False, "kwargs": {}}
+FORK_MODELS = {  # the tiny models authors_config describes: the fork builds the RP bias and thetas inside each block
+    "disentangled": dict(intermediate_size=88, norm_eps=1e-5, rp_per_layer=True),  # int(2 * (4*8 + 4*24) / 3) = 85 -> 88
+    "ap": dict(intermediate_size=64, norm_eps=1e-5),  # int(2 * 4*24 / 3) = 64
+    "rp": dict(intermediate_size=64, norm_eps=1e-5, rp_per_layer=True, untie_cls=False, rp_skip_special=True),
+    "rope": dict(intermediate_size=64, norm_eps=1e-5, rope_style="interleaved"),
+}
+
+
+def authors_model(variant: str = "disentangled", seed: int = 0) -> EncoderModel:
+    """The tiny model of ``variant`` that ``authors_config(variant)`` describes, as the fork builds it."""
+    return tiny_encoder(variant, seed, **FORK_MODELS[variant])
+
+
+def authors_config(variant: str = "disentangled", **overrides) -> dict:
+    """config.json as the fork's NeoBERTConfig writes it for ``authors_model(variant)``: every field, derived and
+    training-only ones included, with a DSTG run's values (PosNeoBERT's conf/model/posneobert.yaml: norm_eps 1e-5,
+    pos_dropout_prob 0, flash_attention off; random_offset on, base_scale at its default 1/sqrt(960))."""
+    dis = variant == "disentangled"
+    pos = 8 if dis else 384  # the baselines keep the default pos_size, which they never read
+    cfg = {"hidden_size": 24, "pos_size": pos, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "dim_head": (24 + pos) // 4 if dis else 24 // 4, "pos_intermediate_size": 4 * pos, "intermediate_size": 4 * 24,
+           "use_only_sem_for_decoding": dis, "mixed_feed_forward": True, "rms_norm": True, "rope": variant == "rope",
+           "posneobert": dis, "norm_eps": 1e-05, "hidden_act": "swiglu", "vocab_size": 64, "pad_token_id": 0, "max_length": 48,
+           "attention_activation": "softmax", "untie_cls": dis, "mix_attentions": "sum",
+           "relative_pos_bias": variant in ("disentangled", "rp"), "AP_embeddings": variant != "rp",
+           **FORK_TRAINING, **FORK_INERT,
+           "model_type": "neobert", "architectures": ["NeoBERTLMHead"], "transformers_version": "4.39.0", "torch_dtype": "float32"}
+    assert set(cfg) == set(FORK_FIELDS) | set(BOOKKEEPING)
+    cfg.update(overrides)
+    return cfg
+
+
+def fork_reference_config(fork: dict) -> dict:
+    """What ``reference_logits`` needs, read off a fork config the way the fork's modeling code reads it."""
+    dis, h = fork["posneobert"], fork["num_attention_heads"]
+    variant = "disentangled" if dis else "rope" if fork["rope"] else "rp" if fork["relative_pos_bias"] else "ap"
+    return {"num_attention_heads": h, "hidden_size": fork["hidden_size"], "pos_size": fork["pos_size"] if dis else 0,
+            "norm_eps": fork["norm_eps"], "variant": variant, "d_qk": fork["dim_head"], "num_hidden_layers": fork["num_hidden_layers"],
+            "num_buckets": 32, "max_distance": 128, "untie_cls": dis and fork["untie_cls"], "rp_at_special": False,
+            "rp_skip_special": fork["relative_pos_bias"],  # RelativePositionBucketedBias zeroes rows / columns 0 and n-1
+            "rp_per_layer": True, "residual": "normalized" if dis else "prenorm", "rope_theta": 10000.0, "rope_style": "interleaved",
+            "mlm_input": "semantic" if fork["use_only_sem_for_decoding"] else "full"}
+
+
 def t5_reference_buckets(n: int, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
     """``[query, key]`` buckets from transformers' T5 (relative_position = memory - context)."""
     from transformers.models.t5.modeling_t5 import T5Attention
@@ -133,7 +189,7 @@ def reference_logits(state: dict, cfg: dict, ids: torch.Tensor, offset: int = 0)
         bias = 0.0
         if table is not None:
             bias = table[buckets].permute(2, 0, 1)[None]
-            if cfg["untie_cls"] and not cfg["rp_at_special"]:
+            if (cfg["untie_cls"] and not cfg["rp_at_special"]) or cfg.get("rp_skip_special"):
                 bias = bias.masked_fill(special, 0.0)
         thetas = s.get(prefix + "cls_sep_override.thetas")
         if thetas is None and prefix + "cls_sep_override.theta_cls_out" in s:  # older per-row parameters

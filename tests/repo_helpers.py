@@ -21,6 +21,26 @@ def tiny_repo(mode: str = "repo", seed: int = 0, **overrides) -> RepoTransformer
     return model.eval()
 
 
+AUTHORS_PE_CONFIG = {  # PEConfig as the authors' code serialises it: every field, two misspelled twins included
+    "dynamic_pe_mode": "swigluex_multihead", "dynamic_pe_start_layer": 1, "dynmaic_pe_start_layer": 1,
+    "dynamic_pe_layer_ids": "", "dynmaic_pe_layer_ids": "", "dynamic_pe_init_pdrop": 0.8,
+    "dynamic_pe_dropout_anneal_step": 2000, "model_type": ""}
+
+
+def authors_olmo2_config(model: RepoTransformer) -> dict:
+    """config.json as the authors' convert_olmo2_to_hf.py leaves it (their transformers 4.52.4 ``save_pretrained`` of an
+    Olmo2Config with a nested PEConfig): every attribute Olmo2Config sets, the token ids and dtype it keeps, the
+    bookkeeping; ``bos_token_id`` (None, a PretrainedConfig default) and ``_name_or_path`` (deleted there) are left out."""
+    c = model.cfg
+    return {"architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "eos_token_id": 256,
+            "hidden_act": "silu", "hidden_size": c.hidden_size, "initializer_range": 0.02, "intermediate_size": c.intermediate_size,
+            "max_position_embeddings": c.max_position_embeddings, "model_type": "olmo2", "num_attention_heads": c.num_attention_heads,
+            "num_hidden_layers": c.num_hidden_layers, "num_key_value_heads": c.num_key_value_heads, "pad_token_id": 1,
+            "pe_config": dict(AUTHORS_PE_CONFIG), "rms_norm_eps": c.rms_norm_eps, "rope_scaling": None, "rope_theta": c.rope_theta,
+            "tie_word_embeddings": False, "torch_dtype": "float32", "transformers_version": "4.52.4", "use_cache": True,
+            "vocab_size": c.vocab_size}
+
+
 def _rms(x, w, eps=1e-6):
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 

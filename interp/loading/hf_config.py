@@ -14,6 +14,10 @@ longrope, dynamic, ...) are refused by name.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
 from interp.loading.errors import CheckpointError
 from interp.rope import SCALING_TYPES
 
@@ -74,3 +78,70 @@ def rope_settings(raw: dict, where: str, default_theta: float | None = None) -> 
     if missing or extra:
         raise CheckpointError(f"{where}: {name} rope_type {kind!r} " + (f"lacks {missing}" if missing else f"has fields {extra} poslens does not apply"))
     return float(theta), {"rope_type": kind, **{k: scaling[k] for k in SCALING_TYPES[kind]}}
+
+
+class Recorded(NamedTuple):
+    """A config field read, checked and kept, but not used by the forward pass."""
+
+    default: object  # what the authors' code uses when the field is absent; ABSENT: nothing is recorded then
+    accepts: Callable[[object], bool]
+    says: str  # what ``accepts`` lets through, for the error: "... is not <says>"
+
+
+ABSENT = object()
+
+
+def _real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def probability(default=ABSENT) -> Recorded:
+    return Recorded(default, lambda v: _real(v) and 0 <= v <= 1, "a probability in [0, 1]")
+
+
+def steps(default=ABSENT) -> Recorded:
+    return Recorded(default, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a step count >= 0")
+
+
+def scale(default=ABSENT) -> Recorded:
+    return Recorded(default, lambda v: _real(v) and math.isfinite(v) and v >= 0, "a finite number >= 0")
+
+
+def number(default=ABSENT) -> Recorded:
+    return Recorded(default, lambda v: _real(v) and math.isfinite(v), "a finite number")
+
+
+def text(default=ABSENT) -> Recorded:
+    return Recorded(default, lambda v: isinstance(v, str), "a string")
+
+
+def flag(default=ABSENT) -> Recorded:
+    return Recorded(default, lambda v: isinstance(v, bool), "true or false")
+
+
+def choice(default, *values, why: str = "") -> Recorded:
+    """One of ``values`` (``default`` alone when none are given), of the same type: ``0`` is not ``False``."""
+    allowed = values or (default,)
+
+    def accepts(value) -> bool:
+        return any(value == a and type(value) is type(a) for a in allowed)
+
+    return Recorded(default, accepts, " or ".join(map(repr, allowed)) + (f" ({why})" if why else ""))
+
+
+def recorded(raw: dict, spec: dict[str, Recorded], where: str, scope: str) -> dict:
+    """``spec``'s fields of ``raw``, each checked (``'{where}: {scope} {name}={value!r} is not {says}'``), defaults filled in."""
+    out = {}
+    for name, field in spec.items():
+        value = raw.get(name, field.default)
+        if value is ABSENT:
+            continue
+        if name in raw and not field.accepts(value):
+            raise CheckpointError(f"{where}: {scope} {name}={value!r} is not {field.says}")
+        out[name] = value
+    return out
+
+
+def defaults(spec: dict[str, Recorded]) -> dict:
+    """What the authors' code writes for ``spec``'s fields when nothing was recorded."""
+    return {name: field.default for name, field in spec.items() if field.default is not ABSENT}

@@ -32,19 +32,42 @@ the baselines) and its interleaved rotary layout for the RoPE baseline. A ``conf
 overrides it: either the development schema below (recognised by ``model_type``) or ``EncoderConfig`` fields.
 
 **save_pretrained directories**: ``config.json`` + ``model.safetensors`` (or ``pytorch_model.bin``), keys
-as above with or without ``model.``. ``config.json`` is the development ``NeoBERTConfig``: ``model_type``
-``neobert`` (or ``dstg``), ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``, ``vocab_size``,
-``max_length`` (default 1024), ``pos_size`` (default 384), ``norm_eps`` (1e-6), ``pad_token_id`` (0), and the
-switches ``posneobert`` (DSTG), ``rope`` (default true), ``relative_pos_bias``, ``AP_embeddings`` (default
-true), ``untie_cls`` (DSTG only), ``use_only_sem_for_decoding`` (DSTG head on the semantic stream; else on
-``[AP | sem]``). The SwiGLU width follows the development rule: ``8 * ceil(int(2 * (pos_intermediate_size +
-intermediate_size) / 3) / 8)`` for DSTG, ``8 * ceil(int(2 * intermediate_size / 3) / 8)`` otherwise, with
-``intermediate_size`` defaulting to ``4 * hidden_size`` and ``pos_intermediate_size`` to ``4 * pos_size``.
-Options the development code has but this architecture is not (``ngpt``, ``shared_pos_keys``, separate FFNs,
-``hadamard`` mixing, softpick, LayerNorm, GELU, fixed AP tables) are errors, and so is any field this loader
-does not know (``DEV_READ``, ``interp.loading.hf_config.BENIGN``): it is named, never ignored. An optional ``"poslens"`` object of
-``EncoderConfig`` fields overrides the result (``save_pretrained`` writes the exact config there). Whether the
-file has an MLM head and per-layer RP modules is read off its keys.
+as above with or without ``model.``.
+
+**The development config.json** is what the transformers fork's ``NeoBERTConfig`` (LequeuISIR/transformers
+8a10641, ``model_type`` ``neobert``, or ``dstg``) writes: every field it has, plus transformers' bookkeeping
+(``transformers_version``, ``architectures``, ``torch_dtype``, ...: ``interp.loading.hf_config.BENIGN``). Each field is
+read by what it does at inference (``DEV_FORWARD``, ``DEV_DERIVED``, ``DEV_TRAINING``, ``DEV_INERT``):
+
+- the forward pass: ``hidden_size``, ``pos_size`` (default 384, read with ``posneobert`` only), ``num_hidden_layers``,
+  ``num_attention_heads``, ``vocab_size``, ``max_length`` (1024), ``norm_eps`` (1e-6), ``pad_token_id`` (0), the switches
+  ``posneobert`` (DSTG), ``rope`` (default true), ``relative_pos_bias``, ``AP_embeddings`` (true), ``untie_cls`` (read with
+  ``posneobert`` only), ``use_only_sem_for_decoding`` (DSTG head on the semantic stream, else on ``[AP | sem]``), and the
+  SwiGLU width by the development rule: ``8 * ceil(int(2 * (pos_intermediate_size + intermediate_size) / 3) / 8)`` for
+  DSTG, ``8 * ceil(int(2 * intermediate_size / 3) / 8)`` otherwise (``intermediate_size`` defaulting to ``4 *
+  hidden_size``, ``pos_intermediate_size`` to ``4 * pos_size``). Values this encoder does not implement are refused
+  with the field and value named: ``hidden_act`` other than SwiGLU (GELU, PosBERTSwiGLU's block-masked output),
+  ``rms_norm`` false (LayerNorm), ``mixed_feed_forward`` false with ``posneobert`` (separate FFNs), ``mix_attentions``
+  ``hadamard``, ``attention_activation`` ``softpick``, rotary AP queries (``posneobert`` with ``rope``), an AP + RP
+  baseline, and a ``pad_token_id`` other than 0 where there are AP rows (the development code reads rows
+  ``pad_token_id + 1..``). The fork's bucketed bias is 0 on the [CLS]/[SEP] rows and columns: configs without thetas
+  load with ``rp_skip_special``;
+- derived: ``dim_head`` (``(hidden_size + pos_size) // heads`` with ``posneobert``, else ``hidden_size // heads``) must
+  equal that derivation; it becomes DSTG's ``d_qk``, which the ``qkv_pos`` / ``qkv_sem`` shapes then check;
+- training or initialisation only: ``dropout_prob``, ``pos_dropout_prob``, ``attention_probs_dropout_prob``,
+  ``embedding_init_range``, ``decoder_init_range``, ``positional_embed_init`` (``random``, ``2dim_cosine``, ``fixed``:
+  a ``fixed`` table saved as the buffer ``pos_embs`` is read as ``positional_embedding.weight``), ``random_offset``,
+  and older configs' ``dropout`` / ``classifier_init_range``: checked, kept as ``EncoderConfig.training_only``
+  (provenance's ``training_only_config``);
+- inert for this architecture: ``base_scale`` (any number; nGPT's), ``flash_attention`` (true or false; a kernel),
+  ``ngpt`` (false only: true is nGPT's NormNeoBERT), ``shared_pos_keys`` (false only: true raises there), ``kwargs``
+  (NeoBERTConfig's extra keyword arguments: ``{}``, or what a reload left there, transformers' bookkeeping,
+  ``dim_head`` and an older ``kwargs``, each checked as at the top level): kept as ``EncoderConfig.inert_config``.
+
+Any other field is named and refused, never ignored. An optional ``"poslens"`` object of ``EncoderConfig`` fields
+overrides the result. ``save_pretrained`` writes every field back (the recorded ones as read, the forward ones from
+the model's config, widths chosen to give the same SwiGLU width) and the exact config under ``"poslens"``. Whether
+the file has an MLM head and per-layer RP modules is read off its keys.
 
 Loading is strict: a missing or unexpected key, a wrong shape, a ``bucket_indices`` that is not the T5
 bucketing, or a config contradicting the weights raises ``CheckpointError`` naming the file and the key.
@@ -62,7 +85,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from interp.loading.errors import CheckpointError
-from interp.loading.hf_config import audit
+from interp.loading.hf_config import BENIGN, audit, choice, defaults, flag, number, probability, recorded, scale
 from interp.loading.hf_files import read_json
 from interp.loading.strict import verify
 from interp.families.encoder.model import EncoderConfig, EncoderModel, RelativePositionBias, t5_buckets
@@ -71,6 +94,7 @@ HF_MODEL_TYPES = ("neobert", "dstg")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 ATTN_MODULES = ("qkv_pos", "qkv_sem", "wo_pos", "wo_sem", "qkv", "wo", "relative_pos_bias", "cls_sep_override")
 OLD_THETAS = ("theta_cls_out", "theta_sep_out", "theta_cls_in", "theta_sep_in")  # rows of ``thetas``, in order
+FIXED_AP = "pos_embs"  # the AP table as a buffer (positional_embed_init "fixed")
 PREFIX = "model."
 COMPILE_PREFIX = "_orig_mod."
 BLOCK = re.compile(r"^transformer_encoder\.(\d+)\.(.+)$")
@@ -159,7 +183,7 @@ def infer_config(flat: dict, prefix: str, where: str) -> dict:
         raise CheckpointError(f"{where}: key '{prefix}{first}qk.weight' is an early development layout (one qk projection over the "
                               "concatenated [AP | semantic] stream, with cross-stream logits); poslens does not load it")
     rp_keys, theta_keys = _layer_keys(flat, "relative_pos_bias."), _layer_keys(flat, "cls_sep_override.")
-    pe = flat.get("positional_embedding.weight")
+    pe = flat.get("positional_embedding.weight", flat.get(FIXED_AP))
     fields: dict = {"vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers[-1] + 1}
     if any(first + f"{name}_pos.weight" in flat for name in ("qkv", "qk")):
         fields["variant"] = "disentangled"
@@ -240,11 +264,107 @@ def _swiglu_width(n: float) -> int:
     return 8 * ((width + 7) // 8)
 
 
-DEV_READ = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "max_length", "pos_size", "norm_eps",
-            "pad_token_id", "posneobert", "rope", "relative_pos_bias", "AP_embeddings", "untie_cls", "use_only_sem_for_decoding",
-            "intermediate_size", "pos_intermediate_size", "poslens", "ngpt", "shared_pos_keys", "mixed_feed_forward", "rms_norm",
-            "hidden_act", "attention_activation", "mix_attentions", "positional_embed_init",
-            "dropout", "embedding_init_range", "decoder_init_range", "classifier_init_range")  # the last four: training only
+# The fork's NeoBERTConfig (LequeuISIR/transformers 8a10641) writes every field it has; by what each does at inference:
+DEV_FORWARD = ("hidden_size", "pos_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "pos_intermediate_size",
+               "mixed_feed_forward", "hidden_act", "rms_norm", "norm_eps", "rope", "posneobert", "relative_pos_bias", "untie_cls",
+               "mix_attentions", "attention_activation", "use_only_sem_for_decoding", "AP_embeddings", "max_length", "vocab_size",
+               "pad_token_id")
+DEV_DERIVED = ("dim_head",)  # (hidden_size + pos_size) // heads with posneobert, else hidden_size // heads
+DEV_TRAINING = {
+    "dropout_prob": probability(0.1), "pos_dropout_prob": probability(0.1), "attention_probs_dropout_prob": probability(0.1),
+    "embedding_init_range": scale(0.02), "decoder_init_range": scale(0.02),
+    "positional_embed_init": choice("random", "random", "2dim_cosine", "fixed"),  # the AP table's initialisation
+    "random_offset": flag(False),  # AP shifting while training
+    "dropout": probability(), "classifier_init_range": scale(),  # older development configs' names, recorded when present
+}
+DEV_INERT = {
+    "base_scale": number(1.0 / 960.0 ** 0.5),  # nGPT's scale, read only by NormNeoBERT
+    "flash_attention": flag(True),  # a kernel choice
+    "ngpt": choice(False, why="ngpt=True builds nGPT's normalised blocks (NormNeoBERT), another architecture, which poslens does not "
+                              "load; the development code refuses it with posneobert"),
+    "shared_pos_keys": choice(False, why="shared AP keys raise NotImplementedError in the development code"),
+}
+DEV_READ = DEV_FORWARD + DEV_DERIVED + tuple(DEV_TRAINING) + tuple(DEV_INERT) + ("kwargs", "poslens")
+
+
+def _switch(raw: dict, name: str, default: bool, where: str) -> bool:
+    value = raw.get(name, default)
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{where}: config field {name}={value!r} is not true or false")
+    return value
+
+
+def _whole(raw: dict, name: str, default, where: str, *, optional: bool = False) -> int | None:
+    """A whole number >= 0 (or None where the development code fills it in: ``optional``)."""
+    value = raw.get(name, default)
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CheckpointError(f"{where}: config field {name}={value!r} is not a whole number >= 0")
+    return value
+
+
+def _dim_head(hidden: int, pos: int, heads: int, posneobert: bool) -> tuple[int, str]:
+    """(dim_head as the development code derives it, the derivation in words)."""
+    if posneobert:
+        return (hidden + pos) // heads, f"(hidden_size {hidden} + pos_size {pos}) // num_attention_heads {heads}"
+    return hidden // heads, f"hidden_size {hidden} // num_attention_heads {heads}"
+
+
+def _check_derived(value, name: str, derived: tuple[int, str], where: str) -> None:
+    if value != derived[0]:
+        raise CheckpointError(f"{where}: config field {name}={value!r} contradicts the fields it is derived from: the development code "
+                              f"computes it as {derived[1]} = {derived[0]}")
+
+
+def _extra_kwargs(value, derived: tuple[int, str], where: str, path: str = "kwargs") -> dict:
+    """``kwargs``, the extra keyword arguments NeoBERTConfig keeps: ``{}`` for a config built from its named arguments. One
+    loaded with ``from_pretrained`` and saved again keeps there what was not a named argument (transformers' bookkeeping,
+    ``dim_head``, the previous ``kwargs``): those are accepted and checked as at the top level; anything else is named."""
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where}: config field {path}={value!r} is not an object (NeoBERTConfig's extra keyword arguments)")
+    for key, item in value.items():
+        name = f"{path}.{key}"
+        if key == "kwargs":
+            _extra_kwargs(item, derived, where, name)
+        elif key in DEV_DERIVED:
+            _check_derived(item, name, derived, where)
+        elif key in DEV_TRAINING:
+            if not DEV_TRAINING[key].accepts(item):
+                raise CheckpointError(f"{where}: config field {name}={item!r} is not {DEV_TRAINING[key].says}")
+        elif key not in BENIGN:
+            raise CheckpointError(f"{where}: config field {name} (= {item!r}) is an extra keyword argument the encoder (neobert) family "
+                                  "does not know; the development code sets it on its config, where it may change the forward pass, "
+                                  "so poslens refuses it rather than ignore it")
+    return value
+
+
+def _refuse(where: str, name: str, value, why: str) -> CheckpointError:
+    return CheckpointError(f"{where}: config field {name}={value!r}: {why}")
+
+
+ACTIVATIONS = {"posbertswiglu": "PosBERTSwiGLU masks its output projection block-diagonally (AP and semantic FFN outputs kept "
+                                "apart), which poslens' encoder does not implement",
+               "gelu": "a GELU MLP, which poslens' encoder does not implement (it has SwiGLU only)"}
+
+
+def _check_forward(raw: dict, where: str, posneobert: bool) -> None:
+    """Refuse the forward-pass options poslens' encoder does not implement, naming the field and its value."""
+    act = raw.get("hidden_act", "SwiGLU")
+    if not isinstance(act, str) or act.lower() != "swiglu":
+        raise _refuse(where, "hidden_act", act, ACTIVATIONS.get(str(act).lower(), "not an activation of the development code") +
+                      "; poslens loads only 'SwiGLU'")
+    if not _switch(raw, "rms_norm", True, where):
+        raise _refuse(where, "rms_norm", False, "LayerNorm instead of RMSNorm, which poslens' encoder does not implement")
+    if posneobert and not _switch(raw, "mixed_feed_forward", True, where):
+        raise _refuse(where, "mixed_feed_forward", False, "separate AP and semantic FFNs, which poslens' encoder does not implement "
+                      "(its FFN reads the concatenated stream)")
+    for name, ok, why in (("mix_attentions", "sum", "hadamard mixing raises NotImplementedError in the development code"),
+                          ("attention_activation", "softmax", "softpick is not implemented in poslens' encoder")):
+        if raw.get(name, ok) != ok:
+            raise _refuse(where, name, raw[name], f"{why}; poslens loads only {ok!r}")
+    if posneobert and not _switch(raw, "AP_embeddings", True, where):
+        raise _refuse(where, "AP_embeddings", False, "posneobert without AP embeddings, which the development code refuses")
 
 
 def config_from_dev(raw: dict, where: str) -> dict:
@@ -256,28 +376,36 @@ def config_from_dev(raw: dict, where: str) -> dict:
     if missing:
         raise CheckpointError(f"{where}: config.json lacks {missing}")
     audit(raw, where, "encoder (neobert)", read=DEV_READ, require={"model_type": HF_MODEL_TYPES})
-    for name, ok in (("ngpt", False), ("shared_pos_keys", False), ("mixed_feed_forward", True), ("rms_norm", True)):
-        if name in raw and bool(raw[name]) != ok:
-            raise CheckpointError(f"{where}: config.json sets {name}={raw[name]!r}; poslens loads only {name}={ok}")
-    for name, ok in (("hidden_act", "swiglu"), ("attention_activation", "softmax"), ("mix_attentions", "sum"),
-                     ("positional_embed_init", "random")):
-        if name in raw and str(raw[name]).lower() != ok:
-            raise CheckpointError(f"{where}: config.json sets {name}={raw[name]!r}; poslens loads only {name}={ok!r}")
-    hidden, heads = int(raw["hidden_size"]), int(raw["num_attention_heads"])
-    posneobert, use_rope = bool(raw.get("posneobert", False)), bool(raw.get("rope", True))
-    rp, ap = bool(raw.get("relative_pos_bias", False)), bool(raw.get("AP_embeddings", True))
-    fields = {"vocab_size": int(raw["vocab_size"]), "hidden_size": hidden, "num_hidden_layers": int(raw["num_hidden_layers"]),
-              "num_attention_heads": heads, "max_length": int(raw.get("max_length", 1024)),
-              "norm_eps": float(raw.get("norm_eps", 1e-6)), "pad_token_id": int(raw.get("pad_token_id", 0))}
-    inter = raw.get("intermediate_size") or 4 * hidden
+    posneobert, use_rope = _switch(raw, "posneobert", False, where), _switch(raw, "rope", True, where)
+    rp, ap = _switch(raw, "relative_pos_bias", False, where), _switch(raw, "AP_embeddings", True, where)
+    hidden, heads = _whole(raw, "hidden_size", None, where), _whole(raw, "num_attention_heads", None, where)
+    pos = _whole(raw, "pos_size", 384, where)
+    if heads == 0:
+        raise _refuse(where, "num_attention_heads", 0, "an encoder needs at least one head")
+    _check_forward(raw, where, posneobert)
+    derived = _dim_head(hidden, pos, heads, posneobert)
+    if "dim_head" in raw:
+        _check_derived(raw["dim_head"], "dim_head", derived, where)
+    eps = raw.get("norm_eps", 1e-6)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps > 0:
+        raise _refuse(where, "norm_eps", eps, "not a number > 0")
+    training = recorded(raw, DEV_TRAINING, where, "config field")
+    inert = recorded(raw, DEV_INERT, where, "config field")
+    inert["kwargs"] = _extra_kwargs(raw.get("kwargs", {}), derived, where)
+    pad = _whole(raw, "pad_token_id", 0, where)
+    fields = {"vocab_size": _whole(raw, "vocab_size", None, where), "hidden_size": hidden,
+              "num_hidden_layers": _whole(raw, "num_hidden_layers", None, where), "num_attention_heads": heads,
+              "max_length": _whole(raw, "max_length", 1024, where), "norm_eps": float(eps), "pad_token_id": pad,
+              "training_only": training, "inert_config": inert}
+    inter = _whole(raw, "intermediate_size", None, where, optional=True) or 4 * hidden
     if posneobert:
         if use_rope:
             raise CheckpointError(f"{where}: config.json sets posneobert and rope (rotary on the AP queries), which poslens does not load")
-        pos = int(raw.get("pos_size", 384))
-        fields.update(variant="disentangled", pos_size=pos, d_qk=(hidden + pos) // heads, rp_bias=rp,
-                      untie_cls=bool(raw.get("untie_cls", False)),
-                      mlm_input="semantic" if raw.get("use_only_sem_for_decoding", False) else "full",
-                      intermediate_size=_swiglu_width((raw.get("pos_intermediate_size") or 4 * pos) + inter))
+        pos_inter = _whole(raw, "pos_intermediate_size", None, where, optional=True) or 4 * pos
+        fields.update(variant="disentangled", pos_size=pos, d_qk=derived[0], rp_bias=rp,
+                      untie_cls=_switch(raw, "untie_cls", False, where),
+                      mlm_input="semantic" if _switch(raw, "use_only_sem_for_decoding", False, where) else "full",
+                      intermediate_size=_swiglu_width(pos_inter + inter))
     else:
         if use_rope:
             if rp:
@@ -287,33 +415,41 @@ def config_from_dev(raw: dict, where: str) -> dict:
             if ap:
                 raise CheckpointError(f"{where}: config.json sets relative_pos_bias with AP_embeddings (an AP + RP baseline), "
                                       "which poslens does not load; set AP_embeddings false for the RP baseline")
-            fields.update(variant="rp", untie_cls=False)
+            fields.update(variant="rp", untie_cls=False)  # the development code reads untie_cls with posneobert only
         elif ap:
             fields["variant"] = "ap"
         else:
             raise CheckpointError(f"{where}: config.json has no position information at all (rope, relative_pos_bias and "
                                   "AP_embeddings all off); poslens does not load NoPE encoders")
         fields["intermediate_size"] = _swiglu_width(inter)
+    if pad and fields["variant"] in ("disentangled", "ap"):
+        raise _refuse(where, "pad_token_id", pad, f"the development code gives real tokens the AP rows pad_token_id + 1.. "
+                      f"({pad + 1}..), poslens' encoder rows 1..n; poslens loads AP encoders with pad_token_id 0 only")
+    if rp and not fields.get("untie_cls"):  # the fork's RelativePositionBucketedBias zeroes the [CLS]/[SEP] rows and columns
+        fields["rp_skip_special"] = True
     if fields["vocab_size"] == 30522:
         fields["tokenizer"] = "bert-uncased"
     return fields
 
 
 def hf_config(cfg: EncoderConfig) -> dict:
-    """``config.json`` in the development schema, with the exact config under ``poslens``."""
-    out = {"model_type": "neobert", "architectures": ["NeoBERTLMHead" if cfg.mlm_head else "NeoBERT"],
-           "hidden_size": cfg.hidden_size, "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
-           "vocab_size": cfg.vocab_size, "max_length": cfg.max_length, "norm_eps": cfg.norm_eps, "pad_token_id": cfg.pad_token_id,
-           "posneobert": cfg.disentangled, "rope": cfg.variant == "rope", "relative_pos_bias": bool(cfg.rp_bias),
-           "AP_embeddings": cfg.variant in ("disentangled", "ap"), "untie_cls": bool(cfg.untie_cls),
-           "use_only_sem_for_decoding": cfg.mlm_input == "semantic", "hidden_act": "SwiGLU", "rms_norm": True,
-           "mixed_feed_forward": True}
+    """``config.json`` as the development NeoBERTConfig writes it (every field), with the exact config under ``poslens``."""
+    dis = cfg.disentangled
+    pos = cfg.pos_size if dis else 0
     # the development rule's inputs, best effort (exact only when intermediate_size is a multiple of 8);
     # the exact config is the "poslens" object, which readers of this schema apply last
-    pos_inter = 4 * cfg.pos_size if cfg.disentangled else 0
-    out["intermediate_size"] = -(-3 * cfg.intermediate_size // 2) - pos_inter
-    if cfg.disentangled:
-        out.update(pos_size=cfg.pos_size, pos_intermediate_size=pos_inter)
+    pos_inter = 4 * pos
+    out = {"model_type": "neobert", "architectures": ["NeoBERTLMHead" if cfg.mlm_head else "NeoBERT"],
+           "hidden_size": cfg.hidden_size, "pos_size": pos, "num_hidden_layers": cfg.num_hidden_layers,
+           "num_attention_heads": cfg.num_attention_heads, "dim_head": _dim_head(cfg.hidden_size, pos, cfg.num_attention_heads, dis)[0],
+           "intermediate_size": -(-3 * cfg.intermediate_size // 2) - pos_inter, "pos_intermediate_size": pos_inter,
+           "mixed_feed_forward": True, "hidden_act": "SwiGLU", "rms_norm": True, "norm_eps": cfg.norm_eps,
+           "rope": cfg.variant == "rope", "posneobert": dis, "relative_pos_bias": bool(cfg.rp_bias),
+           "untie_cls": bool(cfg.untie_cls), "mix_attentions": "sum", "attention_activation": "softmax",
+           "use_only_sem_for_decoding": cfg.mlm_input == "semantic" and dis, "AP_embeddings": cfg.variant in ("disentangled", "ap"),
+           "max_length": cfg.max_length, "vocab_size": cfg.vocab_size, "pad_token_id": cfg.pad_token_id}
+    out.update({**defaults(DEV_TRAINING), **(cfg.training_only or {})})
+    out.update({**defaults(DEV_INERT), "kwargs": {}, **(cfg.inert_config or {})})
     out["poslens"] = cfg.to_dict()
     return out
 
@@ -341,6 +477,8 @@ def _expected_file_shapes(model: EncoderModel, flat: dict) -> dict[str, tuple]:
                 expected[key[:-6] + name] = found if found in ((h,), (1, h)) else (h,)
         elif key.endswith("relative_attention_bias") and key + ".weight" in flat:
             expected[key + ".weight"] = expected.pop(key)
+        elif key == "positional_embedding.weight" and FIXED_AP in flat:
+            expected[FIXED_AP] = expected.pop(key)
     return expected
 
 
@@ -360,6 +498,8 @@ def _native_state(model: EncoderModel, flat: dict) -> dict[str, torch.Tensor]:
             native[to_native(base + "thetas")] = torch.stack([flat[base + name].reshape(-1) for name in OLD_THETAS])
         elif key.endswith("relative_attention_bias.weight"):
             native[to_native(key.removesuffix(".weight"))] = value
+        elif key == FIXED_AP:
+            native["positional_embedding.weight"] = value
         else:
             native[to_native(key)] = value
     return native

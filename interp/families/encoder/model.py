@@ -36,6 +36,9 @@ The total logit is the same either way; the *decomposition* here follows the pap
 carries the thetas at special rows/columns (the bucketed bias elsewhere) and ``hook_logits_ap`` is 0 there.
 The semantic logit is never overwritten. ``rp_at_special=True`` also adds the bucketed bias at special
 rows/columns (what one snapshot of the development code does); it is off by default, as the paper says.
+Without thetas the bucketed bias covers every row and column, unless ``rp_skip_special=True``: the transformers
+fork's ``RelativePositionBucketedBias`` zeroes it on the [CLS]/[SEP] rows and columns, thetas or not (its loader
+sets the flag for configs without thetas).
 The RP bias and thetas are one module shared by all layers (``rp_per_layer=False``, how the reference lists
 them) or one per layer (``rp_per_layer=True``, how the development code builds them inside each block).
 
@@ -93,6 +96,7 @@ class EncoderConfig:
     untie_cls: bool | None = None  # CLS/SEP thetas; None: on for disentangled and rp
     rp_per_layer: bool = False  # one RP bias / theta module per layer instead of one shared by all
     rp_at_special: bool = False  # also add the bucketed bias at the special rows / columns
+    rp_skip_special: bool = False  # no bucketed bias at the special rows / columns even without thetas
     num_buckets: int = 32
     max_distance: int = 128
     rope_theta: float = 10000.0
@@ -102,6 +106,8 @@ class EncoderConfig:
     tie_word_embeddings: bool = False  # decoder weight = encoder.weight (only decoder.bias is its own)
     pad_token_id: int = 0
     tokenizer: str | None = None  # "bert-uncased": attach the WordPiece tokenizer
+    training_only: dict | None = None  # authors' config fields that act only in training (recorded, never used here)
+    inert_config: dict | None = None  # authors' config fields inert for this architecture (recorded, never used here)
 
     CHOICES = {"variant": VARIANTS, "residual": RESIDUALS, "rope_style": ROPE_STYLES, "mlm_input": MLM_INPUTS,
                "tokenizer": TOKENIZERS}
@@ -167,6 +173,8 @@ class EncoderConfig:
         if self.variant in ("ap", "rope") and (self.rp_bias or self.untie_cls):
             raise ValueError(f"config variant={self.variant!r} has no RP bias and no CLS/SEP thetas "
                              f"(got rp_bias={self.rp_bias}, untie_cls={self.untie_cls})")
+        if self.rp_skip_special and (not self.rp_bias or self.rp_at_special):
+            raise ValueError("config rp_skip_special=True needs the bucketed bias (rp_bias) and contradicts rp_at_special=True")
         if self.rp_per_layer and not self.has_rp_component:
             raise ValueError("config rp_per_layer=True but there is neither an RP bias nor CLS/SEP thetas")
         if self.variant == "rope" and self.d_qk % 2:
@@ -258,7 +266,8 @@ class EncoderAttention(AttentionHooks):
         cfg = self.cfg
         bias = self.relative_pos_bias if cfg.rp_per_layer else shared_bias
         thetas = self.cls_sep_override if cfg.rp_per_layer else shared_thetas
-        rp = rp_logits(n, cfg.num_attention_heads, bias, thetas, add_bias_at_special=cfg.rp_at_special, device=like.device)
+        rp = rp_logits(n, cfg.num_attention_heads, bias, thetas, add_bias_at_special=cfg.rp_at_special,
+                       skip_special=cfg.rp_skip_special, device=like.device)
         return [(self.hook_logits_rp, rp.to(like.dtype).unsqueeze(0).expand(b, -1, -1, -1))]
 
     @staticmethod
@@ -532,7 +541,8 @@ class EncoderModel(PosLensModel):
         parts = [f"encoder family, {self.KIND.format(c=c)}"]
         if c.has_rp_component:
             what = " + ".join(w for w, on in (("T5 RP bias", c.rp_bias), ("CLS/SEP thetas", c.untie_cls)) if on)
-            parts.append(f"{what} {'per layer' if c.rp_per_layer else 'shared by all layers'}")
+            parts.append(f"{what} {'per layer' if c.rp_per_layer else 'shared by all layers'}"
+                         + (" (no bias on the [CLS]/[SEP] rows and columns)" if c.rp_skip_special else ""))
         parts.append(f"{c.residual} residual")
         if not c.mlm_head:
             parts.append("no MLM head")

@@ -69,12 +69,14 @@ class SpecialTokenThetas(nn.Module):
 
 
 def rp_logits(n: int, n_heads: int, bias: RelativePositionBias | None, thetas: SpecialTokenThetas | None, *,
-              add_bias_at_special: bool, device=None) -> Tensor:
+              add_bias_at_special: bool, skip_special: bool = False, device=None) -> Tensor:
     """``[head, q, k]``: the bucketed bias, with the thetas on the special rows / columns (replacing the bias
-    there unless ``add_bias_at_special``)."""
+    there unless ``add_bias_at_special``); without thetas, 0 there when ``skip_special``."""
     out = bias(n) if bias is not None else torch.zeros(n_heads, n, n, device=device)
     if thetas is not None:
         mask = special_mask(n, device)
         base = out if add_bias_at_special else torch.zeros_like(out)
         out = torch.where(mask, base + thetas(n), out)
+    elif skip_special:
+        out = out.masked_fill(special_mask(n, device), 0.0)
     return out

@@ -19,7 +19,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from interp.loading.errors import CheckpointError
-from interp.loading.hf_config import audit, rope_settings
+from interp.loading.hf_config import audit, defaults, probability, recorded, rope_settings, steps, text
 from interp.loading.hf_files import header_shapes, read_tokenizer
 from interp.loading.hf_keys import to_file, to_native
 from interp.loading.strict import verify
@@ -33,7 +33,7 @@ REQUIRE = {"hidden_act": ("silu",), "model_type": ("olmo2",), "quantization_conf
 PE_KEYS = ("dynamic_pe_mode", "dynamic_pe_start_layer", "dynmaic_pe_start_layer", "dynamic_pe_layer_ids", "dynmaic_pe_layer_ids")
 # The rest of the authors' serialised PEConfig: a positional dropout that blends z toward the integer position during
 # training (annealed over that many steps) and an unused model_type. None acts at inference; read, checked, recorded.
-PE_TRAINING = {"dynamic_pe_init_pdrop": 1.0, "dynamic_pe_dropout_anneal_step": 0, "model_type": ""}
+PE_TRAINING = {"dynamic_pe_init_pdrop": probability(1.0), "dynamic_pe_dropout_anneal_step": steps(0), "model_type": text("")}
 INDEX = "model.safetensors.index.json"
 
 
@@ -47,19 +47,6 @@ def _pe_value(pe: dict, name: str, where: str, default):
         raise CheckpointError(f"{where}: pe_config sets dynamic_{name}={correct!r} but not the misspelled dynmaic_{name} "
                               f"that upstream reads (upstream would use {default!r}); add dynmaic_{name}")
     return misspelled if misspelled is not None else default
-
-
-def _pe_training(pe: dict, where: str) -> dict:
-    """The training-only PEConfig fields, defaults filled in, each checked for the type upstream writes."""
-    out = {k: pe.get(k, default) for k, default in PE_TRAINING.items()}
-    pdrop, steps = out["dynamic_pe_init_pdrop"], out["dynamic_pe_dropout_anneal_step"]
-    if isinstance(pdrop, bool) or not isinstance(pdrop, (int, float)) or not 0 <= pdrop <= 1:
-        raise CheckpointError(f"{where}: pe_config dynamic_pe_init_pdrop={pdrop!r} is not a probability in [0, 1]")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise CheckpointError(f"{where}: pe_config dynamic_pe_dropout_anneal_step={steps!r} is not a step count >= 0")
-    if not isinstance(out["model_type"], str):
-        raise CheckpointError(f"{where}: pe_config model_type={out['model_type']!r} is not a string")
-    return out
 
 
 def config_from_hf(raw: dict, where: str) -> RepoConfig:
@@ -78,7 +65,7 @@ def config_from_hf(raw: dict, where: str) -> RepoConfig:
         raise CheckpointError(f"{where}: pe_config field '{stray[0]}' is not one poslens understands "
                               f"(known: {list(PE_KEYS) + list(PE_TRAINING)}); "
                               "it may change the positions, so poslens refuses it rather than ignore it")
-    training = _pe_training(pe, where)
+    training = recorded(pe, PE_TRAINING, where, "pe_config")
     mode = pe.get("dynamic_pe_mode", "none")
     if mode not in PE_MODES:
         raise CheckpointError(f"{where}: pe_config dynamic_pe_mode={mode!r} is not one poslens loads ({sorted(PE_MODES)})")
@@ -105,7 +92,7 @@ def hf_config(cfg: RepoConfig) -> dict:
     out.update({k: getattr(cfg, k) for k in HF_FIELDS})
     out["rope_scaling"] = dict(cfg.rope_scaling) if cfg.rope_scaling else None
     out["pe_config"] = {"dynamic_pe_mode": mode, "dynamic_pe_start_layer": cfg.start_layer, "dynmaic_pe_start_layer": cfg.start_layer,
-                        "dynamic_pe_layer_ids": ids, "dynmaic_pe_layer_ids": ids, **PE_TRAINING, **(cfg.training_only or {})}
+                        "dynamic_pe_layer_ids": ids, "dynmaic_pe_layer_ids": ids, **defaults(PE_TRAINING), **(cfg.training_only or {})}
     if cfg.tokenizer:
         out["poslens"] = {"tokenizer": cfg.tokenizer}
     return out

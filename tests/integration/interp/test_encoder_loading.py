@@ -6,7 +6,8 @@ from safetensors.torch import save_file
 
 from interp.loading import CheckpointError, load, save
 from interp.families.encoder.checkpoints import export, save_pretrained
-from tests.encoder_helpers import old_layout, reference_logits, tiny_encoder, token_ids
+from tests.encoder_helpers import (FORK_FIELDS, FORK_INERT, FORK_MODELS, FORK_TRAINING, authors_config, authors_model,
+                                   fork_reference_config, old_layout, reference_logits, tiny_encoder, token_ids)
 
 
 def _write(directory, state, config=None, name="state_dict.pt"):
@@ -129,8 +130,8 @@ def test_development_config_switches(tmp_path):
     save_file(state, str(d / "model.safetensors"))
     with pytest.raises(CheckpointError, match=r"key 'decoder\.weight': expected shape \[64, 32\] \(from .*config\.json: variant=disentangled"):
         load(d)  # the config says the head reads [AP | sem]: 32 wide, the weights are 24 wide
-    for edit, message in [(dict(ngpt=True), "sets ngpt=True; poslens loads only ngpt=False"),
-                          (dict(hidden_act="gelu"), "hidden_act='gelu'; poslens loads only hidden_act='swiglu'"),
+    for edit, message in [(dict(ngpt=True), "config field ngpt=True is not False"),
+                          (dict(hidden_act="gelu"), "hidden_act='gelu': a GELU MLP, .*poslens loads only 'SwiGLU'"),
                           (dict(rope=True), "posneobert and rope"),
                           (dict(model_type="bert"), r"config\.json: transformers cannot read it as a 'bert' config")]:
         (d / "config.json").write_text(json.dumps(_dev_config(**edit)))
@@ -268,3 +269,199 @@ def test_the_bert_vocabulary_size_attaches_the_tokenizer(tmp_path):
     ids = loaded.to_tokens("Positions, disentangled.")
     assert ids[0, 0].item() == 101 and ids[0, -1].item() == 102
     torch.testing.assert_close(loaded(ids), model(ids))
+
+
+# ---- the fork's whole NeoBERTConfig ----------------------------------------------------------------------------
+
+
+def _fork_files(directory, variant="disentangled", *, config=None, weights="state_dict.pt", state_edit=None, model=None):
+    """A checkpoint as the authors leave it: the trainer's state_dict.pt (or a save_pretrained weights file) with the
+    fork's config.json beside it. Returns (the path to load, the model written, its state dict)."""
+    model = model or authors_model(variant)
+    _, state = export(model)  # NeoBERTLMHead's state dict: 'model.'-prefixed backbone + decoder.*
+    if state_edit:
+        state_edit(state)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config if config is not None else authors_config(variant)))
+    if weights.endswith(".safetensors"):
+        save_file(state, str(directory / weights))
+    else:
+        torch.save(state, directory / weights)
+    return (directory / weights if weights == "state_dict.pt" else directory), model, state
+
+
+@pytest.mark.parametrize("variant", ["disentangled", "ap", "rp", "rope"])
+def test_a_development_checkpoint_with_the_forks_whole_config_loads_and_records_it(tmp_path, variant):
+    from poslens.provenance import model_record
+
+    path, model, state = _fork_files(tmp_path / "ckpt", variant)
+    loaded = load(path)
+    ids = token_ids(model, n=11)
+    with torch.no_grad():
+        out = loaded(ids)
+        torch.testing.assert_close(out, model(ids))
+        reference = reference_logits(state, fork_reference_config(authors_config(variant)), ids)
+        torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
+    assert model_record(loaded)["training_only_config"] == FORK_TRAINING
+    assert loaded.cfg.inert_config == FORK_INERT
+    recorded = ("training_only", "inert_config")
+    assert {k: v for k, v in loaded.cfg.to_dict().items() if k not in recorded} == \
+        {k: v for k, v in model.cfg.to_dict().items() if k not in recorded}
+
+
+def test_the_forks_config_gives_the_model_the_shapes_give_and_its_norm_eps(tmp_path):
+    """The shapes alone give everything but norm_eps (1e-6 assumed); the config's 1e-5 is read, not ignored."""
+    model = tiny_encoder("disentangled", **{**FORK_MODELS["disentangled"], "norm_eps": 1e-6})
+    path, _, state = _fork_files(tmp_path / "ckpt", config=authors_config(norm_eps=1e-6), model=model)
+    bare = tmp_path / "bare" / "state_dict.pt"
+    bare.parent.mkdir()
+    torch.save(state, bare)
+    ids = token_ids(model, n=13)
+    with torch.no_grad():
+        torch.testing.assert_close(load(path)(ids, position_offset=3), load(bare)(ids, position_offset=3), atol=0, rtol=0)
+        path, model, _ = _fork_files(tmp_path / "eps", config=authors_config(norm_eps=1e-5))
+        torch.testing.assert_close(load(path)(ids), model(ids))
+        assert not torch.allclose(load(path)(ids), load(bare)(ids), atol=1e-4)
+    assert load(bare).cfg.training_only is None  # nothing to record without the config
+
+
+@pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin"])
+def test_a_forks_save_pretrained_directory_loads_with_its_whole_config(tmp_path, weights):
+    d, model, state = _fork_files(tmp_path / "hf", weights=weights)
+    pt, _, _ = _fork_files(tmp_path / "pt")
+    loaded = load(d)
+    assert loaded.source["format"] == "huggingface neobert directory"
+    ids = token_ids(model, n=12)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids), load(pt)(ids), atol=0, rtol=0)
+        reference = reference_logits(state, fork_reference_config(authors_config()), ids)
+        torch.testing.assert_close(loaded(ids), reference, atol=1e-5, rtol=1e-5)
+    assert loaded.cfg.training_only == FORK_TRAINING and loaded.cfg.inert_config == FORK_INERT
+
+
+def test_the_fixture_is_the_whole_fork_config():
+    """Every field section 3 of upstream-formats.md lists (the fork's NeoBERTConfig attributes), plus the bookkeeping."""
+    assert len(FORK_FIELDS) == 34
+    for variant in ("disentangled", "ap", "rp", "rope"):
+        assert set(FORK_FIELDS) <= set(authors_config(variant))
+    assert authors_config()["base_scale"] == pytest.approx(0.0322749, abs=1e-7)
+
+
+@pytest.mark.parametrize("variant, edit, message", [
+    ("disentangled", dict(dim_head=9), r"config field dim_head=9 contradicts the fields it is derived from: the development code "
+                                       r"computes it as \(hidden_size 24 \+ pos_size 8\) // num_attention_heads 4 = 8"),
+    ("ap", dict(dim_head=8), r"dim_head=8 contradicts .* as hidden_size 24 // num_attention_heads 4 = 6"),
+    ("disentangled", dict(kwargs={"kwargs": {"dim_head": 6}}), r"config field kwargs\.kwargs\.dim_head=6 contradicts"),
+    ("disentangled", dict(ngpt=True), r"config field ngpt=True is not False \(ngpt=True builds nGPT's normalised blocks"),
+    ("ap", dict(ngpt=True), r"config field ngpt=True is not False"),
+    ("disentangled", dict(shared_pos_keys=True), r"shared_pos_keys=True is not False \(shared AP keys raise NotImplementedError"),
+    ("disentangled", dict(kwargs={"pos_sem_mixed_feed_forward": True}),
+     r"config field kwargs\.pos_sem_mixed_feed_forward \(= True\) is an extra keyword argument the encoder \(neobert\) family "
+     r"does not know"),
+    ("disentangled", dict(kwargs=[]), r"config field kwargs=\[\] is not an object"),
+    ("disentangled", dict(dropout_prob=1.5), r"config field dropout_prob=1\.5 is not a probability in \[0, 1\]"),
+    ("disentangled", dict(kwargs={"dropout_prob": "x"}), r"config field kwargs\.dropout_prob='x' is not a probability"),
+    ("disentangled", dict(positional_embed_init="sinusoidal"),
+     r"positional_embed_init='sinusoidal' is not 'random' or '2dim_cosine' or 'fixed'"),
+    ("disentangled", dict(random_offset="yes"), r"random_offset='yes' is not true or false"),
+    ("disentangled", dict(embedding_init_range=-1), r"embedding_init_range=-1 is not a finite number >= 0"),
+    ("disentangled", dict(base_scale="big"), r"base_scale='big' is not a finite number"),
+    ("disentangled", dict(flash_attention=1), r"flash_attention=1 is not true or false"),
+    ("disentangled", dict(hidden_act="PosBERTSwiGLU"), r"hidden_act='PosBERTSwiGLU': PosBERTSwiGLU masks its output projection"),
+    ("disentangled", dict(mixed_feed_forward=False), r"mixed_feed_forward=False: separate AP and semantic FFNs"),
+    ("disentangled", dict(rms_norm=False), r"rms_norm=False: LayerNorm instead of RMSNorm"),
+    ("disentangled", dict(attention_activation="softpick"), r"attention_activation='softpick': softpick is not implemented"),
+    ("disentangled", dict(mix_attentions="hadamard"), r"mix_attentions='hadamard': hadamard mixing raises NotImplementedError"),
+    ("disentangled", dict(AP_embeddings=False), r"AP_embeddings=False: posneobert without AP embeddings"),
+    ("disentangled", dict(pad_token_id=1), r"pad_token_id=1: the development code gives real tokens the AP rows pad_token_id \+ 1"),
+    ("disentangled", dict(rope=True), r"sets posneobert and rope \(rotary on the AP queries\)"),
+    ("disentangled", dict(posneobert="yes"), r"config field posneobert='yes' is not true or false"),
+    ("disentangled", dict(hidden_size=24.0), r"config field hidden_size=24\.0 is not a whole number"),
+    ("disentangled", dict(pos_rope_theta=5.0), r"config field 'pos_rope_theta' \(= 5\.0\) is not one the encoder \(neobert\) family "
+                                               r"understands and may change the forward pass"),
+])
+def test_the_forks_config_fields_are_checked_and_named(tmp_path, variant, edit, message):
+    path, _, _ = _fork_files(tmp_path / "ckpt", variant, config=authors_config(variant, **edit))
+    with pytest.raises(CheckpointError, match=message):
+        load(path)
+
+
+def test_a_derived_dim_head_is_checked_against_the_weights(tmp_path):
+    """The config is self-consistent (dim_head 8), the file's AP queries and keys are 4 wide per head."""
+    model = tiny_encoder("disentangled", d_qk=4, intermediate_size=88, norm_eps=1e-5, rp_per_layer=True)
+    path, _, _ = _fork_files(tmp_path / "ckpt", model=model)
+    with pytest.raises(CheckpointError, match=r"(?s)key 'model\.transformer_encoder\.0\.qkv_pos\.weight': expected shape \[72, 8\] "
+                                              r"\(from .*config\.json: variant=disentangled.*d_qk=8.*found \[40, 8\]"):
+        load(path)
+
+
+def test_inert_and_training_values_the_fork_accepts_load_and_are_kept(tmp_path):
+    resaved = {"dim_head": 8, "kwargs": {}, "architectures": ["NeoBERTLMHead"], "transformers_version": "4.39.0",
+               "torch_dtype": "float32", "model_type": "neobert"}  # what from_pretrained + save_pretrained leave in kwargs
+    edit = dict(flash_attention=True, base_scale=0.05, kwargs=resaved, dropout_prob=0.0, positional_embed_init="2dim_cosine",
+                random_offset=False)
+    path, model, _ = _fork_files(tmp_path / "ckpt", config=authors_config(**edit))
+    loaded = load(path)
+    _same(loaded, model)
+    assert loaded.cfg.inert_config == {**FORK_INERT, "flash_attention": True, "base_scale": 0.05, "kwargs": resaved}
+    assert loaded.cfg.training_only == {**FORK_TRAINING, "dropout_prob": 0.0, "positional_embed_init": "2dim_cosine",
+                                        "random_offset": False}
+
+
+def test_fields_the_development_code_never_reads_for_a_baseline_are_accepted(tmp_path):
+    """A baseline's pos_size, untie_cls, mixed_feed_forward and use_only_sem_for_decoding do nothing in the fork."""
+    edit = dict(pos_size=40, dim_head=6, untie_cls=True, mixed_feed_forward=False, use_only_sem_for_decoding=True)
+    path, model, _ = _fork_files(tmp_path / "ckpt", "ap", config=authors_config("ap", **edit))
+    loaded = load(path)
+    _same(loaded, model)
+    assert loaded.cfg.variant == "ap" and not loaded.cfg.untie_cls and loaded.cfg.pos_size == 0
+
+
+def test_a_fixed_ap_table_saved_as_the_pos_embs_buffer_loads(tmp_path):
+    model = authors_model()
+    with torch.no_grad():
+        model.positional_embedding.weight.fill_(1 / 48 ** 0.5)  # the fork's "fixed" table: 1/sqrt(max_length) everywhere
+    rename = lambda s: s.__setitem__("model.pos_embs", s.pop("model.positional_embedding.weight"))  # noqa: E731
+    path, _, _ = _fork_files(tmp_path / "ckpt", config=authors_config(positional_embed_init="fixed"), model=model, state_edit=rename)
+    loaded = load(path)
+    _same(loaded, model)
+    assert loaded.cfg.training_only["positional_embed_init"] == "fixed"
+
+
+def test_save_pretrained_writes_back_every_field_it_read(tmp_path):
+    edit = dict(base_scale=0.05, flash_attention=True, random_offset=False, pos_dropout_prob=0.25)
+    path, model, _ = _fork_files(tmp_path / "ckpt", config=authors_config(**edit))
+    loaded = load(path)
+    save_pretrained(loaded, tmp_path / "again")
+    written = json.loads((tmp_path / "again" / "config.json").read_text())
+    authors = authors_config(**edit)
+    assert set(FORK_FIELDS) <= set(written)
+    kept = [*FORK_TRAINING, *FORK_INERT, "dim_head", "hidden_size", "pos_size", "num_hidden_layers", "num_attention_heads",
+            "posneobert", "rope", "relative_pos_bias", "untie_cls", "use_only_sem_for_decoding", "AP_embeddings", "max_length",
+            "vocab_size", "pad_token_id", "norm_eps"]
+    assert {k: written[k] for k in kept} == {k: authors[k] for k in kept}
+    again = load(tmp_path / "again")
+    _same(again, model)
+    assert again.cfg.to_dict() == loaded.cfg.to_dict()
+    (tmp_path / "again" / "config.json").write_text(json.dumps({k: v for k, v in written.items() if k != "poslens"}))
+    alone = load(tmp_path / "again")  # the fork's fields alone describe the same model
+    _same(alone, model)
+    assert alone.cfg.training_only == loaded.cfg.training_only and alone.cfg.inert_config == loaded.cfg.inert_config
+
+
+def test_the_rp_baseline_gets_no_bucketed_bias_on_cls_and_sep_rows_and_columns(tmp_path):
+    """The fork's RelativePositionBucketedBias zeroes rows / columns 0 and n-1 with or without thetas."""
+    path, model, _ = _fork_files(tmp_path / "ckpt", "rp")
+    loaded = load(path)
+    assert loaded.cfg.rp_skip_special and not loaded.cfg.untie_cls
+    ids = token_ids(model, batch=1, n=9)
+    seen = {}
+    with torch.no_grad(), loaded.hooks(fwd_hooks=[("blocks.0.attn.hook_logits_rp", lambda t, hook: seen.setdefault("rp", t))]):
+        loaded(ids)
+    rp = seen["rp"][0]
+    assert rp[:, [0, -1], :].abs().max() == 0 and rp[:, :, [0, -1]].abs().max() == 0
+    assert rp[:, 1:-1, 1:-1].abs().min() > 0  # the random bucket values elsewhere
+    everywhere = tiny_encoder("rp", intermediate_size=64, norm_eps=1e-5, rp_per_layer=True, untie_cls=False)
+    everywhere.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert not torch.allclose(everywhere(ids), loaded(ids), atol=1e-3)  # the flag matters

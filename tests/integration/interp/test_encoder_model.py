@@ -325,6 +325,8 @@ def test_tied_and_headless_models():
     (dict(pos_size=8, mlm_input="full", tie_word_embeddings=True), "tie_word_embeddings needs"),
     (dict(pos_size=8, pos_size_extra=1), "unexpected keyword"),
     (dict(pos_size=8, tokenizer="gpt2"), r"tokenizer='gpt2' is not one of"),
+    (dict(variant="ap", rp_skip_special=True), r"rp_skip_special=True needs the bucketed bias"),
+    (dict(variant="rp", rp_at_special=True, rp_skip_special=True), r"contradicts rp_at_special=True"),
 ])
 def test_config_validation(overrides, message):
     with pytest.raises((ValueError, TypeError), match=message):

@@ -5,7 +5,7 @@ import torch
 
 from interp.loading import CheckpointError, load, save
 from interp.families.increments.checkpoints import export
-from tests.helpers import tiny_model
+from tests.helpers import reference_logits, tiny_model
 
 
 def _write_step(path, model, *, prefix="", config_edit=None, state_edit=None, step=123):
@@ -45,6 +45,27 @@ def test_upstream_step_pt_loads_to_the_same_model(tmp_path, variant, prefix):
     torch.testing.assert_close(loaded(ids), model(ids))
     assert loaded.source["format"] == "upstream step_N.pt"
     assert len(loaded.source["sha256"]) == 64
+
+
+# SelectivePEModelConfig.model_dump() of the tiny per-layer model: every field upstream's step_N.pt carries, the computed
+# head_dim and effective_delta_hidden_dim included; dropout and init_std act only in training.
+AUTHORS_MODEL_CONFIG = {
+    "dim": 32, "n_heads": 4, "n_layers": 2, "intermediate_dim": 64, "vocab_size": 257, "max_seq_len": 64, "rope_theta": 10000.0,
+    "norm_eps": 1e-05, "dropout": 0.1, "pos_encoding": "selective_rope", "norm_type": "rmsnorm", "activation": "swiglu",
+    "init_std": 0.02, "delta_hidden_dim": None, "per_layer_delta": True, "per_head_delta": False, "decay": "none",
+    "head_dim": 8, "effective_delta_hidden_dim": 8}
+
+
+def test_the_authors_whole_model_config_loads(tmp_path):
+    model = tiny_model("per-layer")
+    _, state = export(model)
+    torch.save({"step": 50000, "model_state_dict": state, "model_config": dict(AUTHORS_MODEL_CONFIG)}, tmp_path / "step_50000.pt")
+    loaded = load(tmp_path / "step_50000.pt")
+    ids = torch.randint(0, 257, (2, 15), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids), model(ids))
+        torch.testing.assert_close(loaded(ids), reference_logits(state, AUTHORS_MODEL_CONFIG, ids), atol=1e-4, rtol=1e-4)
+    assert loaded.cfg.to_dict() == AUTHORS_MODEL_CONFIG  # and poslens writes it back whole
 
 
 def test_poslens_directory_round_trip_and_no_silent_overwrite(tmp_path):

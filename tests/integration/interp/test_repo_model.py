@@ -6,7 +6,7 @@ import torch
 from interp.base import Capability
 from interp.loading import CheckpointError, load
 from interp.families.repo.checkpoints import export, hf_config, save_pretrained
-from tests.repo_helpers import reference_logits, tiny_repo
+from tests.repo_helpers import AUTHORS_PE_CONFIG, authors_olmo2_config, reference_logits, tiny_repo
 
 
 @pytest.mark.parametrize("mode", ["rope", "nope", "repo"])
@@ -222,12 +222,6 @@ def test_cached_and_uncached_generation_agree():
     assert model.generate_batch(prompts, 6, (5,)) == cached
 
 
-AUTHORS_PE_CONFIG = {  # PEConfig as the authors' code serialises it: every field, two misspelled twins included
-    "dynamic_pe_mode": "swigluex_multihead", "dynamic_pe_start_layer": 1, "dynmaic_pe_start_layer": 1,
-    "dynamic_pe_layer_ids": "", "dynmaic_pe_layer_ids": "", "dynamic_pe_init_pdrop": 0.8,
-    "dynamic_pe_dropout_anneal_step": 2000, "model_type": ""}
-
-
 def test_authors_whole_pe_config_loads_and_is_recorded(tmp_path):
     from poslens.provenance import model_record
 
@@ -243,6 +237,26 @@ def test_authors_whole_pe_config_loads_and_is_recorded(tmp_path):
     assert record == {"dynamic_pe_init_pdrop": 0.8, "dynamic_pe_dropout_anneal_step": 2000, "model_type": ""}
     save_pretrained(loaded, tmp_path / "again")  # and they survive a round trip
     assert json.loads((tmp_path / "again" / "config.json").read_text())["pe_config"] == AUTHORS_PE_CONFIG
+
+
+def test_the_authors_whole_config_json_loads(tmp_path):
+    """Every field the authors' conversion writes, outer Olmo2Config and nested PEConfig, beside their weights."""
+    from poslens.provenance import model_record
+
+    model = tiny_repo("repo")
+    save_pretrained(model, tmp_path / "m")
+    authors = authors_olmo2_config(model)
+    assert len(authors) == 23 and len(authors["pe_config"]) == 8
+    (tmp_path / "m" / "config.json").write_text(json.dumps(authors))
+    loaded = load(tmp_path / "m")
+    ids = torch.randint(0, 257, (2, 13), generator=torch.Generator().manual_seed(3))
+    _, state = export(model)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids), model(ids))
+        torch.testing.assert_close(loaded(ids), reference_logits(state, authors, ids), atol=2e-4, rtol=2e-4)
+    assert loaded.position_modes() == ["rope", "repo", "repo"]
+    assert model_record(loaded)["training_only_config"] == {"dynamic_pe_init_pdrop": 0.8, "dynamic_pe_dropout_anneal_step": 2000,
+                                                           "model_type": ""}
 
 
 @pytest.mark.parametrize("field, value, message", [
