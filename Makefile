@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/poslens reproduce --out $(OUT) --force
 
-test: $(STAMP)  # every tier
+test: $(STAMP)  # the linter (pyproject's [tool.ruff]), then every tier
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 test-unit: $(STAMP)  # statistics, spectra, buckets, rope, tokenizers, corpora: no model

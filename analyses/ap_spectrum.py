@@ -10,12 +10,15 @@ component's scores so the figure can plot them.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
 from analyses.registry import Help, Range, analysis
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _oriented(scores: np.ndarray) -> np.ndarray:

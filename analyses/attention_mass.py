@@ -22,7 +22,7 @@ every prompt plus its answer budget must fit the model (refused otherwise).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
@@ -30,7 +30,10 @@ from analyses.registry import Choices, Cli, Fits, Help, NotWith, Range, analysis
 from corpora.answers import answer_budget, answered_prefix, stop_ids
 from corpora.niah import OTHER, PARTS, prompts_for
 from interp.capabilities import Capability
-from interp.progress import progress
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
 
 PART_NAMES = PARTS + ("other",)
 MODES = ("greedy", "teacher")

@@ -20,11 +20,14 @@ within their trained length changes nothing the window does.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def conditions(sinks) -> list[tuple[str, int | None]]:

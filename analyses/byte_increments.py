@@ -7,8 +7,13 @@ increments are averaged over heads.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from analyses.registry import analysis
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CATEGORIES: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     ("English lowercase", "a-z", tuple(range(97, 123))),

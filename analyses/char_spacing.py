@@ -9,7 +9,7 @@ A character sits at its cumulative increment, so the gap before it is its own in
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from analyses.registry import Choices, Cli, Help, Inline, analysis
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 from interp.tokenizers import check_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_TEXTS = {
     "english": "Marie Curie, a Polish-born physicist, won two Nobel Prizes.",

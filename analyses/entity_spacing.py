@@ -13,7 +13,7 @@ control: with no such expectation there should be no real-vs-reversed difference
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from analyses.increment_hooks import byte_model, increment_labels, increments
 from analyses.registry import Cli, Help, analysis
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CARRIERS = ("{a} {b}", "the {a} {b}", "I visited {a} {b}", "near {a} {b}", "they went to {a} {b}")
 

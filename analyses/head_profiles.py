@@ -42,11 +42,14 @@ weight", so each head has at most one dominant behaviour.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import torch
 
 THRESHOLD = 0.5
 CONTEXT_METRICS = ("previous_token_mass", "first_token_mass", "local_mass", "position_range")

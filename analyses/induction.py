@@ -15,11 +15,14 @@ predictable only by copying. Each sequence adds its ``[layer, head]`` sums (``in
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Fits, Help, Range, analysis, no_grad
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @no_grad

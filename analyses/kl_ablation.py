@@ -22,12 +22,15 @@ one document in the averages (``n_docs`` is then the number of windows).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from interp.capabilities import Capability
-from interp.progress import progress
 from analyses.nan_policy import may_be_nan
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
 
 COMPONENTS = ("ap", "sem", "rp")
 GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")
@@ -140,7 +143,6 @@ def kl_ablation(model, *,
     it implies (AP-oriented, semantic-oriented, RP-supported).
 
     Per head: mean KL for removing each component, influences, and the taxonomy group."""
-    import pandas as pd
     import torch
 
     from corpora.contexts import user_windows

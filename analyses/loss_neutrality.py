@@ -19,7 +19,7 @@ import json
 import math
 from pathlib import Path
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_w
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 from interp.tokenizers import ByteTokenizer, TokenizerError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def training_record(model) -> dict:

@@ -8,6 +8,11 @@ the column and the rows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 def may_be_nan(**meanings: str):
     """Declare the columns of an analysis' table in which NaN is a legitimate value, and what it means."""

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import math
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, Range, analysis
 from corpora.answers import equal_length_batches, retrieved
 from corpora.niah import prompts_for
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BATCH = 8  # prompts generated together; rows leave the batch as they finish
 

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Adapts, Cli, Fits, Help, NotWith, Range, analysis
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def headline(df) -> str:

@@ -23,12 +23,15 @@ figure draws the first.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
 from analyses.registry import Below, Choices, Cli, Fits, Help, NotWith, Range, analysis
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SOURCE = Annotated[str, Help("niah prompts or wiki windows"), Choices(("niah", "wiki")), NotWith()]
 

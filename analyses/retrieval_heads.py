@@ -21,11 +21,14 @@ Rows: ``part`` = ``heads`` (layer, head, scores, rank) or ``masking`` (condition
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Fits, Help, Range, analysis
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def random_same_layers(top: list[tuple[int, int]], n_layers: int, n_heads: int, rng) -> list[tuple[int, int]]:

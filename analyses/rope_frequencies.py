@@ -29,11 +29,14 @@ and prompt adds its float64 sums (``interp.parallel.fold_items``).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CONDITIONS = ("none", "zero-highest", "zero-lowest", "unrotate-lowest", "unrotate-highest")
 POSITIONAL = 0.5  # previous-token mass that makes a head positional (head-profiles' group rule)

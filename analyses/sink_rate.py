@@ -19,10 +19,13 @@ weights has none (attention is near uniform, ``first_token_mass`` about 1 / posi
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Adapts, Cli, Fits, Help, NotWith, Range, analysis
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 INPUTS = ("text", "random")
 

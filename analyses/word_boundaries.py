@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_w
 from analyses.stats import bootstrap_auc, roc_auc
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CJK_FIRST, CJK_LAST = 0x4E00, 0x9FFF
 REFERENCES = ("jieba", "gold")

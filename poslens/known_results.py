@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 

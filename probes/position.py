@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import torch
 
 from corpora.documents import Window
 from interp import extract, parallel

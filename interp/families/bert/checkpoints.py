@@ -10,7 +10,6 @@ cross-attention) load.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import torch
 

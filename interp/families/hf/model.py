@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp.attention import causal_mask, current_query_rows
-from interp.base import Capability, InputError, PosLensModel, require
+from interp.base import PosLensModel
 from interp.hooks import AttentionHooks, BlockHooks, Hook
 
 ATTENTION_NAME = "poslens"
@@ -235,10 +235,10 @@ class HFModel(PosLensModel):
         self.tokenizer = tokenizer
         layers = structure["layers"]
         self.n_layers = len(layers)
-        self.n_heads = int(getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head"))
-        self.d_model = int(getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd"))
+        self.n_heads = int(getattr(cfg, "num_attention_heads", None) or cfg.n_head)
+        self.d_model = int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
         self.d_vocab = int(cfg.vocab_size)
-        self.max_seq_len = int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions"))
+        self.max_seq_len = int(getattr(cfg, "max_position_embeddings", None) or cfg.n_positions)
         self.head = structure["head"]
         self.rotary = structure["rotary"]
         window = getattr(cfg, "sliding_window", None)

@@ -1,7 +1,6 @@
 """Every registered analysis, through its declaration: a small real run on bundled models, then its figure,
 headline and summary table checked against the table's own numbers; capabilities enforced in one place."""
 
-import math
 import re
 
 import numpy as np

@@ -53,12 +53,15 @@ def test_old_load_keyword_still_works_with_a_warning(monkeypatch):
         assert threads.choose(cores=2, load=1.1, ranks_here=1)["threads"] == 1
 
 
-def _fake_proc(root, states: dict[int, list[str]], parents: dict[int, int] = {}, kernel: set[int] = frozenset()):
+def _fake_proc(root, states: dict[int, list[str]], parents: dict[int, int] | None = None, kernel: set[int] = frozenset()):
     """A /proc with one directory per pid and a stat file per thread in the given states."""
+    parents = parents or {}
     for pid, tids in states.items():
         flags = 0x00200040 if pid in kernel else 4194560 & ~0x00200000
-        # a command name with spaces and a ')' inside, as /proc allows
-        line = lambda state: f"{pid} (evil) name) {state} {parents.get(pid, 1)} {pid} {pid} 0 -1 {flags} 100 0 0 0 5 3 0\n"
+
+        def line(state):  # a command name with spaces and a ')' inside, as /proc allows
+            return f"{pid} (evil) name) {state} {parents.get(pid, 1)} {pid} {pid} 0 -1 {flags} 100 0 0 0 5 3 0\n"
+
         (root / str(pid)).mkdir(parents=True)
         (root / str(pid) / "stat").write_text(line(tids[0]))
         for i, state in enumerate(tids):

@@ -14,9 +14,11 @@ def test_hand_set_weights_make_delta_large_exactly_at_spaces():
         emb.zero_()
         emb[32, 0] = 1.0  # only the space has a non-zero first coordinate
         mlp = model.delta_mlp
-        mlp.fc1.weight.zero_(); mlp.fc1.bias.zero_()
+        mlp.fc1.weight.zero_()
+        mlp.fc1.bias.zero_()
         mlp.fc1.weight[0, 0] = 10.0
-        mlp.fc2.weight.zero_(); mlp.fc2.weight[0, 0] = 0.5
+        mlp.fc2.weight.zero_()
+        mlp.fc2.weight[0, 0] = 0.5
         mlp.fc2.bias.fill_(0.5413)
     df = byte_increments(model).set_index("category")
     high = math.log1p(math.exp(0.5413 + 0.5 * 10.0))  # softplus(bias + 0.5 * gelu(10))

@@ -1,5 +1,4 @@
 import numpy as np
-import pytest
 import torch
 from scipy.special import softmax
 from scipy.stats import entropy

@@ -4,14 +4,6 @@ same numbers, or transformers' own forward where one exists."""
 import pytest
 import torch
 
-pytestmark = pytest.mark.usefixtures("no_grad")
-
-
-@pytest.fixture
-def no_grad():
-    with torch.no_grad():
-        yield
-
 from interp import interventions
 from interp.interventions import (KeyWindow, MaskHeads, RemoveAPBands, RemoveRotaryBands, ShiftPositions, ShufflePositions,
                                   StretchPositions, UnrotateRotaryBands)
@@ -20,6 +12,14 @@ from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
 from tests.hf_helpers import write_tiny_hf
 from tests.repo_helpers import tiny_repo
+
+pytestmark = pytest.mark.usefixtures("no_grad")
+
+
+@pytest.fixture
+def no_grad():
+    with torch.no_grad():
+        yield
 
 
 def _out_proj(model, layer):

@@ -1,7 +1,6 @@
 """Load sources: hub ids from a hub cache the test writes itself, the registry as data, save / load round trips
 of every family, and loads that never share mutable state."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
