@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from interp.capabilities import Capability, require
+from interp.deprecation import PoslensDeprecationWarning
 
 
 class OptionError(ValueError):
@@ -267,12 +268,12 @@ class Analysis:
         kwargs = dict(kwargs)
         for old, new in self.renamed.items():
             if old in kwargs:
-                warnings.warn(f"{self.name}: '{old}=' is now '{new}='", DeprecationWarning, stacklevel=4)
+                warnings.warn(f"{self.name}: '{old}=' is now '{new}='", PoslensDeprecationWarning, stacklevel=4)
                 kwargs[new] = kwargs.pop(old)
         if any(opt.name == "documents" for opt in self.options):
             for old in INPUT_KEYWORDS:
                 if old in kwargs:
-                    warnings.warn(f"{self.name}: '{old}=' is now 'documents='", DeprecationWarning, stacklevel=4)
+                    warnings.warn(f"{self.name}: '{old}=' is now 'documents='", PoslensDeprecationWarning, stacklevel=4)
                     value = kwargs.pop(old)
                     if value is not None and kwargs.get("documents") is not None:
                         raise OptionError(f"{self.name}: {old}= and documents= both give the input: use documents=")

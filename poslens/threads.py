@@ -21,6 +21,8 @@ import time
 import warnings
 from pathlib import Path
 
+from interp.deprecation import PoslensDeprecationWarning
+
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 PROC = Path("/proc")
 CHOSEN: dict = {}  # what the last ``apply`` set and why, for provenance
@@ -105,7 +107,7 @@ def choose(requested: int | None = None, *, cores: int | None = None, busy: floa
         return {"threads": int(requested), "reason": "--threads"}
     if load is not None:
         warnings.warn("threads.choose(load=...) is deprecated (removal 2027-05-24): pass busy=, the cores other "
-                      "processes keep busy now", DeprecationWarning, stacklevel=2)
+                      "processes keep busy now", PoslensDeprecationWarning, stacklevel=2)
         busy = load if busy is None else busy
     omp = os.environ.get("OMP_NUM_THREADS", "").strip()
     if omp.isdigit() and int(omp) >= 1:

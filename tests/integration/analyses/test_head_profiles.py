@@ -43,7 +43,7 @@ def test_planted_heads_are_classified_as_planted():
     needle = list(np.flatnonzero(s.parts == PARTS.index("needle")))
     handle = _plant(model, 1, list(s.token_ids) + list(s.answer_ids), needle)
     try:
-        df = head_profiles(model, n_docs=2, length=128, max_rows=64, samples=[s])
+        df = head_profiles(model, n_docs=2, length=128, max_rows=64, documents=[s])
     finally:
         handle.remove()
         model.reset_hooks()
@@ -107,7 +107,7 @@ def test_needle_mass_equals_attention_mass_teacher_share_and_bad_options_are_nam
 
     model = tiny_repo("repo")
     samples = niah_samples(model.tokenizer, 2, 260, seed=5, preamble=False)
-    hp = head_profiles(model, n_docs=1, length=64, max_rows=8, samples=samples).set_index(["layer", "head"])
+    hp = head_profiles(model, n_docs=1, length=64, max_rows=8, documents=samples).set_index(["layer", "head"])
     am = attention_mass(model, documents=samples, modes=("teacher",))
     am = am[(am.part == "needle") & (am.layer.astype(str) != "all")].astype({"layer": int, "head": int}).set_index(["layer", "head"])
     np.testing.assert_allclose(hp["needle_mass"], am.loc[hp.index, "total_share"], rtol=1e-5)

@@ -36,7 +36,7 @@ def test_position_ranges_on_user_files_give_rope_ranges_per_window(files):
     model = tiny_repo("nope")  # layer 0 integer RoPE, later layers NoPE (position 0)
     for path in files:
         docs = read_documents(path)
-        df = position_ranges(model, documents=docs, context_tokens=128)
+        df = position_ranges(model, documents=docs, length=128)
         windows = token_windows(model.tokenizer, docs, 128)
         assert df["context"].nunique() == len(windows) > len(docs)  # long documents were split, not cut
         assert df.groupby("document")["n_tokens"].sum().div(model.n_heads * model.n_layers).to_dict() == {
@@ -47,7 +47,7 @@ def test_position_ranges_on_user_files_give_rope_ranges_per_window(files):
 
 def test_position_patterns_on_user_jsonl_are_the_token_index_for_rope(files):
     model = tiny_repo("rope")
-    df = position_patterns(model, documents=read_documents(files[1]), context_tokens=128, layers=[1], heads=[2])
+    df = position_patterns(model, documents=read_documents(files[1]), length=128, layers=[1], heads=[2])
     assert set(df["document"]) == {"d0", "d1", "d2"}
     for _, g in df.groupby(["document", "window"]):
         np.testing.assert_allclose(g["position"], np.arange(len(g)), atol=1e-4)
@@ -60,7 +60,7 @@ def test_kl_ablation_on_user_text_equals_the_same_tokens_passed_directly(files):
     model = tiny_encoder("disentangled", vocab_size=30522, max_length=48)
     model.tokenizer = WordPieceTokenizer()
     docs = read_documents(files[0])
-    got = kl_ablation(model, documents=docs, max_tokens=48)
+    got = kl_ablation(model, documents=docs, length=48)
     windows = token_windows(model.tokenizer, docs, 48)
     assert len(windows) > 1 and got["n_docs"].iloc[0] == len(windows)
     direct = kl_ablation(model, documents=[w.ids for w in windows])
@@ -119,7 +119,7 @@ def test_loss_on_a_user_file_equals_the_hand_computed_loss(tmp_path):
     ids = torch.tensor([model.tokenizer.encode(path.read_text(encoding="utf-8"), doc_start=True)])
     with torch.no_grad():
         hand = F.cross_entropy(model(ids[:, :-1])[0].float(), ids[0, 1:]).item()
-    df = loss_neutrality(model, documents=read_documents(path), context=48, n_boot=50)
+    df = loss_neutrality(model, documents=read_documents(path), length=48, n_boot=50)
     assert df["loss"].iloc[0] == pytest.approx(hand, rel=1e-6) and df["n_bytes"].iloc[0] == ids.shape[1] - 1
     long = tmp_path / "long.txt"
     long.write_text(TEXT[:150], encoding="utf-8")  # 151 ids: windows of 17 ids starting every 16
@@ -129,7 +129,7 @@ def test_loss_on_a_user_file_equals_the_hand_computed_loss(tmp_path):
         for start in range(0, len(ids) - 1, 16):
             w = torch.tensor([ids[start : start + 17]])
             total += F.cross_entropy(model(w[:, :-1])[0], w[0, 1:], reduction="sum").item()
-    df = loss_neutrality(model, documents=read_documents(long), context=16, n_boot=50)
+    df = loss_neutrality(model, documents=read_documents(long), length=16, n_boot=50)
     assert df["n_windows"].iloc[0] == 10 and df["n_bytes"].iloc[0] == 150
     assert df["loss"].iloc[0] == pytest.approx(total / 150, rel=1e-6)
 
@@ -150,7 +150,7 @@ def test_niah_haystack_from_user_documents():
     mine = ["Zebras graze quietly near the purple lake. Owls watch from the birch trees."]
     s = niah_samples(model.tokenizer, 1, 300, seed=0, haystack=mine, preamble=False)[0]
     assert "Zebras graze quietly" in s.text and "Owls watch" in s.text
-    df = niah_accuracy(model, documents=mine, lengths=(300,), n_samples=2)
+    df = niah_accuracy(model, documents=mine, lengths=(300,), n_docs=2)
     assert df["haystack"].iloc[0] == "input" and df["n_samples"].iloc[0] == 2
     df = niah_accuracy(model, documents=[s])
     assert df["context_tokens"].iloc[0] == len(s.token_ids)

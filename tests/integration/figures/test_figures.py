@@ -72,7 +72,7 @@ def test_static_export_where_a_chrome_is_found(tmp_path):
 
 
 def test_loss_figure_plots_the_table_numbers(models):
-    df = pd.concat([loss_neutrality(m, n_windows=2, context=32, n_boot=10) for m in models])
+    df = pd.concat([loss_neutrality(m, n_docs=2, length=32, n_boot=10) for m in models])
     fig = f_loss.figure(df)
     for model, g in df.groupby("model"):
         trace = next(t for t in fig.data if t.name == model)

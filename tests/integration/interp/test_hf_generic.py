@@ -74,7 +74,7 @@ def test_a_base_bert_gets_no_head_and_no_lm_capability(checkpoints):
 def test_position_ranges_on_rotary_models_is_n_minus_one(kind, checkpoints):
     model = _load(kind, checkpoints[kind])
     model.tokenizer = ByteTokenizer()
-    df = position_ranges(model, n_contexts=2, context_tokens=200, source="wiki")
+    df = position_ranges(model, n_docs=2, length=200, source="wiki")
     assert len(df) == 2 * 2 * 4 and (df["d"] == df["n_tokens"] - 1).all() and (df["z_min"] == 0).all()
 
 
