@@ -14,6 +14,7 @@ longrope, dynamic, ...) are refused by name.
 
 from __future__ import annotations
 
+from interp import deprecated
 from interp.loading.errors import CheckpointError
 from interp.rope import SCALING_TYPES
 
@@ -74,3 +75,9 @@ def rope_settings(raw: dict, where: str, default_theta: float | None = None) -> 
     if missing or extra:
         raise CheckpointError(f"{where}: {name} rope_type {kind!r} " + (f"lacks {missing}" if missing else f"has fields {extra} poslens does not apply"))
     return float(theta), {"rope_type": kind, **{k: scaling[k] for k in SCALING_TYPES[kind]}}
+
+
+__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
+    "ROPE_FIELDS": deprecated.Removed("nothing read it; rope_settings(raw, where) reads rope_theta, rope_scaling and "
+                                      "rope_parameters from a config"),
+})
