@@ -11,7 +11,7 @@ where the new spelling takes other arguments, the same behaviour:
   shard keywords, ...), warning through ``keyword``.
 
 A name that was removed with nothing to take its place is ``Removed``: asking for it raises ``RemovedError`` saying
-what to use instead. README.md's "Deprecated names" lists every entry (tests/unit/test_deprecated.py reads that table
+what to use instead. README.md's "Deprecated names" lists every entry (tests/unit/interp/test_deprecated.py reads that table
 and checks each row). Nothing here imports torch.
 """
 
