@@ -37,10 +37,11 @@ def headline(df) -> str:
         said = []
         if "token" in r2:
             said.append(f"token R2 {r2['token'].iloc[0]:.2f} (first layer) -> {r2['token'].iloc[-1]:.2f} (last)")
-        for target in ("segment", "intra"):
-            if target in r2:
-                best = r2[target].max()
-                said.append(f"{target} {best:.2f} at best" if best == best else f"{target} not given by the documents")
+        if "segment" in r2:
+            best = r2["segment"].max()
+            said.append(f"segment {best:.2f} at best" if best == best else "segment not given by the documents")
+        if "intra" in r2 and r2["intra"].isna().all():
+            said.append("intra not given by the documents")
         parts.append(f"{model} [{space}]: " + ", ".join(said))
     ctrl = df[df["control"] == "shuffled"]["r2_mean"].dropna()
     controls = f"; shuffled controls between {ctrl.min():.2f} and {ctrl.max():.2f}" if len(ctrl) else ""
