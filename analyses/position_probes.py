@@ -1,31 +1,61 @@
 """``position-probes``: ridge probes for token, segment and intra-segment position (the protocol is in
-``probes.position``: the seed's 500 documents of <= 512 tokens, 400 train / 100 test, 5 seeds)."""
+``probes.position``: the seed's 500 documents of <= 512 tokens, 400 train / 100 test, 5 seeds).
+
+Documents without a segment boundary (no ``. ! ?`` before a space or the end, no newline; ``probes.targets``) cannot
+give two of the targets: the segment index is 0 for every token, and progress inside the one segment is the token
+index itself. Before any hidden state is read, the analysis says so (a warning on the ``poslens`` logger), probes the
+targets the documents give (``targets``, whose default follows the documents and which provenance records), and writes
+the others' rows with NaN R^2 and the reason in ``r2_missing``. A target the user names that the documents cannot
+give is refused before work.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Annotated
 
-from analyses.registry import Adapts, Cli, Fits, Help, NotWith, Range, analysis
+from analyses.nan_policy import may_be_nan
+from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, OptionError, Range, analysis
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     import pandas as pd
+
+TARGETS = ("token", "segment", "intra")  # probes.targets.TARGETS, without importing numpy here
+NO_BOUNDARY = {
+    "segment": "no document has a segment boundary (. ! or ? before a space or the end, or a newline): the segment "
+               "index is 0 for every token",
+    "intra": "no document has a segment boundary: progress inside the one segment is the token index (target 'token')",
+}
+FLAT_TEST = ("the test documents of a seed do not vary in this target (each holds one segment), so R^2 is undefined "
+             "there; give more documents with segment boundaries")
+log = logging.getLogger("poslens")
 
 
 def headline(df) -> str:
     d = df[df["control"] == "none"]
     parts = []
     for (model, space), g in d.groupby(["model", "subspace"], sort=False):
-        token = g[g["target"] == "token"].set_index("layer")["r2_mean"]
-        seg = g[g["target"] == "segment"].set_index("layer")["r2_mean"]
-        parts.append(f"{model} [{space}]: token R2 {token.iloc[0]:.2f} (first layer) -> {token.iloc[-1]:.2f} (last), "
-                     f"segment {seg.max():.2f} at best")
-    ctrl = df[df["control"] == "shuffled"]["r2_mean"]
-    return "; ".join(parts) + f"; shuffled controls between {ctrl.min():.2f} and {ctrl.max():.2f}."
+        r2 = {t: gg.set_index("layer")["r2_mean"] for t, gg in g.groupby("target", sort=False)}
+        said = []
+        if "token" in r2:
+            said.append(f"token R2 {r2['token'].iloc[0]:.2f} (first layer) -> {r2['token'].iloc[-1]:.2f} (last)")
+        if "segment" in r2:
+            best = r2["segment"].max()
+            said.append(f"segment {best:.2f} at best" if best == best else "segment not given by the documents")
+        if "intra" in r2 and r2["intra"].isna().all():
+            said.append("intra not given by the documents")
+        parts.append(f"{model} [{space}]: " + ", ".join(said))
+    ctrl = df[df["control"] == "shuffled"]["r2_mean"].dropna()
+    controls = f"; shuffled controls between {ctrl.min():.2f} and {ctrl.max():.2f}" if len(ctrl) else ""
+    return "; ".join(parts) + controls + "."
 
 
 def summary(df):
-    return df.pivot_table(index=["model", "subspace", "target", "control"], columns="layer", values="r2_mean", sort=False).reset_index()
+    """R^2 by layer, one row per model, subspace, target and control in the table's order (rows without R^2 kept)."""
+    keys = ["model", "subspace", "target", "control"]
+    wide = df.set_index(keys + ["layer"])["r2_mean"].unstack("layer")
+    return wide.reindex(list(dict.fromkeys(map(tuple, df[keys].to_numpy())))).reset_index()
 
 
 def _split(options) -> tuple[int, int]:
@@ -37,7 +67,38 @@ def _split(options) -> tuple[int, int]:
     return train, max(1, min(100, total - train))
 
 
+def not_given(docs) -> dict[str, str]:
+    """``{target: why}`` for the targets these documents (``Window``s with text and spans) cannot give: segment and
+    intra when no document has a segment boundary, nothing otherwise. A document with fewer than two content tokens
+    is refused by name (no position varies inside it)."""
+    from interp.base import InputError
+    from probes.targets import position_targets
+
+    boundaries = False
+    for doc in docs:
+        try:
+            _, Y = position_targets(doc.text, doc.spans)
+        except ValueError:
+            raise InputError(f"position-probes: document {doc.document!r} has fewer than two content tokens, so no "
+                             "position varies inside it; leave it out") from None
+        boundaries = boundaries or bool(Y[:, 1].max() > 0)
+    return {} if boundaries else dict(NO_BOUNDARY)
+
+
+def _default_targets(model, options) -> tuple[str, ...]:
+    """Every target the user's documents give (all three for the built-in articles, which have sentences)."""
+    if options.get("documents") is None:
+        return TARGETS
+    from probes.position import user_probe_documents
+
+    docs = user_probe_documents(model.require_tokenizer("position-probes"), options["documents"], options["length"])
+    missing = not_given(docs)
+    return tuple(t for t in TARGETS if t not in missing)
+
+
 @analysis("position-probes", needs=[Capability.HIDDEN_STATES], headline=headline, summary=summary)
+@may_be_nan(r2_mean="the documents cannot give this target, or its test documents do not vary in it: r2_missing says why",
+            r2_std="the documents cannot give this target, or its test documents do not vary in it: r2_missing says why")
 def position_probes(model, *,
                     n_docs: Annotated[int, Help("documents"), Range(2), NotWith()] = 500,
                     n_train: Annotated[int, Help("training documents per seed (default: 400, or 80% of fewer documents)"),
@@ -47,6 +108,9 @@ def position_probes(model, *,
                     n_seeds: Annotated[int, Help("train/test splits"), Range(1)] = 5,
                     length: Annotated[int, Help("tokens per document (at most the model's context)"), Range(2), Fits(),
                                       Cli(aliases=("--max-tokens",))] = 512,
+                    targets: Annotated[tuple[str, ...], Help("positions to probe (default: every one the documents "
+                                                             "give: segment and intra need segment boundaries)"),
+                                       Choices(TARGETS), Adapts(_default_targets)] = TARGETS,
                     cv_folds: Annotated[int, Help("folds of training documents for choosing alpha"), Range(2)] = 5,
                     seed: int = 0, alphas=None, documents=None) -> pd.DataFrame:
     """Held-out R^2 of ridge probes reading the normalised token index, the segment index and the progress inside
@@ -54,7 +118,8 @@ def position_probes(model, *,
     them); shuffled targets are the control.
 
     ``documents=`` (``--input``) replace the built-in ones: each is read whole (one longer than ``length`` tokens
-    is refused), with ``n_train`` / ``n_test`` of them."""
+    is refused), with ``n_train`` / ``n_test`` of them. ``targets`` the documents cannot give (no segment boundary)
+    are refused when named, and left out by default: their rows hold NaN, and ``r2_missing`` says why."""
     from probes.position import DEFAULT_ALPHAS, fit_position_probes, probe_documents, user_probe_documents
 
     tokenizer = model.require_tokenizer("position-probes")
@@ -62,5 +127,21 @@ def position_probes(model, *,
         docs = user_probe_documents(tokenizer, documents, length)
     else:
         docs = probe_documents(tokenizer, n_docs, length, seed=seed)
-    return fit_position_probes(model, docs, n_seeds=n_seeds, n_train=n_train, n_test=n_test, cv_folds=cv_folds, seed=seed,
-                               alphas=DEFAULT_ALPHAS if alphas is None else alphas)
+    missing = not_given(docs)
+    named = [t for t in targets if t in missing]
+    if named:
+        given = ", ".join(t for t in TARGETS if t not in missing)
+        raise OptionError(f"position-probes: targets {','.join(named)}: {missing[named[0]]}; leave "
+                          f"{'it' if len(named) == 1 else 'them'} out (the default probes what the documents give: {given})")
+    if missing:
+        log.warning(f"position-probes: {model.model_name}: {NO_BOUNDARY['segment']}; probing {', '.join(targets)} only, "
+                    f"and writing {', '.join(missing)} as NaN with the reason in r2_missing")
+    df = fit_position_probes(model, docs, n_seeds=n_seeds, n_train=n_train, n_test=n_test, cv_folds=cv_folds, seed=seed,
+                             alphas=DEFAULT_ALPHAS if alphas is None else alphas)
+    df = df[df["target"].isin(targets) | df["target"].isin(missing)].reset_index(drop=True)
+    lost = df["target"].isin(missing)
+    df.loc[lost, ["r2_mean", "r2_std"]] = float("nan")
+    reason = df["target"].map(missing).fillna("")
+    reason[~lost & df["r2_mean"].isna()] = FLAT_TEST
+    df.insert(df.columns.get_loc("r2_std") + 1, "r2_missing", reason)
+    return df

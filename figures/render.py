@@ -109,8 +109,16 @@ def _known_or_advise(name: str, csv: Path) -> None:
                          f"pass --analysis NAME (known: {', '.join(known())})")
 
 
-def output_stem(csv: Path, out, template: str, width, height) -> Path:
-    """``OUT/NAME[-paper][-3.3in][x2in]``: a re-rendered figure never takes the analysis' own file names by chance."""
+def output_stem(csv: Path, out, template: str, width, height, *old, name: str | None = None) -> Path:
+    """``OUT/NAME[-paper][-3.3in][x2in]``: a re-rendered figure never takes the analysis' own file names by chance.
+    The old call, ``output_stem(csv, name, out, template, width, height)``, still works with a ``DeprecationWarning``
+    (``name`` was never read: the stem is the CSV's)."""
+    if old or name is not None:
+        from interp import deprecated
+
+        deprecated.warn("figures.render.output_stem(csv, name, ...)", "output_stem(csv, out, template, width, height)")
+        if old:
+            out, template, width, height = template, width, height, old[0]
     label = "-".join(p for p in (template if template != "default" else "",
                                  str(width).replace(" ", "") if width is not None else "") if p)
     if height is not None:

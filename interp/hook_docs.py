@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from interp import deprecated
+
 START, END = "<!-- hooks -->\n", "<!-- /hooks -->"
 
 
@@ -33,7 +35,10 @@ def tables() -> dict[type, list]:
     return {cls: sorted(rows.values(), key=lambda h: forward_rank(h.pattern)) for cls, rows in out.items()}
 
 
-def table(cls, rows, family: str) -> str:
+def table(cls, rows=None, family: str | None = None) -> str:
+    if rows is None:  # the old table(cls)
+        deprecated.warn("interp.hook_docs.table(cls)", "interp.hook_docs.table(cls, tables()[cls], cls.family)")
+        rows, family = tables()[cls], cls.family
     lines = [f"**{family}: {cls.__name__}** (`{cls.__module__}`)", "", "| hook | shape | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{h.pattern}` | `{h.shape}` | {h.meaning.replace('|', chr(92) + '|')} |" for h in rows]
     return "\n".join(lines)
@@ -55,6 +60,17 @@ def sync_readme(path) -> bool:
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
+
+
+def _model_classes() -> list:
+    return list(tables())
+
+
+__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
+    "families": deprecated.Alias("list(interp.hook_docs.tables()) (model classes; interp.families.families() gives the "
+                                 "families)", lambda: _model_classes),
+    "ORDER": deprecated.Removed("tables follow the order of interp.families.MODULES, then plug-ins as registered"),
+})
 
 
 if __name__ == "__main__":

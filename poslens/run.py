@@ -15,6 +15,7 @@ import torch
 import figures
 from analyses import get
 from analyses.nan_policy import check_table, nan_columns
+from figures.save import formats_for_static
 from poslens.outputs import active, under_lock
 from interp import parallel
 from poslens.provenance import jsonable, provenance
@@ -53,7 +54,8 @@ def resolve_models(models, device=None, tokenizer=None) -> list:
 
 @under_lock
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
-                 formats=None, per_model: dict | None = None, device=None, tokenizer=None, cli: bool = False) -> Result:
+                 formats=None, per_model: dict | None = None, device=None, tokenizer=None, cli: bool = False,
+                 static: bool | None = None) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
@@ -61,12 +63,14 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     options are checked (``Analysis.bind``) before the first one runs; provenance records the values used, and
     user documents by their input file's path, size and sha256 (or a hash of texts given in Python).
     ``tokenizer`` (a directory or model holding one) is given to models loaded without one. ``cli`` names
-    options by their flags in errors.
+    options by their flags in errors. ``static=`` is the deprecated spelling of ``formats``
+    (``figures.save.formats_for_static``: ``static=False`` is ``formats=["html"]``).
 
     The whole call holds the lock ``out_dir/.NAME.lock`` (a concurrent run into the same folder is refused);
     every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.
     """
     analysis = get(name)
+    formats = formats_for_static(static, formats, "poslens.run.run_analysis", stacklevel=4)  # under_lock's wrapper
     figures.resolve_formats(formats)
     out_dir = Path(out_dir)
     clash = existing_outputs(out_dir, name)

@@ -16,11 +16,14 @@ are defined over a whole document, and a window would silently redefine them.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import numpy as np
 import pandas as pd
 
 from corpora.documents import Window
-from interp import extract, parallel
+from interp import deprecated, extract, parallel
 from interp.base import Capability, require
 from probes.ridge import Stats, fit, r2, select_alpha
 from probes.targets import TARGETS, position_targets
@@ -169,3 +172,22 @@ def _add_stats(state: dict, prefix: str, st: Stats) -> None:
 
 def _state_stats(state: dict, prefix: str) -> Stats:
     return Stats(*(state[f"{prefix}/{f}"] for f in STATS_FIELDS), int(state[f"{prefix}/n"][0]))
+
+
+@functools.cache
+def _probe_doc() -> type:
+    """``ProbeDoc(text, ids, spans)``, as it was built before ``Window`` replaced it: a ``Window`` of that text (with
+    no document id), which every reader of ``Window``s takes."""
+
+    @dataclasses.dataclass(frozen=True, init=False)
+    class ProbeDoc(Window):
+        def __init__(self, text: str, ids, spans):
+            super().__init__("", list(ids), list(spans), text=text)
+
+    ProbeDoc.__module__, ProbeDoc.__qualname__ = __name__, "ProbeDoc"
+    return ProbeDoc
+
+
+__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
+    "ProbeDoc": deprecated.Alias("corpora.documents.Window(document, ids, spans, text=text)", _probe_doc),
+})

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+FLAT = 1e-12  # a target whose sum of squares about its mean is below this fraction of its raw sum of squares is constant
+
 
 @dataclass
 class Stats:
@@ -71,9 +73,13 @@ def sse(stats: Stats, W: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def r2(stats: Stats, W: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Coefficient of determination on the rows of ``stats`` (as sklearn's r2_score: their own mean)."""
+    """Coefficient of determination on the rows of ``stats`` (as sklearn's r2_score: their own mean), per target; NaN
+    for a target that does not vary over these rows (a segment index with no segment boundary): there is no variance
+    to explain, and a ratio to zero would be noise (sklearn returns 0 or 1 there instead)."""
     sst = stats.yy - stats.y**2 / stats.n
-    return 1.0 - sse(stats, W, b) / sst
+    varies = sst > FLAT * stats.yy
+    ratio = np.divide(sse(stats, W, b), sst, out=np.full(sst.shape, np.nan), where=varies)
+    return np.where(varies, 1.0 - ratio, np.nan)
 
 
 def select_alpha(folds: list[Stats], alphas) -> np.ndarray:

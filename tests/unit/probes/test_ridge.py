@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
@@ -51,3 +53,17 @@ def test_targets_on_a_hand_checked_text():
     np.testing.assert_allclose(Y[:, 0], [0, 0.25, 0.5, 0.75, 1])
     np.testing.assert_allclose(Y[:, 1], [0, 0, 1, 1, 2])
     np.testing.assert_allclose(Y[:, 2], [0, 1, 0, 1, 0])
+
+
+def test_r2_of_a_target_that_does_not_vary_is_nan_without_a_warning():
+    """A segment index with no segment boundary is 0 on every row (and a constant 7 has rounding in its sum of squares
+    about the mean): there is no variance to explain, so R^2 is NaN, quietly; the varying target beside them is scored
+    as sklearn scores it."""
+    X, Y = _data(2, t=1)
+    Y = np.concatenate([Y, np.zeros((len(Y), 1)), np.full((len(Y), 1), 7.0)], axis=1)
+    W, b = fit(Stats.of(X[:500], Y[:500]), [1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scores = r2(Stats.of(X[500:], Y[500:]), W[0], b[0])
+    assert np.isnan(scores[1:]).all()
+    assert scores[0] == pytest.approx(r2_score(Y[500:, 0], X[500:] @ W[0][:, 0] + b[0][0]), abs=1e-9)
