@@ -293,3 +293,152 @@ CLAIMS += [
                  "Shorter streams than the paper's, and re-computation evaluated on every k-th token only",
         models=PRETRAINED, measure=_streaming, verdict=_streaming_verdict),
 ]
+
+
+# -- rotary bands (Barbero et al., ICLR 2025) ------------------------------------------------------------------------
+def _bands(r: Results, m: str) -> pd.DataFrame:
+    d = r.model("rope-frequencies", m, part="bands")
+    per_band = d.groupby("frequency")[["q_norm", "k_norm", "poslens_logit_share"]].mean().sort_index()  # low -> high
+    return per_band
+
+
+def _quarters(r: Results, m: str):
+    b = _bands(r, m)
+    q = max(1, len(b) // 4)
+    return b.iloc[:q], b.iloc[-q:], len(b)
+
+
+def _norms(r: Results, m: str) -> str:
+    low, high, n = _quarters(r, m)
+    return (f"{n} bands; mean query / key norm in the lowest-frequency quarter {low.q_norm.mean():.2f} / "
+            f"{low.k_norm.mean():.2f}, in the highest {high.q_norm.mean():.2f} / {high.k_norm.mean():.2f} (mean over "
+            f"heads). poslens' own logit share: lowest quarter {pct(low.poslens_logit_share.sum())}, highest "
+            f"{pct(high.poslens_logit_share.sum())}")
+
+
+def _norms_verdict(r: Results) -> str:
+    out = []
+    for m in PRETRAINED:
+        low, high, _ = _quarters(r, m)
+        ratio = (low.q_norm.mean() + low.k_norm.mean()) / (high.q_norm.mean() + high.k_norm.mean())
+        out.append(f"{NAMES[m]} {'agrees' if ratio > 1 else 'differs'} (low / high norm {ratio:.2f}x)")
+    return "; ".join(out) + " (rule: the lowest quarter's mean q + k norm exceeds the highest's)"
+
+
+CLAIMS += [
+    Claim(
+        finding="rotary bands: queries and keys weigh the low frequencies", source="Barbero et al., ICLR 2025, Round and Round We Go",
+        quote="Gemma greatly prefers to use the lowest frequencies of RoPE, which we suspect are used to carry semantic "
+              "information",
+        where="abstract; the Fig. of the mean q / k 2-norm per frequency chunk in Gemma 7B (Llama 3.1 8B in the appendix)",
+        paper="figure only: Gemma 7B, the mean 2-norm of each 2-d chunk of q and k over 10 Shakespeare quotes and the 16 heads "
+              "of each layer; no percentages",
+        protocol="the same statistic (`q_norm`, `k_norm`: each band's 2-norm, mean over tokens, contexts and heads) on "
+                 "Wikipedia windows; quarters of the bands compared. The logit share beside it is poslens' own metric",
+        models=PRETRAINED, measure=_norms, verdict=_norms_verdict),
+]
+
+
+def _ablation(r: Results, m: str) -> str:
+    d = r.model("rope-frequencies", m, part="effects").set_index("condition")
+    base = d.loc["none"]
+    parts = []
+    for cond, label in (("zero-highest", "highest quarter zeroed"), ("zero-lowest", "lowest zeroed"),
+                        ("unrotate-lowest", "lowest unrotated (Barbero's 0.75-RoPE, applied post hoc)")):
+        if cond in d.index:
+            e = d.loc[cond]
+            parts.append(f"{label}: loss {e.loss - base.loss:+.3f} nats, previous-token heads' mass "
+                         f"{base.positional_heads:.2f} -> {e.positional_heads:.2f}")
+    return "; ".join(parts)
+
+
+OBSERVATIONS += [
+    Observation(
+        finding="rotary bands removed or unrotated in trained weights",
+        context="Barbero et al. (ICLR 2025, Table 2) *train* Gemma 2B from scratch with p-RoPE, p the share of frequencies "
+                "kept rotated (Wiki / FlanV2 perplexity: RoPE 4.4627 / 6.4429, 0.75-RoPE 4.4414 / 6.4422, 0.25-RoPE "
+                "4.5302 / 6.5111, the highest 25% removed instead 4.4592 / 6.4683). They ablate no trained model: "
+                "these edits of trained weights are poslens' own",
+        models=PRETRAINED, measure=_ablation),
+]
+
+
+# -- retrieval heads (Wu et al. 2024) -----------------------------------------------------------------------------
+WU_SHARES = {"Llama-2-7B-80K": 3.2, "Llama-2-13B-64K": 2.1, "Mistral-7B-v0.2": 4.2, "Mixtral": 6.2, "Qwen1.5-14B": 3.8,
+             "Yi-6B-200K": 5.2}
+
+
+def _wu(r: Results, m: str) -> pd.DataFrame:
+    return r.model("retrieval-heads", m, score="wu", masking="query")
+
+
+def _retrieval(r: Results, m: str) -> str:
+    d = _wu(r, m)
+    h = d[d.part == "heads"]
+    best = h.loc[h.retrieval_score.idxmax()]
+    n = int(h.is_retrieval.sum())
+    return (f"{n} of {len(h)} heads ({pct(n / len(h))}) score > 0.1, best {head(best)} {best.retrieval_score:.2f}; "
+            f"{int(h.n_counted.iloc[0])} of {int(h.n_scored.iloc[0])} prompts retrieved and counted")
+
+
+def _retrieval_verdict(r: Results) -> str:
+    low, high = min(WU_SHARES.values()), max(WU_SHARES.values())
+    out = []
+    for m in PRETRAINED:
+        h = _wu(r, m)
+        h = h[h.part == "heads"]
+        share, one = 100 * h.is_retrieval.mean(), 100 / len(h)
+        verdict = ("agrees" if low <= share <= high else
+                   f"within one head of the range" if low - one <= share <= high + one else "differs")
+        out.append(f"{NAMES[m]} {share:.1f}%: {verdict}")
+    return "; ".join(out) + f" (rule: inside {low}-{high}%, the authors' released scores)"
+
+
+def _masking(r: Results, m: str) -> str:
+    d = _wu(r, m)
+    d = d[d.part == "masking"]
+    parts = []
+    for (cond, k), g in d.groupby(["condition", "k"], sort=False):
+        acc = ", ".join(f"{a:.2f}" for a in g.niah_accuracy)
+        parts.append(f"{cond}{'' if cond == 'none' else f' {int(k)}'}: {acc}")
+    return "NIAH accuracy (query masking; each random draw): " + "; ".join(parts)
+
+
+def _masking_verdict(r: Results) -> str:
+    out = []
+    for m in PRETRAINED:
+        d = _wu(r, m)
+        d = d[d.part == "masking"]
+        base = float(d[d.condition == "none"].niah_accuracy.iloc[0])
+        top = d[d.condition == "top"].groupby("k").niah_accuracy.mean()
+        rand = d[d.condition == "random"].groupby("k").niah_accuracy.mean()
+        k = int(top.index.min())
+        top_hurts, random_spares = top[k] <= base / 2, rand[k] >= 0.75 * base
+        out.append(f"{NAMES[m]} " + ("agrees" if top_hurts and random_spares else
+                                       "partly: random heads hurt too" if top_hurts else "differs")
+                   + f" (k = {k}: top {top[k]:.2f}, random {rand[k]:.2f}, none {base:.2f})")
+    return "; ".join(out) + " (rule: masking the top heads at least halves NIAH accuracy; random heads keep 75% of it)"
+
+
+CLAIMS += [
+    Claim(
+        finding="retrieval heads are sparse", source="Wu et al. 2024, Retrieval Head Mechanistically Explains Long-Context Factuality",
+        quote="only about 3% to 6% of the attention heads have a retrieval score larger than 0.1",
+        where="§2 (Fig. 3's \"less than 5%\" is for scores above 0.5)",
+        paper="share of heads > 0.1 in the authors' released head scores: " + ", ".join(f"{k} {v}%" for k, v in WU_SHARES.items()),
+        protocol="Wu's score (`retrieval-heads --score wu`, the default): greedy generation, a hit when the generated "
+                 "token is in the needle and the head's most attended key is that needle token, hits / needle tokens, "
+                 "only prompts retrieved (ROUGE-1 recall > 0.5) counted; 7-digit needles in 512-token Wikipedia "
+                 "haystacks rather than their 1K-100K+ sentence needles",
+        models=PRETRAINED, measure=_retrieval, verdict=_retrieval_verdict),
+    Claim(
+        finding="retrieval heads are causal", source="Wu et al. 2024",
+        quote="completely pruning retrieval heads leads to failure in retrieving relevant information and results in "
+              "hallucination, while pruning random non-retrieval heads does not affect the model's retrieval ability",
+        where="abstract, property (5); Fig. 1 (Llama-2-7B-80K)",
+        paper="figures: needle-in-a-haystack scores with the top retrieval heads masked against random heads",
+        protocol="Wu's masking (`--masking query`, the default): the head's query zeroed, so it attends uniformly; the "
+                 "top-k heads by score against k random heads of the same layers, k = 2% and 5% of the heads; greedy "
+                 "exact-match NIAH accuracy on other prompts",
+        models=PRETRAINED, measure=_masking, verdict=_masking_verdict),
+]
