@@ -389,7 +389,7 @@ def _retrieval_verdict(r: Results) -> str:
         h = h[h.part == "heads"]
         share, one = 100 * h.is_retrieval.mean(), 100 / len(h)
         verdict = ("agrees" if low <= share <= high else
-                   f"within one head of the range" if low - one <= share <= high + one else "differs")
+                   "within one head of the range" if low - one <= share <= high + one else "differs")
         out.append(f"{NAMES[m]} {share:.1f}%: {verdict}")
     return "; ".join(out) + f" (rule: inside {low}-{high}%, the authors' released scores)"
 
