@@ -250,15 +250,21 @@ def _nats(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
+def _span(d: pd.DataFrame) -> tuple[str, str]:
+    """The bucket the verdict reads: past the trained length where the stream went there, else the whole stream."""
+    past = "past the trained length"
+    return (past, past) if (d["bucket"] == past).any() else ("all", "over the whole stream, inside the trained length")
+
+
 def _streaming(r: Results, m: str) -> str:
     d = _stream(r, m)
     first = d.iloc[0]
-    past = "past the trained length"
+    bucket, said = _span(d)
     cache = int(d["cache_size"].dropna().iloc[0]) if d["cache_size"].notna().any() else None
-    return (f"{int(first.stream_tokens):,} tokens (trained {int(first.trained_length):,}), cache {cache}: loss past the "
-            f"trained length dense {_nats(_loss(d, 'dense', past))}, window {_nats(_loss(d, 'window', past))}, + 1 sink "
-            f"{_nats(_loss(d, 'window + 1 sink', past))}, + 4 sinks {_nats(_loss(d, 'window + 4 sinks', past))} nats/token; "
-            f"on the tokens re-computed (one in {int(first.recompute_stride)}): re-computation "
+    return (f"{int(first.stream_tokens):,} tokens (trained {int(first.trained_length):,}), cache {cache}: loss {said} "
+            f"dense {_nats(_loss(d, 'dense', bucket))}, window {_nats(_loss(d, 'window', bucket))}, + 1 sink "
+            f"{_nats(_loss(d, 'window + 1 sink', bucket))}, + 4 sinks {_nats(_loss(d, 'window + 4 sinks', bucket))} "
+            f"nats/token; on the tokens re-computed (one in {int(first.recompute_stride)}): re-computation "
             f"{_nats(_loss(d, 're-computation', 're-computed tokens'))}, + 4 sinks "
             f"{_nats(_loss(d, 'window + 4 sinks', 're-computed tokens'))}")
 
@@ -267,15 +273,15 @@ def _streaming_verdict(r: Results) -> str:
     out = []
     for m in PRETRAINED:
         d = _stream(r, m)
-        past = "past the trained length"
-        window, sinks = _loss(d, "window", past), _loss(d, "window + 4 sinks", past)
+        bucket, said = _span(d)
+        window, sinks = _loss(d, "window", bucket), _loss(d, "window + 4 sinks", bucket)
         recomputed, sinks_re = _loss(d, "re-computation", "re-computed tokens"), _loss(d, "window + 4 sinks", "re-computed tokens")
         if None in (window, sinks, recomputed, sinks_re):
             out.append(f"{NAMES[m]}: not run")
             continue
         recovers = window - sinks > 0.1 and abs(sinks_re - recomputed) < 0.1
-        out.append(f"{NAMES[m]} {'agrees' if recovers else 'differs'}: sinks take the window's loss "
-                   f"{window:.2f} -> {sinks:.2f}, re-computation {recomputed:.2f} vs {sinks_re:.2f} on its tokens")
+        out.append(f"{NAMES[m]} {'agrees' if recovers else 'differs'} ({said}): sinks take the window's loss "
+                   f"{window:.2f} -> {sinks:.2f}; re-computation {recomputed:.2f} vs {sinks_re:.2f} on its tokens")
     return "; ".join(out) + " (rule: sinks lower the window's loss by > 0.1 nats and come within 0.1 of re-computation)"
 
 
