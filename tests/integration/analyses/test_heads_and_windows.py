@@ -40,7 +40,7 @@ def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_i
     df = rope_frequencies(model, n_docs=2, length=96, max_rows=32, fraction=0.25, n_samples=0)
     bands = df[df["part"] == "bands"]
     assert len(bands) == model.n_layers * model.n_heads * 8
-    share = bands.pivot_table(index=["layer", "head"], columns="band", values="logit_share")
+    share = bands.pivot_table(index=["layer", "head"], columns="band", values="poslens_logit_share")
     np.testing.assert_allclose(share[1], 1.0)
     assert float(share.drop(columns=[1]).abs().max().max()) == 0.0
     # the norms are the cached rotated queries' band norms
@@ -58,6 +58,45 @@ def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_i
     assert eff.loc["zero-lowest", "loss"] == pytest.approx(eff.loc["none", "loss"], abs=1e-6)
     assert eff.loc["zero-highest", "kl"] > 1e-4  # the band every head uses is gone
     assert np.isnan(eff["niah_accuracy"]).all()  # no NIAH prompt was asked for
+
+
+def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
+    """Queries and keys replaced, before rotation, by one constant vector per head: band b of query head h is (a[h, b], 0)
+    and of key head g (b[g, b], 0). Rotation keeps a band's norm, so ``q_norm`` is a and ``k_norm`` b exactly; the band's
+    term between query t and key s is a b cos((t - s) w_b), so poslens' logit share is a b M_b over its sum over bands,
+    M_b the mean of |cos((t - s) w_b)| over the causal pairs of the rows read (40 rows: two blocks of rows)."""
+    model = _llama(tmp_path, "planted")
+    spec = model.rotation(0)
+    n_bands, d = spec.n_bands, model.cfg.head_dim
+    heads, kv = model.n_heads, model.cfg.num_key_value_heads
+    a = 1.0 + torch.arange(heads * n_bands, dtype=torch.float32).reshape(heads, n_bands) / 7
+    b = 2.0 + torch.arange(kv * n_bands, dtype=torch.float32).reshape(kv, n_bands).flip(-1) / 5
+
+    def planted(values):
+        vec = torch.zeros(values.shape[0], d)
+        for band in range(n_bands):
+            vec[:, spec.pairs()[band][0]] = values[:, band]
+        return lambda x, hook: vec.expand_as(x).to(x.dtype).clone()
+
+    for layer in range(model.n_layers):
+        model.add_hook(f"blocks.{layer}.attn.hook_q", planted(a))
+        model.add_hook(f"blocks.{layer}.attn.hook_k", planted(b))
+    n = 48
+    df = rope_frequencies(model, n_docs=1, length=n, max_rows=40, n_samples=0)
+    bands = df[(df["part"] == "bands") & (df["layer"] == 1)]
+    rows = np.unique(np.linspace(1, n - 1, 40).round()).astype(int)
+    order = spec.by_frequency().tolist()
+    omega = spec.inv_freq.double().numpy()
+    m = np.array([np.mean([abs(np.cos((t - s) * omega[k])) for t in rows for s in range(t + 1)]) for k in range(n_bands)])
+    rep = heads // kv
+    for head in range(heads):
+        got = bands[bands["head"] == head].set_index("band")
+        want_q = a[head, order].double().numpy()
+        want_k = b[head // rep, order].double().numpy()
+        np.testing.assert_allclose(got["q_norm"].sort_index(), want_q, rtol=1e-5)
+        np.testing.assert_allclose(got["k_norm"].sort_index(), want_k, rtol=1e-5)
+        term = want_q * want_k * m[order]
+        np.testing.assert_allclose(got["poslens_logit_share"].sort_index(), term / term.sum(), rtol=1e-4)
 
 
 def test_rope_frequencies_is_refused_for_a_model_without_rotation():
