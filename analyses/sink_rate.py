@@ -141,8 +141,8 @@ def sink_rate(model, *,
               estimator: Annotated[str, Help("gu: Gu et al.'s alpha_1 over all query rows (row 0 included), thresholded per "
                                              "sequence; poslens: the mass over rows 1..T-1, averaged over sequences, then "
                                              "thresholded"), Choices(ESTIMATORS)] = "gu",
-              lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (default: 64 for gu, "
-                                                       "Gu et al.'s T; 64, 256, 1024 for poslens; those that fit the model)"),
+              lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (left out: 64, Gu et al.'s "
+                                                       "T, for gu; 64, 256, 1024 for poslens; those that fit the model)"),
                                  Range(2), Fits(), Adapts(_lengths), Cli("--length")] = (GU_LENGTH,),
               n_docs: Annotated[int, Help("contexts per condition"), Range(1), NotWith()] = 8,
               epsilon: Annotated[float, Help("a head is a sink when its first-token attention exceeds this (Gu et al.: 0.3)"),

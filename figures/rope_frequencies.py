@@ -63,6 +63,5 @@ def figure(df) -> go.Figure:
     fig.update_xaxes(range=[-0.05, 1.05], tickformat=".0%", row=3, col=2)
     fraction = eff["fraction"].max()
     fig.update_layout(template=TEMPLATE, height=1000, width=900,
-                      title=f"Rotary frequencies: what each band carries,<br>and the highest / lowest {fraction:.0%} "
-                            "of the bands removed or unrotated")
+                      title=f"Rotary bands: what each carries, and the highest / lowest {fraction:.0%} removed or unrotated")
     return fig
