@@ -8,7 +8,8 @@ Three statistics, the first two read through ``model.query_rows`` so that at mos
    ``max_rows`` query rows, evenly spaced over positions 1..N-1, are read; per head, averaged over rows
    and contexts:
    - ``previous_token_mass``: weight on key q - 1;
-   - ``first_token_mass``: weight on key 0 (the document-start / [CLS] token: the attention sink);
+   - ``first_token_mass``: weight on key 0 (the document-start / [CLS] token: the attention sink), over rows 1..N-1
+     (sink-rate's ``poslens`` estimator; Gu et al.'s α_1, sink-rate's default, also counts row 0, where A_00 = 1);
    - ``local_mass``: weight on keys with 0 < |q - k| <= ``local_window`` (default 8; for a decoder the
      8 tokens before q, for an encoder 8 on each side). The token itself is excluded, the previous one
      included;
@@ -21,8 +22,10 @@ Three statistics, the first two read through ``model.query_rows`` so that at mos
    ``attention-mass``:
    - ``needle_mass``: summed weight on the needle's tokens, mean over answer rows (attention-mass's
      ``total_share`` of the needle, teacher mode);
-   - ``retrieval_score``: the retrieval-head score of Wu et al. (2024): among the answer tokens that occur
-     in the needle, the fraction whose producing row's top-attended key is a needle token with that same id.
+   - ``retrieval_score``: poslens' teacher-forced variant of the retrieval-head score of Wu et al. (2024)
+     (retrieval-heads ``--score poslens``): among the answer tokens that occur in the needle, the fraction whose
+     producing row's top-attended key is a needle token with that same id, every prompt counted. Wu et al.'s own
+     score (greedy answer, hits over the value's tokens, retrieved prompts only) is retrieval-heads' default.
    Masked LMs have no answer to copy: both are NaN for them.
 3. **KL influences** (``Capability.LOGIT_COMPONENTS``): ``influence_ap / _sem / _rp`` and ``kl_group`` of
    ``kl-ablation`` on the same contexts (full patterns of one layer at a time there). NaN / "" otherwise.

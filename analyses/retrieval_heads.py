@@ -1,34 +1,77 @@
 """Retrieval heads (Wu et al., 2024, "Retrieval Head Mechanistically Explains Long-Context Factuality"): the few heads that
 copy the needle, and what masking them does to needle retrieval against masking as many random heads.
 
-Protocol:
+The paper's score: while the model generates its answer greedily to a needle-in-a-haystack prompt, a head copies at a
+step when the generated token w is in the needle k and the key it attends to most is a needle token equal to w; the
+head's retrieval score is |g_h ∩ k| / |k| ("a token-level recall rate of the most attended tokens by an attention
+head"), a head with a score above 0.1 is a retrieval head, and "only about 3% to 6% of the attention heads have a
+retrieval score larger than 0.1" (their Fig. 3's "less than 5%" is for scores above 0.5). In the authors' code
+(nightdessert/Retrieval_Head, ``retrieval_head_detection.py``) the needle is the answer's span in the prompt, each hit
+adds 1 / (span length in tokens), decoding stops after a newline (at most 50 tokens), and a prompt's scores count only
+when the answer was retrieved (ROUGE-1 recall of the answer in the response > 50); a head's score is the mean over
+those prompts. They mask a head by zeroing its query (``query_states[:, head] = 0``): it attends uniformly.
 
-1. Scores, on ``n_docs`` NIAH prompts of ``length`` tokens with the gold answer fed in (head-profiles' statistic,
-   ``head_profiles.needle_scores``): a head's retrieval score is the share of the answer's tokens found in the needle
-   whose producing row's most attended key is that same token in the needle. Wu et al. call a head with a score above
-   0.1 (``threshold``) a retrieval head and find fewer than 5% of heads are.
-2. Masking, on ``n_samples`` other NIAH prompts (another seed): the top k heads by score masked
-   (``interventions.MaskHeads``: their outputs zeroed), for k = each share of ``shares`` of all heads (at least 1), and
-   k random heads of the same layers (``n_random`` draws; a layer whose every head is in the top k lends its count to
-   the others); per condition, RULER's greedy NIAH accuracy, and with the gold answer fed in the share of answer
-   tokens that are the greedy choice and the answer's NLL. Wu et al.: masking the retrieval heads breaks needle
-   retrieval, masking random heads barely changes it.
+``score`` picks the score:
+
+- ``wu`` (default, the paper's): on each of ``n_docs`` RULER NIAH prompts (``corpora.niah``; the needle is "One of the
+  special magic numbers for {key} is: {value}.", the answer the 7-digit value) the model generates greedily, up to
+  the answer's length + 8 tokens or EOS, as RULER's scoring does (``corpora.answers``); the steps scored are those up
+  to the first token holding a newline (included), as the authors'. The needle k is the value's span in the prompt:
+  the tokens whose characters overlap the value (7 digit tokens for SmolLM2 and Gemma 3, whose tokenizers split
+  digits; a separate leading space is not in it). A prompt counts when the scored tokens' ROUGE-1 recall of k's
+  tokens is above 0.5: Σ_u min(count of u in k, count of u generated) / |k| over token ids u, the paper's filter
+  computed on the model's tokens rather than on words (a 7-digit value is one word to ROUGE's tokenizer, which would
+  make the filter all-or-nothing): more than half the value's tokens generated. On a counted prompt a head's score is
+  its hits / |k|; heads score > ``threshold`` (strict) are retrieval heads. The attention of each generated token's
+  row is read in one forward pass over the prompt and the generated tokens (a causal model gives those rows the same
+  pattern as decoding one token at a time).
+- ``poslens`` (what poslens reported before; head-profiles' ``retrieval_score``, ``head_profiles.needle_scores``): the
+  gold answer teacher-forced, every prompt counted; among the answer tokens that occur in the needle sentence, the
+  share whose producing row's most attended key is that token in the needle sentence; mean over prompts;
+  score >= ``threshold``.
+
+``needle_mass`` (teacher-forced attention on the needle sentence while the answer is produced) is read under both and
+breaks ties in the ranking; where no prompt counts (a model that retrieves nothing), every score is NaN and the heads
+are ranked by it alone.
+
+Masking, on ``n_samples`` other NIAH prompts (another seed): the top k heads by score masked, for k = each share of
+``shares`` of all heads (at least 1), and k random heads of the same layers (``n_random`` draws; a layer whose every head
+is in the top k lends its count to the others). ``masking``:
+
+- ``query`` (default, the authors'): ``MaskHeadQueries(heads, from_position=last prompt token)``: the prompt is read
+  unmasked and from its last token on (every generated token, every answer row when the answer is fed in) the heads'
+  queries are zeroed, so they attend uniformly, as ``needle_in_haystack_with_mask.py`` prefills unmasked and masks the
+  decoding steps;
+- ``query-all``: the queries zeroed at every position, the prompt's too (a stronger edit: a head that parks its
+  attention on a sink now averages every value at every position);
+- ``output``: ``MaskHeads``, the heads' outputs zeroed at every position: they write nothing.
+
+Per condition, RULER's greedy NIAH accuracy, and with the gold answer fed in the share of answer tokens that are the
+greedy choice and the answer's NLL. Wu et al.: masking the retrieval heads breaks needle retrieval, masking random heads
+barely changes it. Where poslens departs: their random heads avoid the top 100 heads and may be of any layer; poslens'
+avoid the top k and keep the top k's layers. Their prompts are Paul Graham essays of 1K-50K tokens with
+natural-language needles; poslens' are RULER's numbers in Wikipedia of ``length`` tokens.
 
 The masking conditions depend on the ranking, so the two passes run one after the other (each data-parallel under
 torchrun; a ``--shard I/N`` process cannot compute its share of the second alone and is refused).
-Rows: ``part`` = ``heads`` (layer, head, scores, rank) or ``masking`` (condition, k, draw, measures).
+Rows: ``part`` = ``heads`` (layer, head, scores, rank) or ``masking`` (condition, k, draw, measures); ``score`` and
+``masking`` name the choices in every row.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from analyses.registry import Fits, Help, Range, analysis
+from analyses.registry import Choices, Fits, Help, Range, analysis, no_grad
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     import pandas as pd
+
+SCORES = ("wu", "poslens")
+MASKINGS = ("query", "query-all", "output")
+SUCCESS = 0.5  # ROUGE-1 recall of the value a counted prompt exceeds (the authors' "score > 50")
 
 
 def random_same_layers(top: list[tuple[int, int]], n_layers: int, n_heads: int, rng) -> list[tuple[int, int]]:
@@ -48,6 +91,83 @@ def random_same_layers(top: list[tuple[int, int]], n_layers: int, n_heads: int, 
     return sorted(chosen)
 
 
+def value_span(tokenizer, sample) -> tuple[int, int]:
+    """First and one-past-last prompt token of the needle's value (Wu et al.'s needle span): the tokens whose characters
+    overlap the value inside the needle sentence."""
+    from corpora.niah import NEEDLE
+
+    needle = NEEDLE.format(key=sample.key, value=sample.value)
+    at = sample.text.find(needle)
+    if at < 0:
+        raise ValueError(f"retrieval-heads: the prompt does not hold its needle {needle!r}")
+    start = at + needle.rindex(sample.value)
+    end = start + len(sample.value)
+    enc = tokenizer.encode_with_spans(sample.text, doc_start=True)
+    if list(enc.ids) != list(sample.token_ids):
+        raise ValueError("retrieval-heads: the prompt's tokens are not its text's tokens, so the needle cannot be located")
+    inside = [t for t, (a, b) in enumerate(enc.spans) if a < end and b > start]
+    return inside[0], inside[-1] + 1
+
+
+def rouge1_recall(reference, hypothesis) -> float:
+    """ROUGE-1 recall on token ids: Σ_u min(count of u in reference, count in hypothesis) / len(reference)."""
+    from collections import Counter
+
+    ref, hyp = Counter(reference), Counter(hypothesis)
+    return sum(min(n, hyp[u]) for u, n in ref.items()) / len(reference)
+
+
+def scored_steps(tokenizer, generated: list[int]) -> list[int]:
+    """The generated tokens Wu et al. score: up to the first one holding a newline, that one included."""
+    for i, t in enumerate(generated):
+        if "\n" in tokenizer.decode([t]):
+            return list(generated[: i + 1])
+    return list(generated)
+
+
+@no_grad
+def copy_hits(model, prompt: list[int], generated: list[int], span: tuple[int, int]):
+    """``[layer, head]`` float64 hits / span length: at each step the head copies when its most attended key lies in
+    ``span`` and holds the token generated there. One forward pass over ``prompt`` and ``generated[:-1]``, reading
+    the rows that produced the generated tokens."""
+    import numpy as np
+    import torch
+
+    seq = list(prompt) + list(generated[:-1])
+    rows = torch.arange(len(prompt) - 1, len(seq))
+    ids = torch.tensor(seq, device=model.device)
+    target = torch.tensor(list(generated), device=model.device)
+    start, end = span
+    hits = np.zeros((model.n_layers, model.n_heads))
+
+    def reduce(layer):
+        def hook(pattern, hook):
+            top = pattern[0].float().argmax(-1)  # [head, rows]
+            hit = (top >= start) & (top < end) & (ids[top] == target)
+            hits[layer] = hit.sum(-1).double().cpu().numpy() / (end - start)
+        return hook
+
+    with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]):
+        model(torch.tensor([seq], device=model.device))
+    return hits
+
+
+def wu_statistics(model, sample) -> dict:
+    """One prompt under Wu et al.'s protocol: greedy answer, ROUGE-1 recall of the value's tokens, and (when above 0.5)
+    each head's hits / span length; ``counted`` is 1 for a retrieved prompt."""
+    import numpy as np
+
+    from corpora.answers import answer_budget, stop_ids
+
+    tok = model.require_tokenizer("retrieval-heads")
+    span = value_span(tok, sample)
+    generated = scored_steps(tok, model.generate(sample.token_ids, answer_budget(sample.answer_ids), stop_ids(tok)))
+    recall = rouge1_recall(sample.token_ids[span[0]: span[1]], generated)
+    counted = bool(generated) and recall > SUCCESS
+    hits = copy_hits(model, sample.token_ids, generated, span) if counted else np.zeros((model.n_layers, model.n_heads))
+    return {"hits": hits, "counted": float(counted), "recall": recall}
+
+
 def _label(heads) -> str:
     return " ".join(f"L{l}H{h}" for l, h in sorted(heads))
 
@@ -61,14 +181,21 @@ def headline(df) -> str:
         k = masking.loc[masking["condition"] == "top", "k"].max()
         top = masking[(masking["condition"] == "top") & (masking["k"] == k)]["niah_accuracy"].iloc[0]
         rand = masking[(masking["condition"] == "random") & (masking["k"] == k)]["niah_accuracy"].mean()
-        parts.append(f"{model}: {n} of {len(heads)} heads ({n / len(heads):.1%}) score >= {g['threshold'].iloc[0]:g}; NIAH "
-                     f"{base:.2f}, {top:.2f} with the top {int(k)} masked, {rand:.2f} with {int(k)} random heads of the same layers")
-    return "Retrieval heads: " + "; ".join(parts) + "."
+        first = g.iloc[0]
+        cmp = ">" if first["score"] == "wu" else ">="
+        counted = (f" ({int(first['n_counted'])} of {int(first['n_scored'])} prompts retrieved and counted)"
+                   if first["score"] == "wu" else "")
+        parts.append(f"{model}: {n} of {len(heads)} heads ({n / len(heads):.1%}) score {cmp} {first['threshold']:g}{counted}; "
+                     f"NIAH {base:.2f}, {top:.2f} with the top {int(k)} masked, {rand:.2f} with {int(k)} random heads of "
+                     f"the same layers ({first['masking']} masking)")
+    score = df["score"].iloc[0]
+    label = "Wu et al.'s score" if score == "wu" else "poslens' teacher-forced score"
+    return f"Retrieval heads ({label}): " + "; ".join(parts) + "."
 
 
 def summary(df):
     m = df[df["part"] == "masking"]
-    return (m.groupby(["model", "condition", "k"], sort=False)
+    return (m.groupby(["model", "score", "masking", "condition", "k"], sort=False)
             .agg(niah_accuracy=("niah_accuracy", "mean"), answer_accuracy=("answer_accuracy", "mean"),
                  answer_nll=("answer_nll", "mean"), draws=("draw", "size")).reset_index())
 
@@ -77,11 +204,17 @@ def summary(df):
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
             depth="a masking row is of the whole model", needle_mass="a masking row is of the whole model",
             rank="a masking row is of the whole model",
-            retrieval_score="a masking row, or no answer token of any prompt occurs in the needle",
+            retrieval_score="a masking row, or no prompt counts (wu: none retrieved; poslens: no answer token in the needle)",
             k="a heads row masks nothing", share="a heads row masks nothing", draw="a heads row masks nothing",
             niah_accuracy="a heads row masks nothing", answer_accuracy="a heads row masks nothing",
             answer_nll="a heads row masks nothing")
 def retrieval_heads(model, *,
+                    score: Annotated[str, Help("wu: Wu et al.'s score (greedy answer, hits / needle tokens, retrieved prompts "
+                                               "only, > threshold); poslens: the answer teacher-forced, every prompt, "
+                                               ">= threshold"), Choices(SCORES)] = "wu",
+                    masking: Annotated[str, Help("query: a masked head's query zeroed from the last prompt token on, so it "
+                                                 "attends uniformly there (Wu et al.); query-all: at every position; output: "
+                                                 "its output zeroed everywhere"), Choices(MASKINGS)] = "query",
                     n_docs: Annotated[int, Help("NIAH prompts the retrieval scores are read on"), Range(1)] = 8,
                     n_samples: Annotated[int, Help("other NIAH prompts retrieval is measured on under each masking"),
                                          Range(1)] = 8,
@@ -93,8 +226,8 @@ def retrieval_heads(model, *,
                                          Range(0, 1)] = 0.1,
                     n_random: Annotated[int, Help("draws of random heads per k"), Range(1)] = 2,
                     seed: int = 0, documents=None) -> pd.DataFrame:
-    """Per head the retrieval score (Wu et al. 2024); NIAH accuracy with the top-k retrieval heads masked against k random
-    heads of the same layers, for several k.
+    """Per head the retrieval score (Wu et al. 2024, or poslens' teacher-forced variant); NIAH accuracy with the top-k
+    retrieval heads masked (query or output) against k random heads of the same layers, for several k.
 
     Rows ``part=heads`` (one per layer and head) and ``part=masking`` (one per condition, k and draw); ``documents=``
     (``--input``) are the haystack."""
@@ -115,17 +248,23 @@ def retrieval_heads(model, *,
     evaluation = fitting_samples(model, niah_samples(tok, n_samples, length, seed=seed + 1, haystack=haystack, preamble=False))
     shape = (model.n_layers, model.n_heads)
 
-    def score(sample):
+    def one(sample):
         mass, s = needle_scores(model, sample)
+        out = {"mass": mass.double().numpy()}
+        if score == "wu":
+            wu = wu_statistics(model, sample)
+            return out | {"score": wu["hits"], "counted": np.full(shape, wu["counted"]), "prompts": np.array([wu["counted"]])}
         s = s.double().numpy()
-        return {"mass": mass.double().numpy(), "score": np.nan_to_num(s), "counted": np.isfinite(s).astype(np.float64)}
+        return out | {"score": np.nan_to_num(s), "counted": np.isfinite(s).astype(np.float64),
+                      "prompts": np.array([float(np.isfinite(s).any())])}
 
     def add(state, i, stats):
         for k, v in stats.items():
             state[k] += v
 
-    sums = parallel.fold_items(score, scoring, {k: np.zeros(shape) for k in ("mass", "score", "counted")}, add, model=model,
-                               tag="scores", desc=f"retrieval scores {model.model_name}")
+    state = {k: np.zeros(shape) for k in ("mass", "score", "counted")} | {"prompts": np.zeros(1)}
+    sums = parallel.fold_items(one, scoring, state, add, model=model, tag=f"scores-{score}",
+                               desc=f"retrieval scores {model.model_name}")
     with np.errstate(invalid="ignore", divide="ignore"):
         scores = sums["score"] / sums["counted"]
     mass = sums["mass"] / len(scoring)
@@ -140,26 +279,33 @@ def retrieval_heads(model, *,
         for d in range(n_random):
             rng = np.random.default_rng([seed, k, d])
             conditions.append(("random", k, d, random_same_layers(top, model.n_layers, model.n_heads, rng)))
+    def mask(heads, sample):
+        if masking == "query":
+            return interventions.MaskHeadQueries(heads, from_position=len(sample.token_ids) - 1)
+        return interventions.MaskHeadQueries(heads) if masking == "query-all" else interventions.MaskHeads(heads)
 
     def measure(sample):
         out = {}
         for c, (_, _, _, masked) in enumerate(conditions):
-            ivs = (interventions.MaskHeads(masked),) if masked else ()
-            with interventions.applied(model, *ivs):
+            with interventions.applied(model, *((mask(masked, sample),) if masked else ())):
                 acc, nll = teacher_forced(model, sample)
                 out[f"{c}"] = np.array([float(retrieved(model, [sample])[0]), acc, nll])
         return out
 
     measured = parallel.fold_items(measure, evaluation, {f"{c}": np.zeros(3) for c in range(len(conditions))}, add,
-                                   model=model, tag="masking", desc=f"retrieval masking {model.model_name}")
+                                   model=model, tag=f"masking-{masking}", desc=f"retrieval masking {model.model_name}")
+    above = (lambda s: s > threshold) if score == "wu" else (lambda s: s >= threshold)
     rows = [dict(part="heads", layer=l, head=h, depth=l / max(1, model.n_layers - 1), retrieval_score=float(scores[l, h]),
                  needle_mass=float(mass[l, h]), rank=ranked.index((l, h)),
-                 is_retrieval=bool(np.nan_to_num(scores[l, h]) >= threshold)) for l, h in heads]
+                 is_retrieval=bool(above(np.nan_to_num(scores[l, h])))) for l, h in heads]
     for c, (condition, k, d, masked) in enumerate(conditions):
         hits, acc, nll = measured[f"{c}"] / len(evaluation)
         rows.append(dict(part="masking", condition=condition, k=k, share=k / total, draw=d, heads=_label(masked),
                          niah_accuracy=hits, answer_accuracy=acc, answer_nll=nll))
     df = integer_columns(pd.DataFrame(rows), "layer", "head", "rank", "k", "draw")
     df.insert(0, "model", model.model_name)
-    df["threshold"], df["n_scored"], df["n_samples"], df["prompt_tokens"] = threshold, len(scoring), len(evaluation), length
+    df.insert(1, "score", score)
+    df.insert(2, "masking", masking)
+    df["threshold"], df["n_scored"], df["n_counted"] = threshold, len(scoring), int(sums["prompts"][0])
+    df["n_samples"], df["prompt_tokens"] = len(evaluation), length
     return df

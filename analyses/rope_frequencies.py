@@ -2,22 +2,31 @@
 Go! What makes Rotary Positional Encodings useful?").
 
 RoPE turns each pair of a head's query and key dims (a band) by ``position * frequency``; the logit is the sum of the
-bands' terms ``q_b . k_b`` after rotation (``q_b R(p_k - p_q) k_b``). Barbero et al. find in Gemma 7B that the lowest
-frequencies carry the largest queries and keys (semantic channels, stable over distance) and that the highest build
-positional heads (previous-token, diagonal); p-RoPE leaves the lowest frequencies unrotated and trains better.
+bands' terms ``q_b . k_b`` after rotation (``q_b R(p_k - p_q) k_b``). Barbero et al. measure usage by norms: in Gemma 7B
+they take "the mean 2-norm for each k-th chunk" of the queries and keys, "over 10 different Shakespeare quotes and the
+16 attention heads at each layer", and find "much higher norm on average to the lowest frequencies" (semantic channels,
+stable over distance), while positional heads (layer 1's heads 5, diagonal, and 8, previous-token) use the highest; the
+same in Llama 3.1 8B (appendix). The paper gives these as figures, not numbers. p-RoPE leaves the lowest frequencies
+unrotated: their Gemma 2B trained from scratch with 0.75-RoPE (the lowest 25% unrotated) reaches Wiki / FlanV2
+perplexity 4.4414 / 6.4422 against RoPE's 4.4627 / 6.4429 (Table 2); they ablate no band of a trained model.
 
 Protocol, on text contexts of ``length`` tokens (``corpora.contexts``) and NIAH prompts of ``niah_tokens``:
 
 1. Usage, per layer that rotates, head and band (``interp.rope.RotarySpec``; ``band`` 0 is the highest frequency), from
    the queries and keys after rotation (``hook_rot_q`` / ``hook_rot_k``):
-   - ``q_norm`` / ``k_norm``: the band's mean 2-norm over tokens (Barbero et al.'s measure);
-   - ``logit_share``: the band's share of the logit: mean ``|q_b . k_b|`` over every causal (query, key) pair of up
-     to ``max_rows`` query rows, over the sum of that mean over the layer's bands;
+   - ``q_norm`` / ``k_norm``: the band's 2-norm, mean over the context's tokens and over contexts (Barbero et al.'s
+     measure; the headline and the figure's first panel). A key head that grouped-query heads share gives each of them
+     its norm;
+   - ``poslens_logit_share``: poslens' own measure, not the paper's: the band's share of the logit, mean ``|q_b . k_b|``
+     over every causal (query, key) pair of up to ``max_rows`` query rows over the sum of that mean over the layer's
+     bands. A band with a large norm may still add little to the logit (its q and k orthogonal), so the two can
+     disagree; the terms are summed over blocks of query rows, never held for all rows at once;
    - ``previous_token_mass``: the head's attention on the token before (head-profiles' statistic).
 2. Effects, under five conditions: ``none``; ``zero-highest`` / ``zero-lowest``: the highest or lowest ``fraction`` of
    every layer's bands removed in every head (``interventions.RemoveRotaryBands``: they add nothing to the logit);
    ``unrotate-lowest`` / ``unrotate-highest``: those bands turned back to position 0 (``UnrotateRotaryBands``: content
-   without position; ``unrotate-lowest`` is p-RoPE's truncation applied to a trained model, without training):
+   without position; ``unrotate-lowest`` is p-RoPE's truncation, 0.75-RoPE at the default fraction, applied to a trained
+   model without training, which the paper does not do):
    - ``loss``: next-token loss (nats per token), ``kl``: KL(none || condition) per token;
    - ``positional_heads``: the mean previous-token mass, under the condition, of the positional heads found without
      intervention (previous-token mass >= 0.5, or the 3 highest where none reaches it);
@@ -58,8 +67,12 @@ def _rows(n: int, max_rows: int):
     return torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
 
 
+ROW_BLOCK = 32  # query rows whose [head, row, key, band] terms are held at once
+
+
 def _band_usage(q, k, rows, spec):
-    """``[head, band]`` mean band norms of q and k and mean ``|q_b . k_b|`` over the causal pairs of ``rows``."""
+    """``[head, band]`` mean band norms of q and k and mean ``|q_b . k_b|`` over the causal pairs of ``rows`` (summed in
+    float64 over blocks of ``ROW_BLOCK`` rows, each against only the keys it sees)."""
     import torch
 
     pairs = spec.pairs()
@@ -68,11 +81,17 @@ def _band_usage(q, k, rows, spec):
     heads, kv = qb.shape[0], kb.shape[0]
     q_norm = qb.norm(dim=-1).mean(1)
     k_norm = kb.norm(dim=-1).mean(1).repeat_interleave(heads // kv, 0)
-    sel = qb[:, rows].reshape(kv, heads // kv, len(rows), spec.n_bands, 2)
-    terms = torch.einsum("gtrbc,gnbc->gtrnb", sel, kb).abs()  # [kv, rep, rows, keys, band]
-    visible = (torch.arange(kb.shape[1])[None, :] <= rows[:, None]).to(terms.dtype)  # [rows, keys]
-    logit = (terms * visible[None, None, :, :, None]).sum(3).sum(2) / visible.sum()
-    return q_norm, k_norm, logit.reshape(heads, spec.n_bands)
+    logit = torch.zeros(kv, heads // kv, spec.n_bands, dtype=torch.float64)
+    pairs_seen = 0
+    for start in range(0, len(rows), ROW_BLOCK):
+        block = rows[start:start + ROW_BLOCK]
+        keys = int(block.max()) + 1
+        sel = qb[:, block].reshape(kv, heads // kv, len(block), spec.n_bands, 2)
+        terms = torch.einsum("gtrbc,gnbc->gtrnb", sel, kb[:, :keys]).abs_()  # [kv, rep, rows, keys, band]
+        visible = (torch.arange(keys)[None, :] <= block[:, None]).to(terms.dtype)  # [rows, keys]
+        logit += torch.einsum("gtrnb,rn->gtb", terms, visible).double()
+        pairs_seen += int(visible.sum())
+    return q_norm, k_norm, (logit / pairs_seen).reshape(heads, spec.n_bands)
 
 
 def _log_probs_chunks(logits, size: int = 256):
@@ -158,32 +177,55 @@ def prompt_statistics(model, sample, fraction: float) -> dict:
     return out
 
 
+def quarters(df):
+    """Per model, the lowest and the highest quarter of the bands: mean query and key norm over their bands and heads
+    (Barbero et al.'s measure) and the logit share they carry together (poslens')."""
+    import pandas as pd
+
+    rows = []
+    for model, g in df[df["part"] == "bands"].groupby("model", sort=False):
+        n = int(g["n_bands"].max())
+        q = max(1, int(round(n / 4)))
+        per_band = g.groupby("band")[["q_norm", "k_norm", "poslens_logit_share"]].mean()
+        for which, part in (("lowest", per_band.iloc[-q:]), ("highest", per_band.iloc[:q])):
+            rows.append(dict(model=model, bands=f"{which} {q} of {n}", mean_q_norm=part["q_norm"].mean(),
+                             mean_k_norm=part["k_norm"].mean(), poslens_logit_share_of_bands=part["poslens_logit_share"].sum()))
+    return pd.DataFrame(rows)
+
+
 def headline(df) -> str:
     parts = []
+    usage = quarters(df)
     for model, g in df.groupby("model", sort=False):
-        bands = g[g["part"] == "bands"]
         eff = g[g["part"] == "effects"].set_index("condition")
-        n = bands["n_bands"].max()
-        q = max(1, int(round(n / 4)))
-        share = bands.groupby("band")["logit_share"].mean()
+        low, high = (usage[(usage["model"] == model) & usage["bands"].str.startswith(w)].iloc[0] for w in ("lowest", "highest"))
         base = eff.loc["none", "loss"]
-        parts.append(f"{model}: the lowest quarter of the bands carries {share.iloc[-q:].sum():.0%} of the logit, the highest "
-                     f"{share.iloc[:q].sum():.0%}; loss {base:.2f} nats, zero-highest {eff.loc['zero-highest', 'loss'] - base:+.2f}, "
+        parts.append(f"{model}: mean query / key norm {low['mean_q_norm']:.2f} / {low['mean_k_norm']:.2f} in the lowest quarter "
+                     f"of the bands, {high['mean_q_norm']:.2f} / {high['mean_k_norm']:.2f} in the highest; poslens' logit share "
+                     f"{low['poslens_logit_share_of_bands']:.0%} lowest, {high['poslens_logit_share_of_bands']:.0%} highest; loss"
+                     f" {base:.2f} nats, zero-highest {eff.loc['zero-highest', 'loss'] - base:+.2f}, "
                      f"zero-lowest {eff.loc['zero-lowest', 'loss'] - base:+.2f}, unrotate-lowest (p-RoPE) "
                      f"{eff.loc['unrotate-lowest', 'loss'] - base:+.2f}; previous-token heads {eff.loc['none', 'positional_heads']:.2f} "
                      f"-> {eff.loc['zero-highest', 'positional_heads']:.2f} without the highest bands")
-    return "Rotary frequencies: " + "; ".join(parts) + "."
+    return "Rotary frequencies (Barbero et al.'s band norms; poslens' logit share): " + "; ".join(parts) + "."
 
 
 def summary(df):
+    """The band quarters' norms and logit shares (``quarters``), then the effects of each condition."""
+    import pandas as pd
+
     eff = df[df["part"] == "effects"]
-    return eff[["model", "condition", "fraction", "loss", "kl", "positional_heads", "niah_accuracy", "n_contexts", "n_samples"]]
+    effects = eff[["model", "condition", "fraction", "loss", "kl", "positional_heads", "niah_accuracy", "n_contexts", "n_samples"]]
+    out = pd.concat([quarters(df), effects], ignore_index=True)
+    for column in ("n_contexts", "n_samples"):  # counts stay whole numbers beside the quarter rows that have none
+        out[column] = [int(v) if v == v else "" for v in out[column]]
+    return out
 
 
 @analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
           summary=summary)
 @may_be_nan(**dict.fromkeys(("layer", "head", "depth", "band", "frequency", "wavelength", "n_bands", "q_norm", "k_norm",
-                              "logit_share", "previous_token_mass"), "an effects row is of the whole model"),
+                              "poslens_logit_share", "previous_token_mass"), "an effects row is of the whole model"),
             **dict.fromkeys(("loss", "kl", "positional_heads", "n_positional_heads", "fraction"),
                             "a bands row is of one head and band"),
             niah_accuracy="a bands row, or no NIAH prompt was asked for")
@@ -197,8 +239,8 @@ def rope_frequencies(model, *,
                      niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for the "
                                                       "answer)"), Range(32), Fits(margin=16)] = 512,
                      seed: int = 0, documents=None) -> pd.DataFrame:
-    """Per head and rotary band, the share of the attention logit the band carries and its query / key norms; and the
-    next-token loss, KL, previous-token heads and NIAH accuracy with the highest or lowest bands removed or unrotated.
+    """Per head and rotary band, the mean query and key norm of the band (Barbero et al.'s measure) and the share of the
+    attention logit it carries (poslens' measure); and the next-token loss, KL, previous-token heads and NIAH accuracy with the highest or lowest bands removed or unrotated.
 
     Rows ``part=bands`` (layer, head, band: 0 the highest frequency) and ``part=effects`` (one per condition)."""
     import numpy as np
@@ -248,7 +290,7 @@ def rope_frequencies(model, *,
                                  attention=f"sliding {windows[layer]}" if windows[layer] else "full", band=rank,
                                  frequency=float(spec.inv_freq[b]), wavelength=float(spec.wavelengths()[b]), n_bands=spec.n_bands,
                                  q_norm=state["q_norm"][layer, head, b] / n_ctx, k_norm=state["k_norm"][layer, head, b] / n_ctx,
-                                 logit_share=float(shares[head, rank]),
+                                 poslens_logit_share=float(shares[head, rank]),
                                  previous_token_mass=state["prev|none"][layer, head] / n_ctx))
     base_prev = state["prev|none"] / n_ctx
     positional = base_prev >= POSITIONAL

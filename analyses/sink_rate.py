@@ -1,37 +1,68 @@
 """Attention sinks: how many heads put most of their attention on the first token (Gu et al., ICLR 2025, "When
 Attention Sink Emerges in Language Models: An Empirical View").
 
-Protocol: per head, ``first_token_mass`` = mean over query rows 1..N-1 (at most ``max_rows``, evenly spaced) of
-the attention to key 0 (``head_profiles.context_masses``, the same statistic); a head is a sink when it exceeds ``epsilon`` (the paper's 0.3). The sink rate is the share
-of sink heads, per layer and overall. Conditions, each at every length of ``lengths``:
+The paper's metric (Section 3): for head h of layer l on a sequence of T tokens, the first token's importance is
+"α_1 = 1/T Σ_{t=1}^{T} A_{t,1}" (1-indexed; in general α_k = 1/(T−k+1) Σ_{t=k}^{T} A_{t,k}), so "1/T ≤ α_1 ≤ 1 since
+A_{1,1} = 1"; a head is a sink when α_1 > ε, ε = 0.3, and Sink_1^ε is the share of sink heads over layers, heads and
+sequences; "For fair comparisons, we need to fix T … e.g., T = 64". The authors' code (sail-sg/Attention-Sink,
+``eval_sink_open_source.py``) thresholds each sequence's α_1 and then averages the indicator over 100 sequences,
+layers and heads. Table 1 at T = 64, natural / random tokens: GPT2-XL 77.00 / 70.29%, Mistral-7B 97.49 / 75.21%,
+LLaMA2-7B 92.47 / 90.13%, LLaMA3-8B 99.02 / 91.23%. The sink sits where pretraining fixed the first token: with a
+token fixed at position 2 in pretraining, Sink_1 is 0.00% and Sink_2 69.03% (their Table 10), so a model trained with
+a BOS first (Gemma 3) needing it is what the paper predicts. Their Fig. 3: Sink_1^ε "tends to decrease with larger
+token lengths T" (evaluation length). Barbero et al. (COLM 2025, "Why do LLMs attend to the first token?") vary the
+*training* context length, which fixed checkpoints cannot test. A model with random weights has no sinks (attention
+near uniform: row t gives key 0 about 1 / (t + 1)).
+
+``estimator`` picks how a head becomes a sink:
+
+- ``gu`` (default, the paper's): per sequence α_1 = (A_00 + Σ_{t=1}^{T-1} A_{t,0}) / T, row 0 included (A_00 = 1 in a
+  causal model; it is read, not assumed); a head is a sink *in that sequence* when α_1 > ``epsilon`` (strict), and
+  ``sink_share`` is the share of sequences in which it is; the sink rate (Sink_1^ε) is the mean of ``sink_share`` over
+  heads (and layers). ``lengths`` defaults to 64 (Gu's T). Rows 1..T-1 are read in full when ``max_rows`` >= T - 1
+  (the default at T = 64); past that, ``max_rows`` evenly spaced rows stand for them:
+  α_1 = (A_00 + (T - 1) · their mean) / T.
+- ``poslens`` (what poslens reported before): ``first_token_mass`` = mean over query rows 1..T-1 (row 0 left out;
+  head-profiles' statistic, ``head_profiles.context_masses``), averaged over the sequences *before* thresholding:
+  ``sink_share`` is 1 when that average exceeds ``epsilon``, else 0. Row 0 shifts the mean: for a head that gives
+  mass m to key 0 on every row, α_1 = (1 + (T - 1) m) / T, so at T = 64 poslens' ε = 0.3 is Gu's ε ≈ 0.311, and
+  Gu's 0.3 is poslens' m > 0.289. Defaults to the lengths 64, 256 and 1024 (those that fit).
+
+Both ``alpha_1`` and ``first_token_mass`` are in every row (means over sequences), whichever estimator decided
+``sink_share``; ``estimator`` names it. Where poslens departs from Gu under either: its texts are English Wikipedia
+leads (or the user's ``documents=``) rather than their probe set, it adds conditions, and it reads one model family
+at a time through its own attention.
+
+Conditions, each at every length of ``lengths``:
 
 - ``input``: ``text`` (English Wikipedia leads, or the user's ``documents=``) or ``random`` (random ordinary
-  tokens, ``corpora.random_tokens``): a sink that survives random tokens is positional, not semantic;
+  tokens, ``corpora.random_tokens``): a sink that survives random tokens is positional, not semantic (Gu's
+  "random" column);
 - ``start_token``: with the document-start token (BOS, or a byte model's EOS) first, or without it (the first
   token is then an ordinary one; the same text or tokens, shifted by one). Models without a start token have only
   the second.
 
-Gu et al. find sinks in every pretrained LM they test, on the first token whatever it is, and Barbero et al. (COLM
-2025, "Why do LLMs attend to the first token?") that they grow with context length and depth; a model with random
-weights has none (attention is near uniform, ``first_token_mass`` about 1 / position). Each context adds its
-``[layer, head]`` masses (``interp.parallel.fold_items``).
+Each context adds its ``[layer, head]`` sums (``interp.parallel.fold_items``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from analyses.registry import Adapts, Cli, Fits, Help, NotWith, Range, analysis
+from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     import pandas as pd
 
 INPUTS = ("text", "random")
+ESTIMATORS = ("gu", "poslens")
+GU_LENGTH = 64  # Gu et al.'s T
 
 
 def _lengths(model, options) -> tuple[int, ...]:
-    return tuple(n for n in (64, 256, 1024) if n < model.max_seq_len) or (model.max_seq_len - 1,)
+    wanted = (GU_LENGTH,) if options.get("estimator", "gu") == "gu" else (64, 256, 1024)
+    return tuple(n for n in wanted if n < model.max_seq_len) or (model.max_seq_len - 1,)
 
 
 def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[tuple[str, bool], list[list[int]]]:
@@ -58,40 +89,78 @@ def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[tup
     return out
 
 
+@no_grad
+def first_token_attention(model, ids: list[int], max_rows: int) -> dict:
+    """``{"row0": [layer, head] A_00, "mass": [layer, head] mean over query rows 1..N-1 of the attention to key 0}``
+    (float64 numpy; the rows as ``head_profiles.context_masses`` reads them, at most ``max_rows`` evenly spaced)."""
+    import numpy as np
+    import torch
+
+    n = len(ids)
+    rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
+    read = torch.cat([torch.zeros(1, dtype=torch.long), rows])
+    row0 = np.zeros((model.n_layers, model.n_heads))
+    mass = np.zeros((model.n_layers, model.n_heads))
+
+    def reduce(layer):
+        def hook(pattern, hook):
+            to_first = pattern[0, :, :, 0].double().cpu()  # [head, 1 + rows]
+            row0[layer] = to_first[:, 0].numpy()
+            mass[layer] = to_first[:, 1:].mean(-1).numpy()
+        return hook
+
+    with model.query_rows(read), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]):
+        model(torch.tensor([ids], device=model.device))
+    return {"row0": row0, "mass": mass}
+
+
+def gu_alpha(row0, mass, length: int):
+    """Gu et al.'s α_1 of one sequence of ``length`` tokens: (A_00 + (T - 1) · mean over rows 1..T-1) / T."""
+    return (row0 + (length - 1) * mass) / length
+
+
 def headline(df) -> str:
     parts = []
     for model, g in df.groupby("model", sort=False):
-        top = g[g["length"] == g["length"].max()]
-        cells = ", ".join(f"{i}{' +start' if s else ''} {h['is_sink'].mean():.0%}"
+        top = g[g["length"] == g["length"].min()]
+        cells = ", ".join(f"{i}{' +start' if s else ''} {h['sink_share'].mean():.0%}"
                           for (i, s), h in top.groupby(["input", "start_token"], sort=False))
         parts.append(f"{model} at {top['length'].iloc[0]} tokens: {cells}")
-    return f"Sink heads (first-token mass > {df['epsilon'].iloc[0]:g}): " + "; ".join(parts) + "."
+    estimator = df["estimator"].iloc[0]
+    how = ("Gu et al.'s Sink_1: alpha_1 over all query rows > {eps:g}, per sequence" if estimator == "gu"
+           else "poslens' estimator: first-token mass over rows 1..T-1, averaged over sequences, > {eps:g}")
+    return f"Sink heads ({how.format(eps=df['epsilon'].iloc[0])}): " + "; ".join(parts) + "."
 
 
 def summary(df):
-    return (df.groupby(["model", "input", "start_token", "length"], sort=False)
-            .agg(heads=("is_sink", "size"), sink_rate=("is_sink", "mean"), mean_first_token_mass=("first_token_mass", "mean"))
+    return (df.groupby(["model", "estimator", "input", "start_token", "length"], sort=False)
+            .agg(heads=("sink_share", "size"), sink_rate=("sink_share", "mean"), mean_alpha_1=("alpha_1", "mean"),
+                 mean_first_token_mass=("first_token_mass", "mean"))
             .reset_index())
 
 
 @analysis("sink-rate", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 def sink_rate(model, *,
-              lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (those of the "
-                                                       "default that fit the model)"),
-                                 Range(2), Fits(), Adapts(_lengths), Cli("--length")] = (64, 256, 1024),
+              estimator: Annotated[str, Help("gu: Gu et al.'s alpha_1 over all query rows (row 0 included), thresholded per "
+                                             "sequence; poslens: the mass over rows 1..T-1, averaged over sequences, then "
+                                             "thresholded"), Choices(ESTIMATORS)] = "gu",
+              lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (left out: 64, Gu et al.'s "
+                                                       "T, for gu; 64, 256, 1024 for poslens; those that fit the model)"),
+                                 Range(2), Fits(), Adapts(_lengths), Cli("--length")] = (GU_LENGTH,),
               n_docs: Annotated[int, Help("contexts per condition"), Range(1), NotWith()] = 8,
-              epsilon: Annotated[float, Help("a head is a sink when its mean first-token attention exceeds this"),
+              epsilon: Annotated[float, Help("a head is a sink when its first-token attention exceeds this (Gu et al.: 0.3)"),
                                  Range(0, 1)] = 0.3,
-              max_rows: Annotated[int, Help("query rows read per context, evenly spaced"), Range(1)] = 256,
+              max_rows: Annotated[int, Help("query rows 1..T-1 read per context, evenly spaced (all of them when at least "
+                                            "T - 1)"), Range(1)] = 256,
               seed: int = 0, documents=None) -> pd.DataFrame:
     """Share of heads whose attention goes mostly to the first token (attention sinks), per layer, on text and on
-    random tokens, with and without the document-start token, at several lengths.
+    random tokens, with and without the document-start token (Gu et al.'s Sink_1 by default).
 
-    One row per input, start token, length, layer and head: first-token mass and whether it exceeds epsilon."""
+    One row per input, start token, length, layer and head: alpha_1 (Gu), first-token mass (rows 1..T-1), and the share
+    of contexts in which the head is a sink under ``estimator``."""
     import numpy as np
     import pandas as pd
 
-    from analyses.head_profiles import context_masses
     from interp import parallel
 
     items, keys = [], []
@@ -101,26 +170,32 @@ def sink_rate(model, *,
                 items.append(ids)
                 keys.append((kind, start, length))
     conditions = sorted(set(keys), key=lambda k: (INPUTS.index(k[0]), k[1], k[2]))
-    state = {f"{k}|{s}|{n}": np.zeros((model.n_layers, model.n_heads)) for k, s, n in conditions}
+    shape = (model.n_layers, model.n_heads)
+    state = {f"{m}|{k}|{s}|{n}": np.zeros(shape) for m in ("mass", "alpha", "sink") for k, s, n in conditions}
     state |= {f"count|{k}|{s}|{n}": np.zeros(1) for k, s, n in conditions}
 
-    def add(state, i, mass):
+    def one(ids):
+        seen = first_token_attention(model, ids, max_rows)
+        alpha = gu_alpha(seen["row0"], seen["mass"], len(ids))
+        return {"mass": seen["mass"], "alpha": alpha, "sink": (alpha > epsilon).astype(np.float64)}
+
+    def add(state, i, stats):
         k, s, n = keys[i]
-        state[f"{k}|{s}|{n}"] += mass
+        for m, v in stats.items():
+            state[f"{m}|{k}|{s}|{n}"] += v
         state[f"count|{k}|{s}|{n}"] += 1
 
-    def first_token_mass(ids):
-        return context_masses(model, ids, max_rows, local_window=1)["first_token_mass"].double().numpy()
-
-    state = parallel.fold_items(first_token_mass, items, state, add, model=model, desc=f"sink-rate {model.model_name}")
+    state = parallel.fold_items(one, items, state, add, model=model, desc=f"sink-rate {model.model_name}")
     layer, head = np.meshgrid(np.arange(model.n_layers), np.arange(model.n_heads), indexing="ij")
     frames = []
     for k, s, n in conditions:
         count = int(state[f"count|{k}|{s}|{n}"][0])
-        mass = state[f"{k}|{s}|{n}"] / count
-        frames.append(pd.DataFrame(dict(input=k, start_token=s, length=n, layer=layer.ravel(), head=head.ravel(),
-                                        depth=layer.ravel() / max(1, model.n_layers - 1), first_token_mass=mass.ravel(),
-                                        is_sink=mass.ravel() > epsilon, epsilon=epsilon, n_contexts=count)))
+        mass, alpha = state[f"mass|{k}|{s}|{n}"] / count, state[f"alpha|{k}|{s}|{n}"] / count
+        share = state[f"sink|{k}|{s}|{n}"] / count if estimator == "gu" else (mass > epsilon).astype(np.float64)
+        frames.append(pd.DataFrame(dict(estimator=estimator, input=k, start_token=s, length=n, layer=layer.ravel(),
+                                        head=head.ravel(), depth=layer.ravel() / max(1, model.n_layers - 1),
+                                        alpha_1=alpha.ravel(), first_token_mass=mass.ravel(), sink_share=share.ravel(),
+                                        epsilon=epsilon, n_contexts=count)))
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "model", model.model_name)
     return df

@@ -1,5 +1,6 @@
-"""Retrieval heads: every head's retrieval score by rank (a line per model, the threshold dashed), and NIAH accuracy with
-the top-k heads masked against k random heads of the same layers (mean over draws, each draw a dot)."""
+"""Retrieval heads: every head's retrieval score by rank (a line per model, the threshold dashed; Wu et al.'s score or
+poslens', as the table's ``score`` says), and NIAH accuracy with the top-k heads masked (their queries or their outputs,
+as ``masking`` says) against k random heads of the same layers (mean over draws, each draw a dot)."""
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -11,6 +12,9 @@ def figure(df) -> go.Figure:
     heads, masking = df[df["part"] == "heads"], df[df["part"] == "masking"]
     models = list(dict.fromkeys(df["model"]))
     colors = model_colors(models)
+    score, masking_kind = df["score"].iloc[0], df["masking"].iloc[0]
+    masked = {"query": "queries zeroed from the last prompt token on (the authors')", "query-all": "queries zeroed everywhere",
+              "output": "outputs zeroed"}[masking_kind]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("retrieval score of every head, by rank", "NIAH accuracy with k heads masked"))
     for model, g in heads.groupby("model", sort=False):
@@ -23,7 +27,8 @@ def figure(df) -> go.Figure:
     threshold = float(df["threshold"].iloc[0])
     fig.add_hline(y=threshold, line=dict(dash="dash", width=1, color="#888"), row=1, col=1)
     fig.update_xaxes(title_text="share of heads, best first", tickformat=".0%", range=[0, 1.02], row=1, col=1)
-    fig.update_yaxes(title_text="retrieval score", range=[-0.03, 1.03], row=1, col=1)
+    fig.update_yaxes(title_text=f"retrieval score ({'Wu et al.' if score == 'wu' else 'poslens, teacher-forced'})",
+                     range=[-0.03, 1.03], row=1, col=1)
     for model, g in masking.groupby("model", sort=False):
         none = float(g.loc[g["condition"] == "none", "niah_accuracy"].iloc[0])
         for condition, dash in (("top", "solid"), ("random", "dot")):
@@ -39,6 +44,8 @@ def figure(df) -> go.Figure:
                                          hovertemplate="k=%{x}, one draw: %{y:.0%}<extra>" + model + "</extra>"), row=1, col=2)
     fig.update_xaxes(title_text="heads masked (k)", rangemode="tozero", row=1, col=2)
     fig.update_yaxes(title_text="NIAH accuracy", range=[-0.03, 1.03], tickformat=".0%", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, height=440, width=1000,
-                      title="Retrieval heads (Wu et al. 2024): few heads copy the needle, and masking them breaks retrieval")
+    label = "Wu et al.'s score" if score == "wu" else "poslens' teacher-forced score"
+    fig.update_layout(template=TEMPLATE, height=460, width=1000,
+                      title=f"Retrieval heads (Wu et al. 2024): few heads copy the needle, and masking them breaks retrieval"
+                            f"<br><sup>{label}; masked heads' {masked}</sup>")
     return fig

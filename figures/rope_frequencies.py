@@ -1,5 +1,6 @@
-"""Rotary bands: the share of the attention logit each band carries against its wavelength (a line per model and kind of
-layer; dotted for the previous-token heads), the loss change and the NIAH accuracy with bands removed or unrotated."""
+"""Rotary bands: each band's mean query and key norm against its wavelength (Barbero et al.'s measure; a line per model
+and kind of layer, queries solid and keys dashed), the share of the attention logit each band carries (poslens' measure;
+dotted for the previous-token heads), and the loss change and the NIAH accuracy with bands removed or unrotated."""
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -13,27 +14,40 @@ def figure(df) -> go.Figure:
     bands, eff = df[df["part"] == "bands"], df[df["part"] == "effects"]
     models = list(dict.fromkeys(df["model"]))
     colors = model_colors(models)
-    fig = make_subplots(rows=2, cols=2, specs=[[{"colspan": 2}, None], [{}, {}]], horizontal_spacing=0.08,
-                        vertical_spacing=0.2, row_heights=[0.55, 0.45],
-                        subplot_titles=("share of the attention logit, by band", "loss change (nats per token)",
-                                        "NIAH accuracy"))
+    fig = make_subplots(rows=3, cols=2, specs=[[{"colspan": 2}, None], [{"colspan": 2}, None], [{}, {}]],
+                        horizontal_spacing=0.08, vertical_spacing=0.11, row_heights=[0.36, 0.36, 0.28],
+                        subplot_titles=("mean 2-norm of the band's queries and keys (Barbero et al.)",
+                                        "share of the attention logit, by band (poslens' measure)",
+                                        "loss change (nats per token)", "NIAH accuracy"))
     kinds = list(dict.fromkeys(bands["attention"]))
     for (model, kind), g in bands.groupby(["model", "attention"], sort=False):
         label = model if len(kinds) == 1 else f"{model}, {kind} layers"
-        dash = "solid" if kind == "full" else "dash"
-        for who, heads, width in (("all heads", g, 2), ("previous-token heads", g[g["previous_token_mass"] >= POSITIONAL], 1)):
+        width = 2 if kind == "full" else 1
+        mean = g.groupby("band").agg(wavelength=("wavelength", "mean"), q=("q_norm", "mean"), k=("k_norm", "mean"),
+                                     n=("head", "size")).reset_index()
+        for col, dash, what in (("q", "solid", "queries"), ("k", "dash", "keys")):
+            fig.add_trace(go.Scatter(
+                x=mean["wavelength"], y=mean[col], mode="lines", name=f"{label}: {what}", legendgroup=model,
+                line=dict(color=colors[model], width=width, dash=dash),
+                customdata=mean[["band", "n"]].astype(float).values,
+                hovertemplate="band %{customdata[0]} (wavelength %{x:.3g} tokens): mean norm %{y:.3g}, over "
+                              "%{customdata[1]} heads x layers<extra>" + f"{label}, {what}</extra>"), row=1, col=1)
+        for who, heads, w in (("all heads", g, 2), ("previous-token heads", g[g["previous_token_mass"] >= POSITIONAL], 1)):
             if heads.empty:
                 continue
-            mean = heads.groupby("band").agg(wavelength=("wavelength", "mean"), share=("logit_share", "mean"),
-                                             n=("head", "size")).reset_index()
+            share = heads.groupby("band").agg(wavelength=("wavelength", "mean"), share=("poslens_logit_share", "mean"),
+                                              n=("head", "size")).reset_index()
             fig.add_trace(go.Scatter(
-                x=mean["wavelength"], y=mean["share"], mode="lines", name=f"{label} ({who})", legendgroup=model,
-                line=dict(color=colors[model], width=width, dash=dash if who == "all heads" else "dot"),
-                customdata=mean[["band", "n"]].astype(float).values,
+                x=share["wavelength"], y=share["share"], mode="lines", name=f"{label}: logit share ({who})", legendgroup=model,
+                line=dict(color=colors[model], width=w, dash=("solid" if kind == "full" else "dash") if who == "all heads" else "dot"),
+                customdata=share[["band", "n"]].astype(float).values,
                 hovertemplate="band %{customdata[0]} (wavelength %{x:.3g} tokens): %{y:.2%} of the logit, mean of "
-                              "%{customdata[1]} heads x layers<extra>" + f"{label}, {who}</extra>"), row=1, col=1)
-    fig.update_xaxes(type="log", range=log_range(bands["wavelength"]), title_text="wavelength (tokens per turn)", row=1, col=1)
-    fig.update_yaxes(title_text="share of the logit", tickformat=".1%", rangemode="tozero", row=1, col=1)
+                              "%{customdata[1]} heads x layers<extra>" + f"{label}, {who}</extra>"), row=2, col=1)
+    for row in (1, 2):
+        fig.update_xaxes(type="log", range=log_range(bands["wavelength"]), row=row, col=1,
+                         title_text="wavelength (tokens per turn)" if row == 2 else None)
+    fig.update_yaxes(title_text="mean band norm", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="share of the logit", tickformat=".1%", rangemode="tozero", row=2, col=1)
     order = list(dict.fromkeys(eff["condition"]))
     for i, (model, g) in enumerate(eff.groupby("model", sort=False)):
         base = float(g.loc[g["condition"] == "none", "loss"].iloc[0])
@@ -41,14 +55,13 @@ def figure(df) -> go.Figure:
         for col, x, text in ((1, g["loss"] - base, "%{customdata}: %{x:+.3f} nats"), (2, g["niah_accuracy"], "%{customdata}: %{x:.0%}")):
             fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=model, legendgroup=model, showlegend=False,
                                      marker=dict(color=colors[model], size=8, symbol=i % 8), customdata=g["condition"],
-                                     hovertemplate=text + "<extra>" + model + "</extra>"), row=2, col=col)
+                                     hovertemplate=text + "<extra>" + model + "</extra>"), row=3, col=col)
     for col in (1, 2):
         fig.update_yaxes(tickvals=list(range(len(order))), ticktext=order, range=[len(order) - 0.5, -0.5],
-                         showticklabels=col == 1, row=2, col=col)
-    fig.add_vline(x=0, line=dict(width=1, color="#888"), row=2, col=1)
-    fig.update_xaxes(range=[-0.05, 1.05], tickformat=".0%", row=2, col=2)
+                         showticklabels=col == 1, row=3, col=col)
+    fig.add_vline(x=0, line=dict(width=1, color="#888"), row=3, col=1)
+    fig.update_xaxes(range=[-0.05, 1.05], tickformat=".0%", row=3, col=2)
     fraction = eff["fraction"].max()
-    fig.update_layout(template=TEMPLATE, height=720, width=900,
-                      title=f"Rotary frequencies: what each band carries, and the highest / lowest {fraction:.0%} "
-                            "of the bands removed or unrotated")
+    fig.update_layout(template=TEMPLATE, height=1000, width=900,
+                      title=f"Rotary bands: what each carries, and the highest / lowest {fraction:.0%} removed or unrotated")
     return fig

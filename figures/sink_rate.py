@@ -1,5 +1,6 @@
-"""Share of sink heads per layer against depth, one panel per input x start-token condition, a line per model and
-length (longer contexts darker)."""
+"""Share of sink heads per layer against depth (the layer's mean ``sink_share``: under Gu et al.'s estimator the share of
+(head, sequence) pairs with alpha_1 > epsilon), one panel per input x start-token condition, a line per model and length
+(longer contexts darker)."""
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -16,7 +17,7 @@ def figure(df) -> go.Figure:
     colors = model_colors(list(dict.fromkeys(df["model"])))
     lengths = sorted(df["length"].unique())
     per_layer = df.groupby(["model", "input", "start_token", "length", "layer"], sort=False).agg(
-        rate=("is_sink", "mean"), depth=("depth", "first")).reset_index()
+        rate=("sink_share", "mean"), depth=("depth", "first")).reset_index()
     for j, (inp, start) in enumerate(conditions):
         r, c = j // cols + 1, j % cols + 1
         for model, g in per_layer[(per_layer["input"] == inp) & (per_layer["start_token"] == start)].groupby("model", sort=False):
@@ -34,8 +35,10 @@ def figure(df) -> go.Figure:
                     row=r, col=c)
         fig.update_xaxes(range=[-0.05, 1.05], title_text="depth = layer / (n_layers\u00a0-\u00a01)" if r == rows else None, row=r, col=c)
     fig.update_yaxes(range=[-0.05, 1.05], tickformat=".0%")
-    fig.update_yaxes(title_text="sink heads in the layer", col=1)
+    fig.update_yaxes(title_text="sink heads in the layer" if df["estimator"].iloc[0] == "poslens"
+                     else "sink heads in the layer (per sequence)", col=1)
     eps = df["epsilon"].iloc[0]
-    fig.update_layout(template=TEMPLATE, height=320 * rows + 160,
-                      title=f"Attention sinks: heads whose mean first-token attention exceeds {eps:g}")
+    how = ("Gu et al.'s alpha_1 (all query rows) > {eps:g}, per sequence" if df["estimator"].iloc[0] == "gu"
+           else "mean first-token attention over rows 1..T-1 and sequences > {eps:g} (poslens' estimator)")
+    fig.update_layout(template=TEMPLATE, height=320 * rows + 160, title=f"Attention sinks: {how.format(eps=eps)}")
     return fig

@@ -10,6 +10,9 @@
 intervention               what it edits (and the capability it needs)
 =========================  ======================================================================================
 ``MaskHeads``              heads' outputs (``hook_z``) set to zero: the head writes nothing (attention)
+``MaskHeadQueries``        heads' queries set to zero, at every position or from ``from_position`` on: the head
+                           attends uniformly to the keys it sees (Wu et al. 2024's masking of retrieval heads)
+                           (``hook_rot_q`` / ``hook_q``; from a position, ``hook_attn_scores``)
 ``RemoveRotaryBands``      chosen frequency bands of heads' rotated queries set to zero: those bands carry
                            nothing into the attention logit (rotary positions)
 ``UnrotateRotaryBands``    chosen bands of queries and keys turned back to position 0: they carry content without
@@ -39,6 +42,7 @@ from typing import Callable, ClassVar
 
 MODULES: tuple[str, ...] = (
     "interp.interventions.heads",
+    "interp.interventions.queries",
     "interp.interventions.rotary",
     "interp.interventions.window",
     "interp.interventions.positions",
@@ -129,9 +133,10 @@ _load()
 
 from interp.interventions.ap import RemoveAPBands  # noqa: E402 (registered above; re-exported by name)
 from interp.interventions.heads import MaskHeads  # noqa: E402
+from interp.interventions.queries import MaskHeadQueries  # noqa: E402
 from interp.interventions.positions import ShiftPositions, ShufflePositions, StretchPositions  # noqa: E402
 from interp.interventions.rotary import RemoveRotaryBands, UnrotateRotaryBands  # noqa: E402
 from interp.interventions.window import KeyWindow  # noqa: E402
 
-__all__ = ["Intervention", "KeyWindow", "MaskHeads", "REGISTRY", "RemoveAPBands", "RemoveRotaryBands", "ShiftPositions",
-           "ShufflePositions", "StretchPositions", "UnrotateRotaryBands", "applied", "register"]
+__all__ = ["Intervention", "KeyWindow", "MaskHeadQueries", "MaskHeads", "REGISTRY", "RemoveAPBands", "RemoveRotaryBands",
+           "ShiftPositions", "ShufflePositions", "StretchPositions", "UnrotateRotaryBands", "applied", "register"]

@@ -40,7 +40,7 @@ def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_i
     df = rope_frequencies(model, n_docs=2, length=96, max_rows=32, fraction=0.25, n_samples=0)
     bands = df[df["part"] == "bands"]
     assert len(bands) == model.n_layers * model.n_heads * 8
-    share = bands.pivot_table(index=["layer", "head"], columns="band", values="logit_share")
+    share = bands.pivot_table(index=["layer", "head"], columns="band", values="poslens_logit_share")
     np.testing.assert_allclose(share[1], 1.0)
     assert float(share.drop(columns=[1]).abs().max().max()) == 0.0
     # the norms are the cached rotated queries' band norms
@@ -58,6 +58,45 @@ def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_i
     assert eff.loc["zero-lowest", "loss"] == pytest.approx(eff.loc["none", "loss"], abs=1e-6)
     assert eff.loc["zero-highest", "kl"] > 1e-4  # the band every head uses is gone
     assert np.isnan(eff["niah_accuracy"]).all()  # no NIAH prompt was asked for
+
+
+def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
+    """Queries and keys replaced, before rotation, by one constant vector per head: band b of query head h is (a[h, b], 0)
+    and of key head g (b[g, b], 0). Rotation keeps a band's norm, so ``q_norm`` is a and ``k_norm`` b exactly; the band's
+    term between query t and key s is a b cos((t - s) w_b), so poslens' logit share is a b M_b over its sum over bands,
+    M_b the mean of |cos((t - s) w_b)| over the causal pairs of the rows read (40 rows: two blocks of rows)."""
+    model = _llama(tmp_path, "planted")
+    spec = model.rotation(0)
+    n_bands, d = spec.n_bands, model.cfg.head_dim
+    heads, kv = model.n_heads, model.cfg.num_key_value_heads
+    a = 1.0 + torch.arange(heads * n_bands, dtype=torch.float32).reshape(heads, n_bands) / 7
+    b = 2.0 + torch.arange(kv * n_bands, dtype=torch.float32).reshape(kv, n_bands).flip(-1) / 5
+
+    def planted(values):
+        vec = torch.zeros(values.shape[0], d)
+        for band in range(n_bands):
+            vec[:, spec.pairs()[band][0]] = values[:, band]
+        return lambda x, hook: vec.expand_as(x).to(x.dtype).clone()
+
+    for layer in range(model.n_layers):
+        model.add_hook(f"blocks.{layer}.attn.hook_q", planted(a))
+        model.add_hook(f"blocks.{layer}.attn.hook_k", planted(b))
+    n = 48
+    df = rope_frequencies(model, n_docs=1, length=n, max_rows=40, n_samples=0)
+    bands = df[(df["part"] == "bands") & (df["layer"] == 1)]
+    rows = np.unique(np.linspace(1, n - 1, 40).round()).astype(int)
+    order = spec.by_frequency().tolist()
+    omega = spec.inv_freq.double().numpy()
+    m = np.array([np.mean([abs(np.cos((t - s) * omega[k])) for t in rows for s in range(t + 1)]) for k in range(n_bands)])
+    rep = heads // kv
+    for head in range(heads):
+        got = bands[bands["head"] == head].set_index("band")
+        want_q = a[head, order].double().numpy()
+        want_k = b[head // rep, order].double().numpy()
+        np.testing.assert_allclose(got["q_norm"].sort_index(), want_q, rtol=1e-5)
+        np.testing.assert_allclose(got["k_norm"].sort_index(), want_k, rtol=1e-5)
+        term = want_q * want_k * m[order]
+        np.testing.assert_allclose(got["poslens_logit_share"].sort_index(), term / term.sum(), rtol=1e-4)
 
 
 def test_rope_frequencies_is_refused_for_a_model_without_rotation():
@@ -81,14 +120,17 @@ def test_random_heads_of_the_same_layers():
 
 
 def test_retrieval_heads_masks_what_copies_the_needle():
-    """The bundled repo-small retrieves every needle at 400 bytes: its scores are head-profiles', the unmasked accuracy
-    is niah-accuracy's on the same prompts, and masking its best retrieval head costs more than a random head."""
+    """The bundled repo-small retrieves every needle at 400 bytes: its poslens scores are head-profiles', the unmasked
+    accuracy is niah-accuracy's on the same prompts, and masking its best retrieval head's output costs more than a
+    random head's."""
     from analyses.head_profiles import head_profiles
     from analyses.niah_accuracy import niah_accuracy
     from corpora.niah import niah_samples
 
     model = load("repo-small")
-    df = retrieval_heads(model, n_docs=4, n_samples=4, length=400, shares=(0.06,), n_random=3)
+    df = retrieval_heads(model, score="poslens", masking="output", n_docs=4, n_samples=4, length=400, shares=(0.06,),
+                         n_random=3)
+    assert set(df["score"]) == {"poslens"} and set(df["masking"]) == {"output"}
     heads = df[df["part"] == "heads"].set_index(["layer", "head"])
     profile = head_profiles(model, n_docs=1, length=64, n_samples=4, niah_tokens=400).set_index(["layer", "head"])
     np.testing.assert_allclose(heads["retrieval_score"], profile.loc[heads.index, "retrieval_score"], rtol=1e-9)
@@ -145,3 +187,66 @@ def test_attention_window_reach_is_read_off_the_patterns_and_a_sliding_layer_sta
     np.testing.assert_allclose(reach.loc[1, "mass_beyond_window"].sort_index().to_numpy(),
                                (p * far).sum(-1).mean(-1).numpy(), rtol=1e-5)
     np.testing.assert_allclose(reach.loc[1, "sink_mass"].sort_index().to_numpy(), p[..., :2].sum(-1).mean(-1).numpy(), rtol=1e-5)
+
+
+def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(monkeypatch):
+    """A planted copier: head (1, 3) attends, at the steps that generate the value's first three digits, to those digits
+    in the needle, and to token 0 elsewhere. Generations are planted too: prompts 0 and 1 answer right, prompt 2 gets 4
+    of the 7 digits first (ROUGE-1 recall 4/7 > 0.5: counted), prompt 3 three letters and then digits 4-6 (3/7: left out,
+    and its copier hits nothing); every answer is followed by a newline and the first three digits again, which Wu et
+    al. never score. So the head's score is 3/7 on the 3 retrieved prompts, not 9/28 (the failed prompt counted) nor more
+    (steps past the newline scored)."""
+    from analyses.retrieval_heads import rouge1_recall, scored_steps, value_span
+    from corpora.niah import niah_samples
+    from interp.attention import current_query_rows
+    from tests.repo_helpers import tiny_repo
+
+    model = tiny_repo("rope")  # bytes, causal, 3 layers x 4 heads
+    tok = model.tokenizer
+    samples = niah_samples(tok, 4, 320, seed=0, preamble=False)
+    wrong = "wxyz"  # no digit: recall counts only the right ones
+    texts = [" " + s.value + ".\n" + s.value[:3] for s in samples[:2]]
+    texts += [" " + samples[2].value[:4] + wrong[:3] + ".\n" + samples[2].value[:3],
+              " " + wrong[:3] + samples[3].value[3:6] + ".\n" + samples[3].value[:3]]
+    planted = {tuple(s.token_ids): tok.encode(t) for s, t in zip(samples, texts)}
+    spans = {p: value_span(tok, s) for p, s in zip(planted, samples)}
+    for p, s in zip(planted, samples):
+        assert tok.decode(list(p[spans[p][0]:spans[p][1]])) == s.value  # the span is the value, 7 byte tokens
+
+    real_generate = model.generate
+
+    def generate(tokens, max_new_tokens, stop_ids=()):
+        return list(planted.get(tuple(tokens), None) or real_generate(tokens, max_new_tokens, stop_ids))[:max_new_tokens]
+
+    monkeypatch.setattr(model, "generate", generate)
+    seen = {}
+    model.register_forward_pre_hook(lambda module, args: seen.update(ids=args[0][0].tolist()))
+
+    def copier(pattern, hook):
+        rows = current_query_rows()
+        prompt = next((p for p in planted if tuple(seen["ids"][:len(p)]) == p), None)
+        if rows is None or prompt is None:
+            return pattern
+        start = spans[prompt][0]
+        newline = planted[prompt].index(10)  # the newline byte
+        out = torch.zeros_like(pattern[0, 3])
+        out[:, 0] = 1.0
+        for i, r in enumerate(rows.tolist()):
+            step = r - (len(prompt) - 1)  # this row generates planted[prompt][step]
+            digit = step - 1 if 1 <= step <= 3 else step - newline - 1 if 1 <= step - newline <= 3 else None
+            if digit is not None:
+                out[i] = 0.0
+                out[i, start + digit] = 1.0
+        pattern[0, 3] = out
+        return pattern
+
+    model.add_hook("blocks.1.attn.hook_pattern", copier)
+    df = retrieval_heads(model, n_docs=4, n_samples=1, length=320, shares=(0.1,), n_random=1)
+    heads = df[df["part"] == "heads"].set_index(["layer", "head"])
+    assert set(df["score"]) == {"wu"} and set(df["masking"]) == {"query"}
+    assert heads.loc[(1, 3), "retrieval_score"] == pytest.approx(3 / 7, rel=1e-12)
+    assert bool(heads.loc[(1, 3), "is_retrieval"])
+    assert int(df["n_counted"].iloc[0]) == 3 and int(df["n_scored"].iloc[0]) == 4
+    # the pieces, on their own
+    assert rouge1_recall([1, 2, 2, 3], [2, 9, 2, 2, 1]) == 3 / 4
+    assert scored_steps(tok, tok.encode(" 12.\n34")) == tok.encode(" 12.\n")

@@ -54,15 +54,93 @@ def test_a_planted_sink_is_counted_and_uniform_heads_are_not(model):
     for head in (1, 2, 3):
         _plant(model, 1, head, lambda q, n: torch.tril(torch.ones(n, n))[q] / (q[:, None] + 1.0))
     df = sink_rate(model, lengths=(32, 128), n_docs=2, max_rows=64)
+    assert set(df["estimator"]) == {"gu"}
     layer1 = df[df["layer"] == 1].set_index(["input", "start_token", "length", "head"])
-    assert layer1.xs(0, level="head")["is_sink"].all()
+    assert layer1.xs(0, level="head")["sink_share"].eq(1.0).all()
     assert layer1.xs(0, level="head")["first_token_mass"].eq(1.0).all()
+    assert layer1.xs(0, level="head")["alpha_1"].eq(1.0).all()
     uniform = layer1.drop(0, level="head")
     # mean over rows 1..N-1 of 1 / (q + 1): above epsilon only for short contexts, as the harmonic sum says
     for (inp, start, n), g in uniform.groupby(level=[0, 1, 2]):
-        expected = np.mean(1.0 / (np.unique(np.linspace(1, n - 1, min(64, n - 1)).round()) + 1))
+        rows = np.unique(np.linspace(1, n - 1, min(64, n - 1)).round())
+        expected = np.mean(1.0 / (rows + 1))
         assert g["first_token_mass"].to_numpy() == pytest.approx(expected, rel=1e-5)
+        # Gu's alpha_1 counts row 0 (A_00 = 1): at 32 tokens every row is read and it is the mean of 1 / (t + 1), t = 0..31
+        alpha = np.mean(1.0 / np.arange(1, n + 1)) if n == 32 else (1 + (n - 1) * expected) / n
+        assert g["alpha_1"].to_numpy() == pytest.approx(alpha, rel=1e-5)
+        assert (g["sink_share"] == float(alpha > 0.3)).all()
     assert set(df["input"]) == {"text", "random"} and set(df["start_token"]) == {True, False}
+
+
+MARK = 200  # a byte that marks the sequences in which the planted heads sink more
+
+
+def _mass_pattern(q, n, m):
+    """Rows ``q`` of a causal pattern giving key 0 the mass ``m`` on every row t >= 1 and the rest evenly to keys 1..t;
+    row 0 all on key 0."""
+    p = torch.tril(torch.ones(n, n))[q].clone()
+    p[:, 0] = 0.0
+    p = p / p.sum(-1, keepdim=True).clamp(min=1.0) * (1 - m)
+    p[:, 0] = m
+    p[q == 0, 0] = 1.0
+    return p
+
+
+def _plant_by_sequence(model, masses):
+    """Layer 1's head h reads as ``_mass_pattern`` with the mass ``masses[h][marked]``, where ``marked`` says whether the
+    sequence holds ``MARK``."""
+    seen = {}
+    model.register_forward_pre_hook(lambda module, args: seen.update(ids=args[0]))
+    for head, (low, high) in masses.items():
+        _plant(model, 1, head, lambda q, n, low=low, high=high: _mass_pattern(q, n, high if bool((seen["ids"] == MARK).any()) else low))
+
+
+def _gu_reference(pattern: torch.Tensor) -> float:
+    """The authors' importance of key 0 from a full ``[T, T]`` pattern: each key's column summed with every row divided by
+    T - key (``eval_sink_open_source.py``'s ratios), key 0's entry."""
+    t = pattern.shape[-1]
+    return float((pattern / torch.arange(t, 0, -1)[None, :]).sum(0)[0])
+
+
+def test_gu_thresholds_each_sequence_and_counts_row_0_where_poslens_averages_first(model):
+    """Two of four sequences marked: head 0 gives key 0 0.4 of every row in them and 0.1 elsewhere, so each sequence's
+    alpha_1 = (1 + 63 m) / 64 is 0.409 or 0.114 (a sink in half the sequences under Gu) while the mean mass 0.25 is
+    no sink under poslens; head 1 (0.35 / 0.26) is a sink in half the sequences under Gu and always under poslens (mean
+    0.305); head 2 gives 0.29 everywhere: poslens' 0.29 < 0.3, Gu's (1 + 63 * 0.29) / 64 = 0.301 > 0.3."""
+    masses = {0: (0.1, 0.4), 1: (0.26, 0.35), 2: (0.29, 0.29)}
+    _plant_by_sequence(model, masses)
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(97, 123, size=65).tolist() for _ in range(4)]
+    for d in docs[:2]:
+        d[5] = MARK
+    runs = {e: sink_rate(model, estimator=e, lengths=(64,), documents=docs) for e in ("gu", "poslens")}
+    q = torch.arange(64)
+    for head, (low, high) in masses.items():
+        alphas = [_gu_reference(_mass_pattern(q, 64, m)) for m in (high, high, low, low)]
+        assert alphas[0] == pytest.approx((1 + 63 * high) / 64, rel=1e-6)
+        for estimator, df in runs.items():
+            rows = df[(df["layer"] == 1) & (df["head"] == head) & (df["input"] == "text")]
+            assert len(rows) == 2 and set(rows["estimator"]) == {estimator}  # with and without the start token
+            assert rows["alpha_1"].to_numpy() == pytest.approx(np.mean(alphas), rel=1e-6)
+            assert rows["first_token_mass"].to_numpy() == pytest.approx((low + high) / 2, rel=1e-6)
+            expected = np.mean([a > 0.3 for a in alphas]) if estimator == "gu" else float((low + high) / 2 > 0.3)
+            assert rows["sink_share"].to_numpy() == pytest.approx(expected), (estimator, head)
+    gu, pl = (runs[e][(runs[e]["layer"] == 1) & (runs[e]["input"] == "text")].set_index(["start_token", "head"])["sink_share"]
+              for e in ("gu", "poslens"))
+    assert gu.xs(0, level="head").eq(0.5).all() and pl.xs(0, level="head").eq(0.0).all()
+    assert gu.xs(1, level="head").eq(0.5).all() and pl.xs(1, level="head").eq(1.0).all()
+    assert gu.xs(2, level="head").eq(1.0).all() and pl.xs(2, level="head").eq(0.0).all()
+
+
+def test_the_estimator_sets_the_default_lengths_and_is_checked(model):
+    from analyses.registry import OptionError
+
+    spec = sink_rate.analysis
+    assert spec.bind(model, {})["lengths"] == (64,)
+    assert spec.bind(model, {"estimator": "poslens"})["lengths"] == (64, 256, 1024)
+    assert spec.bind(model, {"estimator": "poslens", "lengths": (32,)})["lengths"] == (32,)
+    with pytest.raises(OptionError, match="estimator gauss: must be one of gu, poslens"):
+        sink_rate(model, estimator="gauss")
 
 
 def test_shuffled_weights_keep_each_tensors_values_and_lose_their_order(model):

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from interp import interventions
-from interp.interventions import (KeyWindow, MaskHeads, RemoveAPBands, RemoveRotaryBands, ShiftPositions, ShufflePositions,
-                                  StretchPositions, UnrotateRotaryBands)
+from interp.capabilities import Capability
+from interp.interventions import (KeyWindow, MaskHeadQueries, MaskHeads, RemoveAPBands, RemoveRotaryBands, ShiftPositions,
+                                  ShufflePositions, StretchPositions, UnrotateRotaryBands)
 from interp.loading import load
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
@@ -70,6 +71,106 @@ def test_applied_records_the_intervention_and_refuses_a_missing_head():
     with pytest.raises(ValueError, match=r"MaskHeads heads: \(3, 0\) is not a head of tiny-repo \(3 layers x 4 heads\)"):
         MaskHeads({(3, 0)}).fwd_hooks(model)
     assert interventions.REGISTRY["mask-heads"] is MaskHeads
+
+
+def _hf(kind, tmp_path, **overrides):
+    write_tiny_hf(kind, tmp_path / kind, **overrides)
+    return load(tmp_path / kind)
+
+
+@pytest.mark.parametrize("start", [0, 5])
+@pytest.mark.parametrize("kind", ["repo", "llama", "qwen2", "gpt2", "bert", "mistral-window-6"])
+def test_a_masked_query_attends_uniformly_to_the_keys_it_sees(kind, start, tmp_path):
+    """Wu et al.'s masking: the head's scores are all 0, so row t of a causal model gives each of its t + 1 keys
+    1 / (t + 1), a sliding window of 6 gives 1 / min(t + 1, 6), a bidirectional encoder 1 / n; rows before
+    ``from_position`` and every other head are unchanged. Masking every row holds for rows read through ``query_rows``
+    (the query is zeroed before any row is chosen); masking from a position is refused there."""
+    if kind == "repo":
+        model = tiny_repo("repo")
+    elif kind == "mistral-window-6":
+        model = _hf("mistral", tmp_path, sliding_window=6)
+    else:
+        model = _hf(kind, tmp_path)
+    n = 12
+    ids = torch.randint(3, 257, (1, n))
+    names = [f"blocks.{l}.attn.hook_pattern" for l in range(2)]
+    iv = MaskHeadQueries({(1, 2)}, from_position=start)
+    _, plain = model.run_with_cache(ids, names_filter=lambda name: name in names)
+    with model.hooks(fwd_hooks=iv.fwd_hooks(model)):
+        _, masked = model.run_with_cache(ids, names_filter=lambda name: name in names)
+    t = torch.arange(n)[:, None].float()
+    k = torch.arange(n)[None, :]
+    if kind == "bert":
+        expected = torch.full((n, n), 1.0 / n)
+    else:
+        width = 6 if kind == "mistral-window-6" else n
+        seen = (k <= t) & (t - k < width)
+        expected = seen.float() / seen.sum(-1, keepdim=True)
+    expected[:start] = plain[names[1]][0, 2, :start].float()
+    torch.testing.assert_close(masked[names[1]][0, 2].float(), expected, rtol=1e-5, atol=1e-6)
+    others = [h for h in range(model.n_heads) if h != 2]
+    torch.testing.assert_close(masked[names[1]][0, others], plain[names[1]][0, others])
+    torch.testing.assert_close(masked[names[0]], plain[names[0]])
+    if Capability.CAUSAL_LM not in model.capabilities:
+        return
+    rows = torch.tensor([3, 7, 11])
+    with interventions.applied(model, iv):
+        whole = model(ids)
+        with model.query_rows(rows):
+            if start:
+                with pytest.raises(ValueError, match="cannot run inside model.query_rows"):
+                    model(ids)
+                return
+            _, read = model.run_with_cache(ids, names_filter=lambda name: name == names[1])
+            some = model(ids)
+    torch.testing.assert_close(read[names[1]][0, 2].float(), expected[rows], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(some, whole, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_masking_queries_from_a_position_decodes_through_the_cache_as_without_it(kind, tmp_path):
+    """Greedy decoding with heads masked from the last prompt token on (the authors' protocol): one token at a time
+    through the KV cache, the rows are the cache's last positions; the same as re-running the whole sequence."""
+    model = _hf(kind, tmp_path)
+    prompt = torch.randint(3, 257, (1, 10))
+    iv = MaskHeadQueries({(0, 1), (1, 2)}, from_position=9)
+    with interventions.applied(model, iv):
+        cached = model.generate(prompt, 6)
+        seq = prompt
+        for _ in range(6):
+            seq = torch.cat([seq, model(seq)[:, -1].argmax(-1, keepdim=True)], 1)
+    assert cached == seq[0, 10:].tolist()
+    rows = []
+    with interventions.applied(model, iv), model.hooks(fwd_hooks=[("blocks.1.attn.hook_pattern",
+                                                                    lambda p, hook: rows.append(p[0, 2, -1].clone()))]):
+        model.generate(prompt, 4)
+    assert [len(r) for r in rows] == [10, 11, 12, 13]  # the prompt, then one cached step at a time
+    for r in rows:
+        torch.testing.assert_close(r, torch.full_like(r, 1.0 / len(r)))
+
+
+def test_masking_a_query_equals_zeroing_its_query_projection_rows(llama):
+    ids = torch.randint(3, 257, (2, 16))
+    heads = {(1, 2), (0, 1)}
+    masked = llama.run_with_hooks(ids, fwd_hooks=MaskHeadQueries(heads).fwd_hooks(llama))
+    d = llama.cfg.head_dim
+    saved = {l: llama.blocks[l].attn.q_proj.weight.clone() for l, _ in heads}
+    try:
+        with torch.no_grad():
+            for layer, head in heads:
+                llama.blocks[layer].attn.q_proj.weight[head * d:(head + 1) * d] = 0.0
+        torch.testing.assert_close(masked, llama(ids), rtol=1e-5, atol=1e-5)
+    finally:
+        with torch.no_grad():
+            for layer, w in saved.items():
+                llama.blocks[layer].attn.q_proj.weight.copy_(w)
+    assert not torch.allclose(masked, llama(ids), atol=1e-4)  # and the masking did change the output
+    with pytest.raises(ValueError, match=r"MaskHeadQueries heads: \(2, 0\) is not a head of"):
+        MaskHeadQueries({(2, 0)}).fwd_hooks(llama)
+    assert interventions.REGISTRY["mask-head-queries"] is MaskHeadQueries
+    assert MaskHeadQueries([(1, 2)]).record() == {"intervention": "mask-head-queries", "heads": [[1, 2]], "from_position": 0}
+    with pytest.raises(ValueError, match="from_position=-1: a position"):
+        MaskHeadQueries({(1, 2)}, from_position=-1)
 
 
 # ---- rotary bands ------------------------------------------------------------------------------------------------
