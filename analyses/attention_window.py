@@ -189,32 +189,33 @@ def attention_window(model, *,
                                                   "experiment, one long stream (past the trained length if asked) through a "
                                                   "rolling KV cache with positions re-indexed in the cache, against dense "
                                                   "attention and sliding-window re-computation"), Choices(SETTINGS)] = "window",
-                     length: Annotated[int, Help("tokens per document (window setting)"), Range(8), Fits(),
-                                       Adapts(_for("window", 1024))] = 1024,
-                     n_docs: Annotated[int, Help("documents (window setting)"), Range(1), NotWith(), Adapts(_for("window", 4))] = 4,
-                     window: Annotated[int, Help("keys each query sees, itself included (window setting; must be shorter than "
-                                                 "--length)"), Range(1), Adapts(_for("window", 256))] = 256,
+                     length: Annotated[int, Help("tokens per document (window setting; default: 1024)"), Range(8), Fits(),
+                                       Adapts(_for("window", 1024))] = None,
+                     n_docs: Annotated[int, Help("documents (window setting; default: 4)"), Range(1), NotWith(),
+                                       Adapts(_for("window", 4))] = None,
+                     window: Annotated[int, Help("keys each query sees, itself included (window setting; shorter than --length; "
+                                                 "default: 256)"), Range(1), Adapts(_for("window", 256))] = None,
                      sinks: Annotated[tuple[int, ...], Help("counts of first tokens kept besides the window (0: plain window "
                                                             "attention); in the streaming setting they are part of the cache"),
                                       Range(0)] = (0, 1, 4),
-                     n_buckets: Annotated[int, Help("position buckets of the loss curve (default: 8; 16 when streaming)"), Range(1),
-                                          Adapts(lambda m, o: 16 if o.get("setting") == "streaming" else 8)] = 8,
-                     max_rows: Annotated[int, Help("query rows per document for where heads look (window setting)"), Range(1),
-                                         Adapts(_for("window", 64))] = 64,
-                     stream_tokens: Annotated[int, Help("tokens of the stream (streaming setting; may exceed the model's context)"),
-                                              Range(3), Adapts(_for("streaming", 4096))] = 4096,
-                     cache_size: Annotated[int, Help("tokens the rolling cache keeps, sinks included (streaming setting; the paper: "
-                                                     "1024)"), Range(2), Adapts(_for("streaming", 1024))] = 1024,
+                     n_buckets: Annotated[int, Help("position buckets of the loss curve (default: 8; streaming: 16)"), Range(1),
+                                          Adapts(lambda m, o: 16 if o.get("setting") == "streaming" else 8)] = None,
+                     max_rows: Annotated[int, Help("query rows per document for where heads look (window setting; default: 64)"),
+                                         Range(1), Adapts(_for("window", 64))] = None,
+                     stream_tokens: Annotated[int, Help("tokens of the stream (streaming setting, where it may exceed the model's "
+                                                        "context; default: 4096)"), Range(3), Adapts(_for("streaming", 4096))] = None,
+                     cache_size: Annotated[int, Help("tokens the rolling cache keeps, sinks included (streaming setting; default, "
+                                                     "as in the paper: 1024)"), Range(2), Adapts(_for("streaming", 1024))] = None,
                      dense_tokens: Annotated[int, Help("tokens of the stream read with dense attention, whose keys and values are "
                                                        "all kept (streaming setting; default: the whole stream; 0: none)"),
                                              Range(0), Adapts(lambda m, o: (o.get("stream_tokens") or 4096)
-                                                              if o.get("setting") == "streaming" else None)] = 4096,
+                                                              if o.get("setting") == "streaming" else None)] = None,
                      recompute_stride: Annotated[int, Help("re-computation predicts every this-many-th token, each from a forward "
                                                            "pass over cache_size + 1 tokens (streaming setting; default: 64 tokens "
-                                                           "evenly spread; 0: none)"), Range(0), Adapts(_recompute_stride)] = 64,
+                                                           "evenly spread; 0: none)"), Range(0), Adapts(_recompute_stride)] = None,
                      control: Annotated[bool, Help("also stream the text without its document-start token through the window "
                                                    "and the window with the most sinks (streaming setting; a control: Gemma 3's "
-                                                   "sinks need its BOS, SmolLM2's do not)"), Adapts(_for("streaming", False))] = False,
+                                                   "sinks need its BOS, SmolLM2's do not)"), Adapts(_for("streaming", False))] = None,
                      seed: int = 0, documents=None) -> pd.DataFrame:
     """Next-token loss read through a window of keys, with and without the first tokens kept (StreamingLLM): documents
     inside the trained length against full attention (``setting=window``), or one long stream through a rolling KV cache
