@@ -57,27 +57,33 @@ def figure(df) -> go.Figure:
     return fig
 
 
+CONTROL = ", no start token"
+
+
 def streaming_figure(df) -> go.Figure:
     models = list(dict.fromkeys(df["model"]))
     n = len(models)
     spans = [b for b in ("past the trained length", "all", "re-computed tokens") if (df["bucket"] == b).any()]
     fig = make_subplots(rows=2, cols=n, vertical_spacing=0.22, horizontal_spacing=0.08,
                         subplot_titles=[f"{m}: loss along the stream" for m in models]
-                        + [f"{m}: mean loss" for m in models])
-    conditions = list(dict.fromkeys(c for c in df["condition"] if c != "re-computation"))
-    shade = {c: STYLES[min(i, len(STYLES) - 1)] for i, c in enumerate(conditions)}
+                        + [f"{m}: mean loss over spans of the stream" for m in models])
+    # a control condition (the stream without its start token) takes its condition's colour, long dashes, open markers
+    # and hatched bars; re-computation, sampled, is drawn as markers
+    base = list(dict.fromkeys(c.removesuffix(CONTROL) for c in df["condition"] if c != "re-computation"))
+    shade = {c: STYLES[min(i, len(STYLES) - 1)] for i, c in enumerate(base)}
+    shade |= {c + CONTROL: (shade[c][0], "longdash") for c in base}
     shade["re-computation"] = (RECOMPUTE_COLOR, "solid")
     curves = df[df["position"].notna()]
     for j, model in enumerate(models, 1):
         g = curves[curves["model"] == model]
         first = df[df["model"] == model].iloc[0]
         for condition, c in g.groupby("condition", sort=False):
-            sparse = condition == "re-computation"
+            sparse, control = condition == "re-computation", condition.endswith(CONTROL)
             fig.add_trace(go.Scatter(x=c["position"], y=c["loss"], mode="markers" if sparse else "lines+markers", name=condition,
                                      legendgroup=condition, showlegend=j == 1,
                                      line=dict(color=shade[condition][0], dash=shade[condition][1]),
-                                     marker=dict(size=8 if sparse else 5, symbol="diamond" if sparse else "circle",
-                                                 color=shade[condition][0]),
+                                     marker=dict(size=8 if sparse else 5, color=shade[condition][0],
+                                                 symbol="diamond" if sparse else "circle-open" if control else "circle"),
                                      customdata=c[["bucket", "n_tokens"]].values,
                                      hovertemplate="positions %{customdata[0]}: %{y:.3f} nats (%{customdata[1]} tokens)<extra>"
                                                    + condition + "</extra>"), row=1, col=j)
@@ -90,15 +96,18 @@ def streaming_figure(df) -> go.Figure:
             fig.add_vline(x=int(cache.iloc[0]), line=dict(dash="dot", width=1, color="#999"), row=1, col=j,
                           annotation_text=f"cache {int(cache.iloc[0])} full", annotation_position="bottom right")
         fig.update_xaxes(title_text="position in the stream", row=1, col=j)
-        bars = df[(df["model"] == model) & df["bucket"].isin(spans)]
+        # re-computation is sampled: its bar stands only beside the same tokens' (the re-computed tokens)
+        bars = df[(df["model"] == model) & df["bucket"].isin(spans)
+                  & ((df["condition"] != "re-computation") | (df["bucket"] == "re-computed tokens"))]
         for condition, c in bars.groupby("condition", sort=False):
             fig.add_trace(go.Bar(x=c["bucket"], y=c["loss"], name=condition, legendgroup=condition, showlegend=False,
-                                 marker=dict(color=shade[condition][0]), customdata=c[["n_tokens"]].values,
+                                 marker=dict(color=shade[condition][0], pattern_shape="/" if condition.endswith(CONTROL) else ""),
+                                 customdata=c[["n_tokens"]].values,
                                  hovertemplate="%{x}: %{y:.3f} nats (%{customdata[0]} tokens)<extra>" + condition + "</extra>"),
                           row=2, col=j)
         fig.update_xaxes(categoryorder="array", categoryarray=spans, row=2, col=j)
     fig.update_yaxes(title_text="next-token loss (nats)", row=1, col=1)
     fig.update_yaxes(title_text="mean loss (nats)", row=2, col=1)
     fig.update_layout(template=TEMPLATE, height=760, width=max(700, 520 * n), barmode="group",
-                      title="Streaming through a rolling KV cache with and without attention sinks (StreamingLLM)")
+                      title="Streaming through a rolling KV cache (StreamingLLM)")
     return fig

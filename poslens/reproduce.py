@@ -87,8 +87,12 @@ REAL_PLAN: tuple[Step, ...] = (
          quick=dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=128), section=KNOWN),
     Step("retrieval-heads", PRETRAINED, options=dict(n_docs=8, n_samples=8, length=512, n_random=2),
          quick=dict(n_docs=1, n_samples=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
-    Step("attention-window", PRETRAINED, options=dict(length=1024, n_docs=4, window=256),
-         quick=dict(length=96, n_docs=1, window=16, max_rows=16), section=KNOWN),
+    # StreamingLLM's experiment: SmolLM2 streamed past its 8192 positions; Gemma 3 inside its 32768 (past them takes about
+    # 70 minutes on a 2-core CPU); cache 1024, with the no-start-token control
+    Step("attention-window", PRETRAINED, options=dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True),
+         per_model={"smollm2": dict(stream_tokens=12288, recompute_stride=192),
+                    "gemma3-270m": dict(stream_tokens=8192, recompute_stride=256)},
+         quick=dict(stream_tokens=96, cache_size=32, recompute_stride=32), section=KNOWN),
 )
 
 
