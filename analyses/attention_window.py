@@ -27,17 +27,20 @@ from what it sees:
 - ``re-computation``: sliding window with re-computation, each token predicted by a fresh forward pass over the
   ``cache_size + 1`` tokens before it at positions 0..cache_size (the tokens a full rolling cache without sinks shows
   it, the token itself included). It costs a forward pass of ``cache_size + 1`` tokens per token, so only every
-  ``recompute_stride``-th token is evaluated (``recompute_stride`` evenly spread tokens by default: 64).
+  ``recompute_stride``-th token is evaluated (by default ``stream_tokens // 64``: 64 tokens evenly spread).
 
 Rows ``part=stream``: per condition the mean loss (nats per token) in ``n_buckets`` buckets of stream positions and over
 ``all`` its tokens, the tokens ``past the trained length`` (``model.max_seq_len``) and the ``re-computed tokens`` (the
-tokens re-computation evaluated, for a paired comparison), with ``n_tokens``.
+tokens re-computation evaluated, for a paired comparison), with ``n_tokens``. The trained length is what the model
+declares (``max_seq_len``: SmolLM2 8192, Gemma 3 32768; the bundled byte models declare 2304 but read 512-byte windows
+in training).
 
 The paper's numbers (perplexity, token by token, cache 1024): Llama-2-13B on 65K tokens of PG19 (Table 1): window
 0+1024 5158.07, 4+1020 5.40 (four linebreak tokens as sinks: 5.60); on 400K tokens (Table 2, window / +1 / +4 first
 tokens): Falcon-7B 17.90 / 12.12 / 12.12, MPT-7B 460.29 / 14.99 / 14.99, Pythia-12B 21.62 / 11.95 / 12.09, Llama-2-7B
 3359.95 / 11.88 / 9.59; dense attention fails past the pre-training length and re-computation is the oracle it
-matches (Figure 3). Where poslens departs: small models on this CPU (SmolLM2-135M, Gemma 3 270M) and Wikipedia lead
+matches (Figure 3). poslens reports nats per token, the log of perplexity (5.40 is 1.69 nats, 5158.07 is 8.55, 9.59 is
+2.26, 3359.95 is 8.12). Where poslens departs: small models on this CPU (SmolLM2-135M, Gemma 3 270M) and Wikipedia lead
 sections instead of PG19 books; chunks of 64 tokens per forward pass give the token-by-token numbers exactly (see
 ``interp.streaming``); re-computation is sampled; Gemma 3's sliding layers (512 keys) mask by in-cache distance, so with
 a cache longer than their window they never see the sinks, as in the model's own dense attention, and only its global

@@ -129,10 +129,10 @@ class RollingCache(attention.KVCache):
         n_sinks = n_recent = 0
         if store is not None:
             n_sinks, n_recent = store["sink_k"].shape[1], store["k"].shape[1]
-            if n_sinks:
-                for offset in self.offsets.tolist():  # a sink is rotated at its own index s; its copy at s + offset
-                    parts_k.append(self._turn(owner, store["sink_k"], torch.full((n_sinks,), float(offset))))
-                    parts_v.append(store["sink_v"])
+            if n_sinks:  # a sink is rotated at its own index s; its copy for each offset at s + offset, offset by offset
+                copies = len(self.offsets)
+                parts_k.append(self._turn(owner, store["sink_k"].repeat(1, copies, 1, 1), self.offsets.repeat_interleave(n_sinks)))
+                parts_v.append(store["sink_v"].repeat(1, copies, 1, 1))
             if n_recent:
                 wanted = torch.arange(t - n_recent, t) - t + first  # recent token j at j - t + first
                 parts_k.append(self._turn(owner, store["k"], wanted - store["pos"]))
@@ -227,8 +227,10 @@ def stream_nll(model, ids, cache_size: int | None, sinks: int = 0, chunk: int = 
 def last_logits(model, tokens: Tensor) -> Tensor:
     """Next-token logits ``[batch, d_vocab]`` of the last position only, without the output head over every other
     position where the family allows (``hook_final`` keeps the last row; the hf family asks transformers for one)."""
+    import inspect
+
     tokens = model.check_tokens(tokens)
-    if model.family == "hf":
+    if model.family == "hf" and "logits_to_keep" in inspect.signature(model.hf.forward).parameters:
         return model.hf(input_ids=tokens, use_cache=False, logits_to_keep=1).logits[:, -1]
     if "hook_final" in model.hook_dict:
         with model.hooks(fwd_hooks=[("hook_final", lambda x, hook: x[:, -1:])]):
