@@ -123,8 +123,9 @@ def test_sliding_layers_read_the_cache_by_in_cache_distance():
     np.testing.assert_allclose(stream_nll(model, x, 10, 4, 3), stream_nll(model, x, 10, 0, 3), rtol=1e-5, atol=1e-5)
 
 
-def test_recomputation_is_a_fresh_forward_pass_over_the_window_before_each_token():
-    hf, model = _pair()
+@pytest.mark.parametrize("kind,family", [("llama", "llama"), ("qwen2", "hf")])
+def test_recomputation_is_a_fresh_forward_pass_over_the_window_before_each_token(kind, family):
+    hf, model = _pair(kind, family)
     x = _stream(5)
     targets = [1, 5, 17, 39]
     got = recomputed_nll(model, x, 9, targets)
