@@ -74,10 +74,15 @@ def streaming_figure(df) -> go.Figure:
     shade |= {c + CONTROL: (shade[c][0], "longdash") for c in base}
     shade["re-computation"] = (RECOMPUTE_COLOR, "solid")
     curves = df[df["position"].notna()]
+    # re-computation's buckets hold a few sampled tokens each: drawn along the stream only where they hold 20 or more
+    few = curves[(curves["condition"] == "re-computation") & (curves["n_tokens"] < 20)]["model"].unique()
+    curves = curves[~((curves["condition"] == "re-computation") & curves["model"].isin(few))]
+    shown = set()
     for j, model in enumerate(models, 1):
         g = curves[curves["model"] == model]
         first = df[df["model"] == model].iloc[0]
         for condition, c in g.groupby("condition", sort=False):
+            shown.add(condition)
             sparse, control = condition == "re-computation", condition.endswith(CONTROL)
             fig.add_trace(go.Scatter(x=c["position"], y=c["loss"], mode="markers" if sparse else "lines+markers", name=condition,
                                      legendgroup=condition, showlegend=j == 1,
@@ -100,7 +105,8 @@ def streaming_figure(df) -> go.Figure:
         bars = df[(df["model"] == model) & df["bucket"].isin(spans)
                   & ((df["condition"] != "re-computation") | (df["bucket"] == "re-computed tokens"))]
         for condition, c in bars.groupby("condition", sort=False):
-            fig.add_trace(go.Bar(x=c["bucket"], y=c["loss"], name=condition, legendgroup=condition, showlegend=False,
+            fig.add_trace(go.Bar(x=c["bucket"], y=c["loss"], name=condition, legendgroup=condition,
+                                 showlegend=condition not in shown and j == 1,
                                  marker=dict(color=shade[condition][0], pattern_shape="/" if condition.endswith(CONTROL) else ""),
                                  customdata=c[["n_tokens"]].values,
                                  hovertemplate="%{x}: %{y:.3f} nats (%{customdata[0]} tokens)<extra>" + condition + "</extra>"),
