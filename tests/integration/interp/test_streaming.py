@@ -104,11 +104,41 @@ def test_two_layers_stream_as_transformers_cache_with_eviction_and_re_indexed_po
         assert np.abs(want - stream_nll(model, x, C, 0, 4))[C + 1:].max() > 0.01
 
 
-def test_chunks_give_token_by_token_streaming_in_every_family_that_streams():
+def _tiny_gemma3(directory):
+    """Gemma 3's layout in small: three sliding layers (6 keys, theta 1e4) to one global layer (theta 1e6, linear scaling
+    by 8), one key head; the real model's per-layer rotations are what a key is turned back and forth by."""
+    import transformers as T
+
+    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}
+    config = T.Gemma3TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                                num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, vocab_size=300,
+                                max_position_embeddings=512, sliding_window=6, rope_parameters=rope,
+                                layer_types=["sliding_attention"] * 3 + ["full_attention"], pad_token_id=0, bos_token_id=2,
+                                eos_token_id=1)
+    torch.manual_seed(0)
+    hf = T.Gemma3ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if p.dim() > 1:
+                p.normal_(0, 1.0 if "embed" in name else 0.3)
+    hf.save_pretrained(directory)
+    return hf, load(directory)
+
+
+def test_chunks_give_token_by_token_streaming_in_every_family_that_streams(tmp_path):
+    """Each chunk of a stream rotates its keys from other positions than a token-by-token cache does, so a key turned by
+    the wrong layer's frequencies would not agree across chunk sizes (Gemma 3's global layer: 8 times slower)."""
     from tests.repo_helpers import tiny_repo
 
     x = _stream(3)
-    for model, tol in ((load(tiny_hf("gemma2", sliding_window=6), family="hf"), 1e-5), (tiny_repo("rope").double(), 1e-5)):
+    hf, gemma3 = _tiny_gemma3(tmp_path / "gemma3")
+    assert gemma3.rotation(3).inv_freq[0] == pytest.approx(0.125) and gemma3.rotation(0).inv_freq[0] == 1.0
+    with torch.no_grad():
+        dense = F.cross_entropy(hf(input_ids=x[None]).logits[0, :-1], x[1:], reduction="none").numpy()
+    np.testing.assert_allclose(stream_nll(gemma3, x, None, 0, 7), dense, rtol=1e-5, atol=1e-6)
+    models = ((gemma3, 1e-5), (load(tiny_hf("gemma2", sliding_window=6), family="hf"), 1e-5), (tiny_repo("rope").double(), 1e-5))
+    for model, tol in models:
         one = stream_nll(model, x, 11, 3, chunk=1)
         for chunk in (2, 8):
             np.testing.assert_allclose(stream_nll(model, x, 11, 3, chunk), one, rtol=tol, atol=tol / 10)
