@@ -1,28 +1,66 @@
 """Window attention and attention sinks (Xiao et al., ICLR 2024, "Efficient Streaming Language Models with Attention
-Sinks", StreamingLLM): next-token loss of long documents read through a sliding window of keys, with and without the
-first few tokens kept.
+Sinks", StreamingLLM), in two settings.
 
-Protocol: ``n_docs`` documents of ``length`` tokens (English Wikipedia lead sections joined, or the user's documents cut
-into windows of that length), each starting with the document-start token. Each is read with full attention and, for
-every count in ``sinks``, with every layer's queries restricted to the ``window`` nearest keys plus the first that many
-tokens (``interventions.KeyWindow``; 0 sinks is plain window attention). Per condition, the next-token loss in
-``n_buckets`` position buckets and over the positions past the window (where the window binds). StreamingLLM: without
-the first tokens the loss explodes once the text outgrows the window; with 4 kept it stays near full attention's.
+``setting=window`` (the default): ``n_docs`` documents of ``length`` tokens (English Wikipedia lead sections joined, or
+the user's documents cut into windows of that length), each starting with the document-start token, inside the trained
+length. Each is read with full attention and, for every count in ``sinks``, with every layer's queries restricted to the
+``window`` nearest keys plus the first that many tokens (``interventions.KeyWindow``; 0 sinks is plain window
+attention). Per condition, the next-token loss in ``n_buckets`` position buckets and over the positions past the window
+(where the window binds). With full attention the same pass reads, for up to ``max_rows`` query rows per document, where
+each head looks (``part=reach``): its attention mass on keys at least ``window`` tokens back, on the first ``max(sinks)``
+tokens, and on keys past the layer's own attention window where the model has one (Gemma 3's sliding layers: exactly
+0), and its mean attended distance. Every document adds its float64 sums (``interp.parallel.fold_items``). Tokens keep
+their own positions here (see ``KeyWindow``): this is not the paper's experiment, which streams past the trained length.
 
-With full attention the same pass reads, for up to ``max_rows`` query rows per document, where each head looks
-(``part=reach``): its attention mass on keys at least ``window`` tokens back, on the first ``max(sinks)`` tokens, and on
-keys past the layer's own attention window where the model has one (Gemma 3's sliding layers: exactly 0), and its
-mean attended distance. Every document adds its float64 sums (``interp.parallel.fold_items``).
+``setting=streaming`` is the paper's experiment (§3.2, §4.1; their ``eval_long_ppl.py``): one stream of
+``stream_tokens`` tokens (the built-in lead sections joined into one text with the start token first, or the user's
+documents joined by newlines), possibly longer than the model's context, read token after token, each token's loss
+from what it sees:
 
-Unlike StreamingLLM's rolling cache, tokens keep their own positions here (see ``KeyWindow``), which for rotary models
-within their trained length changes nothing the window does.
+- ``window`` / ``window + k sinks``: a rolling KV cache of ``cache_size`` tokens, the first ``k`` and the most recent
+  ``cache_size - k`` (``interp.streaming.RollingCache``), positions re-indexed within the cache ("StreamingLLM focuses
+  on positions within the cache rather than those in the original text"; for RoPE, keys cached before rotation and
+  rotated by their in-cache positions at each step). 0 sinks is the paper's window attention;
+- ``dense``: every earlier token at its own position, over the first ``dense_tokens`` tokens (the whole stream by
+  default: past the trained length this is the paper's failing dense row; its keys and values for every token are
+  held, which is what caps it);
+- ``re-computation``: sliding window with re-computation, each token predicted by a fresh forward pass over the
+  ``cache_size + 1`` tokens before it at positions 0..cache_size (the tokens a full rolling cache without sinks shows
+  it, the token itself included). It costs a forward pass of ``cache_size + 1`` tokens per token, so only every
+  ``recompute_stride``-th token is evaluated (by default ``stream_tokens // 64``: 64 tokens evenly spread).
+
+Rows ``part=stream``: per condition the mean loss (nats per token) in ``n_buckets`` buckets of stream positions and over
+``all`` its tokens, the tokens ``past the trained length`` (``model.max_seq_len``) and the ``re-computed tokens`` (the
+tokens re-computation evaluated, for a paired comparison), with ``n_tokens``. The trained length is what the model
+declares (``max_seq_len``: SmolLM2 8192, Gemma 3 32768; the bundled byte models declare 2304 but read 512-byte windows
+in training).
+
+The paper's numbers (perplexity, token by token, cache 1024): Llama-2-13B on 65K tokens of PG19 (Table 1): window
+0+1024 5158.07, 4+1020 5.40 (four linebreak tokens as sinks: 5.60); on 400K tokens (Table 2, window / +1 / +4 first
+tokens): Falcon-7B 17.90 / 12.12 / 12.12, MPT-7B 460.29 / 14.99 / 14.99, Pythia-12B 21.62 / 11.95 / 12.09, Llama-2-7B
+3359.95 / 11.88 / 9.59; dense attention fails past the pre-training length and re-computation is the oracle it
+matches (Figure 3). poslens reports nats per token, the log of perplexity (5.40 is 1.69 nats, 5158.07 is 8.55, 9.59 is
+2.26, 3359.95 is 8.12). Where poslens departs: small models on this CPU (SmolLM2-135M, Gemma 3 270M) and Wikipedia lead
+sections instead of PG19 books; chunks of 64 tokens per forward pass give the token-by-token numbers exactly (see
+``interp.streaming``); re-computation is sampled; Gemma 3's sliding layers (512 keys) mask by in-cache distance, so with
+a cache longer than their window they never see the sinks, as in the model's own dense attention, and only its global
+layers meet the re-indexed sinks.
+
+Control (``control=True``): the same text without its document-start token, through the window and the window with
+the most sinks (conditions "..., no start token", ``start_token`` False; each token counted at its position in the
+stream with the start token, so that every span holds the same tokens). Gemma 3's sinks form only on its BOS (sink-rate:
+0% sink heads when the first token is an ordinary one) while SmolLM2 sinks on whatever comes first, so without BOS Gemma
+3 is a language model with rotary positions and no first-token sink: if the window fails because the sinks are evicted,
+keeping the first tokens should then help Gemma 3 little and SmolLM2 as much as with BOS. The bundled rope-small, trained
+on 512-byte windows, is another: its window and window + sinks agree while its dense attention fails past 512 bytes.
+Unlike a shuffled model (hundreds of nats), these controls predict text, so an effect would show if there were one.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.registry import Adapts, Choices, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
@@ -88,7 +126,29 @@ def document_statistics(model, ids, window: int, sinks, spans, max_rows: int) ->
     return out
 
 
+SETTINGS = ("window", "streaming")
+WINDOW_ONLY = ("length", "n_docs", "window", "max_rows")
+STREAMING_ONLY = ("stream_tokens", "cache_size", "dense_tokens", "recompute_stride", "control")
+CHUNK = 64  # stream tokens per forward pass (the numbers are token-by-token streaming's whatever the chunk)
+DENSE, RECOMPUTE = "dense", "re-computation"
+ALL, PAST, RECOMPUTED = "all", "past the trained length", "re-computed tokens"
+
+
+def _for(setting: str, value):
+    """An option's default in ``setting``; None in the other (where it does not apply, and a value given is refused)."""
+    return lambda model, options: value if options.get("setting", "window") == setting else None
+
+
+def _recompute_stride(model, options):
+    if options.get("setting", "window") != "streaming":
+        return None
+    return max(1, (options.get("stream_tokens") or 4096) // 64)
+
+
 def headline(df) -> str:
+    stream = df[df["part"] == "stream"] if "part" in df else df.iloc[:0]
+    if len(stream):
+        return _stream_headline(stream)
     parts = []
     for model, g in df.groupby("model", sort=False):
         past = g[(g["part"] == "loss") & (g["bucket"] == "past the window")].set_index("condition")["loss"]
@@ -97,32 +157,96 @@ def headline(df) -> str:
     return "Loss past the window (nats per token): " + "; ".join(parts) + "."
 
 
+def _stream_headline(df) -> str:
+    parts = []
+    for model, g in df.groupby("model", sort=False):
+        trained, n = int(g["trained_length"].iloc[0]), int(g["stream_tokens"].iloc[0])
+        where = PAST if (g["bucket"] == PAST).any() else ALL
+        rows = g[g["bucket"] == where].set_index("condition")
+        cache = int(g["cache_size"].dropna().iloc[0]) if g["cache_size"].notna().any() else 0
+        shown = ", ".join(f"{c} {r['loss']:.2f}" + (f" ({int(r['n_tokens'])} tokens)" if c == RECOMPUTE else "")
+                          for c, r in rows.iterrows())
+        span = f"past its {trained} trained positions" if where == PAST else "over the whole stream"
+        parts.append(f"{model} ({n} tokens streamed, cache {cache}), {span}: {shown}")
+    return "Streaming loss (nats per token): " + "; ".join(parts) + "."
+
+
 def summary(df):
+    stream = df[df["part"] == "stream"] if "part" in df else df.iloc[:0]
+    if len(stream):
+        rows = stream[stream["bucket"].isin([ALL, PAST, RECOMPUTED])]
+        return rows[["model", "condition", "sinks", "cache_size", "bucket", "loss", "n_tokens"]]
     loss = df[(df["part"] == "loss") & (df["bucket"] == "past the window")]
     return loss[["model", "condition", "sinks", "window", "loss", "n_tokens"]]
 
 
 @analysis("attention-window", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
-@may_be_nan(sinks="full attention keeps no first tokens", position="the row of every position past the window",
+@may_be_nan(sinks="full attention, dense attention and re-computation keep no first tokens",
+            position="a row of a span of positions (past the window, all, past the trained length, re-computed tokens)",
             loss="a reach row (where a head looks) has no loss", n_tokens="a reach row (where a head looks) has no loss",
             layer="a loss row is of the whole model", head="a loss row is of the whole model",
             depth="a loss row is of the whole model", mean_distance="a loss row is of the whole model",
             mass_beyond_window="a loss row is of the whole model", sink_mass="a loss row is of the whole model",
-            mass_beyond_own_window="a loss row, or a layer without an attention window of its own")
+            mass_beyond_own_window="a loss row, or a layer without an attention window of its own",
+            cache_size="dense attention and re-computation keep no rolling cache")
 def attention_window(model, *,
-                     length: Annotated[int, Help("tokens per document"), Range(8), Fits()] = 1024,
-                     n_docs: Annotated[int, Help("documents"), Range(1), NotWith()] = 4,
-                     window: Annotated[int, Help("keys each query sees, itself included (must be shorter than --length)"),
-                                       Range(1)] = 256,
+                     setting: Annotated[str, Help("window: documents inside the trained length read through a window of keys at "
+                                                  "their own positions, against full attention; streaming: StreamingLLM's "
+                                                  "experiment, one long stream (past the trained length if asked) through a "
+                                                  "rolling KV cache with positions re-indexed in the cache, against dense "
+                                                  "attention and sliding-window re-computation"), Choices(SETTINGS)] = "window",
+                     length: Annotated[int, Help("tokens per document (window setting; default: 1024)"), Range(8), Fits(),
+                                       Adapts(_for("window", 1024))] = None,
+                     n_docs: Annotated[int, Help("documents (window setting; default: 4)"), Range(1), NotWith(),
+                                       Adapts(_for("window", 4))] = None,
+                     window: Annotated[int, Help("keys each query sees, itself included (window setting; shorter than --length; "
+                                                 "default: 256)"), Range(1), Adapts(_for("window", 256))] = None,
                      sinks: Annotated[tuple[int, ...], Help("counts of first tokens kept besides the window (0: plain window "
-                                                            "attention)"), Range(0)] = (0, 1, 4),
-                     n_buckets: Annotated[int, Help("position buckets of the loss curve"), Range(1)] = 8,
-                     max_rows: Annotated[int, Help("query rows per document for where heads look"), Range(1)] = 64,
+                                                            "attention); in the streaming setting they are part of the cache"),
+                                      Range(0)] = (0, 1, 4),
+                     n_buckets: Annotated[int, Help("position buckets of the loss curve (default: 8; streaming: 16)"), Range(1),
+                                          Adapts(lambda m, o: 16 if o.get("setting") == "streaming" else 8)] = None,
+                     max_rows: Annotated[int, Help("query rows per document for where heads look (window setting; default: 64)"),
+                                         Range(1), Adapts(_for("window", 64))] = None,
+                     stream_tokens: Annotated[int, Help("tokens of the stream (streaming setting, where it may exceed the model's "
+                                                        "context; default: 4096)"), Range(3), Adapts(_for("streaming", 4096))] = None,
+                     cache_size: Annotated[int, Help("tokens the rolling cache keeps, sinks included (streaming setting; default, "
+                                                     "as in the paper: 1024)"), Range(2), Adapts(_for("streaming", 1024))] = None,
+                     dense_tokens: Annotated[int, Help("tokens of the stream read with dense attention, whose keys and values are "
+                                                       "all kept (streaming setting; default: the whole stream; 0: none)"),
+                                             Range(0), Adapts(lambda m, o: (o.get("stream_tokens") or 4096)
+                                                              if o.get("setting") == "streaming" else None)] = None,
+                     recompute_stride: Annotated[int, Help("re-computation predicts every this-many-th token, each from a forward "
+                                                           "pass over cache_size + 1 tokens (streaming setting; default: 64 tokens "
+                                                           "evenly spread; 0: none)"), Range(0), Adapts(_recompute_stride)] = None,
+                     control: Annotated[bool, Help("also stream the text without its document-start token through the window "
+                                                   "and the window with the most sinks (streaming setting; a control: Gemma 3's "
+                                                   "sinks need its BOS, SmolLM2's do not)"), Adapts(_for("streaming", False))] = None,
                      seed: int = 0, documents=None) -> pd.DataFrame:
-    """Next-token loss of long documents read through a sliding window of keys, with and without the first tokens kept
-    (StreamingLLM), against full attention; and how far each head looks.
+    """Next-token loss read through a window of keys, with and without the first tokens kept (StreamingLLM): documents
+    inside the trained length against full attention (``setting=window``), or one long stream through a rolling KV cache
+    against dense attention and re-computation (``setting=streaming``).
 
-    Rows ``part=loss`` (condition, position bucket, and the positions past the window) and ``part=reach`` (layer, head)."""
+    Window rows ``part=loss`` (condition, position bucket, and the positions past the window) and ``part=reach`` (layer,
+    head); streaming rows ``part=stream`` (condition, position bucket, and spans of the stream)."""
+    options = dict(length=length, n_docs=n_docs, window=window, max_rows=max_rows, stream_tokens=stream_tokens,
+                   cache_size=cache_size, dense_tokens=dense_tokens, recompute_stride=recompute_stride, control=control)
+    other = STREAMING_ONLY if setting == "window" else WINDOW_ONLY
+    given = [k for k in other if options[k] is not None and not (k == "n_docs" and documents is not None)]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ValueError(f"attention-window {flag} {options[given[0]]}: applies to --setting "
+                         f"{'streaming' if setting == 'window' else 'window'}, not {setting}")
+    sinks = tuple(sorted(set(sinks)))
+    if setting == "streaming":
+        return _streaming(model, stream_tokens=stream_tokens, cache_size=cache_size, sinks=sinks, dense_tokens=dense_tokens,
+                          recompute_stride=recompute_stride, control=control, n_buckets=n_buckets, seed=seed,
+                          documents=documents)
+    return _window(model, length=length, n_docs=n_docs, window=window, sinks=sinks, n_buckets=n_buckets, max_rows=max_rows,
+                   seed=seed, documents=documents)
+
+
+def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, documents):
     import numpy as np
     import pandas as pd
 
@@ -135,7 +259,6 @@ def attention_window(model, *,
     docs = [ids for ids in text_contexts(model, "attention-window", n_docs, length, seed, documents) if len(ids) > window]
     if not docs:
         raise ValueError(f"attention-window: no document is longer than the window ({window} tokens)")
-    sinks = tuple(sorted(set(sinks)))
     conds = conditions(sinks)
     spans = buckets(length, n_buckets)
     shape = (model.n_layers, model.n_heads)
@@ -170,4 +293,119 @@ def attention_window(model, *,
     df = integer_columns(pd.DataFrame(rows), "layer", "head", "sinks", "n_tokens")
     df.insert(0, "model", model.model_name)
     df["length"], df["window"], df["n_docs"], df["first_tokens"] = max(len(d) for d in docs), window, len(docs), max(sinks, default=0)
+    return df
+
+
+def stream_ids(model, n_tokens: int, seed: int, documents=None) -> list[int]:
+    """The one stream: the built-in lead sections joined into one text (``probes.position.probe_documents``), or the
+    user's documents joined by newlines (token ids: concatenated as given), with the start token first, cut to
+    ``n_tokens``."""
+    if documents is None:
+        from probes.position import probe_documents
+
+        ids = probe_documents(model.require_tokenizer("attention-window"), 1, n_tokens, seed=seed)[0].ids
+    else:
+        from corpora.documents import user_inputs
+
+        inputs = user_inputs(documents, "attention-window", ("texts", "tokens"))
+        if inputs.kind == "tokens":
+            ids = [int(i) for w in inputs.items for i in w.ids]
+        else:
+            text = "\n".join(d.text for d in inputs.items)
+            ids = model.require_tokenizer("attention-window").encode(text, doc_start=True)
+    ids = ids[:n_tokens]
+    if len(ids) < 3:
+        raise ValueError(f"attention-window: the stream holds {len(ids)} tokens; streaming needs at least 3")
+    return ids
+
+
+def without_start(model, ids: list[int]) -> list[int]:
+    """The stream without its document-start token (the control), or an error naming why there is none to drop."""
+    from corpora.random_tokens import start_token
+
+    first = start_token(model)
+    if first is None:
+        raise ValueError(f"attention-window --control: {model.model_name}'s tokenizer puts no start token before a document, "
+                         "so there is nothing to leave out")
+    if ids[0] != first:
+        raise ValueError(f"attention-window --control: the stream begins with token {ids[0]}, not {model.model_name}'s start "
+                         f"token {first}")
+    return ids[1:]
+
+
+def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompute_stride, control, n_buckets, seed,
+               documents):
+    import numpy as np
+    import pandas as pd
+
+    from interp import parallel, streaming
+
+    streaming.check_streamable(model, "attention-window --setting streaming")
+    bad = [k for k in sinks if k >= cache_size]
+    if bad:
+        raise ValueError(f"attention-window --sinks {bad[0]}: the sinks are part of the cache, so fewer than --cache-size "
+                         f"{cache_size}")
+    if dense_tokens > stream_tokens:
+        raise ValueError(f"attention-window --dense-tokens {dense_tokens}: longer than the stream (--stream-tokens "
+                         f"{stream_tokens})")
+    streams = {True: stream_ids(model, stream_tokens, seed, documents)}
+    if control:
+        streams[False] = without_start(model, streams[True])
+    n = len(streams[True])
+    recompute_window = cache_size + 1
+    targets = np.arange(recompute_stride, n, recompute_stride) if recompute_stride else np.zeros(0, dtype=int)
+    windows = conditions(sinks)[1:]
+    # (name, sinks, cache, start token): dense, the rolling caches, [the control's], re-computation last
+    conds = ([(DENSE, None, None, True)] if dense_tokens >= 2 else []) + [(name, s, cache_size, True) for name, s in windows]
+    if control:
+        conds += [(f"{name}, no start token", s, cache_size, False) for name, s in (windows[0], windows[-1])[:len(set(sinks))]]
+    conds += [(RECOMPUTE, None, None, True)] if len(targets) else []
+    blocks = np.array_split(targets, min(len(targets), 8)) if len(targets) else []
+    items = [(c, None) for c in range(len(conds)) if conds[c][0] != RECOMPUTE] + [(len(conds) - 1, b) for b in blocks]
+
+    def work(item):
+        c, block = item
+        name, s, cache, start = conds[c]
+        ids = streams[start]
+        nll, seen = np.zeros(n - 1), np.zeros(n - 1)
+        if name == RECOMPUTE:
+            nll[block - 1] = streaming.recomputed_nll(model, ids, recompute_window, block)
+            seen[block - 1] = 1
+        elif name == DENSE:
+            upto = min(n, dense_tokens)
+            nll[:upto - 1] = streaming.stream_nll(model, ids[:upto], None, 0, CHUNK)
+            seen[:upto - 1] = 1
+        else:  # the control's tokens are the stream's from its second on: kept at the stream's positions, token for token
+            shift = n - len(ids)
+            nll[shift:] = streaming.stream_nll(model, ids, cache, s, CHUNK)
+            seen[shift:] = 1
+        return {f"nll|{c}": nll, f"seen|{c}": seen}
+
+    state = {f"{k}|{c}": np.zeros(n - 1) for c in range(len(conds)) for k in ("nll", "seen")}
+
+    def add(state, i, share):
+        for k, v in share.items():
+            state[k] += v
+
+    state = parallel.fold_items(work, items, state, add, model=model, tag="streaming",
+                                desc=f"attention-window streaming {model.model_name}")
+    position = np.arange(1, n)  # the stream position of each predicted token
+    spans = [(f"{a}-{b - 1}", (a + b - 1) / 2, (position >= a) & (position < b)) for a, b in buckets(n, n_buckets)]
+    spans.append((ALL, float("nan"), np.ones(n - 1, dtype=bool)))
+    if n - 1 >= model.max_seq_len:
+        spans.append((PAST, float("nan"), position >= model.max_seq_len))
+    if len(targets):
+        spans.append((RECOMPUTED, float("nan"), np.isin(position, targets)))
+    rows = []
+    for c, (name, s, cache, start) in enumerate(conds):
+        nll, seen = state[f"nll|{c}"], state[f"seen|{c}"] > 0
+        for bucket, mid, where in spans:
+            m = where & seen
+            if m.any():
+                rows.append(dict(part="stream", setting="streaming", condition=name, sinks=s, cache_size=cache,
+                                 start_token=start, bucket=bucket, position=mid, loss=float(nll[m].mean()), n_tokens=int(m.sum())))
+    df = integer_columns(pd.DataFrame(rows), "sinks", "cache_size", "n_tokens")
+    df.insert(0, "model", model.model_name)
+    df["stream_tokens"], df["trained_length"], df["dense_tokens"] = n, model.max_seq_len, min(n, dense_tokens)
+    df["recompute_window"], df["recompute_stride"] = recompute_window, recompute_stride
     return df

@@ -9,9 +9,10 @@ Inside ``query_rows(idx)`` only the listed query rows are materialised: the hook
 pattern rows and every other row comes from the fused kernel. This is what lets attention-mass analyses
 stream long contexts without ever holding a full pattern.
 
-Inside ``decoding(cache)`` each attention module that supports it appends its rotated keys and values to
-a ``KVCache`` and attends from the new tokens only, so greedy generation runs one token per step; its
-hooks then see the new query rows against every cached key.
+Inside ``decoding(cache)`` each attention module that supports it rotates its new tokens from ``cache.past``,
+appends their keys and values to a ``KVCache`` and attends from the new tokens only, under ``cache.visible``'s
+mask where it gives one (a sliding window; ``interp.streaming.RollingCache``'s evictions), so greedy generation
+runs one token per step; its hooks then see the new query rows against every cached key.
 
 Inside ``collecting_spans(rows, key_parts, n_parts)`` every attention that honours it records, under its
 ``hook_pattern`` name, the attention mass ``[batch, head, len(rows), n_parts]`` of those query rows on each
@@ -93,6 +94,17 @@ class KVCache:
         """Keep these batch rows (finished sequences leave the batch)."""
         idx = torch.as_tensor(rows, dtype=torch.long)
         self._kv = {m: (k[idx.to(k.device)], v[idx.to(v.device)]) for m, (k, v) in self._kv.items()}
+
+    def visible(self, owner: torch.nn.Module, n_q: int, n_k: int, window: int | None = None) -> Tensor | None:
+        """Additive mask ``[1, 1, n_q, n_k]`` (0 or -inf) of the keys ``append`` returned, the queries being the last
+        ``n_q`` of them, or None where the causal mask is all there is (no ``window``: keys a query may see, itself
+        included)."""
+        if window is None:
+            return None
+        q = torch.arange(n_k - n_q, n_k)[:, None]
+        k = torch.arange(n_k)[None, :]
+        far = (k > q) | (q - k >= window)
+        return torch.zeros(n_q, n_k).masked_fill_(far, float("-inf"))[None, None]
 
 
 _KV_CACHE: contextvars.ContextVar[KVCache | None] = contextvars.ContextVar("poslens_kv_cache", default=None)

@@ -81,14 +81,20 @@ PRETRAINED = ("smollm2", "gemma3-270m")
 # behind `poslens reproduce --real-models`: the runs the README's "Known results, reproduced" table comes from
 REAL_PLAN: tuple[Step, ...] = (
     Step("induction", PRETRAINED, options=dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
-    Step("sink-rate", PRETRAINED, options=dict(lengths=(64, 256, 1024), n_docs=8),
+    # Gu et al.'s estimator (the default) at their T = 64 and at two longer evaluation lengths (their Fig. 3)
+    Step("sink-rate", PRETRAINED, options=dict(estimator="gu", lengths=(64, 256, 1024), n_docs=16),
          quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
     Step("rope-frequencies", PRETRAINED, options=dict(n_docs=4, length=512, n_samples=8, niah_tokens=512),
          quick=dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=128), section=KNOWN),
+    # Wu et al.'s score and masking (the defaults)
     Step("retrieval-heads", PRETRAINED, options=dict(n_docs=8, n_samples=8, length=512, n_random=2),
          quick=dict(n_docs=1, n_samples=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
-    Step("attention-window", PRETRAINED, options=dict(length=1024, n_docs=4, window=256),
-         quick=dict(length=96, n_docs=1, window=16, max_rows=16), section=KNOWN),
+    # StreamingLLM's experiment: SmolLM2 streamed past its 8192 positions; Gemma 3 inside its 32768 (past them takes about
+    # 70 minutes on a 2-core CPU); cache 1024, with the no-start-token control
+    Step("attention-window", PRETRAINED, options=dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True),
+         per_model={"smollm2": dict(stream_tokens=12288, recompute_stride=192),
+                    "gemma3-270m": dict(stream_tokens=8192, recompute_stride=256)},
+         quick=dict(stream_tokens=96, cache_size=32, recompute_stride=32), section=KNOWN),
 )
 
 

@@ -18,6 +18,10 @@ What comes from where:
 
 ``blocks.{l}.attn.hook_positions`` reports the integer positions the layer rotates by (transformers'
 ``position_ids``); it is read-only here: editing it does not change the rotation.
+
+Inside ``interp.attention.decoding(cache)`` a forward pass continues from ``cache.past`` (its ``position_ids``) and
+each layer's attention takes its keys, values and mask from poslens' ``KVCache`` instead of transformers' (which is
+not used: ``use_cache=False``); ``interp.streaming``'s rolling cache reads the model this way.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-from interp.attention import causal_mask, current_query_rows
+from interp.attention import causal_mask, current_kv_cache, current_query_rows
 from interp.base import PosLensModel
 from interp.hooks import AttentionHooks, BlockHooks, Hook
 
@@ -149,6 +153,11 @@ def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attenti
     hooks: LayerAttention | None = getattr(_LAYER.get(), "attn", None)
     scaling = scaling if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    cache = current_kv_cache() if hooks is not None else None
+    if cache is not None:  # inside attention.decoding: the cache's keys and its mask replace transformers' (see HFModel.forward)
+        key, value = (x.transpose(1, 2) for x in cache.append(hooks, key.transpose(1, 2), value.transpose(1, 2)))
+        attention_mask = cache.visible(hooks, query.shape[-2], key.shape[-2], kwargs.get("sliding_window"))
+        attention_mask = attention_mask.to(query.device, query.dtype) if attention_mask is not None else None
     if hooks is None:
         return _fused(query, key, value, attention_mask, causal, scaling, softcap).transpose(1, 2), None
     hooks.calls += 1
@@ -219,7 +228,7 @@ class HFModel(PosLensModel):
     """
 
     family = "hf"
-    supports_kv_cache = True  # through transformers' DynamicCache (see generate_batch)
+    supports_kv_cache = True  # generate_batch: transformers' DynamicCache; inside attention.decoding: poslens' KVCache
     positions_read_only = True  # transformers computes the rotation from its own position ids
     hook_embed = Hook("[batch, pos, d_model]", "output of the token-embedding module (before any scaling)")
     hook_pos_embed = Hook("[batch, pos, d_model]", "learned absolute-position embeddings (models with a position table)",
@@ -290,7 +299,11 @@ class HFModel(PosLensModel):
     def forward(self, tokens) -> Tensor:
         """Logits ``[batch, pos, d_vocab]`` (causal or masked LM) or the last hidden state ``[batch, pos, d_model]``."""
         tokens = self.check_tokens(tokens)
-        out = self.hf(input_ids=tokens, use_cache=False)
+        cache, where = current_kv_cache(), {}
+        if cache is not None:  # poslens' KV cache (interp.attention.decoding): the tokens continue from its positions
+            start = cache.past(self.blocks[0].attn)
+            where["position_ids"] = torch.arange(start, start + tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
+        out = self.hf(input_ids=tokens, use_cache=False, **where)
         return out.logits if self.head is not None else out.last_hidden_state
 
     @torch.no_grad()

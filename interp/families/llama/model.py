@@ -88,7 +88,7 @@ class LlamaAttention(AttentionHooks):
         if cache is not None:
             k, v = cache.append(self, k, v)
         z = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True, hook_scores=self.hook_attn_scores,
-                   hook_pattern=self.hook_pattern)
+                   hook_pattern=self.hook_pattern, bias=cache.visible(self, n, k.shape[1]) if cache is not None else None)
         return self.o_proj(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
 
 

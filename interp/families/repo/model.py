@@ -143,7 +143,8 @@ class RepoAttention(AttentionHooks):
             k, v = cache.append(self, k, v)
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
         z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
-                   hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern)
+                   hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern,
+                   bias=cache.visible(self, n, k.shape[1]) if cache is not None else None)
         z = self.hook_z(z.transpose(1, 2))
         return self.o_proj(z.reshape(b, n, -1))
 
