@@ -37,6 +37,8 @@ class Results:
     def __getitem__(self, analysis: str) -> pd.DataFrame:
         if analysis not in self._read:
             path = self.folder / f"{analysis}.csv"
+            if not path.is_file() and (self.folder / f"{analysis}.csv.gz").is_file():
+                path = self.folder / f"{analysis}.csv.gz"  # the kept evidence is compressed
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: the known-results table needs {analysis}'s CSV from "
                                         f"`poslens reproduce --real-models`")
