@@ -114,3 +114,70 @@ def test_readme_section_is_rewritten_in_place_and_nothing_else(tmp_path):
 def test_pct_and_head_names():
     assert known_results.pct(0.25) == "25.0%" and known_results.pct(1 / 3) == "33.3%"
     assert known_results.head(pd.Series(dict(layer=np.int64(3), head=np.int64(7)))) == "L3H7"
+
+
+def _rope_csv(folder, low_norm):
+    rows = []
+    for model in ("smollm2", "gemma3-270m"):
+        for band, freq in enumerate([1.0, 0.5, 0.1, 0.01]):  # band 3 is the lowest frequency
+            rows.append(dict(model=model, part="bands", layer=0, head=0, band=band, frequency=freq,
+                             q_norm=low_norm if freq == 0.01 else 1.0, k_norm=low_norm if freq == 0.01 else 1.0,
+                             poslens_logit_share=0.25))
+    pd.DataFrame(rows).to_csv(folder / "rope-frequencies.csv", index=False)
+
+
+def test_rotary_verdict_compares_the_lowest_quarters_norm_with_the_highest(tmp_path):
+    claim = _claim("rotary bands: queries and keys weigh the low frequencies")
+    _rope_csv(tmp_path, 3.0)
+    assert claim.verdict(known_results.Results(tmp_path)).startswith("SmolLM2-135M agrees (low / high norm 3.00x)")
+    _rope_csv(tmp_path, 0.5)
+    assert claim.verdict(known_results.Results(tmp_path)).startswith("SmolLM2-135M differs (low / high norm 0.50x)")
+
+
+def _retrieval_csv(folder, n_retrieval, top_acc, random_acc, heads=100):
+    rows = []
+    for model in ("smollm2", "gemma3-270m"):
+        for h in range(heads):
+            rows.append(dict(model=model, score="wu", masking="query", part="heads", layer=h // 10, head=h % 10,
+                             retrieval_score=0.5 if h < n_retrieval else 0.0, is_retrieval=h < n_retrieval,
+                             n_counted=8, n_scored=8))
+        rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="none", k=0, niah_accuracy=1.0))
+        for k in (2, 5, 10):
+            rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="top", k=k,
+                             niah_accuracy=top_acc if k >= n_retrieval else 1.0))
+            rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="random", k=k,
+                             niah_accuracy=random_acc))
+    pd.DataFrame(rows).to_csv(folder / "retrieval-heads.csv", index=False)
+
+
+def test_retrieval_verdicts_read_the_share_and_the_masking_at_the_number_of_retrieval_heads(tmp_path):
+    sparse, causal = _claim("retrieval heads are sparse"), _claim("retrieval heads are causal")
+    _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=1.0)
+    r = known_results.Results(tmp_path)
+    assert "SmolLM2-135M 4.0%: agrees" in sparse.verdict(r)
+    assert "SmolLM2-135M agrees (k = 5, 4 heads score > 0.1" in causal.verdict(r)  # top 2 would not have sufficed
+    _retrieval_csv(tmp_path, 9, top_acc=0.0, random_acc=0.0)
+    r = known_results.Results(tmp_path)
+    assert "SmolLM2-135M 9.0%: differs" in sparse.verdict(r)
+    assert "SmolLM2-135M partly: random heads hurt too (k = 10" in causal.verdict(r)
+
+
+def _stream_csv(folder, window, sinks, recomputed, past=True):
+    rows = []
+    span = "past the trained length" if past else "all"
+    for model in ("smollm2", "gemma3-270m"):
+        base = dict(model=model, setting="streaming", stream_tokens=12288, trained_length=8192, recompute_stride=64)
+        for condition, loss in (("dense", 4.0), ("window", window), ("window + 1 sink", sinks), ("window + 4 sinks", sinks)):
+            rows.append(dict(base, condition=condition, bucket=span, loss=loss, cache_size=1024 if "window" in condition else None))
+            rows.append(dict(base, condition=condition, bucket="re-computed tokens", loss=loss, cache_size=None))
+        rows.append(dict(base, condition="re-computation", bucket="re-computed tokens", loss=recomputed, cache_size=None))
+    pd.DataFrame(rows).to_csv(folder / "attention-window.csv", index=False)
+
+
+def test_streaming_verdict_needs_sinks_to_recover_re_computation(tmp_path):
+    claim = _claim("window attention needs the first tokens (attention sinks)")
+    _stream_csv(tmp_path, window=3.3, sinks=2.7, recomputed=2.7)
+    assert claim.verdict(known_results.Results(tmp_path)).startswith("SmolLM2-135M agrees (past the trained length)")
+    _stream_csv(tmp_path, window=2.75, sinks=2.7, recomputed=2.7, past=False)
+    verdict = claim.verdict(known_results.Results(tmp_path))
+    assert verdict.startswith("SmolLM2-135M differs (over the whole stream, inside the trained length)")
