@@ -396,7 +396,8 @@ def _retrieval_verdict(r: Results) -> str:
         share, one = 100 * h.is_retrieval.mean(), 100 / len(h)
         verdict = ("agrees" if low <= share <= high else
                    "within one head of the range" if low - one <= share <= high + one else "differs")
-        out.append(f"{NAMES[m]} {share:.1f}%: {verdict}")
+        out.append(f"{NAMES[m]} {share:.1f}% ({int(h.is_retrieval.sum())} of {len(h)} heads; the range is "
+                   f"{low * len(h) / 100:.1f}-{high * len(h) / 100:.1f} heads): {verdict}")
     return "; ".join(out) + f" (rule: inside {low}-{high}%, the authors' released scores)"
 
 

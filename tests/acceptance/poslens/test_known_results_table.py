@@ -154,11 +154,11 @@ def test_retrieval_verdicts_read_the_share_and_the_masking_at_the_number_of_retr
     sparse, causal = _claim("retrieval heads are sparse"), _claim("retrieval heads are causal")
     _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=1.0)
     r = known_results.Results(tmp_path)
-    assert "SmolLM2-135M 4.0%: agrees" in sparse.verdict(r)
+    assert "SmolLM2-135M 4.0% (4 of 100 heads; the range is 2.1-6.2 heads): agrees" in sparse.verdict(r)
     assert "SmolLM2-135M agrees (k = 5, 4 heads score > 0.1" in causal.verdict(r)  # top 2 would not have sufficed
     _retrieval_csv(tmp_path, 9, top_acc=0.0, random_acc=0.0)
     r = known_results.Results(tmp_path)
-    assert "SmolLM2-135M 9.0%: differs" in sparse.verdict(r)
+    assert "SmolLM2-135M 9.0% (9 of 100 heads; the range is 2.1-6.2 heads): differs" in sparse.verdict(r)
     assert "SmolLM2-135M partly: random heads hurt too (k = 10" in causal.verdict(r)
 
 
