@@ -23,11 +23,15 @@ from bench.report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 ANALYSES = ("sink-rate", "induction", "rope-frequencies", "retrieval-heads")
+# --small: the same four at a few documents each (minutes, not a quarter of an hour per sequence)
+SMALL = {"sink-rate": ["--n-docs", "4"], "induction": ["--n-docs", "2", "--half", "128"],
+         "rope-frequencies": ["--n-docs", "1", "--length", "256", "--n-samples", "1"],
+         "retrieval-heads": ["--n-docs", "2", "--n-samples", "1", "--length", "256"]}
 
 
-def analyze(name: str, model: str, out: Path, threads: int | None) -> tuple[float, dict]:
+def analyze(name: str, model: str, out: Path, threads: int | None, small: bool = False) -> tuple[float, dict]:
     argv = [sys.executable, "-m", "poslens.cli", "analyze", name, "--model", model, "--out", str(out),
-            "--format", "html", "--force"]
+            "--format", "html", "--force"] + (SMALL[name] if small else [])
     argv += ["--threads", str(threads)] if threads else []
     start = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -35,27 +39,27 @@ def analyze(name: str, model: str, out: Path, threads: int | None) -> tuple[floa
     return wall, json.loads((out / f"{name}.provenance.json").read_text(encoding="utf-8"))["threads"]
 
 
-def sequence(model: str, threads: int | None) -> list[tuple[str, dict, float]]:
+def sequence(model: str, threads: int | None, small: bool = False) -> list[tuple[str, dict, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
         for name in ANALYSES:
-            wall, record = analyze(name, model, Path(tmp) / name, threads)
+            wall, record = analyze(name, model, Path(tmp) / name, threads, small)
             rows.append((name, record, wall))
             print(f"  {name}: {record['torch']} threads, {wall:.0f} s", flush=True)
         return rows
 
 
-def main(model: str = "smollm2") -> str:
+def main(model: str = "smollm2", small: bool = False) -> str:
     runs = {}
     print("idle, threads chosen", flush=True)
-    runs["idle, threads chosen"] = sequence(model, None)
+    runs["idle, threads chosen"] = sequence(model, None, small)
     print("idle, --threads 1 (the load average's choice)", flush=True)
-    runs["idle, --threads 1 (what the load average chose)"] = sequence(model, 1)
+    runs["idle, --threads 1 (what the load average chose)"] = sequence(model, 1, small)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(1)
         print("beside one busy process, threads chosen", flush=True)
-        runs["beside one busy process, threads chosen"] = sequence(model, None)
+        runs["beside one busy process, threads chosen"] = sequence(model, None, small)
     finally:
         busy.kill()
         busy.wait()
@@ -75,9 +79,10 @@ def main(model: str = "smollm2") -> str:
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2")
+    p.add_argument("--small", action="store_true", help="a few documents per analysis instead of their defaults")
     p.add_argument("--write", action="store_true", help="update the BENCHMARKS.md section")
     args = p.parse_args()
-    table = main(args.model)
+    table = main(args.model, args.small)
     if args.write:
         import datetime as dt
         import os
@@ -86,7 +91,8 @@ if __name__ == "__main__":
         import torch
 
         write_section("script", "Analyses one after another: threads chosen per command",
-                      f"`python -m bench.script`: {', '.join(ANALYSES)} on {args.model} at their defaults, each a fresh "
+                      f"`python -m bench.script{' --small' if args.small else ''}`: {', '.join(ANALYSES)} on {args.model} "
+                      f"{'with ' + '; '.join(f'{a} ' + ' '.join(o) for a, o in SMALL.items()) if args.small else 'at their defaults'}, each a fresh "
                       f"`poslens analyze` right after the one before; {platform.machine()}, "
                       f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}, {dt.date.today()}. Issue 27 measured "
                       f"943 s for the four at 313ba53, each on 1 thread (provenance: `2 usable cores, 1 busy (load 1.0)`).\n\n{table}")
