@@ -1,13 +1,22 @@
-"""Attention shared by the decoder families, with hookable scores and pattern that cost nothing unless used.
+"""The one attention every family runs through (``attend``), with hookable scores and pattern that cost nothing unless
+used, and per-head statistics of every query row in the memory of a forward pass.
 
-When no hook or cache is attached to ``hook_attn_scores`` / ``hook_pattern`` the output comes from
+When no hook is attached to ``hook_attn_scores`` / ``hook_pattern`` the output comes from
 ``scaled_dot_product_attention`` and no ``[q, k]`` matrix is built. When one is attached, the scores and
 pattern are materialised and passed through the hooks, so edits to them change the output.
 
 Inside ``query_rows(idx)`` only the listed query rows are materialised: the hooks see
 ``[batch, head, len(idx), key_pos]``, the output of those rows is recomputed from the (possibly edited)
-pattern rows and every other row comes from the fused kernel. This is what lets attention-mass analyses
-stream long contexts without ever holding a full pattern.
+pattern rows and every other row comes from the fused kernel.
+
+Inside ``collecting_statistics(wanted, ...)`` each attention records, under its ``hook_pattern`` name, the
+statistics of ``STATISTICS`` (mass on the first k keys, on the token itself, on the previous token, on keys within
+distance w, on labelled key parts; mean and spread of the attended distance; entropy; the most attended key) for
+**every** query row, exact over every key. Rows are taken one chunk at a time (``chunk_bytes`` of scores): the chunk's
+pattern is built in place, reduced, and multiplied by the values to give that chunk's output, so the statistics ride
+the forward pass and never more than one chunk of ``[rows, keys, heads]`` of one layer exists. ``model_statistics``
+runs it over a model and stops after the last attention (no logits). Peers read a few rows (the research code of
+retrieval heads, SnapKV) or hold every ``[head, N, N]`` pattern (transformers' ``output_attentions``, TransformerLens).
 
 Inside ``decoding(cache)`` each attention module that supports it rotates its new tokens from ``cache.past``,
 appends their keys and values to a ``KVCache`` and attends from the new tokens only, under ``cache.visible``'s
@@ -210,6 +219,72 @@ def causal_mask(n_q: int, n_k: int, device, rows: Tensor | None = None) -> Tenso
     return torch.arange(n_k, device=device)[None, :] <= q_idx[:, None] + (n_k - n_q)
 
 
+def grouped_matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``a [batch, head, r, x] @ b [batch, kv_head, x, y]`` with query heads grouped onto key heads, no copy of ``b``."""
+    n, h, r, x = a.shape
+    kv = b.shape[1]
+    if kv == h:
+        return torch.matmul(a, b)
+    return torch.matmul(a.reshape(n, kv, h // kv, r, x), b[:, :, None]).reshape(n, h, r, -1)
+
+
+def _rows_of(mask: Tensor, rows: Tensor, n_k: int) -> Tensor:
+    m = mask if mask.shape[-2] == 1 else mask.index_select(-2, rows.to(mask.device))
+    return m[..., :n_k]
+
+
+def logits(q: Tensor, k: Tensor, rows: Tensor, n_q: int, *, causal: bool, bias: Tensor | None = None, scale: float,
+           softcap: float | None = None, scores: Tensor | None = None, rows_selected: bool = False) -> Tensor:
+    """Masked logits ``[batch, head, len(rows), k_pos]`` of the query rows ``rows`` (indices into ``n_q`` queries; ``q``
+    holds those rows only). ``bias`` is additive (``-inf`` masks) or boolean (True: visible); ``scores``, when given, are
+    the full scaled logits ``[batch, head, n_q, k_pos]`` and replace ``q . k * scale``. Keys past the diagonal are
+    ``-inf`` whatever they held (NaN or inf too). ``rows_selected``: ``bias`` and ``scores`` hold these rows already."""
+    n_k = k.shape[-2]
+    if scores is not None:
+        s = scores.clone() if rows_selected or rows.numel() == n_q else scores.index_select(-2, rows.to(scores.device))
+    else:
+        s = grouped_matmul(q, k.transpose(-1, -2)).mul_(scale)
+    if softcap is not None:
+        s = torch.tanh(s / softcap).mul_(softcap)
+    if bias is not None:
+        m = bias[..., :n_k] if rows_selected else _rows_of(bias, rows, n_k)
+        s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m
+    if causal:
+        s = s.masked_fill_(~causal_mask(n_q, n_k, s.device, rows), float("-inf"))
+    return s
+
+
+def _first_visible(bias: Tensor | None, rows: Tensor, keys: int) -> int:
+    """The first key any of these rows may see under a boolean mask (a sliding window starts late), else 0."""
+    if bias is None or bias.dtype != torch.bool:
+        return 0
+    seen = _rows_of(bias, rows, keys).reshape(-1, keys).any(0)
+    return int(seen.to(torch.uint8).argmax()) if bool(seen.any()) else 0
+
+
+def _fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None, scale: float, softcap: float | None) -> Tensor:
+    """Attention output ``[batch, head, q, d_v]`` without a pattern: the fused kernel (row chunks when soft-capped)."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if softcap is not None:
+        out = []
+        for start in range(0, n_q, CHUNK_ROWS):
+            rows = torch.arange(start, min(start + CHUNK_ROWS, n_q), device=q.device)
+            s = logits(q[..., start:start + len(rows), :], k, rows, n_q, causal=causal, bias=bias, scale=scale, softcap=softcap)
+            out.append(grouped_matmul(torch.softmax(s.float(), -1).to(v.dtype), v))
+        return torch.cat(out, -2)
+    mask = None if bias is None else (bias if bias.dtype == torch.bool else bias.to(q.dtype))
+    if mask is not None:
+        mask = mask[..., :n_k]
+    if causal and (mask is not None or n_q != n_k):
+        visible = causal_mask(n_q, n_k, q.device)
+        mask = visible if mask is None else (mask & visible if mask.dtype == torch.bool else mask.masked_fill(~visible, float("-inf")))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None and n_q > 1, scale=scale,
+                                          enable_gqa=k.shape[1] != q.shape[1])
+
+
+CHUNK_ROWS = 1024  # query rows per chunk where the fused kernel cannot run (logit soft-capping)
+
+
 def attend(
     q: Tensor,
     k: Tensor,
@@ -220,57 +295,256 @@ def attend(
     hook_scores=None,
     hook_pattern=None,
     scale: float | None = None,
+    softcap: float | None = None,
+    scores: Tensor | None = None,
 ) -> Tensor:
     """Attention output ``[batch, head, q_pos, d_v]`` from ``q, k [batch, head, pos, d]`` and ``v``; ``k`` and ``v``
-    may have fewer heads (grouped-query attention: key head j serves query heads j*rep .. j*rep+rep-1).
+    may have fewer heads (grouped-query attention: key head j serves query heads j*rep .. j*rep+rep-1). Every family
+    attends through this function, so hooks, ``query_rows``, ``collecting_spans`` and ``collecting_statistics`` hold
+    for all of them.
 
-    ``bias`` is an additive ``[batch or 1, head or 1, q_pos, k_pos]`` term (ALiBi, learned decay); masked
-    entries are ``-inf`` in the scores handed to ``hook_scores`` and 0 in the pattern.
+    ``bias`` is an additive ``[batch or 1, head or 1, q_pos, k_pos]`` term (ALiBi, relative bias, a cache's mask) or a
+    boolean mask (True: visible, as transformers' sdpa masks); masked entries are ``-inf`` in the scores handed to
+    ``hook_scores`` and 0 in the pattern. ``softcap`` is Gemma 2's tanh logit cap. ``scores``, when given, are the
+    full scaled logits (a model that sums hooked logit components) and replace ``q . k * scale``; ``q`` and ``k`` then
+    only give shapes.
     """
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    spans = current_spans() if hook_pattern is not None and getattr(hook_pattern, "name", None) else None
+    name = getattr(hook_pattern, "name", None) if hook_pattern is not None else None
+    spans = current_spans() if name else None
+    stats = current_statistics() if name else None
+    n_q, n_k = q.shape[-2], k.shape[-2]
     if not (hooked(hook_scores) or hooked(hook_pattern)):
+        if stats is not None:
+            return stats.attend(name, q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap, scores=scores)
         if spans is not None:
-            spans.record(hook_pattern.name, span_masses(q, k, spans.key_parts, spans.n_parts, scale=scale, causal=causal,
-                                                        bias=bias, rows=spans.rows))
-        n_q, n_k = q.shape[-2], k.shape[-2]
-        mask = None if bias is None else bias.to(q.dtype)
-        if causal and (bias is not None or n_q != n_k):
-            visible = causal_mask(n_q, n_k, q.device)
-            mask = visible if mask is None else mask.masked_fill(~visible, float("-inf"))
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None, scale=scale,
-                                              enable_gqa=k.shape[1] != q.shape[1])
+            if scores is None and softcap is None:
+                spans.record(name, span_masses(q, k, spans.key_parts, spans.n_parts, scale=scale, causal=causal, bias=bias,
+                                               rows=spans.rows))
+            else:
+                s = logits(q.index_select(-2, spans.rows.to(q.device)), k, spans.rows, n_q, causal=causal, bias=bias,
+                           scale=scale, softcap=softcap, scores=scores)
+                spans.record(name, torch.softmax(s.float(), -1) @ part_indicators(spans.key_parts.to(s.device), spans.n_parts))
+        if scores is None:
+            return _fused(q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap)
+        return grouped_matmul(torch.softmax(logits(q, k, torch.arange(n_q), n_q, causal=causal, bias=bias, scale=scale,
+                                                   scores=scores).float(), -1).to(v.dtype), v)
 
-    if k.shape[1] != q.shape[1]:
-        k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // v.shape[1], 1)
-    rows = current_query_rows(q.shape[-2])
-    q_sel = q if rows is None else q.index_select(-2, rows.to(q.device))
-    scores = torch.matmul(q_sel, k.transpose(-1, -2)).mul_(scale)  # in place: a fresh [q, k] block, never a copy more
-    if bias is not None:
-        scores = scores + (bias if rows is None else bias.index_select(-2, rows.to(bias.device)))
-    if causal and rows is None:  # keys past the diagonal: zeroed (whatever they held, NaN or inf too), then -inf
-        offset = k.shape[-2] - q.shape[-2]
-        future = torch.full(scores.shape[-2:], float("-inf"), dtype=scores.dtype, device=scores.device).triu_(offset + 1)
-        scores = scores.tril_(offset).add_(future)
-    elif causal:
-        scores = scores.masked_fill_(~causal_mask(q.shape[-2], k.shape[-2], q.device, rows), float("-inf"))
+    rows = current_query_rows(n_q)
+    sel = torch.arange(n_q, device=q.device) if rows is None else rows.to(q.device)
+    s = logits(q if rows is None else q.index_select(-2, sel), k, sel, n_q, causal=causal, bias=bias, scale=scale,
+               softcap=softcap, scores=scores)
     if hook_scores is not None:
-        scores = hook_scores(scores)
-    if scores.dtype == v.dtype == torch.float32 and not scores.requires_grad and not hooked(hook_scores):
-        pattern = torch._softmax(scores, -1, False, out=scores)  # in place: no one else holds these scores
+        s = hook_scores(s)
+    if s.dtype == v.dtype == torch.float32 and not s.requires_grad and not hooked(hook_scores):
+        pattern = torch._softmax(s, -1, False, out=s)  # in place: no one else holds these scores
     else:
-        pattern = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+        pattern = torch.softmax(s.float(), dim=-1).to(v.dtype)
     if hook_pattern is not None:
         pattern = hook_pattern(pattern)
     if spans is not None:
-        if spans.key_parts.numel() != k.shape[-2]:
-            raise ValueError(f"collecting_spans: {spans.key_parts.numel()} key labels for {k.shape[-2]} keys")
-        spans.record(hook_pattern.name, pattern.float() @ part_indicators(spans.key_parts.to(pattern.device), spans.n_parts))
-    z_sel = torch.matmul(pattern, v)
+        if spans.key_parts.numel() != n_k:
+            raise ValueError(f"collecting_spans: {spans.key_parts.numel()} key labels for {n_k} keys")
+        spans.record(name, pattern.float() @ part_indicators(spans.key_parts.to(pattern.device), spans.n_parts))
+    if stats is not None:
+        stats.record(name, stats.of_pattern(pattern, sel, n_q, n_k))
+    z_sel = grouped_matmul(pattern, v)
     if rows is None:
         return z_sel
-    z = attend(q, k, v, causal=causal, bias=bias, scale=scale)
-    return z.index_copy(-2, rows.to(z.device), z_sel)
+    if scores is not None:
+        rest = grouped_matmul(torch.softmax(logits(q, k, torch.arange(n_q), n_q, causal=causal, bias=bias, scale=scale,
+                                                   scores=scores).float(), -1).to(v.dtype), v)
+    else:
+        rest = _fused(q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap)
+    return rest.index_copy(-2, sel, z_sel)
+
+
+STATISTICS = {
+    "first_mass": "mass on the first k keys, one column per k of ``first``",
+    "self_mass": "mass on the query's own key",
+    "previous_mass": "mass on key q - 1 (0 at position 0)",
+    "window_mass": "mass on keys with |q - k| <= w, the query's own key included, one column per w of ``windows``",
+    "span_mass": "mass on each labelled part of the keys, one column per part",
+    "distance_mean": "attended distance |q - k| (positions), its mean under the pattern row",
+    "distance_std": "its standard deviation under the pattern row",
+    "entropy": "entropy of the pattern row (nats)",
+    "top_key": "the most attended key (its position)",
+    "top_mass": "the weight of that key",
+}
+CHUNK_BYTES = 64 << 20  # scores of one chunk of query rows (x3 for the temporaries of the statistics)
+
+
+@dataclass
+class StatisticsRequest:
+    """Per-head statistics of every query row (or of ``rows``), exact over all keys, one chunk of rows at a time.
+
+    Without pattern hooks a chunk's ``[batch, head, rows, keys]`` logits are built, turned into the pattern in place,
+    reduced to the statistics and, when every row is read, multiplied by the values: the chunk's attention output, so
+    the statistics ride the forward pass and no other ``[q, k]`` block exists. Causal chunks stop at their last row's
+    key. With pattern hooks the (possibly edited) hooked rows are reduced instead."""
+
+    wanted: tuple[str, ...]
+    first: tuple[int, ...] = (1,)
+    windows: tuple[int, ...] = ()
+    key_parts: Tensor | None = None
+    n_parts: int = 0
+    rows: Tensor | None = None
+    chunk_bytes: int = CHUNK_BYTES
+    stop_after: str | None = None
+    progress: object = None  # called as progress(name, rows_done, rows_total)
+    results: dict[str, dict[str, Tensor]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        unknown = sorted(set(self.wanted) - set(STATISTICS))
+        if unknown or not self.wanted:
+            raise ValueError(f"attention statistics: unknown {unknown or 'none asked for'}; known: {', '.join(STATISTICS)}")
+        if "span_mass" in self.wanted and (self.key_parts is None or self.n_parts < 1):
+            raise ValueError("attention statistics: span_mass needs key_parts and n_parts >= 1")
+        if any(f < 1 for f in self.first) or any(w < 0 for w in self.windows):
+            raise ValueError(f"attention statistics: first takes counts >= 1 (got {self.first}), windows distances >= 0 "
+                             f"(got {self.windows})")
+        if self.rows is not None:
+            self.rows = torch.unique(torch.as_tensor(self.rows, dtype=torch.long).flatten())
+            if self.rows.numel() == 0 or int(self.rows[0]) < 0:
+                raise ValueError("attention statistics: rows must be positions from 0, at least one")
+        if self.chunk_bytes < 1:
+            raise ValueError(f"attention statistics: chunk_bytes must be positive, got {self.chunk_bytes}")
+
+    def record(self, name: str, values: dict[str, Tensor]) -> None:
+        self.results[name] = {s: v.cpu() for s, v in values.items()}
+        if name == self.stop_after:
+            raise StopForward(name)
+
+    def of_pattern(self, p: Tensor, rows: Tensor, n_q: int, n_k: int, k0: int = 0) -> dict[str, Tensor]:
+        """The statistics of pattern rows ``p [batch, head, r, keys]`` of query ``rows`` among ``n_q`` queries over
+        ``n_k`` keys, ``p`` holding keys ``k0 .. k0 + keys - 1`` only (the others masked for every row)."""
+        p = p.float()
+        keys = p.shape[-1]
+        q_abs = rows.to(p.device) + (n_k - n_q)
+        k_idx = torch.arange(k0, k0 + keys, device=p.device)
+        out = {}
+        want = set(self.wanted)
+        if "first_mass" in want:
+            out["first_mass"] = torch.stack([p[..., :max(0, f - k0)].sum(-1) for f in self.first], -1)
+
+        def at(key: Tensor) -> Tensor:
+            inside = (key >= k0) & (key < k0 + keys)
+            idx = (key - k0).clamp(0, keys - 1).view(1, 1, -1, 1).expand(*p.shape[:-1], 1)
+            return p.gather(-1, idx)[..., 0].masked_fill(~inside.view(1, 1, -1), 0.0)
+
+        if "self_mass" in want:
+            out["self_mass"] = at(q_abs)
+        if "previous_mass" in want:
+            out["previous_mass"] = at(torch.where(q_abs > 0, q_abs - 1, -1))
+        distance = (q_abs[:, None] - k_idx[None, :]).abs()
+        if "window_mass" in want:
+            out["window_mass"] = torch.stack([(p * (distance <= w)).sum(-1) for w in self.windows], -1)
+        if "span_mass" in want:
+            parts = self.key_parts.to(p.device)[k0:k0 + keys]
+            out["span_mass"] = p @ part_indicators(parts, self.n_parts)
+        if "distance_mean" in want or "distance_std" in want:
+            d = distance.float()
+            mean = (p * d).sum(-1)
+            out["distance_mean"] = mean
+            if "distance_std" in want:
+                out["distance_std"] = (p * (d - mean[..., None]).square_()).sum(-1).clamp_(min=0).sqrt_()
+        if "entropy" in want:
+            out["entropy"] = torch.special.entr(p).sum(-1)
+        if "top_key" in want or "top_mass" in want:
+            top = p.max(-1)
+            out["top_key"], out["top_mass"] = top.indices + k0, top.values
+        return {s: v for s, v in out.items() if s in want}
+
+    def attend(self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: float, softcap, scores) -> Tensor:
+        """``attend`` without hooks while collecting: the output, with the statistics recorded under ``name``."""
+        b, h, n_q, _ = q.shape
+        n_k = k.shape[-2]
+        offset = n_k - n_q
+        every = self.rows is None
+        wanted = torch.arange(n_q) if every else self.rows
+        if int(wanted[-1]) >= n_q:
+            raise IndexError(f"attention statistics: row {int(wanted[-1])} asked for, but this forward pass has {n_q} "
+                             f"query positions (0..{n_q - 1})")
+        chunk = max(1, self.chunk_bytes // (3 * 4 * b * h * n_k))
+        outputs, parts = [], []
+        for start in range(0, wanted.numel(), chunk):
+            rows = wanted[start:start + chunk].to(q.device)
+            keys = min(n_k, int(rows[-1]) + offset + 1) if causal else n_k
+            k0 = _first_visible(bias, rows, keys)
+            # keys k0 .. keys - 1 are read: causal positions shift by k0 on both sides, so n_q becomes keys - k0 - offset
+            s = logits(q.index_select(-2, rows), k[..., k0:keys, :], rows - k0, keys - k0 - offset, causal=causal,
+                       bias=None if bias is None else _rows_of(bias, rows, keys)[..., k0:], rows_selected=True, scale=scale,
+                       softcap=softcap, scores=None if scores is None else scores.index_select(-2, rows)[..., k0:keys])
+            p = torch._softmax(s, -1, False, out=s) if s.dtype == torch.float32 and not s.requires_grad else torch.softmax(s.float(), -1)
+            parts.append(self.of_pattern(p, rows, n_q, n_k, k0))
+            if every:
+                outputs.append(grouped_matmul(p.to(v.dtype), v[..., k0:keys, :]))
+            if self.progress is not None:
+                self.progress(name, start + rows.numel(), wanted.numel())
+            del s, p
+        z = torch.cat(outputs, -2) if every else _fused(q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap)
+        self.record(name, {stat: torch.cat([part[stat] for part in parts], 2) for stat in parts[0]})
+        return z
+
+
+_STATISTICS: contextvars.ContextVar[StatisticsRequest | None] = contextvars.ContextVar("poslens_statistics", default=None)
+
+
+def collecting_statistics(wanted, **options):
+    """Record, under each attention's ``hook_pattern`` name, the statistics ``wanted`` (names of ``STATISTICS``) of
+    every query row (or of ``rows=``), each ``[batch, head, rows(, columns)]``; yields the ``StatisticsRequest``."""
+    request = StatisticsRequest(tuple(wanted), **options)
+    return _setting(_STATISTICS, request)
+
+
+def current_statistics() -> StatisticsRequest | None:
+    return _STATISTICS.get()
+
+
+@torch.no_grad()
+def model_statistics(model, tokens: Tensor, wanted, *, layers=None, **options) -> dict[str, Tensor]:
+    """``{statistic: [layer, batch, head, rows(, columns)]}`` for any model with ``blocks.{l}.attn.hook_pattern``: every
+    query row's attention statistics (``STATISTICS``), exact over every key, in the memory of a forward pass plus one
+    chunk of rows (``chunk_bytes``). The pass stops after the last layer asked for; no logits are built. An attention
+    that does not honour ``collecting_statistics`` has its pattern read one chunk of rows at a time instead."""
+    layers = list(range(model.n_layers)) if layers is None else sorted(set(int(l) for l in layers))
+    if not layers or layers[0] < 0 or layers[-1] >= model.n_layers:
+        raise ValueError(f"attention statistics: layers {layers} outside 0..{model.n_layers - 1}")
+    names = [f"blocks.{l}.attn.hook_pattern" for l in layers]
+    if options.get("key_parts") is not None:
+        options["key_parts"] = torch.as_tensor(options["key_parts"], dtype=torch.long)
+        if options["key_parts"].shape != (tokens.shape[-1],):
+            raise ValueError(f"key_parts has shape {tuple(options['key_parts'].shape)}, expected ({tokens.shape[-1]},): one "
+                             "label per token")
+    with collecting_statistics(wanted, stop_after=f"blocks.{model.n_layers - 1}.attn.hook_pattern", **options) as request:
+        try:
+            model(tokens)
+        except StopForward:
+            pass
+    missing = [n for n in names if n not in request.results]
+    if missing:
+        _read_patterns(model, tokens, request, missing)
+    return {stat: torch.stack([request.results[n][stat] for n in names]) for stat in request.results[names[0]]}
+
+
+def _read_patterns(model, tokens: Tensor, request: StatisticsRequest, names: list[str]) -> None:
+    n = tokens.shape[-1]
+    every = torch.arange(n) if request.rows is None else request.rows
+    b, h = tokens.shape[0], model.n_heads
+    chunk = max(1, request.chunk_bytes // (3 * 4 * b * h * n))
+    parts: dict[str, list] = {name: [] for name in names}
+
+    def read(pattern, hook):
+        parts[hook.name].append(request.of_pattern(pattern, current_query_rows(), n, n))
+
+    for start in range(0, every.numel(), chunk):
+        with query_rows(every[start:start + chunk]), model.hooks(fwd_hooks=[(name, read) for name in names]):
+            try:
+                model(tokens)
+            except StopForward:
+                pass
+    for name in names:
+        request.results[name] = {s: torch.cat([p[s] for p in parts[name]], 2).cpu() for s in parts[name][0]}
 
 
 @torch.no_grad()

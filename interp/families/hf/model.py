@@ -6,7 +6,8 @@ What comes from where:
 - the architecture (which module holds the layers, the token and the learned position embeddings, whether
   positions are rotary) is read from the bridge's architecture adapter for the checkpoint's config;
 - the forward pass is transformers' own, with one change: attention runs through ``poslens_attention``,
-  registered with transformers' ``AttentionInterface`` under the name ``"poslens"``. Its output comes from
+  registered with transformers' ``AttentionInterface`` under the name ``"poslens"``, which hands it to the attention
+  every family shares (``interp.attention.attend``: statistics, spans, query rows). Its output comes from
   ``scaled_dot_product_attention``; only while a hook is attached to ``hook_attn_scores`` / ``hook_pattern``
   are the scores and pattern built, for the rows of ``interp.attention.query_rows`` only when it is set (edits
   to them change the output of those rows). The bridge itself forces eager attention, which builds every
@@ -32,16 +33,14 @@ import inspect
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-from interp.attention import causal_mask, current_kv_cache, current_query_rows
+from interp.attention import attend, current_kv_cache
 from interp.base import PosLensModel
 from interp.hooks import AttentionHooks, BlockHooks, Hook
 
 ATTENTION_NAME = "poslens"
-CHUNK_ROWS = 1024  # query rows per chunk where the fused kernel cannot be used (logit soft-capping)
 
 _LAYER: contextvars.ContextVar[nn.Module | None] = contextvars.ContextVar("poslens_hf_layer", default=None)
 
@@ -103,44 +102,6 @@ def _heads_last(hook, x: Tensor) -> Tensor:
     return x if not hook.has_hooks() else hook(x.transpose(1, 2)).transpose(1, 2)
 
 
-def _grouped(a: Tensor, b: Tensor) -> Tensor:
-    """``a [batch, head, r, x] @ b [batch, kv_head, x, y]`` with heads grouped onto kv heads, no copies of ``b``."""
-    n, h, r, x = a.shape
-    kv = b.shape[1]
-    return torch.matmul(a.reshape(n, kv, h // kv, r, x), b[:, :, None]).reshape(n, h, r, -1)
-
-
-def _row_scores(q: Tensor, k: Tensor, rows: Tensor, n_q: int, mask: Tensor | None, causal: bool, scaling: float,
-                softcap: float | None) -> Tensor:
-    """Masked attention logits ``[batch, head, len(rows), k]`` of the queries ``q`` (already the selected rows)."""
-    scores = _grouped(q, k.transpose(-1, -2)) * scaling
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    if mask is not None:
-        m = mask if mask.shape[-2] == 1 else mask.index_select(-2, rows.to(mask.device))
-        m = m[..., : k.shape[-2]]
-        scores = scores.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else scores + m
-    elif causal:
-        scores = scores.masked_fill(~causal_mask(n_q, k.shape[-2], q.device, rows), float("-inf"))
-    return scores
-
-
-def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scaling: float, softcap: float | None) -> Tensor:
-    """Attention output ``[batch, head, q, d]`` without a full pattern (chunks of rows when soft-capped)."""
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    if softcap is None:
-        if mask is None and causal and n_q != n_k:
-            mask = causal_mask(n_q, n_k, q.device)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None and n_q > 1, scale=scaling,
-                                              enable_gqa=q.shape[1] != k.shape[1])
-    out = []
-    for start in range(0, n_q, CHUNK_ROWS):
-        rows = torch.arange(start, min(start + CHUNK_ROWS, n_q), device=q.device)
-        scores = _row_scores(q[..., rows, :], k, rows, n_q, mask, causal, scaling, softcap)
-        out.append(_grouped(torch.softmax(scores.float(), -1).to(v.dtype), v))
-    return torch.cat(out, -2)
-
-
 def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, *,
                       scaling: float | None = None, dropout: float = 0.0, softcap: float | None = None,
                       is_causal: bool | None = None, position_ids: Tensor | None = None, **kwargs):
@@ -159,25 +120,15 @@ def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attenti
         attention_mask = cache.visible(hooks, query.shape[-2], key.shape[-2], kwargs.get("sliding_window"))
         attention_mask = attention_mask.to(query.device, query.dtype) if attention_mask is not None else None
     if hooks is None:
-        return _fused(query, key, value, attention_mask, causal, scaling, softcap).transpose(1, 2), None
+        return attend(query, key, value, causal=causal, bias=attention_mask, scale=scaling, softcap=softcap).transpose(1, 2), None
     hooks.calls += 1
     b, h, n_q, _ = query.shape
-    n_k = key.shape[-2]
-    hooks.positions(position_ids, b, h, n_q, n_k, query.device)
+    hooks.positions(position_ids, b, h, n_q, key.shape[-2], query.device)
     q_hook, k_hook = hooks.queries_and_keys()
     q, k, v = _heads_last(q_hook, query), _heads_last(k_hook, key), _heads_last(hooks.hook_v, value)
-    if not (hooks.hook_attn_scores.has_hooks() or hooks.hook_pattern.has_hooks()):
-        z = _fused(q, k, v, attention_mask, causal, scaling, softcap)
-    else:
-        rows = current_query_rows()
-        sel = torch.arange(n_q, device=query.device) if rows is None else rows.to(query.device)
-        scores = hooks.hook_attn_scores(_row_scores(q.index_select(-2, sel), k, sel, n_q, attention_mask, causal, scaling, softcap))
-        pattern = hooks.hook_pattern(torch.softmax(scores.float(), dim=-1).to(v.dtype))
-        z = _grouped(pattern, v)
-        if rows is not None:
-            z = _fused(q, k, v, attention_mask, causal, scaling, softcap).index_copy_(-2, sel, z)
-    z = hooks.hook_z(z.transpose(1, 2))
-    return z, None
+    z = attend(q, k, v, causal=causal, bias=attention_mask, scale=scaling, softcap=softcap,
+               hook_scores=hooks.hook_attn_scores, hook_pattern=hooks.hook_pattern)
+    return hooks.hook_z(z.transpose(1, 2)), None
 
 
 def register_attention() -> None:
