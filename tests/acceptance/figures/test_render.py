@@ -24,7 +24,10 @@ from figures.render import figure_module, known, read_result, read_table, render
 from figures.style import MODEL_COLORS, PAPER, PALETTE, model_colors
 from poslens.cli import main
 from poslens.run import run_analysis
+from corpora.documents import Window
+from tests.encoder_helpers import token_ids, tiny_encoder
 from tests.helpers import tiny_model
+from tests.repo_helpers import tiny_repo
 
 ROOT = Path(__file__).resolve().parents[3]
 BROWSER = figures.find_browser()
@@ -32,21 +35,47 @@ needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chrome/Chromium f
                                    "`plotly_get_chrome`): static export not tested")
 
 
-# what a figure must also draw, over an analysis' small run (its @runs): the analysis' own sentences (what a user plots:
-# their spacing decides the font) with a token "NA" read back as text, invented pairs, two lengths, two layers, two shares
-FIGURE_CASES = {
-    "char-spacing": dict(documents={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]}),
-    "entity-spacing": dict(invented=(("Zor", "Vex"),)),
-    "niah-accuracy": dict(lengths=(300, 400), n_docs=1),
-    "position-patterns": dict(layers=(1, 2)),
-    "retrieval-heads": dict(shares=(0.1, 0.2), n_random=2),
-}
+def _docs(enc):
+    return [Window("", token_ids(enc, 1, 20, seed=s)[0].tolist()) for s in range(3)]
+
+
+def _cases():
+    """Inputs the figures here are checked on, over the analyses' own small runs: tiny models built here, the
+    increments models shared by loss-neutrality and word-boundaries (one colour per model across figures), the
+    analysis' own sentences (what a user plots: their spacing decides the font) with a token "NA" read back as text,
+    the user's token windows, two lengths, layers and shares."""
+    inc = [tiny_model("shared", max_seq_len=512), tiny_model("per-layer", max_seq_len=512)]
+    repo = [tiny_repo("repo"), tiny_repo("rope")]
+    enc = tiny_encoder("disentangled")
+    docs = _docs(enc)
+    return {
+        "byte-increments": (inc, {}),
+        "word-boundaries": (inc, dict(n_docs=3, max_gaps=400, n_boot=10)),
+        "entity-spacing": (inc, dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")), invented=(("Zor", "Vex"),))),
+        "char-spacing": (inc, dict(documents={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]})),
+        "loss-neutrality": (inc, dict(n_docs=2, length=32, n_boot=10)),
+        "attention-mass": (repo[:1], dict(n_docs=1, length=300, preamble=False)),
+        "niah-accuracy": (repo, dict(lengths=(300, 400), n_docs=1)),
+        "position-ranges": (repo[:1] + [inc[1]], dict(n_docs=1, length=300)),
+        "position-patterns": (repo[:1], dict(layers=[1, 2], length=64, source="wiki")),
+        "ap-spectrum": ([enc], dict(n_components=3)),
+        "kl-ablation": ([enc], dict(documents=docs)),
+        "compare-heads": ([enc, tiny_encoder("rp", seed=1)], dict(documents=docs)),
+        "position-probes": (["dstg-small"], dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2, length=64)),
+        "head-profiles": (repo[:1] + ["dstg-small"], dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+        "sink-rate": (repo[:1], dict(lengths=(32, 64), n_docs=1, max_rows=16)),
+        "induction": (repo + ["dstg-small"], dict(half=16, n_docs=1)),
+        "rope-frequencies": (repo, dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+        "retrieval-heads": (repo, dict(n_docs=1, n_samples=1, length=224, shares=(0.1, 0.2), n_random=2)),
+        "attention-window": (repo, dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
+    }
 
 
 def _plan():
-    """Every registered analysis' small run (``@runs(small=...)``), with ``FIGURE_CASES`` over its options."""
-    return {a.name: (list(a.small.models), {**a.small.options, **FIGURE_CASES.get(a.name, {})})
-            for a in all_analyses() if a.small is not None}
+    """Every registered analysis: its small run (``@runs(small=...)``), or its case here where it has one."""
+    cases = _cases()
+    return {a.name: cases.get(a.name, (list(a.small.models), dict(a.small.options))) for a in all_analyses()
+            if a.small is not None or a.name in cases}
 
 
 @pytest.fixture(scope="module")
