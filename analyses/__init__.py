@@ -5,40 +5,16 @@ concrete model classes.
 
     from analyses.word_boundaries import word_boundaries     # the function
     analyses.run("word-boundaries", model, n_docs=50)         # or by name
-    analyses.get("word-boundaries")                           # its declaration: options, needs, figure
+    analyses.get("word-boundaries")                           # its declaration: options, needs, figure, runs
 
-A new analysis is its module, its figure (``figures/NAME.py``) and one line in ``MODULES``.
+A new analysis is its module (with its ``@runs``: the tests' small run, the main job, the memory benchmark), its
+figure (``figures/NAME.py``) and one line in ``analyses.registry.MODULES``.
 """
 
-import importlib
-
 from analyses.registry import Analysis, Option, OptionError, all_analyses, get, run
+from interp.deprecated import Alias, renamed
 
-MODULES = (  # in the order the report shows them
-    "analyses.byte_increments",
-    "analyses.word_boundaries",
-    "analyses.entity_spacing",
-    "analyses.char_spacing",
-    "analyses.loss_neutrality",
-    "analyses.attention_mass",
-    "analyses.positions",  # position-ranges, position-patterns
-    "analyses.niah_accuracy",
-    "analyses.ap_spectrum",
-    "analyses.kl_ablation",  # kl-ablation, compare-heads
-    "analyses.position_probes",
-    "analyses.head_profiles",
-    "analyses.sink_rate",
-    "analyses.induction",
-    "analyses.rope_frequencies",
-    "analyses.retrieval_heads",
-    "analyses.attention_window",
-)
+__getattr__ = renamed(__name__, {"MODULES": Alias("analyses.registry.MODULES"),
+                                 "load_all": Alias("analyses.registry.load_all")})
 
-
-def load_all() -> None:
-    """Import every analysis module (light: their heavy imports happen inside the functions)."""
-    for module in MODULES:
-        importlib.import_module(module)
-
-
-__all__ = ["Analysis", "Option", "OptionError", "all_analyses", "get", "run", "MODULES", "load_all"]
+__all__ = ["Analysis", "Option", "OptionError", "all_analyses", "get", "run"]

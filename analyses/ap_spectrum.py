@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.registry import Help, Range, analysis
+from analyses.runs import DSTG, Run, runs
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ def summary(df):
     return comps[comps["component"] <= 4][["model", "component", "explained_variance", "cumulative", "low_freq_power"]]
 
 
+@runs(small=Run(("dstg-small",)), main=Run(("dstg-small", "ap-encoder-small", "minilm"), section=DSTG))
 @analysis("ap-spectrum", needs=[Capability.AP_STREAM], headline=headline, summary=summary)
 def ap_spectrum(model, *,
                 n_components: Annotated[int, Help("leading components to report"), Range(1)] = 8,

@@ -15,6 +15,7 @@ import numpy as np
 
 from analyses.increment_hooks import byte_model, increment_labels, increments
 from analyses.registry import Choices, Cli, Help, Inline, analysis
+from analyses.runs import INC, INCREMENT_MODELS, Run, runs
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 from interp.tokenizers import check_text
@@ -70,6 +71,7 @@ def summary(df):
     return d.groupby(["model", "text_id", "layer"], as_index=False).agg(widest_gap=("scaled", "max"), mean_increment=("increment", "mean"))
 
 
+@runs(small=Run(("increments-shared",)), main=Run(INCREMENT_MODELS, section=INC))
 @analysis("char-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
 @may_be_nan(layer_index="no layer: the shared increment")
 def char_spacing(model, *,

@@ -48,6 +48,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.runs import HEADS, Run, runs
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
@@ -201,6 +202,11 @@ def summary(df):
     return counts.join(best).reset_index()
 
 
+@runs(small=Run(("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+      main=Run(("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
+               dict(n_docs=4, length=256, n_samples=8, niah_tokens=480), quick=dict(n_docs=1, n_samples=1, max_rows=32),
+               per_model={"smollm2": dict(n_docs=2, length=256, n_samples=2, niah_tokens=256)}, section=HEADS),
+      memory=Run(("repo-small",), dict(length=128, n_samples=2, niah_tokens=256)))
 @analysis("head-profiles", needs=[Capability.ATTENTION], headline=headline, summary=summary)
 @may_be_nan(position_range="the model's heads assign no per-head positions", needle_mass="a masked LM copies no answer",
             retrieval_score="a masked LM copies no answer, or no answer token occurs once in the needle",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Fits, Help, Range, analysis, no_grad
+from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
@@ -77,6 +78,10 @@ def summary(df):
                                                second_copy_loss=("second_copy_loss", "first")).reset_index()
 
 
+@runs(small=Run(("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
+      main=Run(DECODERS, dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
+      real=Run(PRETRAINED, dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
+      memory=Run(("rope-small",), dict(half=64)))
 @analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary)
 @may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM")
 def induction(model, *,

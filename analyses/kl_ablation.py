@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.runs import DSTG, Run, runs
 from interp.capabilities import Capability
 from analyses.nan_policy import may_be_nan
 
@@ -129,6 +130,9 @@ def summary(df):
     return group_counts(df).reset_index()
 
 
+@runs(small=Run(("dstg-small",), dict(n_docs=2, length=48)),
+      main=Run(("dstg-small",), dict(n_docs=100), quick=dict(n_docs=4), section=DSTG),
+      memory=Run(("dstg-small",), dict(length=128)))
 @analysis("kl-ablation", needs=[Capability.LOGIT_COMPONENTS], headline=headline, summary=summary)
 @may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
 def kl_ablation(model, *,
@@ -165,6 +169,9 @@ def kl_ablation(model, *,
     return kl_table(model, sums, len(docs), rp_support)
 
 
+@runs(small=Run(("dstg-small", "rp-encoder-small"), dict(n_docs=2, length=48)),
+      main=Run(("dstg-small", "rp-encoder-small"), dict(n_docs=50), quick=dict(n_docs=4), section=DSTG),
+      memory=Run(("dstg-small",), dict(length=128)))
 @analysis("compare-heads", needs=[Capability.LOGIT_COMPONENTS], like=kl_ablation, headline=headline, summary=summary)
 @may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
 def compare_heads(model, **kwargs) -> pd.DataFrame:

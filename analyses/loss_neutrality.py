@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window, no_grad
+from analyses.runs import INC, INCREMENT_MODELS, Run, runs
 from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 from interp.tokenizers import ByteTokenizer, TokenizerError
@@ -82,6 +83,9 @@ def summary(df):
     return df[["model", "language", "loss", "ci_low", "ci_high", "bits_per_byte", "trained_steps", "trained_tokens"]]
 
 
+@runs(small=Run(("increments-shared", "rope-bytes"), dict(n_docs=2, length=64, n_boot=20)),
+      main=Run(INCREMENT_MODELS + ("rope-bytes",), quick=dict(n_docs=8, n_boot=100), section=INC),
+      memory=Run(("increments-per-layer",), dict(length=128, n_boot=10)))
 @analysis("loss-neutrality", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary)
 @may_be_nan(trained_steps="no training.json beside the checkpoint", trained_tokens="no training.json beside the checkpoint", training_validation_loss="no training.json beside the checkpoint")
 def loss_neutrality(model, *,

@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, Range, analysis
+from analyses.runs import DECODERS, REPO, Run, runs
 from corpora.answers import equal_length_batches, retrieved
 from corpora.niah import prompts_for
 from interp.capabilities import Capability
@@ -44,6 +45,9 @@ def summary(df):
     return df[["model", "context_tokens", "accuracy", "ci_low", "ci_high", "n_samples"]]
 
 
+@runs(small=Run(("repo-small",), dict(lengths=(300,), n_docs=2)),
+      main=Run(DECODERS, dict(lengths=(512, 1024, 2048), n_docs=16), quick=dict(n_docs=2), section=REPO),
+      memory=Run(("repo-small",), dict(lengths=(256,))))
 @analysis("niah-accuracy", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary)
 def niah_accuracy(model, *,
                   lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated"), Range(32),

@@ -13,10 +13,13 @@ the function itself:
 - a ``documents`` parameter gives the analysis ``--input PATH`` (read by ``corpora.user.read_documents``);
 - ``needs`` are capabilities, checked on every call (``CapabilityError`` names the analysis and the model);
 - ``headline(table) -> str`` and ``summary(table) -> DataFrame`` are what the report and SUMMARY.md show;
-- its figure is ``figures/NAME.py``'s ``figure(table)``, whose layout height the report uses.
+- its figure is ``figures/NAME.py``'s ``figure(table)``, whose layout height the report uses;
+- where it runs besides the user's calls (the tests' small run, the main job, the memory benchmark) is declared
+  right above, with ``@runs(...)`` (``analyses.runs``).
 
-``analyses/__init__.py`` lists the modules, one line each. Nothing here imports torch, pandas or plotly:
-the command line reads every declaration without them (analysis modules import those inside functions).
+``MODULES`` below lists the analysis modules, one line each, in the report's order. Nothing here imports torch,
+pandas or plotly: the command line reads every declaration without them (analysis modules import those inside
+functions).
 """
 
 from __future__ import annotations
@@ -34,6 +37,29 @@ from corpora.documents import KINDS
 from interp import deprecated
 from interp.capabilities import Capability, require
 from interp.deprecation import PoslensDeprecationWarning
+
+if typing.TYPE_CHECKING:
+    from analyses.runs import Run
+
+MODULES = (  # one line per analysis module, in the order the report shows them
+    "analyses.loss_neutrality",
+    "analyses.byte_increments",
+    "analyses.word_boundaries",
+    "analyses.entity_spacing",
+    "analyses.char_spacing",
+    "analyses.niah_accuracy",
+    "analyses.attention_mass",
+    "analyses.positions",  # position-ranges, position-patterns
+    "analyses.ap_spectrum",
+    "analyses.kl_ablation",  # kl-ablation, compare-heads
+    "analyses.position_probes",
+    "analyses.head_profiles",
+    "analyses.sink_rate",
+    "analyses.induction",
+    "analyses.rope_frequencies",
+    "analyses.retrieval_heads",
+    "analyses.attention_window",
+)
 
 
 class OptionError(ValueError):
@@ -269,6 +295,10 @@ class Analysis:
     headline: Callable | None = None  # (table) -> one sentence on what this result shows
     summary: Callable | None = None  # (table) -> the compact table SUMMARY.md shows
     renamed: dict[str, str] = field(default_factory=dict)  # deprecated keyword -> option
+    small: Run | None = None  # where it runs besides the user's calls (@runs, analyses.runs)
+    main: Run | None = None
+    real: Run | None = None
+    memory: Run | None = None
 
     @property
     def figure(self) -> Callable:
@@ -413,9 +443,13 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
     return declare
 
 
-def get(name: str) -> Analysis:
-    from analyses import load_all
+def load_all() -> None:
+    """Import every analysis module of ``MODULES`` (light: their heavy imports happen inside the functions)."""
+    for module in MODULES:
+        importlib.import_module(module)
 
+
+def get(name: str) -> Analysis:
     load_all()
     if name not in _REGISTRY:
         raise KeyError(f"unknown analysis '{name}' (known: {', '.join(sorted(_REGISTRY))})")
@@ -423,10 +457,12 @@ def get(name: str) -> Analysis:
 
 
 def all_analyses() -> list[Analysis]:
-    from analyses import load_all
-
+    """Every registered analysis: those of ``MODULES`` in its order (whatever order they were imported in), then
+    those registered from other modules, in the order they were registered."""
     load_all()
-    return list(_REGISTRY.values())
+    rank = {m: i for i, m in enumerate(MODULES)}
+    order = list(_REGISTRY)
+    return sorted(_REGISTRY.values(), key=lambda a: (rank.get(inspect.unwrap(a._body).__module__, len(rank)), order.index(a.name)))
 
 
 def run(name: str, model, **options):

@@ -63,6 +63,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Choices, Fits, Help, Range, analysis, no_grad
+from analyses.runs import HEADS, KNOWN, PRETRAINED, Run, runs
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
@@ -200,6 +201,13 @@ def summary(df):
                  answer_nll=("answer_nll", "mean"), draws=("draw", "size")).reset_index())
 
 
+@runs(small=Run(("repo-small",), dict(n_docs=1, n_samples=1, length=224, shares=(0.1,), n_random=1)),
+      main=Run(("repo-small", "nope-small"), dict(n_docs=8, n_samples=16, length=480, n_random=3),
+               quick=dict(n_docs=1, n_samples=1, length=224, n_random=1), section=HEADS),
+      # Wu et al.'s score and masking (the defaults)
+      real=Run(PRETRAINED, dict(n_docs=8, n_samples=8, length=512, n_random=2),
+               quick=dict(n_docs=1, n_samples=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
+      memory=Run(("rope-small",), dict(length=256, n_samples=4)))
 @analysis("retrieval-heads", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
             depth="a masking row is of the whole model", needle_mass="a masking row is of the whole model",

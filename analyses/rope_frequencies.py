@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
@@ -222,6 +223,12 @@ def summary(df):
     return out
 
 
+@runs(small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=224)),
+      main=Run(DECODERS, dict(n_docs=4, length=512, n_samples=8, niah_tokens=480),
+               quick=dict(n_docs=1, length=128, max_rows=16, n_samples=1, niah_tokens=224), section=HEADS),
+      real=Run(PRETRAINED, dict(n_docs=4, length=512, n_samples=8, niah_tokens=512),
+               quick=dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=128), section=KNOWN),
+      memory=Run(("rope-small",), dict(length=128, n_samples=0)))
 @analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
           summary=summary)
 @may_be_nan(**dict.fromkeys(("layer", "head", "depth", "band", "frequency", "wavelength", "n_bands", "q_norm", "k_norm",

@@ -50,6 +50,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -139,6 +140,12 @@ def summary(df):
             .reset_index())
 
 
+@runs(small=Run(("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
+      main=Run(DECODERS, dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=HEADS),
+      # Gu et al.'s estimator (the default) at their T = 64 and at two longer evaluation lengths (their Fig. 3)
+      real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256, 1024), n_docs=16),
+               quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
+      memory=Run(("rope-small",), dict(lengths=(128,))))
 @analysis("sink-rate", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 def sink_rate(model, *,
               estimator: Annotated[str, Help("gu: Gu et al.'s alpha_1 over all query rows (row 0 included), thresholded per "

@@ -18,37 +18,43 @@ from bench.report import machine, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTS = (50, 400)
-# analysis -> (models, options): small bundled models and short documents; the count is what varies
-PLAN = {
-    "kl-ablation": (["dstg-small"], ["--length", "128"]),
-    "compare-heads": (["dstg-small"], ["--length", "128"]),
-    "position-probes": (["dstg-small"], ["--length", "64", "--n-seeds", "1", "--cv-folds", "2"]),
-    "attention-mass": (["repo-small"], ["--length", "256", "--no-preamble"]),
-    "niah-accuracy": (["repo-small"], ["--length", "256"]),
-    "position-ranges": (["repo-small"], ["--length", "256"]),
-    "loss-neutrality": (["increments-per-layer"], ["--length", "128", "--n-boot", "10"]),
-    "word-boundaries": (["increments-per-layer"], ["--length", "128", "--max-gaps", "10000000", "--n-boot", "10"]),
-    "head-profiles": (["repo-small"], ["--length", "128", "--n-samples", "2", "--niah-tokens", "256"]),
-    "sink-rate": (["rope-small"], ["--length", "128"]),
-    "induction": (["rope-small"], ["--half", "64"]),
-    "rope-frequencies": (["rope-small"], ["--length", "128", "--n-samples", "0"]),
-    "retrieval-heads": (["rope-small"], ["--length", "256", "--n-samples", "4"]),
-    "attention-window": (["rope-small"], ["--length", "256", "--window", "64"]),
-}
 
 
-def _count_options(name: str, n: int) -> list[str]:
-    if name == "position-probes":
-        return ["--n-docs", str(n), "--n-train", str(n * 4 // 5), "--n-test", str(n - n * 4 // 5)]
-    return ["--n-docs", str(n)]
+def plan() -> dict[str, tuple[list[str], list[str]]]:
+    """``{analysis: (models, command-line options)}``: each analysis' ``memory`` run (``@runs``, ``analyses.runs``),
+    small bundled models and short documents; the count of documents is what the benchmark varies."""
+    from analyses import all_analyses
+
+    return {a.name: (list(a.memory.models), argv(a, a.memory.options)) for a in all_analyses() if a.memory is not None}
 
 
-def peak(root: Path, name: str, n: int) -> tuple[float, float]:
-    """(peak RSS in MB, wall seconds) of one fresh analysis process."""
-    models, options = PLAN[name]
+def argv(analysis, options: dict) -> list[str]:
+    """``options`` as ``poslens analyze`` spells them (a tuple as one comma-separated value, False as ``--no-FLAG``)."""
+    flags = {o.name: o for o in analysis.options}
+    out = []
+    for name, value in options.items():
+        flag = flags[name].flag
+        if isinstance(value, bool):
+            out.append(flag if value else "--no-" + flag[2:])
+        else:
+            out += [flag, ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)]
+    return out
+
+
+def __getattr__(name: str):
+    """``PLAN``: ``plan()`` as it is now."""
+    if name == "PLAN":
+        return plan()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def peak(root: Path, name: str, n: int, runs: dict | None = None) -> tuple[float, float]:
+    """(peak RSS in MB, wall seconds) of one fresh analysis process (``runs``: ``plan()``). Position-probes' train and
+    test documents are its defaults for ``n`` documents (80% and 20%)."""
+    models, options = (runs or plan())[name]
     with tempfile.TemporaryDirectory() as out:
         argv = [sys.executable, "-m", "poslens.cli", "analyze", name, "--out", out, "--format", "html", "--force"]
-        argv += [a for m in models for a in ("--model", m)] + options + _count_options(name, n)
+        argv += [a for m in models for a in ("--model", m)] + options + ["--n-docs", str(n)]
         env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
         start = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -62,9 +68,10 @@ def peak(root: Path, name: str, n: int) -> tuple[float, float]:
 def main(only=None, against: str | None = None) -> str:
     trees = {"this": ROOT} | ({"before": Path(against)} if against else {})
     lines = ["| analysis | tree | peak RSS MB at 50 docs | at 400 docs | 400 / 50 | wall s at 400 |", "| --- | --- | --- | --- | --- | --- |"]
-    for name in only or PLAN:
+    runs = plan()
+    for name in only or runs:
         for label, root in trees.items():
-            (m50, _), (m400, w400) = (peak(root, name, n) for n in COUNTS)
+            (m50, _), (m400, w400) = (peak(root, name, n, runs) for n in COUNTS)
             lines.append(f"| {name} | {label} | {m50:.0f} | {m400:.0f} | {m400 / m50:.2f}x | {w400:.0f} |")
             print(lines[-1], flush=True)
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""The main job: every analysis on the bundled models, written as CSVs, figures and an ``index.html``."""
+"""The main job: every analysis on the bundled models, written as CSVs, figures and an ``index.html``. Its steps are
+the analyses' own declarations (``@runs(main=..., real=...)`` beside each ``@analysis``, ``analyses.runs``)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 import figures
-from analyses import get
-from interp import parallel
+from analyses import all_analyses, get
+from interp import deprecated, parallel
 from interp.atomic import write_text
 from poslens.outputs import Outputs
 from poslens.run import run_analysis
@@ -33,75 +34,41 @@ class Step:
     per_model: dict = field(default_factory=dict)  # model name -> options for that model only
 
 
-INC = "Learned position increments (seed 001)"
-REPO = "Context re-positioning (seed 000)"
-DSTG = "Disentangled positional and semantic streams (seed 002)"
-HEADS = "Heads across models"
-INCREMENT_MODELS = ("increments-shared", "increments-per-layer")
-DECODERS = ("repo-small", "rope-small", "nope-small")
-ENCODERS = ("dstg-small", "ap-encoder-small", "rp-encoder-small", "rope-encoder-small")
-SMOLLM2_SHORT = dict(n_docs=4, length=256)
-
-PLAN: tuple[Step, ...] = (
-    Step("loss-neutrality", INCREMENT_MODELS + ("rope-bytes",), quick=dict(n_docs=8, n_boot=100), section=INC),
-    Step("byte-increments", INCREMENT_MODELS, section=INC),
-    Step("word-boundaries", INCREMENT_MODELS, quick=dict(max_gaps=3000, n_boot=100), section=INC),
-    Step("entity-spacing", INCREMENT_MODELS, section=INC),
-    Step("char-spacing", INCREMENT_MODELS, section=INC),
-    Step("niah-accuracy", DECODERS, options=dict(lengths=(512, 1024, 2048), n_docs=16), quick=dict(n_docs=2), section=REPO),
-    Step("attention-mass", DECODERS + ("smollm2",), options=dict(n_docs=16, length=512, preamble=False),
-         quick=dict(n_docs=2), per_model={"smollm2": SMOLLM2_SHORT}, section=REPO),
-    Step("position-ranges", DECODERS + ("increments-per-layer", "smollm2"), options=dict(n_docs=4, length=512),
-         quick=dict(n_docs=1), per_model={"smollm2": dict(n_docs=2, length=256)}, section=REPO),
-    Step("position-patterns", ("repo-small", "increments-per-layer"), options=dict(length=256),
-         per_model={"repo-small": dict(length=256, layers=(1, 3))}, section=REPO),
-    Step("ap-spectrum", ("dstg-small", "ap-encoder-small", "minilm"), section=DSTG),
-    Step("kl-ablation", ("dstg-small",), options=dict(n_docs=100), quick=dict(n_docs=4), section=DSTG),
-    Step("compare-heads", ("dstg-small", "rp-encoder-small"), options=dict(n_docs=50), quick=dict(n_docs=4), section=DSTG),
-    Step("position-probes", ENCODERS + ("minilm", "repo-small", "increments-per-layer"),
-         options=dict(n_docs=100, n_train=80, n_test=20, n_seeds=5), quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2),
-         section=DSTG),
-    Step("head-profiles", ("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
-         options=dict(n_docs=4, length=256, n_samples=8, niah_tokens=480), quick=dict(n_docs=1, n_samples=1, max_rows=32),
-         per_model={"smollm2": dict(n_docs=2, length=256, n_samples=2, niah_tokens=256)}, section=HEADS),
-    Step("sink-rate", DECODERS, options=dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
-         section=HEADS),
-    Step("induction", DECODERS, options=dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
-    Step("rope-frequencies", DECODERS, options=dict(n_docs=4, length=512, n_samples=8, niah_tokens=480),
-         quick=dict(n_docs=1, length=128, max_rows=16, n_samples=1, niah_tokens=224), section=HEADS),
-    Step("retrieval-heads", ("repo-small", "nope-small"), options=dict(n_docs=8, n_samples=16, length=480, n_random=3),
-         quick=dict(n_docs=1, n_samples=1, length=224, n_random=1), section=HEADS),
-    Step("attention-window", DECODERS, options=dict(length=512, n_docs=4, window=128),
-         quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
-)
+def main_plan() -> tuple[Step, ...]:
+    """The main job: each analysis' ``main`` run (``@runs``, ``analyses.runs``), in the report's order
+    (``analyses.registry.MODULES``, then analyses registered from other modules)."""
+    return _steps("main")
 
 
-KNOWN = "Known results on pretrained models"
-PRETRAINED = ("smollm2", "gemma3-270m")
-# behind `poslens reproduce --real-models`: the runs the README's "Known results, reproduced" table comes from
-REAL_PLAN: tuple[Step, ...] = (
-    Step("induction", PRETRAINED, options=dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
-    # Gu et al.'s estimator (the default) at their T = 64 and at two longer evaluation lengths (their Fig. 3)
-    Step("sink-rate", PRETRAINED, options=dict(estimator="gu", lengths=(64, 256, 1024), n_docs=16),
-         quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
-    Step("rope-frequencies", PRETRAINED, options=dict(n_docs=4, length=512, n_samples=8, niah_tokens=512),
-         quick=dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=128), section=KNOWN),
-    # Wu et al.'s score and masking (the defaults)
-    Step("retrieval-heads", PRETRAINED, options=dict(n_docs=8, n_samples=8, length=512, n_random=2),
-         quick=dict(n_docs=1, n_samples=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
-    # StreamingLLM's experiment: SmolLM2 streamed past its 8192 positions; Gemma 3 inside its 32768 (past them takes about
-    # 70 minutes on a 2-core CPU); cache 1024, with the no-start-token control
-    Step("attention-window", PRETRAINED, options=dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True),
-         per_model={"smollm2": dict(stream_tokens=12288, recompute_stride=192),
-                    "gemma3-270m": dict(stream_tokens=8192, recompute_stride=256)},
-         quick=dict(stream_tokens=96, cache_size=32, recompute_stride=32), section=KNOWN),
-)
+def real_plan() -> tuple[Step, ...]:
+    """Behind ``poslens reproduce --real-models``: each analysis' ``real`` run on the pretrained models, the runs the
+    README's "Known results, reproduced" table comes from."""
+    return _steps("real")
+
+
+def _steps(setting: str) -> tuple[Step, ...]:
+    return tuple(Step(a.name, run.models, dict(run.options), dict(run.quick), run.section, dict(run.per_model))
+                 for a in all_analyses() if (run := getattr(a, setting)) is not None)
+
+
+_moved = deprecated.renamed(__name__, {n: deprecated.Alias(f"analyses.runs.{n}") for n in (
+    "INC", "REPO", "DSTG", "HEADS", "KNOWN", "INCREMENT_MODELS", "DECODERS", "ENCODERS", "PRETRAINED")})
+
+
+def __getattr__(name: str):
+    """``PLAN`` and ``REAL_PLAN``: ``main_plan()`` and ``real_plan()`` as they are now; the model groups and sections
+    that moved to ``analyses.runs``, with a warning."""
+    if name == "PLAN":
+        return main_plan()
+    if name == "REAL_PLAN":
+        return real_plan()
+    return _moved(name)
 
 
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
               device=None, real_models: bool = False) -> Path:
-    """Run ``plan`` (default ``PLAN``) into ``out`` and write ``out/index.html``; refuse to touch an existing
-    report unless ``force``. ``real_models`` adds ``REAL_PLAN``: the pretrained models' runs (minutes more) and
+    """Run ``plan`` (default ``main_plan()``) into ``out`` and write ``out/index.html``; refuse to touch an existing
+    report unless ``force``. ``real_models`` adds ``real_plan()``: the pretrained models' runs (minutes more) and
     ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``).
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
@@ -109,7 +76,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
     ``interp.parallel.session``) every rank runs every step, in the same order: the data-parallel analyses share
     their documents, the others are computed on each rank. Only rank 0 takes the lock, logs and writes; it decides
     whether ``out`` may be written before any work, and every rank stops on a refusal (``parallel.agree``)."""
-    out, plan = Path(out), (PLAN + (REAL_PLAN if real_models else ())) if plan is None else plan
+    out, plan = Path(out), (main_plan() + (real_plan() if real_models else ())) if plan is None else plan
     with contextlib.ExitStack() as held:
         outputs = parallel.agree(lambda: held.enter_context(_report_folder(out, force)))
         say = log if outputs is not None else (lambda line: None)

@@ -29,8 +29,8 @@ intervention               what it edits (and the capability it needs)
 An intervention is a frozen dataclass: its fields are its whole description, so ``record()`` (what provenance
 stores) is the intervention's name plus its fields. ``fwd_hooks(model)`` checks the model has what it needs
 (a capability, a layer, a head) and raises ``ValueError`` naming the field and value before any forward.
-Each intervention lives in its own module of this package and registers itself with ``@register``; the module
-is named once in ``MODULES``.
+Each intervention lives in its own module and registers itself with ``@register``; the module is named once in
+``MODULES`` (one line), and ``registered()`` / ``get(name)`` find it by its name.
 """
 
 from __future__ import annotations
@@ -111,6 +111,19 @@ def register(cls: type[Intervention]) -> type[Intervention]:
     return cls
 
 
+def registered() -> dict[str, type[Intervention]]:
+    """Every registered intervention by name, the modules of ``MODULES`` imported first (so a line added to it counts)."""
+    _load()
+    return dict(REGISTRY)
+
+
+def get(name: str) -> type[Intervention]:
+    known = registered()
+    if name not in known:
+        raise KeyError(f"unknown intervention '{name}' (known: {', '.join(sorted(known))})")
+    return known[name]
+
+
 @contextlib.contextmanager
 def applied(model, *interventions: Intervention):
     """Attach the interventions' hooks for the duration of the block and log their records on the model
@@ -139,4 +152,5 @@ from interp.interventions.rotary import RemoveRotaryBands, UnrotateRotaryBands  
 from interp.interventions.window import KeyWindow  # noqa: E402
 
 __all__ = ["Intervention", "KeyWindow", "MaskHeadQueries", "MaskHeads", "REGISTRY", "RemoveAPBands", "RemoveRotaryBands",
-           "ShiftPositions", "ShufflePositions", "StretchPositions", "UnrotateRotaryBands", "applied", "register"]
+           "ShiftPositions", "ShufflePositions", "StretchPositions", "UnrotateRotaryBands", "applied", "get", "register",
+           "registered"]

@@ -12,27 +12,13 @@ from interp import load
 from interp.capabilities import CapabilityError
 from poslens.summary import markdown
 
-SMALL = {  # analysis -> (bundled models, small options)
-    "byte-increments": (("increments-shared", "increments-per-layer"), {}),
-    "word-boundaries": (("increments-per-layer",), dict(n_docs=3, max_gaps=300, n_boot=20)),
-    "entity-spacing": (("increments-per-layer",), dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")))),
-    "char-spacing": (("increments-shared",), {}),
-    "loss-neutrality": (("increments-shared", "rope-bytes"), dict(n_docs=2, length=64, n_boot=20)),
-    "attention-mass": (("repo-small",), dict(n_docs=1, length=300, preamble=False)),
-    "position-ranges": (("repo-small",), dict(n_docs=1, length=64, source="wiki")),
-    "position-patterns": (("repo-small",), dict(length=64, layers=(1,), source="wiki")),
-    "niah-accuracy": (("repo-small",), dict(lengths=(300,), n_docs=2)),
-    "ap-spectrum": (("dstg-small",), {}),
-    "kl-ablation": (("dstg-small",), dict(n_docs=2, length=48)),
-    "compare-heads": (("dstg-small", "rp-encoder-small"), dict(n_docs=2, length=48)),
-    "position-probes": (("dstg-small",), dict(n_docs=10, n_train=6, n_test=4, n_seeds=1, cv_folds=2, length=48)),
-    "head-profiles": (("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
-    "sink-rate": (("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
-    "induction": (("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
-    "rope-frequencies": (("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=224)),
-    "retrieval-heads": (("repo-small",), dict(n_docs=1, n_samples=1, length=224, shares=(0.1,), n_random=1)),
-    "attention-window": (("repo-small", "rope-small"), dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
-}
+
+def small_suite() -> dict:
+    """``{analysis: (bundled models, options)}``: every registered analysis' ``small`` run (its ``@runs``)."""
+    return {a.name: (a.small.models, a.small.options) for a in analyses.all_analyses() if a.small is not None}
+
+
+SMALL = small_suite()
 MODELS: dict = {}
 
 
@@ -42,8 +28,9 @@ def model(name):
     return MODELS[name]
 
 
-def test_every_analysis_has_a_small_run_here():
-    assert sorted(SMALL) == sorted(a.name for a in analyses.all_analyses())
+def test_every_analysis_declares_its_small_run_and_its_place_in_the_main_job():
+    missing = [(a.name, s) for a in analyses.all_analyses() for s in ("small", "main") if getattr(a, s) is None]
+    assert missing == [], "declare these with @runs(...) above the analysis' @analysis"
 
 
 def numbers(values) -> np.ndarray:
@@ -59,18 +46,26 @@ def formatted(values: np.ndarray, like: str) -> set[str]:
     return {format(v, spec) for v in values}
 
 
+def small_table(name: str):
+    """The analysis' small run: its table on each of its models, concatenated."""
+    models, options = small_suite()[name]
+    return pd.concat([analyses.run(name, model(m), **options) for m in models], ignore_index=True)
+
+
 @pytest.fixture(scope="module")
 def tables():
-    out = {}
-    for name, (models, options) in SMALL.items():
-        out[name] = pd.concat([analyses.run(name, model(m), **options) for m in models], ignore_index=True)
-    return out
+    return {name: small_table(name) for name in SMALL}
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_table_figure_headline_and_summary(tables, name):
-    spec, table = analyses.get(name), tables[name]
-    models = set(SMALL[name][0])
+    check_table_figure_headline_and_summary(name, tables[name])
+
+
+def check_table_figure_headline_and_summary(name: str, table):
+    """The small run's table, headline, summary table and figure agree with each other."""
+    spec = analyses.get(name)
+    models = set(small_suite()[name][0])
     assert set(table["model"]) == models
 
     # headline: names every model, and most numbers it prints are the table's or the summary table's, to the

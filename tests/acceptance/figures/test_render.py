@@ -39,7 +39,11 @@ def _docs(enc):
     return [Window("", token_ids(enc, 1, 20, seed=s)[0].tolist()) for s in range(3)]
 
 
-def _plan():
+def _cases():
+    """Inputs the figures here are checked on, over the analyses' own small runs: tiny models built here, the
+    increments models shared by loss-neutrality and word-boundaries (one colour per model across figures), the
+    analysis' own sentences (what a user plots: their spacing decides the font) with a token "NA" read back as text,
+    the user's token windows, two lengths, layers and shares."""
     inc = [tiny_model("shared", max_seq_len=512), tiny_model("per-layer", max_seq_len=512)]
     repo = [tiny_repo("repo"), tiny_repo("rope")]
     enc = tiny_encoder("disentangled")
@@ -48,7 +52,6 @@ def _plan():
         "byte-increments": (inc, {}),
         "word-boundaries": (inc, dict(n_docs=3, max_gaps=400, n_boot=10)),
         "entity-spacing": (inc, dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")), invented=(("Zor", "Vex"),))),
-        # the analysis' own sentences (what a user plots: their spacing decides the font), and a token "NA" read back as text
         "char-spacing": (inc, dict(documents={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]})),
         "loss-neutrality": (inc, dict(n_docs=2, length=32, n_boot=10)),
         "attention-mass": (repo[:1], dict(n_docs=1, length=300, preamble=False)),
@@ -66,6 +69,13 @@ def _plan():
         "retrieval-heads": (repo, dict(n_docs=1, n_samples=1, length=224, shares=(0.1, 0.2), n_random=2)),
         "attention-window": (repo, dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
     }
+
+
+def _plan():
+    """Every registered analysis: its small run (``@runs(small=...)``), or its case here where it has one."""
+    cases = _cases()
+    return {a.name: cases.get(a.name, (list(a.small.models), dict(a.small.options))) for a in all_analyses()
+            if a.small is not None or a.name in cases}
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,9 @@ from poslens.cli import main  # noqa: E402
 
 spec = json.loads(open(sys.argv[1], encoding="utf-8").read())
 rank = int(os.environ.get("RANK", "0"))
-poslens.reproduce.PLAN = tuple(poslens.reproduce.Step(**{k: tuple(v) if k == "models" else v for k, v in step.items()})
-                               for step in spec["plan"])
+steps = tuple(poslens.reproduce.Step(**{k: tuple(v) if k == "models" else v for k, v in step.items()})
+              for step in spec["plan"])
+poslens.reproduce.main_plan = lambda: steps
 
 if rank > 0:
     def refuse(self):

@@ -49,12 +49,20 @@ def test_refuses_foreign_folders_and_existing_reports(plan, tmp_path):
 
 
 def test_every_step_of_the_plans_names_an_analysis_and_its_options():
-    """The main job and its --real-models runs are declared right: each option a step sets is one its analysis has."""
-    from analyses import get
-    from poslens.reproduce import PLAN, REAL_PLAN
+    """The main job and its --real-models runs, from the analyses' declarations: each option a step sets is one its
+    analysis has, and the main job draws every figure in the report's order."""
+    import inspect
 
-    assert {s.analysis for s in REAL_PLAN} == {"induction", "sink-rate", "rope-frequencies", "retrieval-heads", "attention-window"}
-    assert {s.analysis for s in PLAN} == {a.name for a in __import__("analyses").all_analyses()}  # the main job draws every figure
+    from analyses import all_analyses, get
+    from analyses.registry import MODULES
+    from poslens.reproduce import main_plan, real_plan
+
+    PLAN, REAL_PLAN = main_plan(), real_plan()
+    assert [s.analysis for s in REAL_PLAN] == ["sink-rate", "induction", "rope-frequencies", "retrieval-heads", "attention-window"]
+    assert [s.analysis for s in PLAN] == [a.name for a in all_analyses()]
+    modules = [inspect.unwrap(get(s.analysis)._body).__module__ for s in PLAN]
+    assert list(dict.fromkeys(modules)) == list(MODULES)  # the report's order, one line each
+    assert {s.section for s in REAL_PLAN} == {"Known results on pretrained models"}
     for step in PLAN + REAL_PLAN:
         names = {o.name for o in get(step.analysis).options} | {"seed"}
         for options in (step.options, step.quick, *step.per_model.values()):

@@ -2,7 +2,7 @@
 only rank 0 takes a lock or writes, refusals stop every rank before any work, and a failure on one rank ends
 the whole launch instead of leaving the other waiting in a collective.
 
-The plan is cut to four steps (``reproduce_driver.py`` puts it in place of ``PLAN``): three data-parallel analyses
+The plan is cut to four steps (``reproduce_driver.py`` puts it in place of ``main_plan()``): three data-parallel analyses
 (``head-profiles`` folds contexts, NIAH prompts and KLs in one call) and one that is not (``byte-increments``)."""
 
 import json
@@ -47,7 +47,7 @@ def torchrun(tmp_path, spec: dict, timeout: int = 300):
 
 def test_two_processes_write_the_one_process_report(plan, tmp_path, monkeypatch):
     steps = tuple(poslens.reproduce.Step(**{**s, "models": tuple(s["models"])}) for s in plan)
-    monkeypatch.setattr(poslens.reproduce, "PLAN", steps)
+    monkeypatch.setattr(poslens.reproduce, "main_plan", lambda: steps)
     one, two, mine = tmp_path / "one", tmp_path / "two", tmp_path / "mine"
     assert main(["reproduce", "--quick", "--out", str(one)]) == 0
     mine.mkdir()
