@@ -150,6 +150,8 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
                 lp = torch.log_softmax(logits, dim=-1)
                 lb = torch.log_softmax(model.unembed(base[start:end]).float(), dim=-1)
                 kl += float((lb.exp() * (lb - lp)).sum())
+                del lp, lb
+            del logits  # before the next chunk's are built
         base = hidden if base is None else base
         out[f"loss|{condition}"] = np.array([loss])
         out[f"kl|{condition}"] = np.array([kl])

@@ -238,12 +238,14 @@ class PosLensModel(HookedRootModule):
         flat, gold = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
         out = torch.empty(gold.shape, dtype=torch.float32, device=hidden.device)
         chunk = chunk or memory.loss_chunk(self.d_vocab, self.device)
-        chunks = self.logit_chunks(flat, chunk)
+        starts = range(0, flat.shape[0], chunk)
         if flat.shape[0] >= LONG_RUN:
-            chunks = progress(chunks, f"{self.model_name} loss chunks", total=-(-flat.shape[0] // chunk))
-        for start, logits in chunks:
+            starts = progress(starts, f"{self.model_name} loss chunks")
+        for start in starts:  # nothing holds a chunk's logits once its losses are taken
+            logits = self.unembed(flat[start:start + chunk]).float()
             out[start:start + logits.shape[0]] = torch.nn.functional.cross_entropy(
                 logits, gold[start:start + logits.shape[0]], reduction="none")
+            del logits
         return out.reshape(targets.shape)
 
     def token_losses(self, tokens, targets=None, *, chunk: int | None = None) -> Tensor:

@@ -10,7 +10,7 @@
   ``3 x batch x heads x rows x length`` float32 scores (the fused kernel itself holds a few key blocks);
 - the logits: built for every position, ``batch x length x vocab`` in the model's dtype plus a float32 copy and its
   log-softmax when losses are taken (``logits=True``: 8.6 GB of Gemma 3's 10.3 GB peak at 8,192 tokens); in chunks
-  (``PosLensModel.token_losses``), ``3 x chunk x vocab`` float32 at a time, after the layers have finished.
+  (``PosLensModel.token_losses``), the same for ``chunk`` positions at a time, after the layers have finished.
 
 It is a sum of what is alive at once, not a measurement: allocator slack, the interpreter and the tokenizer are not in
 it (``tests/unit/interp/test_memory.py`` compares it with the peak RSS a forward pass really adds, within 25% + 48 MB).
@@ -146,11 +146,12 @@ def estimate(shape: RunShape) -> Estimate:
     mlp = 3 * tokens * s.d_ff * b
     scores = 3 * s.batch * s.heads * min(s.attention_rows, s.length) * s.length * 4
     layer = 2 * tokens * s.d_model * b + qkv + attn_out + max(mlp, scores)
+    per_row = s.vocab * (b + 4 + 4 if b != 4 else 8)  # the logits, their float32 copy (none in float32), their log-softmax
     if s.logits:
-        logits = tokens * s.vocab * (b + 4 + 4 if b != 4 else 8)  # the logits, their float32 copy, their log-softmax
+        logits = tokens * per_row
     else:
         chunk = s.loss_chunk or loss_chunk(s.vocab)
-        logits = 3 * min(chunk, tokens) * s.vocab * 4 + tokens * 4
+        logits = min(chunk, tokens) * per_row + tokens * 4
     return Estimate(weights=s.params * b, activations=residual + layer, logits=logits, shape=s)
 
 
@@ -202,7 +203,7 @@ def free_memory(device=None) -> int:
 
 
 def loss_chunk(vocab: int, device=None, free: int | None = None) -> int:
-    """Positions per loss chunk: their float32 logits, copy and log-softmax (``3 x chunk x vocab x 4`` bytes) in a
+    """Positions per loss chunk: their logits, float32 copy and log-softmax (at most ``12 x chunk x vocab`` bytes) in a
     sixteenth of the free memory, between 16 and 4,096 positions."""
     free = free_memory(device) if free is None else free
     return int(max(16, min(4096, free // 16 // (12 * vocab))))
