@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+
 @no_grad
 def sequence_scores(model, ids: list[int], offset: int, half: int) -> dict:
     """One repeated sequence's ``[layer, head]`` induction and previous-token sums (and its copies' losses)."""

@@ -150,8 +150,8 @@ def estimate(shape: RunShape) -> Estimate:
     if s.logits:
         logits = tokens * per_row
     else:
-        chunk = s.loss_chunk or loss_chunk(s.vocab)
-        logits = min(chunk, tokens) * per_row + tokens * 4
+        s = replace(s, loss_chunk=s.loss_chunk or loss_chunk(s.vocab))
+        logits = min(s.loss_chunk, tokens) * per_row + tokens * 4
     return Estimate(weights=s.params * b, activations=residual + layer, logits=logits, shape=s)
 
 
@@ -235,3 +235,75 @@ def release() -> None:
     trim = _trim()
     if trim is not None:
         trim(0)
+
+
+# -- a run's plan, from an analysis' declared options --------------------------------------------------------------
+
+def planned_run(analysis, options: dict, max_len: int | None = None) -> dict | None:
+    """``length``, ``batch``, ``attention_rows`` and ``logits`` of one model's run of ``analysis`` with ``options``
+    (given values, else the declared defaults): the length is the largest option declared ``Fits(max_seq_len)`` times its
+    copies plus its margin, lowered to ``max_len`` as ``Fits`` lowers a default. None where no option declares a length.
+    ``logits`` is False where the analysis' module declares ``LOSSES_IN_CHUNKS`` (it never builds every position's)."""
+    import inspect
+
+    lengths = []
+    for opt in analysis.options:
+        for check in (c for c in opt.model_checks if getattr(c, "attribute", None) == "max_seq_len"):
+            value = options.get(opt.name, opt.default)
+            values = value if isinstance(value, (tuple, list)) else (value,)
+            values = [int(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if values:
+                n = max(values)
+                n = min(n, max_len) if max_len and opt.name not in options else n
+                lengths.append(check.times * n + check.margin)
+    if not lengths:
+        return None
+
+    def declared(name, default):
+        opt = next((o for o in analysis.options if o.name == name), None)
+        value = options.get(name, opt.default if opt is not None else default)
+        return int(value) if isinstance(value, (int, float)) and value else default
+
+    module = inspect.getmodule(inspect.unwrap(analysis.function))
+    return dict(length=max(lengths), batch=declared("batch_size", 1), attention_rows=declared("max_rows", 0),
+                logits=not getattr(module, "LOSSES_IN_CHUNKS", False))
+
+
+def config_before_load(source) -> dict | None:
+    """A Hugging Face ``config.json`` readable without the weights: a local directory's, or a hub id's in the local
+    cache. None for anything else (registry names, GGUF files, poslens directories are checked once loaded)."""
+    import json
+
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    path = Path(source)
+    found = path / "config.json" if path.is_dir() else None
+    if found is None and isinstance(source, str) and source.count("/") == 1 and not path.exists():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(source, "config.json")
+            found = Path(cached) if isinstance(cached, str) else None
+        except Exception:  # noqa: BLE001 (an unreadable cache is no reason to refuse a run)
+            found = None
+    if found is None or not found.is_file() or (path.is_dir() and (path / "poslens.json").exists()):
+        return None
+    try:
+        cfg = json.loads(found.read_text())
+    except (OSError, ValueError):
+        return None
+    return cfg if isinstance(cfg, dict) and "vocab_size" in cfg else None
+
+
+def check_run(analysis, options: dict, *, model=None, config: dict | None = None, device=None, name: str = "") -> None:
+    """Refuse ``analysis`` on one model before it runs (``model`` loaded) or before it loads (its ``config``) when the
+    estimate of its planned run exceeds the free memory."""
+    max_len = int(model.max_seq_len) if model is not None else (config or {}).get("max_position_embeddings")
+    plan = planned_run(analysis, options, max_len)
+    if plan is None:
+        return
+    try:
+        shape = RunShape.from_model(model, **plan) if model is not None else RunShape.from_config(config, **plan)
+    except (TypeError, ValueError, KeyError, StopIteration):
+        return  # a config this estimate cannot read: nothing to refuse on
+    check(estimate(shape), device, loaded=model is not None, what=f"{analysis.name} on {name or getattr(model, 'model_name', '?')}")

@@ -82,3 +82,27 @@ def test_the_estimate_reads_a_hugging_face_config_before_any_weights():
     assert 250e6 < shape.params < 300e6  # Gemma 3 270M
     est = memory.estimate(shape)
     assert 8192 * 262144 * 10 <= est.logits < 8192 * 262144 * 11  # bf16 logits, their float32 copy and log-softmax
+
+
+def test_a_run_that_cannot_fit_is_refused_before_its_weights_load_and_after_load_before_it_runs(tmp_path, monkeypatch):
+    from poslens import run
+    from tests.hf_helpers import write_tiny_hf
+
+    write_tiny_hf("llama", tmp_path / "tiny")
+    monkeypatch.setenv("POSLENS_FREE_MEMORY", "2M")
+    monkeypatch.setattr(run, "resolve_models", lambda *a, **k: pytest.fail("the weights were loaded"))
+    with pytest.raises(memory.MemoryRefused, match=r"rope-frequencies on .*tiny needs about .* weights .* logits .*\(whole\)|"
+                                                   r"rope-frequencies on .*tiny needs about .*only 2 MB is free"):
+        run.run_analysis("rope-frequencies", [str(tmp_path / "tiny")], tmp_path / "out", options={"length": 400})
+    monkeypatch.undo()
+    monkeypatch.setenv("POSLENS_FREE_MEMORY", "2M")
+    ran = []
+    from analyses import get
+
+    monkeypatch.setattr(run.parallel, "call", lambda *a, **k: ran.append(1))
+    with pytest.raises(memory.MemoryRefused, match=r"attention-window on tiny-rope needs about \d+ MB \(activations \d+ MB, "
+                                                   r"logits \d+ MB \(in chunks of 16 positions\);.*only 2 MB is free"):
+        run.run_analysis("attention-window", [tiny_repo("rope", vocab_size=32000)], tmp_path / "out2", options={"length": 1024})
+    assert ran == [] and not (tmp_path / "out2" / "attention-window.csv").exists()
+    monkeypatch.setenv("POSLENS_FREE_MEMORY", "4G")
+    assert memory.planned_run(get("rope-frequencies"), {"length": 300}, 1200)["logits"] is False
