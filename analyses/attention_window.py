@@ -69,6 +69,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+
 def conditions(sinks) -> list[tuple[str, int | None]]:
     return [("full", None)] + [("window" if s == 0 else f"window + {s} sink{'s' * (s > 1)}", s) for s in sinks]
 
@@ -92,7 +94,6 @@ def document_statistics(model, ids, window: int, sinks, spans, max_rows: int) ->
 
     n = len(ids)
     tokens = torch.tensor([ids], device=model.device)
-    gold = tokens[0, 1:]
     target = torch.arange(1, n)  # the positions predicted; ``spans`` are of the full length (a short last window fills fewer)
     rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
     distance = (rows[:, None] - torch.arange(n)[None, :]).clamp(min=0).float()  # [rows, keys]
@@ -115,11 +116,10 @@ def document_statistics(model, ids, window: int, sinks, spans, max_rows: int) ->
         if s is None:
             hooks = [(f"blocks.{l}.attn.hook_pattern", reach(l)) for l in range(model.n_layers)]
             with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
-                logits = model(tokens)[0, :-1]
+                nll = model.token_losses(tokens)[0].cpu().double()
         else:
             with interventions.applied(model, interventions.KeyWindow(window, s)):
-                logits = model(tokens)[0, :-1]
-        nll = torch.nn.functional.cross_entropy(logits.float(), gold, reduction="none").cpu().double()
+                nll = model.token_losses(tokens)[0].cpu().double()
         out[f"loss|{c}"] = np.array([float(nll[(target >= a) & (target < b)].sum()) for a, b in spans])
         out[f"beyond|{c}"] = np.array([float(nll[target >= window].sum())])
     out["tokens"] = np.array([float(((target >= a) & (target < b)).sum()) for a, b in spans])

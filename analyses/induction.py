@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+
 @no_grad
 def sequence_scores(model, ids: list[int], offset: int, half: int) -> dict:
     """One repeated sequence's ``[layer, head]`` induction and previous-token sums (and its copies' losses)."""
@@ -50,9 +52,12 @@ def sequence_scores(model, ids: list[int], offset: int, half: int) -> dict:
 
     tokens = torch.tensor([ids], device=model.device)
     with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]):
-        logits = model(tokens)
-    if Capability.CAUSAL_LM in model.capabilities:
-        nll = torch.nn.functional.cross_entropy(logits[0, :-1].float(), tokens[0, 1:], reduction="none").cpu()
+        nll = None
+        if Capability.CAUSAL_LM in model.capabilities:
+            nll = model.token_losses(tokens)[0].cpu()
+        else:
+            model.final_hidden(tokens)
+    if nll is not None:
         out["first_loss"] = np.array([[float(nll[offset: offset + half - 1].mean())]])
         out["second_loss"] = np.array([[float(nll[offset + half - 1:].mean())]])
     return out

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+
 def training_record(model) -> dict:
     """The ``training.json`` beside the model's checkpoint, if it has one."""
     source = model.source.get("path")
@@ -43,14 +45,11 @@ def training_record(model) -> dict:
 @no_grad
 def window_losses(model, windows: np.ndarray, batch_size: int = 8) -> np.ndarray:
     import torch
-    import torch.nn.functional as F
 
     out = []
     for i in range(0, len(windows), batch_size):
         w = torch.from_numpy(windows[i : i + batch_size]).to(model.device)
-        logits = model(w[:, :-1])
-        loss = F.cross_entropy(logits.float().transpose(1, 2), w[:, 1:], reduction="none")
-        out.append(loss.mean(1).cpu().numpy())
+        out.append(model.token_losses(w[:, :-1], w[:, 1:]).mean(1).cpu().numpy())
     return np.concatenate(out)
 
 
@@ -58,7 +57,6 @@ def window_losses(model, windows: np.ndarray, batch_size: int = 8) -> np.ndarray
 def document_losses(model, documents, context: int) -> tuple[np.ndarray, np.ndarray]:
     """Per window of the user's documents: summed next-byte loss (nats) and number of predicted bytes."""
     import torch
-    import torch.nn.functional as F
 
     from corpora.documents import user_inputs
 
@@ -67,8 +65,7 @@ def document_losses(model, documents, context: int) -> tuple[np.ndarray, np.ndar
         ids = model.tokenizer.encode(doc.text, doc_start=True)
         for start in range(0, len(ids) - 1, context):
             w = torch.tensor([ids[start : start + context + 1]], device=model.device)
-            logits = model(w[:, :-1])
-            sums.append(float(F.cross_entropy(logits[0].float(), w[0, 1:], reduction="sum")))
+            sums.append(float(model.token_losses(w[:, :-1], w[:, 1:]).sum()))
             counts.append(w.shape[1] - 1)
     return np.array(sums), np.array(counts)
 

@@ -48,6 +48,8 @@ from interp.capabilities import Capability
 if TYPE_CHECKING:
     import pandas as pd
 
+LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+
 CONDITIONS = ("none", "zero-highest", "zero-lowest", "unrotate-lowest", "unrotate-highest")
 POSITIONAL = 0.5  # previous-token mass that makes a head positional (head-profiles' group rule)
 
@@ -93,13 +95,6 @@ def _band_usage(q, k, rows, spec):
         logit += torch.einsum("gtrnb,rn->gtb", terms, visible).double()
         pairs_seen += int(visible.sum())
     return q_norm, k_norm, (logit / pairs_seen).reshape(heads, spec.n_bands)
-
-
-def _log_probs_chunks(logits, size: int = 256):
-    import torch
-
-    for start in range(0, logits.shape[0], size):
-        yield start, torch.log_softmax(logits[start:start + size].float(), dim=-1)
 
 
 @no_grad
@@ -148,16 +143,20 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
         hooks = prev_hooks(prev) + (usage_hooks if condition == "none" else [])
         with interventions.applied(model, *interventions_for(condition, fraction)), model.query_rows(rows), \
                 model.hooks(fwd_hooks=hooks):
-            logits = model(tokens)[0, :-1]
+            hidden = model.final_hidden(tokens)[0, :-1]
         out[f"prev|{condition}"] = prev
-        out[f"loss|{condition}"] = np.array([float(nll(logits.float(), gold, reduction="sum"))])
-        if base is None:
-            base, kl = logits, 0.0
-        else:
-            kl = 0.0
-            for start, lp in _log_probs_chunks(logits):
-                lb = torch.log_softmax(base[start:start + lp.shape[0]].float(), dim=-1)
+        loss = kl = 0.0
+        for start, logits in model.logit_chunks(hidden):  # one chunk of positions' logits at a time, the base's too
+            end = start + logits.shape[0]
+            loss += float(nll(logits, gold[start:end], reduction="sum"))
+            if base is not None:
+                lp = torch.log_softmax(logits, dim=-1)
+                lb = torch.log_softmax(model.unembed(base[start:end]).float(), dim=-1)
                 kl += float((lb.exp() * (lb - lp)).sum())
+                del lp, lb
+            del logits  # before the next chunk's are built
+        base = hidden if base is None else base
+        out[f"loss|{condition}"] = np.array([loss])
         out[f"kl|{condition}"] = np.array([kl])
     out["tokens"] = np.array([float(len(ids) - 1)])
     return out

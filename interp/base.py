@@ -178,6 +178,93 @@ class PosLensModel(HookedRootModule):
                     step_input = seq
         return out
 
+    # -- the output head apart from the layers below it: losses without the logits of every position -----------------
+    head_hooks: tuple[str, ...] = ("hook_final",)  # the hooks whose outputs the output head reads, in firing order
+
+    @property
+    def has_output_head(self) -> bool:
+        """Whether ``forward`` ends in an output head (next-token or masked-token logits)."""
+        return bool({Capability.CAUSAL_LM, Capability.MASKED_LM} & self.capabilities)
+
+    def unembed(self, hidden: Tensor) -> Tensor:
+        """Logits ``[..., d_vocab]`` of rows of ``final_hidden``: the output head alone, exactly as ``forward`` applies it."""
+        raise CapabilityError(f"{self.model_name} has no output head to unembed with")
+
+    def head_reads(self, captured: dict[str, Tensor]) -> Tensor:
+        """What the output head reads, from the outputs of ``head_hooks``."""
+        return captured[self.head_hooks[-1]]
+
+    def final_hidden(self, tokens, **kwargs) -> Tensor:
+        """``forward`` stopped before its output head: the rows ``unembed`` turns into logits, ``[batch, pos, d]`` (a
+        model without a head: what ``forward`` returns). Hooks below the head fire as in ``forward``; no logits are built."""
+        if not self.has_output_head:
+            return self(tokens, **kwargs)
+        got: dict[str, Tensor] = {}
+
+        def keep(x, hook):
+            got[hook.name] = x
+            if len(got) == len(self.head_hooks):
+                raise attention.StopForward(hook.name)
+
+        with self.hooks(fwd_hooks=[(name, keep) for name in self.head_hooks]):
+            try:
+                self(tokens, **kwargs)
+            except attention.StopForward:
+                pass
+        if len(got) < len(self.head_hooks):
+            raise RuntimeError(f"{self.model_name}: the forward pass never reached {sorted(set(self.head_hooks) - set(got))}")
+        return self.head_reads(got)
+
+    def logit_chunks(self, hidden: Tensor, chunk: int | None = None):
+        """``(start, float32 logits of rows start..start+n-1)`` of ``hidden`` ``[rows, d]``, ``chunk`` rows at a time
+        (None: as many as ``interp.memory.loss_chunk`` lets free memory hold); one chunk's logits exist at a time."""
+        from interp import memory
+
+        rows = hidden.shape[0]
+        chunk = chunk or memory.loss_chunk(self.d_vocab, self.device)
+        for start in range(0, rows, chunk):
+            yield start, self.unembed(hidden[start:start + chunk]).float()
+
+    def losses_from_hidden(self, hidden: Tensor, targets: Tensor, chunk: int | None = None) -> Tensor:
+        """Cross-entropy (nats, float32) of ``targets`` ``[batch, pos]`` under the logits of ``hidden`` ``[batch, pos, d]``,
+        row chunk by row chunk (``logit_chunks``)."""
+        targets = torch.as_tensor(targets, device=hidden.device).long()
+        if tuple(targets.shape) != tuple(hidden.shape[:-1]):
+            raise InputError(f"targets of shape {tuple(targets.shape)} for hidden states {tuple(hidden.shape)}: one target per "
+                             f"position, [{', '.join(map(str, hidden.shape[:-1]))}]")
+        from interp import memory
+        from interp.progress import progress
+
+        flat, gold = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
+        out = torch.empty(gold.shape, dtype=torch.float32, device=hidden.device)
+        chunk = chunk or memory.loss_chunk(self.d_vocab, self.device)
+        starts = range(0, flat.shape[0], chunk)
+        if flat.shape[0] >= LONG_RUN:
+            starts = progress(starts, f"{self.model_name} loss chunks")
+        for start in starts:  # nothing holds a chunk's logits once its losses are taken
+            logits = self.unembed(flat[start:start + chunk]).float()
+            out[start:start + logits.shape[0]] = torch.nn.functional.cross_entropy(
+                logits, gold[start:start + logits.shape[0]], reduction="none")
+            del logits
+        return out.reshape(targets.shape)
+
+    def token_losses(self, tokens, targets=None, *, chunk: int | None = None) -> Tensor:
+        """Per-token cross-entropy (nats, float32) without the logits of every position: the forward pass up to the output
+        head (``final_hidden``), then the head over ``chunk`` positions at a time. ``targets=None``: the next tokens,
+        ``[batch, pos - 1]`` for positions 0..pos-2; else one target id per position, ``[batch, pos]``."""
+        tokens = self.check_tokens(tokens)
+        if targets is not None:
+            targets = torch.as_tensor(targets, device=tokens.device)
+            if targets.dim() == 1:
+                targets = targets[None]
+        from interp import progress
+
+        with progress.layers(self, f"{self.model_name} layers", enabled=tokens.shape[1] >= LONG_RUN):
+            hidden = self.final_hidden(tokens)
+        if targets is None:
+            hidden, targets = hidden[:, :-1], tokens[:, 1:]
+        return self.losses_from_hidden(hidden, targets, chunk)
+
     def require_tokenizer(self, analysis: str):
         """The tokenizer, or a clear error for models loaded without one."""
         if getattr(self, "tokenizer", None) is None:
@@ -195,6 +282,9 @@ class PosLensModel(HookedRootModule):
                                  "put the tokenizer files beside the checkpoint, attach one "
                                  "(model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL)), or pass --tokenizer on the command line")
         return torch.tensor([self.tokenizer.encode(text, doc_start=doc_start)], device=self.device)
+
+
+LONG_RUN = 2048  # positions from which a pass shows its progress per layer and per loss chunk
 
 
 def _block_hooks() -> tuple[HookDoc, ...]:

@@ -215,9 +215,8 @@ def stream_nll(model, ids, cache_size: int | None, sinks: int = 0, chunk: int = 
     with attention.decoding(cache):
         for start, n in _chunks(tokens.numel() - 1, chunk):
             cache.begin(start, n)
-            logits = model(tokens[start:start + n][None])[0]
+            nll = model.token_losses(tokens[start:start + n][None], tokens[start + 1:start + n + 1][None])[0]
             cache.end()
-            nll = F.cross_entropy(logits.float(), tokens[start + 1:start + n + 1], reduction="none")
             out[start:start + n] = nll.double().cpu().numpy()
             if progress is not None:
                 progress(n)

@@ -17,7 +17,7 @@ from analyses import get
 from analyses.nan_policy import check_table, nan_columns
 from figures.save import formats_for_static
 from poslens.outputs import active, under_lock
-from interp import parallel
+from interp import memory, parallel
 from poslens.provenance import jsonable, provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")
@@ -81,12 +81,19 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     if analysis.seeded:
         kwargs["seed"] = seed
     names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
-    loaded = resolve_models(models, parallel.device_for(device), tokenizer)
+    target = parallel.device_for(device)
+    for given in models:  # before any weights load, where the config can be read alone
+        config = memory.config_before_load(given)
+        if config is not None:
+            memory.check_run(analysis, {**kwargs, **(per_model or {}).get(given, {})}, config=config, device=target, name=str(given))
+    loaded = resolve_models(models, target, tokenizer)
     torch.manual_seed(seed)
     np.random.seed(seed)
     label = (lambda opt: opt.flag) if cli else None
     bound = [analysis.bind(model, {**kwargs, **(per_model or {}).get(given, {})}, label=label)
              for given, model in zip(names, loaded)]
+    for model, these in zip(loaded, bound):  # loaded: before any of them runs
+        memory.check_run(analysis, these, model=model, device=model.device)
     tables, used = [], {}
     for model, these in zip(loaded, bound):
         used[model.model_name] = these

@@ -611,6 +611,16 @@ class EncoderModel(PosLensModel):
             head_in = head_in[predict_at.to(head_in.device)]
         return self.head(self, head_in)
 
+    @property
+    def has_output_head(self) -> bool:
+        return self.head is not None
+
+    def unembed(self, hidden: Tensor) -> Tensor:
+        """MLM logits of rows of what the head reads (``final_hidden``)."""
+        if self.head is None:
+            return super().unembed(hidden)
+        return self.head(self, hidden)
+
     # -- capability: HIDDEN_STATES ---------------------------------------------------------------------------
     def residual_subspaces(self) -> dict[str, slice]:
         return {"full": slice(0, self.d_model)}
@@ -631,6 +641,11 @@ class DSTGEncoder(EncoderModel):
     hook_final = None  # the two streams are normed apart
     hook_final_ap = Hook("[batch, pos, pos_size]", "final-normed AP stream (read by no head unless mlm_input='full')")
     hook_final_sem = Hook("[batch, pos, hidden_size]", "final-normed semantic stream (the MLM head's input)")
+    head_hooks = ("hook_final_ap", "hook_final_sem")
+
+    def head_reads(self, captured: dict[str, Tensor]) -> Tensor:
+        sem = captured["hook_final_sem"]
+        return torch.cat([captured["hook_final_ap"], sem], -1) if self.cfg.mlm_input == "full" else sem
 
     def make_block(self, cfg: EncoderConfig) -> EncoderBlock:
         return TwoStreamBlock(cfg)

@@ -184,6 +184,7 @@ def hooked(hf_model, hf_config, architecture: str, tokenizer=None):
     if model.pos_table is not None:
         caps.add(Capability.AP_STREAM)
     model.capabilities = frozenset(caps)
+    model.head_separable = model.check_head()
     return model.eval()
 
 

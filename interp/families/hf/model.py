@@ -33,11 +33,12 @@ import inspect
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-from interp.attention import attend, current_kv_cache
-from interp.base import PosLensModel
+from interp.attention import StopForward, attend, current_kv_cache
+from interp.base import CapabilityError, PosLensModel
 from interp.hooks import AttentionHooks, BlockHooks, Hook
 
 ATTENTION_NAME = "poslens"
@@ -256,6 +257,82 @@ class HFModel(PosLensModel):
             where["position_ids"] = torch.arange(start, start + tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
         out = self.hf(input_ids=tokens, use_cache=False, **where)
         return out.logits if self.head is not None else out.last_hidden_state
+
+    # -- the output head apart from the layers: transformers' head module, then what its forward does to the logits --
+    head_separable = True  # the loader's check_head: unembed(final_hidden(t)) equals forward(t) for this architecture
+
+    @property
+    def has_output_head(self) -> bool:
+        return self.head is not None
+
+    def _head_module(self) -> nn.Module:
+        head = self.hf.get_output_embeddings()
+        if head is None:
+            raise RuntimeError(f"{self.architecture} names no output-embedding module (get_output_embeddings)")
+        return head
+
+    def final_hidden(self, tokens, **kwargs) -> Tensor:
+        """The input of transformers' output-embedding module (``lm_head``; a masked LM's decoder, after its transform),
+        the forward pass stopped there."""
+        if not self.has_output_head:
+            return self(tokens, **kwargs)
+        if not self.head_separable:
+            raise CapabilityError(f"{self.model_name}: poslens cannot apply {self.architecture}'s output head apart from its "
+                                  "layers (its logits are not the output embedding of the last hidden state); run model(tokens)")
+        got = []
+
+        def stop(_module, args):
+            got.append(args[0])
+            raise StopForward("output head")
+
+        handle = self._head_module().register_forward_pre_hook(stop)
+        try:
+            self(tokens, **kwargs)
+        except StopForward:
+            pass
+        finally:
+            handle.remove()
+        if not got:
+            raise RuntimeError(f"{self.model_name}: the forward pass never reached its output head")
+        return got[0]
+
+    def unembed(self, hidden: Tensor) -> Tensor:
+        """The output-embedding module, then what transformers' forward does after it: Gemma 2/3's final tanh softcap,
+        Cohere's ``logit_scale``, Granite's ``logits_scaling``."""
+        if not self.has_output_head:
+            return super().unembed(hidden)
+        logits = self._head_module()(hidden)
+        cfg = self.hf.config
+        scale = getattr(self.hf, "logit_scale", None)
+        if isinstance(scale, (int, float)):
+            logits = logits * scale
+        if getattr(cfg, "logits_scaling", None):
+            logits = logits / cfg.logits_scaling
+        cap = getattr(cfg, "final_logit_softcapping", None)
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
+    @torch.no_grad()
+    def check_head(self) -> bool:
+        """Whether ``unembed(final_hidden(t))`` gives ``forward(t)``'s logits on a 4-token input (the loader sets
+        ``head_separable`` from it; an architecture whose forward does more after the head is run whole)."""
+        if not self.has_output_head:
+            return True
+        tokens = torch.arange(1, 5, device=self.device)[None] % self.d_vocab
+        whole = self(tokens).float()
+        apart = self.unembed(self.final_hidden(tokens)).float()
+        return apart.shape == whole.shape and bool(torch.allclose(apart, whole, rtol=1e-4, atol=1e-4 * float(whole.abs().max())))
+
+    def token_losses(self, tokens, targets=None, *, chunk: int | None = None) -> Tensor:
+        if self.head_separable:
+            return super().token_losses(tokens, targets, chunk=chunk)
+        tokens = self.check_tokens(tokens)
+        logits = self(tokens).float()
+        if targets is None:
+            logits, targets = logits[:, :-1], tokens[:, 1:]
+        targets = torch.as_tensor(targets, device=logits.device).long().reshape(logits.shape[:-1])
+        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
 
     @torch.no_grad()
     def generate_batch(self, prompts, max_new_tokens: int, stop_ids=(), budgets=None) -> list[list[int]]:

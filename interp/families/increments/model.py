@@ -291,8 +291,10 @@ class IncrementTransformer(PosLensModel):
         positions, bias = self.shared_positions(x), self.decay_bias(x)
         for block in self.blocks:
             x = block(x, positions, bias)
-        x = self.hook_final(self.final_norm(x))
-        return F.linear(x, self.tok_emb.weight)
+        return self.unembed(self.hook_final(self.final_norm(x)))
+
+    def unembed(self, hidden: Tensor) -> Tensor:
+        return F.linear(hidden, self.tok_emb.weight)
 
     # -- the variant's positions and decay, chosen in __init__ -------------------------------------
     def _shared_increments(self, x: Tensor) -> Tensor:

@@ -135,8 +135,10 @@ class LlamaTransformer(PosLensModel):
         x = self.hook_embed(self.embed_tokens(tokens))
         for block in self.blocks:
             x = block(x)
-        x = self.hook_final(self.norm(x))
-        return self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed_tokens.weight)
+        return self.unembed(self.hook_final(self.norm(x)))
+
+    def unembed(self, hidden: Tensor) -> Tensor:
+        return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed_tokens.weight)
 
     def rotation(self, layer: int) -> rope.RotarySpec:
         """Every layer turns the whole head by the integer positions, dim i paired with i + d/2."""

@@ -206,8 +206,10 @@ class RepoTransformer(PosLensModel):
         x = self.hook_embed(self.embed_tokens(tokens))
         for block in self.blocks:
             x = block(x)
-        x = self.hook_final(self.norm(x))
-        return self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed_tokens.weight)
+        return self.unembed(self.hook_final(self.norm(x)))
+
+    def unembed(self, hidden: Tensor) -> Tensor:
+        return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed_tokens.weight)
 
     def rotation(self, layer: int) -> rope.RotarySpec | None:
         """RoPE and RePo layers turn dim i with i + d/2 (by integer positions or by z); NoPE layers do not rotate."""
