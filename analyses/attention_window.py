@@ -305,7 +305,7 @@ def stream_ids(model, n_tokens: int, seed: int, documents=None) -> list[int]:
 
         ids = probe_documents(model.require_tokenizer("attention-window"), 1, n_tokens, seed=seed)[0].ids
     else:
-        from corpora.documents import user_inputs
+        from corpora.user import user_inputs
 
         inputs = user_inputs(documents, "attention-window", ("texts", "tokens"))
         if inputs.kind == "tokens":

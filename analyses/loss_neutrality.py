@@ -59,7 +59,7 @@ def document_losses(model, documents, context: int) -> tuple[np.ndarray, np.ndar
     import torch
     import torch.nn.functional as F
 
-    from corpora.documents import user_inputs
+    from corpora.user import user_inputs
 
     sums, counts = [], []
     for doc in user_inputs(documents, "loss-neutrality").items:
