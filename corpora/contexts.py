@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from corpora.documents import Window
+from interp import deprecated
 
 
 def analysis_windows(model, analysis: str, documents=None, *, length: int, n_docs: int | None = None, seed: int = 0,
@@ -87,25 +88,19 @@ def _fit(tokenizer, text: str, max_tokens: int):
     return type(enc)(enc.ids[:max_tokens], enc.spans[:max_tokens])
 
 
-def user_windows(model, analysis: str, documents, length: int, accepts=("texts", "tokens")) -> list:
-    from corpora.user import user_inputs
-    from interp.base import InputError
-
-    inputs = user_inputs(documents, analysis, accepts)
-    if inputs.kind == "texts":
-        from corpora.user import token_windows
-
-        return token_windows(model.require_tokenizer(analysis), inputs.items, length)
-    for i, w in enumerate(inputs.items):
-        if len(w.ids) > model.max_seq_len:
-            raise InputError(f"{analysis}: documents[{i}] has {len(w.ids)} tokens; {model.model_name} takes 1 to "
-                             f"{model.max_seq_len}")
-    return inputs.items
+def _user_windows(model, analysis: str, documents, length: int, accepts=("texts", "tokens")) -> list:
+    """``user_windows`` as it was: the user's windows (texts or token ids, whatever ``accepts`` said)."""
+    return analysis_windows(model, analysis, documents, length=length)
 
 
-def text_contexts(model, analysis: str, n_docs: int, length: int, seed: int, documents=None) -> list[list[int]]:
-    if documents is not None:
-        return [w.ids for w in user_windows(model, analysis, documents, length)]
-    from probes.position import probe_documents
+def _text_contexts(model, analysis: str, n_docs: int, length: int, seed: int, documents=None) -> list[list[int]]:
+    """``text_contexts`` as it was: the windows' ids."""
+    return [w.ids for w in analysis_windows(model, analysis, documents, length=length, n_docs=n_docs, seed=seed)]
 
-    return [d.ids for d in probe_documents(model.require_tokenizer(analysis), n_docs, length, seed=seed)]
+
+__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
+    "user_windows": deprecated.Alias("corpora.contexts.analysis_windows(model, analysis, documents, length=length)",
+                                     lambda: _user_windows),
+    "text_contexts": deprecated.Alias("[w.ids for w in corpora.contexts.analysis_windows(model, analysis, documents, "
+                                      "length=length, n_docs=n_docs, seed=seed)]", lambda: _text_contexts),
+})
