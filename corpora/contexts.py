@@ -14,16 +14,19 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from corpora.documents import Window
+from corpora.sources import english_wikipedia
+from corpora.user import longer_than, token_windows, user_inputs
 from interp import deprecated
+from interp.base import InputError
 
 
 def analysis_windows(model, analysis: str, documents=None, *, length: int, n_docs: int | None = None, seed: int = 0,
                      whole: bool = False) -> list[Window]:
     """The windows ``analysis`` reads on ``model``: the user's ``documents`` (texts or token ids; texts only and each
     whole with ``whole``), or ``n_docs`` built-in windows drawn by ``seed``."""
-    from corpora.user import token_windows, user_inputs
-
     if documents is None:
         if n_docs is None:
             raise ValueError(f"{analysis}: analysis_windows needs n_docs= for the built-in windows")
@@ -34,8 +37,6 @@ def analysis_windows(model, analysis: str, documents=None, *, length: int, n_doc
         if whole:
             return _whole(tokenizer, inputs.items, length, analysis)
         return token_windows(tokenizer, inputs.items, length)
-    from interp.base import InputError
-
     for i, w in enumerate(inputs.items):
         if len(w.ids) > model.max_seq_len:
             raise InputError(f"{analysis}: documents[{i}] has {len(w.ids)} tokens; {model.model_name} takes 1 to "
@@ -45,8 +46,6 @@ def analysis_windows(model, analysis: str, documents=None, *, length: int, n_doc
 
 def _whole(tokenizer, documents, max_tokens: int, analysis: str) -> list[Window]:
     """Each document as one window (its text kept), refused when longer than ``max_tokens``."""
-    from corpora.user import longer_than
-
     longer_than(tokenizer, documents, max_tokens, analysis)
     out = []
     for d in documents:
@@ -58,10 +57,6 @@ def _whole(tokenizer, documents, max_tokens: int, analysis: str) -> list[Window]
 def wikipedia_windows(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0) -> list[Window]:
     """``n_docs`` windows of at most ``max_tokens`` tokens: lead sections joined by newlines, validation articles
     first, then training articles in the order ``seed`` draws."""
-    import numpy as np
-
-    from corpora.sources import english_wikipedia
-
     wiki = english_wikipedia()
     articles = [d.text for d in wiki if d.split == "validation"]
     rest = [d.text for d in wiki if d.split != "validation"]

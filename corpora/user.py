@@ -6,7 +6,7 @@
 - ``as_documents(items)``: strings, ``Document`` objects or a ``{id: text}`` dict -> documents (strings get ids "0",
   "1", ...). The types are ``corpora.documents``'.
 - ``user_inputs(documents, analysis, accepts)``: what an analysis' ``documents=`` holds, read and checked: texts (as
-  ``as_documents``), token ids or NIAH prompts, one kind at a time, one the analysis accepts (``read_input``: any).
+  ``as_documents``), token ids or NIAH prompts, one kind at a time, one the analysis accepts.
 - ``input_record(path)``: path, size in bytes and sha256, for provenance.
 - ``token_windows(tokenizer, documents, max_tokens)``: each document tokenised once and split into
   consecutive non-overlapping windows of at most ``max_tokens`` tokens; every window starts with the
@@ -20,7 +20,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from corpora.documents import KINDS, Document, Documents, Inputs, Window, kind_of
+from corpora.documents import Document, Documents, Inputs, Window, kind_of
 from interp import deprecated
 from interp.base import InputError
 
@@ -148,8 +148,7 @@ def user_inputs(documents, analysis: str, accepts=("texts",)) -> Inputs:
     """Read what an analysis was given as ``documents=``: texts (strings, ``Document``s, a ``{id: text}`` dict or a path,
     as ``as_documents`` reads them), tokens (``Window``s or lists of ids) or NIAH prompts. One kind at a time, one the
     analysis ``accepts``; anything else is refused naming the analysis and the kind. ``Documents`` already read (by
-    ``read_documents``, or by ``analyses.registry.Analysis.bind``, which reads every analysis' input once) are not
-    checked again."""
+    ``read_documents`` for ``--input``) are not checked again."""
     if isinstance(documents, (dict, str, Path)):
         kinds = {"texts"}
     else:
@@ -172,12 +171,6 @@ def user_inputs(documents, analysis: str, accepts=("texts",)) -> Inputs:
                 raise InputError(f"{analysis}: documents[{i}] holds no token ids")
         return Inputs(kind, items)
     return Inputs(kind, documents)
-
-
-def read_input(documents, analysis: str) -> Inputs:
-    """``documents=`` read and checked whatever its kind (``user_inputs`` with every kind accepted): what
-    ``analyses.registry.Analysis.bind`` gives the analysis, so that the analysis' own reading only picks its kinds."""
-    return user_inputs(documents, analysis, KINDS)
 
 
 def _frame(tokenizer, text: str):
