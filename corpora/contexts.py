@@ -84,7 +84,8 @@ def _fit(tokenizer, text: str, max_tokens: int):
 
 
 def _user_windows(model, analysis: str, documents, length: int, accepts=("texts", "tokens")) -> list:
-    """``user_windows`` as it was: the user's windows (texts or token ids, whatever ``accepts`` said)."""
+    """``user_windows`` as it was: the user's windows, of the kinds ``accepts`` names."""
+    user_inputs(documents, analysis, accepts)
     return analysis_windows(model, analysis, documents, length=length)
 
 

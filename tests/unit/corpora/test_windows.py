@@ -113,6 +113,8 @@ def test_the_old_names_give_the_same_windows():
     with pytest.warns(DeprecationWarning, match="probes.position.user_probe_documents is deprecated"):
         from probes.position import user_probe_documents
     assert user_windows(model, "x", docs, 24) == analysis_windows(model, "x", docs, length=24)
+    with pytest.raises(InputError, match="x: documents= holds texts, and this analysis reads tokens"):
+        user_windows(model, "x", docs, 24, accepts=("tokens",))
     assert text_contexts(model, "x", 4, 65, 3) == [w.ids for w in analysis_windows(model, "x", length=65, n_docs=4, seed=3)]
     assert text_contexts(model, "x", 4, 24, 3, docs) == [w.ids for w in analysis_windows(model, "x", docs, length=24)]
     assert digest(user_probe_documents(model.tokenizer, TEXTS, 400)) == OLD["bytes", "whole"]
