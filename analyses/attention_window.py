@@ -261,13 +261,14 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
     import numpy as np
     import pandas as pd
 
-    from corpora.contexts import text_contexts
+    from corpora.contexts import analysis_windows
     from interp import parallel
 
     if window >= length:
         raise ValueError(f"--window {window}: the window must be shorter than the documents (--length {length}), "
                          "or nothing is left out")
-    docs = [ids for ids in text_contexts(model, "attention-window", n_docs, length, seed, documents) if len(ids) > window]
+    docs = [w.ids for w in analysis_windows(model, "attention-window", documents, length=length, n_docs=n_docs, seed=seed)
+            if len(w.ids) > window]
     if not docs:
         raise ValueError(f"attention-window: no document is longer than the window ({window} tokens)")
     conds = conditions(sinks)
@@ -308,15 +309,15 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
 
 
 def stream_ids(model, n_tokens: int, seed: int, documents=None) -> list[int]:
-    """The one stream: the built-in lead sections joined into one text (``probes.position.probe_documents``), or the
+    """The one stream: the built-in lead sections joined into one text (``corpora.contexts.wikipedia_windows``), or the
     user's documents joined by newlines (token ids: concatenated as given), with the start token first, cut to
     ``n_tokens``."""
     if documents is None:
-        from probes.position import probe_documents
+        from corpora.contexts import wikipedia_windows
 
-        ids = probe_documents(model.require_tokenizer("attention-window"), 1, n_tokens, seed=seed)[0].ids
+        ids = wikipedia_windows(model.require_tokenizer("attention-window"), 1, n_tokens, seed=seed)[0].ids
     else:
-        from corpora.documents import user_inputs
+        from corpora.user import user_inputs
 
         inputs = user_inputs(documents, "attention-window", ("texts", "tokens"))
         if inputs.kind == "tokens":

@@ -88,7 +88,7 @@ def char_spacing(model, *,
     ``{id: text}`` dict)."""
     import pandas as pd
 
-    from corpora.documents import user_inputs
+    from corpora.user import user_inputs
 
     byte_model(model, "char-spacing")
     texts = DEFAULT_TEXTS if documents is None else {d.id: d.text for d in user_inputs(documents, "char-spacing").items}

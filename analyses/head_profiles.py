@@ -239,12 +239,13 @@ def head_profiles(model, *,
 
     from interp import parallel
 
-    from corpora.contexts import text_contexts
+    from corpora.contexts import analysis_windows
     from corpora.documents import input_kind
 
     samples = _needle_samples(model, n_samples, niah_tokens, seed, documents)  # checked before any work
     prompts = documents is not None and input_kind(documents) == "prompts"
-    contexts = text_contexts(model, "head-profiles", n_docs, length, seed, None if prompts else documents)
+    contexts = [w.ids for w in analysis_windows(model, "head-profiles", None if prompts else documents, length=length,
+                                                n_docs=n_docs, seed=seed)]
     kl_components = list(model.logit_components()) if Capability.LOGIT_COMPONENTS in model.capabilities else []
     items = [("context", ids) for ids in contexts] + [("needle", s) for s in samples or []]
     state = profile_state(model, kl_components, samples is not None)

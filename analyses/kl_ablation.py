@@ -149,15 +149,11 @@ def kl_ablation(model, *,
     Per head: mean KL for removing each component, influences, and the taxonomy group."""
     import torch
 
-    from corpora.contexts import user_windows
+    from corpora.contexts import analysis_windows
     from interp import parallel
-    from probes.position import probe_documents
 
     present = list(model.logit_components())
-    if documents is not None:
-        docs = user_windows(model, "kl-ablation", documents, length)
-    else:
-        docs = probe_documents(model.require_tokenizer("kl-ablation"), n_docs, length, seed=seed)
+    docs = analysis_windows(model, "kl-ablation", documents, length=length, n_docs=n_docs, seed=seed)
     if len(docs) == 0:
         raise ValueError("kl-ablation needs at least one document")
     per_doc = parallel.map_items(lambda doc: document_kls(model, doc.ids, present), docs, model=model,

@@ -58,7 +58,7 @@ def document_losses(model, documents, context: int) -> tuple[np.ndarray, np.ndar
     """Per window of the user's documents: summed next-byte loss (nats) and number of predicted bytes."""
     import torch
 
-    from corpora.documents import user_inputs
+    from corpora.user import user_inputs
 
     sums, counts = [], []
     for doc in user_inputs(documents, "loss-neutrality").items:

@@ -90,9 +90,9 @@ def _default_targets(model, options) -> tuple[str, ...]:
     """Every target the user's documents give (all three for the built-in articles, which have sentences)."""
     if options.get("documents") is None:
         return TARGETS
-    from probes.position import user_probe_documents
+    from corpora.contexts import analysis_windows
 
-    docs = user_probe_documents(model.require_tokenizer("position-probes"), options["documents"], options["length"])
+    docs = analysis_windows(model, "position-probes", options["documents"], length=options["length"], whole=True)
     missing = not_given(docs)
     return tuple(t for t in TARGETS if t not in missing)
 
@@ -125,13 +125,10 @@ def position_probes(model, *,
     ``documents=`` (``--input``) replace the built-in ones: each is read whole (one longer than ``length`` tokens
     is refused), with ``n_train`` / ``n_test`` of them. ``targets`` the documents cannot give (no segment boundary)
     are refused when named, and left out by default: their rows hold NaN, and ``r2_missing`` says why."""
-    from probes.position import DEFAULT_ALPHAS, fit_position_probes, probe_documents, user_probe_documents
+    from corpora.contexts import analysis_windows
+    from probes.position import DEFAULT_ALPHAS, fit_position_probes
 
-    tokenizer = model.require_tokenizer("position-probes")
-    if documents is not None:
-        docs = user_probe_documents(tokenizer, documents, length)
-    else:
-        docs = probe_documents(tokenizer, n_docs, length, seed=seed)
+    docs = analysis_windows(model, "position-probes", documents, length=length, n_docs=n_docs, seed=seed, whole=True)
     missing = not_given(docs)
     named = [t for t in targets if t in missing]
     if named:

@@ -46,19 +46,23 @@ def context_tokens_for(model, n: int, context_tokens: int, seed: int, source: st
 
         return [s.token_ids for s in niah_samples(tokenizer, n, context_tokens, seed=seed, preamble=False)]
     if source == "wiki":
-        from probes.position import probe_documents
+        from corpora.contexts import wikipedia_windows
 
-        return [d.ids for d in probe_documents(tokenizer, n, context_tokens, seed=seed)]
+        return [d.ids for d in wikipedia_windows(tokenizer, n, context_tokens, seed=seed)]
     raise ValueError(f"source must be 'niah' or 'wiki', not {source!r}")
 
 
 def contexts(model, *, n: int, context_tokens: int, seed: int, source: str, documents=None):
-    """``[(document, window, ids)]``: the user's documents in windows (or their token ids), or the built-in source."""
-    if documents is not None:
-        from corpora.contexts import user_windows
+    """``[(document, window, ids)]``: the user's documents in windows (or their token ids), or the built-in source
+    (NIAH prompts, or Wikipedia windows: ``corpora.contexts.analysis_windows``)."""
+    if documents is None and source != "wiki":
+        return [(f"niah:{i}", 0, ids) for i, ids in enumerate(context_tokens_for(model, n, context_tokens, seed, source))]
+    from corpora.contexts import analysis_windows
 
-        return [(w.document, w.index, w.ids) for w in user_windows(model, "positions", documents, context_tokens)]
-    return [(f"{source}:{i}", 0, ids) for i, ids in enumerate(context_tokens_for(model, n, context_tokens, seed, source))]
+    windows = analysis_windows(model, "positions", documents, length=context_tokens, n_docs=n, seed=seed)
+    if documents is None:
+        return [(f"{source}:{i}", 0, w.ids) for i, w in enumerate(windows)]
+    return [(w.document, w.index, w.ids) for w in windows]
 
 
 def _modes(model) -> list[str]:

@@ -299,6 +299,7 @@ class Analysis:
     main: Run | None = None
     real: Run | None = None
     memory: Run | None = None
+    body: Callable | None = field(default=None, repr=False)  # the function as written: what ``run_bound`` runs
 
     @property
     def figure(self) -> Callable:
@@ -374,7 +375,15 @@ class Analysis:
 
     def call(self, model, **kwargs):
         """Run on one model: ``bind`` (options and capabilities checked), then the function's body."""
-        return self._body(model, **self.bind(model, kwargs))
+        return self.run_bound(model, self.bind(model, kwargs))
+
+    def run_bound(self, model, bound: dict):
+        """The function's body, without gradients, on options ``bind`` gave (``poslens.run.run_analysis`` binds every
+        model's options before the first runs, then calls this: options and documents are bound once)."""
+        import torch
+
+        with torch.no_grad():
+            return self.body(model, **bound)
 
     def parse_cli(self, namespace: dict) -> dict:
         """The keyword arguments the command line gave (only those given), parsed and checked on their own; an
@@ -434,7 +443,7 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
             with torch.no_grad():
                 return spec.call(model, **kwargs)
 
-        spec._body = function
+        spec.body = function
         spec.function = checked
         checked.analysis = spec
         _REGISTRY[name] = spec

@@ -252,12 +252,12 @@ def rope_frequencies(model, *,
     import numpy as np
     import pandas as pd
 
-    from corpora.contexts import text_contexts
+    from corpora.contexts import analysis_windows
     from interp import parallel
 
     specs = {l: s for l in range(model.n_layers) if (s := model.rotation(l)) is not None}
     n_bands = max(s.n_bands for s in specs.values())
-    contexts = text_contexts(model, "rope-frequencies", n_docs, length, seed, documents)
+    contexts = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=length, n_docs=n_docs, seed=seed)]
     samples = []
     if n_samples:
         from corpora.answers import fitting_samples

@@ -68,18 +68,11 @@ def _lengths(model, options) -> tuple[int, ...]:
 
 def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[tuple[str, bool], list[list[int]]]:
     """``{(input, start_token): [ids]}``: each context of ``length`` tokens with and without the start token."""
+    from corpora.contexts import analysis_windows
     from corpora.random_tokens import random_sequences, start_token
 
     bos = start_token(model)
-    tok = model.require_tokenizer("sink-rate")
-    if documents is not None:
-        from corpora.contexts import user_windows
-
-        text = [w.ids for w in user_windows(model, "sink-rate", documents, length + 1)]
-    else:
-        from probes.position import probe_documents
-
-        text = [d.ids for d in probe_documents(tok, n_docs, length + 1, seed=seed)]
+    text = [w.ids for w in analysis_windows(model, "sink-rate", documents, length=length + 1, n_docs=n_docs, seed=seed)]
     plain = [ids[1:] if bos is not None and ids and ids[0] == bos else ids for ids in text]
     rand = random_sequences(model, n_docs if documents is None else len(text), length, seed)
     out = {("text", False): [ids[:length] for ids in plain if len(ids) >= 2],

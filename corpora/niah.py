@@ -162,7 +162,8 @@ def prompts_for(model, analysis: str, documents, n: int, length: int, *, seed: i
                 haystack: str = "wiki", preamble: bool = False) -> list[NiahSample]:
     """The NIAH prompts an analysis reads: ``documents=`` NIAH prompts as given (each checked to fit the model with its
     answer), or ``n`` seeded prompts of ``length`` tokens whose haystack is ``documents=`` texts, else ``haystack``."""
-    from corpora.documents import input_kind, user_inputs
+    from corpora.documents import input_kind
+    from corpora.user import user_inputs
 
     if documents is not None and input_kind(documents) == "prompts":
         from corpora.answers import fitting_samples

@@ -5,6 +5,8 @@
   ``.txt`` file, in sorted order. Errors name the file (and line).
 - ``as_documents(items)``: strings, ``Document`` objects or a ``{id: text}`` dict -> documents (strings get ids "0",
   "1", ...). The types are ``corpora.documents``'.
+- ``user_inputs(documents, analysis, accepts)``: what an analysis' ``documents=`` holds, read and checked: texts (as
+  ``as_documents``), token ids or NIAH prompts, one kind at a time, one the analysis accepts.
 - ``input_record(path)``: path, size in bytes and sha256, for provenance.
 - ``token_windows(tokenizer, documents, max_tokens)``: each document tokenised once and split into
   consecutive non-overlapping windows of at most ``max_tokens`` tokens; every window starts with the
@@ -18,7 +20,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from corpora.documents import Document, Documents, Window
+from corpora.documents import Document, Documents, Inputs, Window, kind_of
 from interp import deprecated
 from interp.base import InputError
 
@@ -97,7 +99,10 @@ def input_record(path) -> dict:
 
 
 def as_documents(items, what: str = "documents") -> Documents:
-    """Strings or ``Document`` objects, a ``{id: text}`` dict, or a path -> checked ``Documents``."""
+    """Strings or ``Document`` objects, a ``{id: text}`` dict, or a path -> checked ``Documents`` (``Documents`` already
+    read come back as they are)."""
+    if isinstance(items, Documents) and all(isinstance(d, Document) for d in items) and items:
+        return items
     if isinstance(items, Path):
         return read_documents(items)
     if isinstance(items, str):
@@ -127,10 +132,8 @@ def documents_record(docs) -> dict:
     source = getattr(docs, "source", None)
     if source is not None:
         return dict(input=source, n_documents=len(docs))
-    from corpora.documents import _kind
-
     items = list(docs.values()) if isinstance(docs, dict) else list(docs)
-    kind = _kind(items[0]) if items else "texts"
+    kind = kind_of(items[0]) if items else "texts"
     h = hashlib.sha256()
     for d in items:
         if kind == "tokens":
@@ -139,6 +142,35 @@ def documents_record(docs) -> dict:
             data = d.text if hasattr(d, "text") else str(d)
         h.update(hashlib.sha256(data.encode("utf-8")).digest())
     return dict(input="python", kind=kind, n_documents=len(items), sha256=h.hexdigest())
+
+
+def user_inputs(documents, analysis: str, accepts=("texts",)) -> Inputs:
+    """Read what an analysis was given as ``documents=``: texts (strings, ``Document``s, a ``{id: text}`` dict or a path,
+    as ``as_documents`` reads them), tokens (``Window``s or lists of ids) or NIAH prompts. One kind at a time, one the
+    analysis ``accepts``; anything else is refused naming the analysis and the kind. ``Documents`` already read (by
+    ``read_documents`` for ``--input``) are not checked again."""
+    if isinstance(documents, (dict, str, Path)):
+        kinds = {"texts"}
+    else:
+        documents = list(documents) if not isinstance(documents, Documents) else documents
+        if not documents:
+            raise InputError(f"{analysis}: documents= holds nothing")
+        kinds = {kind_of(d) for d in documents}
+    if len(kinds) > 1:
+        raise InputError(f"{analysis}: documents= mixes {' and '.join(sorted(kinds))}; give one kind at a time")
+    kind = kinds.pop()
+    if kind not in accepts:
+        what = {"texts": "texts", "tokens": "token ids", "prompts": "NIAH prompts"}.get(kind, f"{kind} objects")
+        raise InputError(f"{analysis}: documents= holds {what}, and this analysis reads {' or '.join(accepts)}")
+    if kind == "texts":
+        return Inputs(kind, as_documents(documents))
+    if kind == "tokens":
+        items = [d if isinstance(d, Window) else Window(str(i), [int(v) for v in d]) for i, d in enumerate(documents)]
+        for i, w in enumerate(items):
+            if not w.ids:
+                raise InputError(f"{analysis}: documents[{i}] holds no token ids")
+        return Inputs(kind, items)
+    return Inputs(kind, documents)
 
 
 def _frame(tokenizer, text: str):

@@ -60,7 +60,8 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
     the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found). Every model's
-    options are checked (``Analysis.bind``) before the first one runs; provenance records the values used, and
+    options are checked and bound (``Analysis.bind``) before the first one runs, and only once (the body then runs on
+    them: ``Analysis.run_bound``); provenance records the values used, and
     user documents by their input file's path, size and sha256 (or a hash of texts given in Python).
     ``tokenizer`` (a directory or model holding one) is given to models loaded without one. ``cli`` names
     options by their flags in errors. ``static=`` is the deprecated spelling of ``formats``
@@ -97,7 +98,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     tables, used = [], {}
     for model, these in zip(loaded, bound):
         used[model.model_name] = these
-        tables.append(parallel.call(analysis.function, model, **these))
+        tables.append(parallel.call(analysis.run_bound, model, these))
     if not parallel.writes_outputs():  # torchrun ranks > 0 and --shard I/N processes write nothing
         return Result(name, pd.concat([t for t in tables if t is not None] or [pd.DataFrame()], ignore_index=True), [])
     table = pd.concat(tables, ignore_index=True)

@@ -1,17 +1,17 @@
 """Ridge probes for token-level, segment-level and intra-segment position, by layer and subspace (seed 002).
 
-Documents are English Wikipedia lead sections concatenated up to the model's input length. For each
-of ``n_seeds`` seeds the documents are split into train and test documents, and the training documents
-into ``cv_folds`` folds; every document's hidden states are read once and its sufficient statistics are
-added to the (seed, fold or test) accumulators it belongs to. Per layer, subspace and target, the alpha
-with the lowest cross-validated error on the training documents is refitted on all of them and scored
-(R^2) on the test documents. A control refits on targets shuffled within each document: with no
-positional signal its R^2 must sit near 0.
+Documents are English Wikipedia lead sections concatenated up to the model's input length
+(``corpora.contexts.wikipedia_windows``). For each of ``n_seeds`` seeds the documents are split into train and test
+documents, and the training documents into ``cv_folds`` folds; every document's hidden states are read once and its
+sufficient statistics are added to the (seed, fold or test) accumulators it belongs to. Per layer, subspace and
+target, the alpha with the lowest cross-validated error on the training documents is refitted on all of them and
+scored (R^2) on the test documents. A control refits on targets shuffled within each document: with no positional
+signal its R^2 must sit near 0.
 
-The user's own ``documents=`` (strings or ``corpora.user.Document``; ``--input PATH``) replace the
-built-in ones; segments come from their text by the same rule (``probes.targets``). A user document
-longer than ``max_tokens`` is refused, not split: the targets (normalised token index, segment index)
-are defined over a whole document, and a window would silently redefine them.
+The user's own ``documents=`` (strings or ``corpora.documents.Document``; ``--input PATH``) replace the built-in
+ones (``corpora.contexts.analysis_windows(..., whole=True)``); segments come from their text by the same rule
+(``probes.targets``). A user document longer than ``max_tokens`` is refused, not split: the targets (normalised
+token index, segment index) are defined over a whole document, and a window would silently redefine them.
 """
 
 from __future__ import annotations
@@ -29,50 +29,6 @@ from probes.ridge import Stats, fit, r2, select_alpha
 from probes.targets import TARGETS, position_targets
 
 DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 9))
-
-
-def probe_documents(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0) -> list[Window]:
-    """``n_docs`` documents of at most ``max_tokens`` tokens: lead sections joined by newlines, validation
-    articles first (held out from every bundled model's training), then training articles."""
-    from corpora.sources import english_wikipedia
-
-    wiki = english_wikipedia()
-    articles = [d.text for d in wiki if d.split == "validation"]
-    rest = [d.text for d in wiki if d.split != "validation"]
-    order = np.random.default_rng(seed).permutation(len(rest))
-    articles += [rest[i] for i in order]
-    docs, parts, it = [], [], iter(articles)
-    for article in it:
-        parts.append(article)
-        enc = tokenizer.encode_with_spans("\n".join(parts), doc_start=True)
-        if len(enc.ids) >= max_tokens:
-            text = "\n".join(parts)
-            enc = _fit(tokenizer, text, max_tokens)
-            docs.append(Window(f"enwiki-joined-{len(docs)}", enc.ids, enc.spans, text=text[: max(b for _, b in enc.spans)]))
-            parts = []
-            if len(docs) == n_docs:
-                return docs
-    raise ValueError(f"the corpus holds only {len(docs)} documents of {max_tokens} tokens, fewer than n_docs={n_docs}")
-
-
-def user_probe_documents(tokenizer, documents, max_tokens: int) -> list[Window]:
-    """The user's documents, whole; one longer than ``max_tokens`` is refused."""
-    from corpora.user import as_documents, longer_than
-
-    documents = as_documents(documents)
-    longer_than(tokenizer, documents, max_tokens, "position-probes")
-    out = []
-    for d in documents:
-        enc = tokenizer.encode_with_spans(d.text, doc_start=True)
-        out.append(Window(d.id, enc.ids, enc.spans, text=d.text))
-    return out
-
-
-def _fit(tokenizer, text: str, max_tokens: int):
-    if hasattr(tokenizer, "cls_id"):  # encoders wrap [CLS] ... [SEP] themselves
-        return tokenizer.encode_with_spans(text, max_tokens=max_tokens)
-    enc = tokenizer.encode_with_spans(text, doc_start=True)
-    return type(enc)(enc.ids[:max_tokens], enc.spans[:max_tokens])
 
 
 def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train: int | None = None, n_test: int | None = None,
@@ -188,6 +144,17 @@ def _probe_doc() -> type:
     return ProbeDoc
 
 
+def _user_probe_documents(tokenizer, documents, max_tokens: int) -> list[Window]:
+    """``user_probe_documents`` as it was: the user's texts, each whole, one longer than ``max_tokens`` refused."""
+    from corpora.contexts import _whole
+    from corpora.user import as_documents
+
+    return _whole(tokenizer, as_documents(documents), max_tokens, "position-probes")
+
+
 __getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
     "ProbeDoc": deprecated.Alias("corpora.documents.Window(document, ids, spans, text=text)", _probe_doc),
+    "probe_documents": deprecated.Alias("corpora.contexts.wikipedia_windows"),
+    "user_probe_documents": deprecated.Alias("corpora.contexts.analysis_windows(model, 'position-probes', documents, "
+                                             "length=max_tokens, whole=True)", lambda: _user_probe_documents),
 })

@@ -27,9 +27,9 @@ def _blocking(monkeypatch, analysis, started, release):
     def slow(model, **kw):
         started.set()
         assert release.wait(30)
-        return spec.function(model, **kw)
+        return spec.body(model, **kw)
 
-    monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(get(name), function=slow))
+    monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(get(name), body=slow))
 
 
 def test_two_concurrent_runs_one_wins_the_other_is_refused_naming_the_lock(tmp_path, monkeypatch):
@@ -82,7 +82,7 @@ def test_a_run_that_fails_in_a_new_folder_leaves_no_folder(tmp_path, monkeypatch
     def fails(model, **kw):
         raise ValueError("planted failure")
 
-    monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(spec, function=fails))
+    monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(spec, body=fails))
     with pytest.raises(ValueError, match="planted failure"):
         run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "new", formats=("html",))
     assert not (tmp_path / "new").exists()

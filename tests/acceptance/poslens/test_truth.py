@@ -59,11 +59,11 @@ def test_a_table_with_nan_in_an_undeclared_column_is_not_written(tmp_path, monke
     spec = get("byte-increments")
 
     def poisoned(model, **kw):
-        df = spec.function(model, **kw)
+        df = spec.body(model, **kw)
         df.loc[df.index[2], "mean"] = np.nan
         return df
 
-    monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(spec, function=poisoned))
+    monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(spec, body=poisoned))
     with pytest.raises(ValueError, match=r"byte-increments: column 'mean' holds NaN/inf in 1 of \d+ rows \(row 2: model=tiny-shared"):
         run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "out", formats=("html",))
     assert not (tmp_path / "out").exists()

@@ -44,9 +44,9 @@ def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_i
     np.testing.assert_allclose(share[1], 1.0)
     assert float(share.drop(columns=[1]).abs().max().max()) == 0.0
     # the norms are the cached rotated queries' band norms
-    from corpora.contexts import text_contexts
+    from corpora.contexts import analysis_windows
 
-    ids = text_contexts(model, "test", 2, 96, 0)
+    ids = [w.ids for w in analysis_windows(model, "test", length=96, n_docs=2, seed=0)]
     _, cache = model.run_with_cache(torch.tensor(ids), names_filter=lambda n: n == "blocks.1.attn.hook_rot_q")
     spec = model.rotation(1)
     b = int(spec.by_frequency()[1])
@@ -149,9 +149,9 @@ def test_attention_window_loss_is_the_loss_of_reading_the_last_window_alone(tmp_
     model's on the W tokens ending there."""
     model = _llama(tmp_path, "one", num_hidden_layers=1)
     df = attention_window(model, length=64, n_docs=2, window=8, sinks=(0,), n_buckets=4, max_rows=16)
-    from corpora.contexts import text_contexts
+    from corpora.contexts import analysis_windows
 
-    docs = text_contexts(model, "test", 2, 64, 0)
+    docs = [w.ids for w in analysis_windows(model, "test", length=64, n_docs=2, seed=0)]
     nll = {t: [] for t in range(1, 64)}
     for ids in docs:
         x = torch.tensor(ids)
@@ -176,9 +176,9 @@ def test_attention_window_reach_is_read_off_the_patterns_and_a_sliding_layer_sta
     reach = df[df["part"] == "reach"].set_index(["layer", "head"])
     assert float(reach["mass_beyond_own_window"].abs().max()) == 0.0  # nothing reaches past 6 keys
     assert float(reach["mass_beyond_window"].min()) > 0.0  # but past 4 it does
-    from corpora.contexts import text_contexts
+    from corpora.contexts import analysis_windows
 
-    ids = torch.tensor(text_contexts(model, "test", 1, 40, 0))
+    ids = torch.tensor([w.ids for w in analysis_windows(model, "test", length=40, n_docs=1, seed=0)])
     rows = torch.arange(1, 40)
     with model.query_rows(rows):
         _, cache = model.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_pattern"))

@@ -4,7 +4,7 @@ import torch
 
 from analyses.niah_accuracy import wilson
 from analyses.positions import jumps_and_plateaus, position_patterns, position_ranges
-from probes.position import probe_documents
+from corpora.contexts import wikipedia_windows
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
 
@@ -16,7 +16,7 @@ def test_ranges_of_integer_rope_nope_and_increments():
     assert (df[df.layer > 0]["d"] == 0).all()  # NoPE layers report position 0
     inc = tiny_model("per-layer", max_seq_len=512)
     df = position_ranges(inc, n_docs=1, length=300, source="wiki")
-    ids = probe_documents(inc.tokenizer, 1, 300, seed=0)[0].ids  # the context the analysis read
+    ids = wikipedia_windows(inc.tokenizer, 1, 300, seed=0)[0].ids  # the context the analysis read
     assert df["n_tokens"].iloc[0] == len(ids) == 300
     _, cache = inc.run_with_cache(torch.tensor([ids]))
     delta = cache["blocks.1.hook_delta"][0]

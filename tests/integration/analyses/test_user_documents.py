@@ -248,3 +248,41 @@ def test_documents_is_the_one_keyword_and_the_old_ones_still_work_with_a_warning
         position_ranges(model, documents=["a text", [1, 2, 3]], length=128)
     with pytest.raises(InputError, match="documents= holds NIAH prompts, and this analysis reads texts or tokens"):
         position_ranges(model, documents=s, length=128)
+
+
+def test_input_is_read_checked_and_bound_once_on_its_way_to_the_windows(files, tmp_path, monkeypatch):
+    """--input PATH: read_documents checks the file; the options are bound once per model; the documents that reach
+    the windows are the very object read (nothing read or checked again), and provenance records the file."""
+    import corpora.contexts
+    import corpora.user
+    from analyses.registry import Analysis, get
+    from poslens.run import run_analysis
+
+    calls = {"bind": 0, "as_documents": 0}
+    seen = []
+    bind, as_documents, windows = Analysis.bind, corpora.user.as_documents, corpora.contexts.analysis_windows
+
+    def counting_bind(self, *a, **k):
+        calls["bind"] += 1
+        return bind(self, *a, **k)
+
+    def counting_as_documents(items, *a, **k):
+        calls["as_documents"] += 1
+        out = as_documents(items, *a, **k)
+        assert out is items  # already read: given back, not checked again
+        return out
+
+    def spying_windows(model, analysis, documents=None, **k):
+        seen.append(documents)
+        return windows(model, analysis, documents, **k)
+
+    monkeypatch.setattr(Analysis, "bind", counting_bind)
+    monkeypatch.setattr(corpora.user, "as_documents", counting_as_documents)
+    monkeypatch.setattr(corpora.contexts, "analysis_windows", spying_windows)
+    options = get("sink-rate").parse_cli({"documents": str(files[1])})
+    run_analysis("sink-rate", [tiny_repo("rope")], tmp_path / "out", options={**options, "lengths": (32,)},
+                 formats=("html",))
+    assert calls == {"bind": 1, "as_documents": 1} and seen == [options["documents"]]
+    assert seen[0] is options["documents"] and [d.id for d in seen[0]] == ["d0", "d1", "d2"]
+    record = json.loads((tmp_path / "out" / "sink-rate.provenance.json").read_text(encoding="utf-8"))
+    assert record["arguments"]["documents"]["input"]["path"] == str(files[1])

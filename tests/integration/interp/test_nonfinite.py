@@ -7,7 +7,8 @@ from analyses.ap_spectrum import ap_spectrum
 from analyses.kl_ablation import kl_ablation
 from interp.loading import CheckpointError, load, save
 from corpora.documents import Window
-from probes.position import fit_position_probes, probe_documents
+from corpora.contexts import wikipedia_windows
+from probes.position import fit_position_probes
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
 
@@ -53,7 +54,7 @@ def test_kl_ablation_refuses_nan_logits_instead_of_calling_them_kl_zero():
 
 def test_position_probes_name_the_hook_with_nan_activations():
     model = tiny_model("per-layer", max_seq_len=128)
-    docs = probe_documents(model.tokenizer, 8, 128)
+    docs = wikipedia_windows(model.tokenizer, 8, 128)
 
     def poison(t, hook):
         t = t.clone()

@@ -4,7 +4,8 @@ import torch
 from sklearn.linear_model import Ridge
 from sklearn.metrics import r2_score
 
-from probes.position import fit_position_probes, probe_documents
+from corpora.contexts import wikipedia_windows
+from probes.position import fit_position_probes
 from probes.targets import position_targets
 from tests.helpers import tiny_model
 
@@ -12,7 +13,7 @@ from tests.helpers import tiny_model
 @pytest.fixture(scope="module")
 def setup():
     model = tiny_model("per-layer", max_seq_len=256)
-    docs = probe_documents(model.tokenizer, 30, 256)
+    docs = wikipedia_windows(model.tokenizer, 30, 256)
     return model, docs
 
 

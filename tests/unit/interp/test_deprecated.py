@@ -150,7 +150,8 @@ def test_other_missing_names_are_still_attribute_errors():
 
 
 def test_probe_doc_builds_the_window_the_probes_read():
-    from corpora.documents import Window, user_inputs
+    from corpora.documents import Window
+    from corpora.user import user_inputs
 
     with pytest.warns(DeprecationWarning, match="probes.position.ProbeDoc is deprecated: use corpora.documents.Window"):
         from probes.position import ProbeDoc
