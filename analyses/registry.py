@@ -471,7 +471,7 @@ def all_analyses() -> list[Analysis]:
     load_all()
     rank = {m: i for i, m in enumerate(MODULES)}
     order = list(_REGISTRY)
-    return sorted(_REGISTRY.values(), key=lambda a: (rank.get(inspect.unwrap(a._body).__module__, len(rank)), order.index(a.name)))
+    return sorted(_REGISTRY.values(), key=lambda a: (rank.get(inspect.unwrap(a.body).__module__, len(rank)), order.index(a.name)))
 
 
 def run(name: str, model, **options):

@@ -144,7 +144,7 @@ def test_a_declaration_naming_what_the_analysis_lacks_fails_when_its_module_is_i
 
 def test_modules_order_the_analyses_whatever_order_they_were_imported_in(monkeypatch):
     first = [a.name for a in analyses.all_analyses()]
-    module = {a.name: importlib.import_module(inspect.unwrap(a._body).__module__) for a in analyses.all_analyses()}
+    module = {a.name: importlib.import_module(inspect.unwrap(a.body).__module__) for a in analyses.all_analyses()}
     backwards = sorted(registry._REGISTRY.items(), key=lambda item: -registry.MODULES.index(module[item[0]].__name__))
     assert [name for name, _ in backwards][:2] == ["attention-window", "retrieval-heads"]
     monkeypatch.setattr(registry, "_REGISTRY", dict(backwards))  # as if the modules had been imported last to first
