@@ -32,6 +32,15 @@ Protocol, on text contexts of ``length`` tokens (``corpora.contexts``) and NIAH 
      intervention (previous-token mass >= 0.5, or the 3 highest where none reaches it);
    - ``niah_accuracy``: RULER's greedy score on ``n_samples`` prompts.
 
+Frequencies are the model's own, never recomputed from ``rope_theta``: each layer's ``RotarySpec`` (for the generic
+family, read off transformers' rotary module). ``frequency`` is the band's inverse frequency after any rope scaling, in
+the forward passes the usage was measured on (transformers' ``dynamic`` scaling recomputes it from the sequence length
+and ``longrope`` switches sets past its original length, so it is read during each context's pass; the mean over
+contexts); ``attention_scaling`` the factor the model multiplies its rotated queries and keys by (yarn's mscale,
+longrope's attention factor; 1 for plain RoPE: ``q_norm`` and ``k_norm`` include it); ``rope_type`` the scaling that
+ran (``default``, ``linear``, ``llama3``, ``yarn``, ``longrope``, ``dynamic``, ...), per layer, so Gemma 3's two
+kinds of layer keep their own.
+
 Rows: ``part`` = ``bands`` (layer, head, band, frequency, usage) or ``effects`` (condition, measures). Every context
 and prompt adds its float64 sums (``interp.parallel.fold_items``).
 """
@@ -97,6 +106,13 @@ def _band_usage(q, k, rows, spec):
     return q_norm, k_norm, (logit / pairs_seen).reshape(heads, spec.n_bands)
 
 
+def _rope_type(model, spec) -> str:
+    """The scaling that made a layer's frequencies: the spec's word, else the hand-written config's ``rope_scaling``."""
+    if spec.rope_type is not None:
+        return spec.rope_type
+    return (getattr(getattr(model, "cfg", None), "rope_scaling", None) or {}).get("rope_type", "default")
+
+
 @no_grad
 def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int) -> dict:
     """One context's additive share: band usage, and loss, KL and previous-token masses under every condition."""
@@ -111,6 +127,7 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
     previous = torch.zeros(len(rows), len(ids), dtype=torch.bool)
     previous[torch.arange(len(rows)), rows - 1] = True
     out = {k: np.zeros((n_layers, n_heads, n_bands)) for k in ("q_norm", "k_norm", "logit")}
+    out["frequency"] = np.zeros((n_layers, n_bands))
     held = {}
 
     def keep_q(layer):
@@ -123,6 +140,7 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
             qn, kn, lg = _band_usage(held.pop(layer).cpu(), k.detach().cpu(), rows, spec)
             for key, v in (("q_norm", qn), ("k_norm", kn), ("logit", lg)):
                 out[key][layer, :, : spec.n_bands] = v.double().numpy()
+            out["frequency"][layer, : spec.n_bands] = spec.inv_freq.detach().double().cpu().numpy()  # this pass's
         return hook
 
     def prev_hooks(target):
@@ -231,7 +249,8 @@ def summary(df):
 @analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
           summary=summary)
 @may_be_nan(**dict.fromkeys(("layer", "head", "depth", "band", "frequency", "wavelength", "n_bands", "q_norm", "k_norm",
-                              "poslens_logit_share", "previous_token_mass"), "an effects row is of the whole model"),
+                              "poslens_logit_share", "previous_token_mass", "attention_scaling"),
+                            "an effects row is of the whole model"),
             **dict.fromkeys(("loss", "kl", "positional_heads", "n_positional_heads", "fraction"),
                             "a bands row is of one head and band"),
             niah_accuracy="a bands row, or no NIAH prompt was asked for")
@@ -248,7 +267,8 @@ def rope_frequencies(model, *,
     """Per head and rotary band, the mean query and key norm of the band (Barbero et al.'s measure) and the share of the
     attention logit it carries (poslens' measure); and the next-token loss, KL, previous-token heads and NIAH accuracy with the highest or lowest bands removed or unrotated.
 
-    Rows ``part=bands`` (layer, head, band: 0 the highest frequency) and ``part=effects`` (one per condition)."""
+    Rows ``part=bands`` (layer, head, band: 0 the highest frequency, with the frequency, ``rope_type`` and
+    ``attention_scaling`` that ran) and ``part=effects`` (one per condition)."""
     import numpy as np
     import pandas as pd
 
@@ -268,6 +288,7 @@ def rope_frequencies(model, *,
     items = [("context", ids) for ids in contexts] + [("prompt", s) for s in samples]
     shape = (model.n_layers, model.n_heads)
     state = {k: np.zeros(shape + (n_bands,)) for k in ("q_norm", "k_norm", "logit")}
+    state["frequency"] = np.zeros((model.n_layers, n_bands))
     state |= {f"prev|{c}": np.zeros(shape) for c in CONDITIONS}
     state |= {f"{m}|{c}": np.zeros(1) for m in ("loss", "kl", "niah") for c in CONDITIONS}
     state |= {"tokens": np.zeros(1), "prompts": np.zeros(1)}
@@ -287,14 +308,17 @@ def rope_frequencies(model, *,
     windows = getattr(model, "attention_windows", None) or (None,) * model.n_layers
     rows = []
     for layer, spec in specs.items():
-        order = spec.by_frequency().tolist()
+        frequency = state["frequency"][layer, : spec.n_bands] / n_ctx
+        order = np.argsort(-frequency, kind="stable").tolist()
         logit = state["logit"][layer][:, order]
         shares = logit / logit.sum(-1, keepdims=True)
+        kind = _rope_type(model, spec)
         for head in range(model.n_heads):
             for rank, b in enumerate(order):
                 rows.append(dict(part="bands", layer=layer, head=head, depth=layer / max(1, model.n_layers - 1),
                                  attention=f"sliding {windows[layer]}" if windows[layer] else "full", band=rank,
-                                 frequency=float(spec.inv_freq[b]), wavelength=float(spec.wavelengths()[b]), n_bands=spec.n_bands,
+                                 frequency=float(frequency[b]), wavelength=float(2 * np.pi / frequency[b]), n_bands=spec.n_bands,
+                                 rope_type=kind, attention_scaling=float(spec.attention_scaling),
                                  q_norm=state["q_norm"][layer, head, b] / n_ctx, k_norm=state["k_norm"][layer, head, b] / n_ctx,
                                  poslens_logit_share=float(shares[head, rank]),
                                  previous_token_mass=state["prev|none"][layer, head] / n_ctx))

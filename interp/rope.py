@@ -12,13 +12,18 @@ fractional, negative or beyond the training length.
 
 ``scaling`` (a Hugging Face ``rope_parameters`` dict without ``rope_theta``, or None) rescales the
 frequencies as ``transformers`` does: ``linear`` divides every frequency by ``factor``; ``llama3`` divides
-the low frequencies by ``factor``, keeps the high ones and interpolates between. Other types (yarn,
-longrope, dynamic) depend on more than the frequencies and are refused where configs are read
-(``interp.loading.hf_config``).
+the low frequencies by ``factor``, keeps the high ones and interpolates between. These are the types the
+hand-written families implement (``SCALING_TYPES``). The others (yarn, longrope, dynamic, ...) depend on more
+than fixed frequencies: yarn multiplies cos and sin by an attention factor, longrope switches frequency sets
+past its original length, dynamic recomputes the base from the sequence length. A checkpoint that needs one is
+run by the generic ``hf`` family with transformers' own rotary embedding (``interp.loading.hf_config.rope_type``
+tells them apart before a family is chosen).
 
 ``RotarySpec`` describes one layer's rotation band by band (what ``Capability.ROTARY`` promises): band i is the
 pair of dims that turns by ``position * inv_freq[i]``; ``rotate_bands`` turns chosen bands by chosen positions
-(negative positions turn them back), whichever layout the model uses.
+(negative positions turn them back), whichever layout the model uses. It also says which ``rope_type`` made the
+frequencies and the ``attention_scaling`` the model multiplies its rotated queries and keys by (yarn's and
+longrope's attention factor; 1 otherwise). A rotation is linear, so turning an already scaled query keeps its scale.
 
 Models whose positions are the plain integers ``start..start+n-1`` for every head (LLaMA without a hook on
 its positions) rotate with ``rotate_half_split_range``: the same float32 angles and the same arithmetic, so
@@ -146,10 +151,14 @@ class RotarySpec:
 
     inv_freq: Tensor  # [n_bands] float32, with any frequency scaling applied
     layout: str
+    attention_scaling: float = 1.0  # factor on cos and sin (queries and keys after rotation), as the model applies it
+    rope_type: str | None = None  # the scaling that made inv_freq ("default", "linear", "yarn", ...); None: not stated
 
     def __post_init__(self):
         if self.layout not in LAYOUTS:
             raise ValueError(f"rotary layout {self.layout!r} is not one of {LAYOUTS}")
+        if not (math.isfinite(self.attention_scaling) and self.attention_scaling > 0):
+            raise ValueError(f"rotary attention_scaling={self.attention_scaling!r} must be a finite number > 0")
 
     @property
     def n_bands(self) -> int:

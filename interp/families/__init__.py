@@ -41,7 +41,10 @@ class Layout:
     ``kind`` (``directory``, ``torch file``, ``gguf file``) and ``expects`` (what a checkpoint of it holds) are what the
     error for an unreadable checkpoint lists; ``format(checkpoint, model)`` is what provenance records (default: the
     name); ``placement`` names what ``read`` takes: ``device`` and ``dtype`` always, ``device_map`` and ``max_memory``
-    where it can split the weights across devices while reading."""
+    where it can split the weights across devices while reading. ``declines(checkpoint)`` says why the layout does not
+    take a checkpoint of the kind it reads (a llama directory whose rope_type the llama family does not implement):
+    provenance records it beside the family that read the checkpoint, and ``load(family=)`` asking for this family
+    gets it as the error."""
 
     name: str
     matches: Callable
@@ -51,6 +54,7 @@ class Layout:
     format: Callable | None = None
     fallback: bool = False
     placement: tuple[str, ...] = ("device", "dtype")
+    declines: Callable | None = None  # (checkpoint) -> why a checkpoint of its kind is left to another family, or None
 
     def recorded(self, checkpoint, model) -> str:
         return self.format(checkpoint, model) if self.format is not None else self.name

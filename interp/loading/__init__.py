@@ -17,7 +17,10 @@ tokenizer files]) is read by the family it names. Anything else is offered to th
 (``interp.families``), fallbacks last, and the first that recognises it reads it: upstream ``step_N.pt`` files,
 development encoder ``state_dict.pt`` files and directories, released RePo ``olmo2`` directories, Hugging Face
 ``llama`` and ``bert`` directories, GGUF files, and any architecture TransformerLens' bridge supports (the generic
-family). ``poslens models`` and the README list them; this module names none.
+family). ``poslens models`` and the README list them; this module names none. A layout may decline a checkpoint of the
+kind it reads, with a reason (a ``llama`` directory whose rope scaling the llama family does not implement, such as
+yarn, is read by the generic family with transformers' own rotary embedding): the recorded format says so, and
+``family=`` naming the declining family is refused with the reason.
 
 ``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``) splits a large
 checkpoint over several devices with accelerate while it is read, for the families whose ``placement`` takes it.
@@ -246,10 +249,18 @@ def _read(res: Resolved, family: str | None, place: dict):
     if match is None:
         raise _unknown(checkpoint)
     owner, layout = match
+    declined = [(f, why) for f, x in families.layouts() if f is not owner and x.declines is not None
+                and (why := x.declines(checkpoint))]
+    if family is not None and family != owner.name:
+        why = next((why for f, why in declined if f.name == family), None)
+        if why is not None:
+            raise CheckpointError(f"{checkpoint.where}: the {family} family does not read it: {why}; load it without "
+                                  f"family= and the {owner.name} family reads it")
     _check_family(owner.name, family, checkpoint.where)
     _refuse_placement(place, layout.placement, checkpoint.where, layout.name)
     model = layout.read(checkpoint, place)
-    return model, layout.recorded(checkpoint, model)
+    recorded = layout.recorded(checkpoint, model)
+    return model, "; ".join([recorded] + [f"not the {f.name} family's: {why}" for f, why in declined])
 
 
 def load(source, *, family: str | None = None, revision: str | None = None, device=None, dtype=None, device_map=None,

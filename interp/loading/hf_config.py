@@ -8,8 +8,9 @@ initialisation, bookkeeping). Any other field is an error naming it, never a sil
 RoPE fields come in two spellings: transformers 4 writes ``rope_theta`` and ``rope_scaling``
 (``{"type" | "rope_type": ..., "factor": ...}`` or null) at the top level; transformers 5 writes
 ``rope_parameters = {"rope_type": ..., "rope_theta": ..., ...}``. ``rope_settings`` reads either and
-returns ``(theta, scaling)``; scaling types other than ``default``, ``linear`` and ``llama3`` (yarn,
-longrope, dynamic, ...) are refused by name.
+returns ``(theta, scaling)`` for the hand-written families; scaling types other than ``default``, ``linear`` and
+``llama3`` (yarn, longrope, dynamic, ...) are refused by name there. ``rope_type`` reads the type alone, so that a
+family can leave such a checkpoint to the generic ``hf`` family, which runs transformers' own rotary embedding.
 """
 
 from __future__ import annotations
@@ -46,8 +47,22 @@ def audit(raw: dict, where: str, family: str, *, read, require: dict | None = No
                               + (f" (also unknown: {unknown[1:]})" if unknown[1:] else ""))
 
 
-def rope_settings(raw: dict, where: str, default_theta: float | None = None) -> tuple[float, dict | None]:
-    """``(theta, scaling)`` from either spelling; scaling is None for plain RoPE."""
+def rope_type(raw: dict) -> str:
+    """The ``rope_type`` (or transformers 4's ``type``) a config declares, ``"default"`` when it declares none; a
+    malformed field reads as ``"default"`` here and is refused by ``rope_settings``."""
+    params, legacy = raw.get("rope_parameters"), raw.get("rope_scaling")
+    scaling = params if isinstance(params, dict) and params else legacy if isinstance(legacy, dict) else {}
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    return kind if isinstance(kind, str) else "default"
+
+
+def implemented(kind: str) -> bool:
+    """Whether the hand-written families' ``interp.rope`` applies this ``rope_type``."""
+    return kind == "default" or kind in SCALING_TYPES
+
+
+def rope_settings(raw: dict, where: str, default_theta: float | None = None, family: str | None = None) -> tuple[float, dict | None]:
+    """``(theta, scaling)`` from either spelling; scaling is None for plain RoPE. ``family`` names the reader in errors."""
     params, legacy, top = raw.get("rope_parameters"), raw.get("rope_scaling"), raw.get("rope_theta")
     for name, value in (("rope_parameters", params), ("rope_scaling", legacy)):
         if value is not None and not isinstance(value, dict):
@@ -72,7 +87,7 @@ def rope_settings(raw: dict, where: str, default_theta: float | None = None) -> 
             raise CheckpointError(f"{where}: {name} has rope_type 'default' with scaling fields {sorted(scaling)} that poslens would ignore")
         return float(theta), None
     if kind not in SCALING_TYPES:
-        raise CheckpointError(f"{where}: {name} rope_type {kind!r} is not supported (poslens supports default, "
+        raise CheckpointError(f"{where}: {name} rope_type {kind!r} is not supported by {f'the {family}' if family else 'this'} family (it implements default, "
                               f"{', '.join(SCALING_TYPES)}); it changes the rotation and cannot be ignored")
     missing = [k for k in SCALING_TYPES[kind] if scaling.get(k) is None]
     extra = sorted(k for k in scaling if k not in SCALING_TYPES[kind] and scaling[k] is not None)

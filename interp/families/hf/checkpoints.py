@@ -10,6 +10,12 @@ Protocol:
    head the file does not hold is never made up; every weight of that class must be in the file and every
    weight in the file must be used, else ``CheckpointError`` names the keys.
 3. Attention runs through ``interp.families.hf.model.poslens_attention``; a probe forward decides ``ATTENTION``.
+   Rotary positions are transformers' own, scaled as the config says (any ``rope_type`` transformers implements:
+   yarn, longrope, dynamic, llama3, ...; another is refused by name before any weight is read). Each layer's
+   ``RotarySpec`` holds the frequencies, ``rope_type`` and attention scaling read off transformers' rotary module,
+   and follows the module: after each call of it (one per forward pass) the spec's ``inv_freq`` holds the frequencies
+   that pass rotates by (dynamic scaling recomputes them from the sequence length, longrope switches sets past its
+   original length).
 4. Tokenizer files beside the weights give ``model.tokenizer``; without them the model loads without one.
 
 ``save_generic`` writes the same layout back (``save_pretrained`` of the model and its tokenizer).
@@ -18,7 +24,7 @@ Protocol:
 from __future__ import annotations
 
 import copy
-
+import functools
 import json
 import os
 from pathlib import Path
@@ -41,6 +47,29 @@ def _known_type(model_type) -> bool:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     return model_type in CONFIG_MAPPING_NAMES
+
+
+def rope_types(hf_config) -> dict[str, str]:
+    """The ``rope_type`` a config declares, by where it stands: ``{"rope_parameters": type}``, or one entry per layer
+    type (``rope_parameters[sliding_attention]``, Gemma 3) where the config holds one set per type."""
+    params = getattr(hf_config, "rope_parameters", None)
+    if not isinstance(params, dict):
+        return {}
+    if "rope_type" in params or "rope_theta" in params or not all(isinstance(v, dict) or v is None for v in params.values()):
+        return {"rope_parameters": str(params.get("rope_type", "default"))}
+    return {f"rope_parameters[{t}]": str(v.get("rope_type", "default")) for t, v in params.items() if isinstance(v, dict)}
+
+
+def check_rope(hf_config, where: str) -> None:
+    """Refuse a ``rope_type`` transformers has no rotary embedding for (it would fail building the model)."""
+    import transformers
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    for field, kind in rope_types(hf_config).items():
+        if kind != "default" and kind not in ROPE_INIT_FUNCTIONS:
+            raise CheckpointError(f"{where}: {field} has rope_type {kind!r}, which transformers {transformers.__version__} "
+                                  f"does not implement (it implements default, {', '.join(sorted(ROPE_INIT_FUNCTIONS))}); "
+                                  "poslens cannot run its rotation")
 
 
 def _hf_config(path: Path):
@@ -139,6 +168,7 @@ def load_generic(path, *, device=None, dtype=None):
     architecture = bridge_architecture(hf_config)
     if architecture is None:
         raise CheckpointError(f"{path / 'config.json'}: model_type {hf_config.model_type!r} has no TransformerLens bridge adapter")
+    check_rope(hf_config, str(path / "config.json"))
     declared = (getattr(hf_config, "architectures", None) or [None])[0]
     cls = getattr(transformers, declared, None) if declared else transformers.AutoModel
     if cls is None:
@@ -188,39 +218,63 @@ def hooked(hf_model, hf_config, architecture: str, tokenizer=None):
     return model.eval()
 
 
-def _inverse_frequencies(model) -> list | None:
-    """Each layer's inverse frequencies from transformers' rotary embedding buffers: one ``inv_freq`` for every
-    layer, one ``<layer type>_inv_freq`` per type of layer (Gemma 3's sliding and full attention), or one per layer."""
-    found = {name: buf for name, buf in model.hf.named_buffers() if name.endswith("inv_freq") and "original" not in name}
-    if not found:
+def _rotary_sources(model) -> list | None:
+    """Each layer's ``(module path, buffer name)``: the transformers rotary module and its frequency buffer, one
+    ``inv_freq`` for every layer, one ``<layer type>_inv_freq`` per type of layer (Gemma 3's sliding and full
+    attention), or one per layer; None when they cannot be told apart."""
+    found = [name for name, _ in model.hf.named_buffers() if name.endswith("inv_freq") and "original" not in name]
+    split = [tuple(name.rsplit(".", 1)) if "." in name else ("", name) for name in found]
+    if not split:
         return None
-    if len(found) == 1:
-        return [next(iter(found.values()))] * model.n_layers
-    by_type = {t: next((b for n, b in found.items() if n.endswith(f"{t}_inv_freq")), None) for t in set(model.layer_types)}
-    if all(b is not None for b in by_type.values()):
+    if len(split) == 1:
+        return split * model.n_layers
+    by_type = {t: next((p for p in split if p[1] == f"{t}_inv_freq"), None) for t in set(model.layer_types)}
+    if all(p is not None for p in by_type.values()):
         return [by_type[t] for t in model.layer_types]
-    if len(found) == model.n_layers:
-        return list(found.values())
+    if len(split) == model.n_layers:
+        return split
     return None
+
+
+def _rope_of(module, buffer: str, declared: dict) -> tuple[str | None, float]:
+    """``(rope_type, attention_scaling)`` of one frequency buffer, as transformers' rotary module holds them."""
+    prefix = buffer[: -len("inv_freq")].rstrip("_")
+    kind = getattr(module, "rope_type", None)
+    kind = kind.get(prefix) if isinstance(kind, dict) else kind
+    scaling = getattr(module, f"{prefix}_attention_scaling" if prefix else "attention_scaling", 1.0)
+    if kind is None:
+        kind = declared.get(f"rope_parameters[{prefix}]" if prefix else "rope_parameters")
+    return (str(kind) if kind is not None else None), float(scaling)
+
+
+def _follow(pairs, module, _args, _output) -> None:
+    """After a call of a rotary module: its current frequencies into the specs that describe them."""
+    with torch.no_grad():
+        for buffer, held in pairs:
+            held.copy_(getattr(module, buffer).detach().to(held.device, torch.float32))
 
 
 @torch.no_grad()
 def rotary_specs(model) -> list:
-    """``[RotarySpec or None] * n_layers``: the frequencies transformers' rotary embedding holds, in the pair layout
-    that the model's own queries show: one token repeated, layer 0's query at position 1 turned back by one position
-    must be its query at position 0. All None when the frequencies or the layout cannot be established."""
+    """``[RotarySpec or None] * n_layers``: the frequencies, ``rope_type`` and attention scaling transformers' rotary
+    embedding holds, in the pair layout that the model's own queries show: one token repeated, layer 0's query at
+    position 1 turned back by one position must be its query at position 0 (the attention scaling multiplies both and
+    cancels). All None when the frequencies or the layout cannot be established. Each spec's ``inv_freq`` is the
+    model's own tensor, refreshed by a hook after every call of the rotary module (``_follow``)."""
     from interp.rope import LAYOUTS, RotarySpec
 
-    freqs = _inverse_frequencies(model)
-    if freqs is None:
+    sources = _rotary_sources(model)
+    if sources is None:
         return [None] * model.n_layers
+    declared = rope_types(model.hf.config)
+    held = {src: model.hf.get_submodule(src[0]).get_buffer(src[1]).detach().float().cpu().clone() for src in dict.fromkeys(sources)}
     seen = {}
     with model.hooks(fwd_hooks=[("blocks.0.attn.hook_rot_q", lambda q, hook: seen.setdefault("q", q.detach().float()))]):
         model(torch.full((1, 3), model.d_vocab // 2, device=model.device))
     q = seen["q"]
     fits = []
     for layout in LAYOUTS:
-        spec = RotarySpec(freqs[0].detach().float().cpu(), layout)
+        spec = RotarySpec(held[sources[0]].clone(), layout)
         if 2 * spec.n_bands > q.shape[-1]:
             return [None] * model.n_layers
         back = spec.rotate(q[:, 1:2].cpu(), torch.tensor([[-1.0]]))
@@ -229,7 +283,16 @@ def rotary_specs(model) -> list:
     err, layout = min(fits)
     if err > 1e-3:
         return [None] * model.n_layers
-    return [RotarySpec(f.detach().float().cpu(), layout) for f in freqs]
+    specs = {}
+    for src, freqs in held.items():
+        kind, scaling = _rope_of(model.hf.get_submodule(src[0]), src[1], declared)
+        specs[src] = RotarySpec(freqs, layout, attention_scaling=scaling, rope_type=kind)
+    modules: dict[str, list] = {}
+    for (path, buffer), freqs in held.items():
+        modules.setdefault(path, []).append((buffer, freqs))
+    for path, pairs in modules.items():
+        model.hf.get_submodule(path).register_forward_hook(functools.partial(_follow, tuple(pairs)))
+    return [specs[src] for src in sources]
 
 
 def save_generic(model, directory, *, overwrite: bool = False) -> Path:

@@ -229,7 +229,15 @@ class HFModel(PosLensModel):
         pos = "rotary positions" if self.rotary else "learned absolute positions" if self.pos_table is not None else "no position table"
         local = sum(w is not None for w in self.attention_windows)
         windows = f" ({local} sliding-window layers of {max(w for w in self.attention_windows if w)} keys)" if local else ""
-        return f"hf family ({self.architecture}), {kind}, {pos}, {self.n_layers} layers{windows}"
+        return f"hf family ({self.architecture}), {kind}, {pos}{self._scaled()}, {self.n_layers} layers{windows}"
+
+    def _scaled(self) -> str:
+        """The rope scalings transformers' rotary embedding applies, where any is not plain RoPE."""
+        kinds = dict.fromkeys((s.rope_type, s.attention_scaling) for s in self.rotary_specs if s is not None)
+        if all(k in (None, "default") and a == 1.0 for k, a in kinds):
+            return ""
+        said = [f"rope_type {k}" + (f", attention scaling {a:.4g}" if a != 1.0 else "") for k, a in kinds]
+        return f" ({'; '.join(said)}: transformers' rotary embedding)"
 
     def rotary_bases(self) -> list[float | None]:
         """Each layer's RoPE base (theta), from the config's per-layer-type parameters where it has them."""
@@ -245,7 +253,8 @@ class HFModel(PosLensModel):
 
     def rotation(self, layer: int):
         """The layer's ``interp.rope.RotarySpec`` as the loader read it off transformers' rotary embedding and checked on
-        the model's own queries, or None."""
+        the model's own queries, or None. Its ``inv_freq`` follows the rotary module: within a forward pass (hooks, edits)
+        it holds the frequencies of that pass, which dynamic and longrope scaling choose by the sequence length."""
         return self.rotary_specs[layer]
 
     def forward(self, tokens) -> Tensor:

@@ -9,7 +9,8 @@ FAMILY = register(Family(
     layouts=(Layout("gguf de-quantised by transformers", checkpoints.is_gguf, checkpoints.read_gguf, kind="gguf file",
                     expects="a LLaMA-architecture GGUF file"),
              Layout("huggingface llama directory", checkpoints.is_hf, checkpoints.read_hf,
-                    expects="config.json of model_type llama and its weights")),
+                    expects="config.json of model_type llama (rope_type default, linear or llama3) and its weights",
+                    declines=checkpoints.declines_hf)),
     build=checkpoints.build, export=checkpoints.export, hf_model_types=checkpoints.HF_MODEL_TYPES,
     examples=checkpoints.examples,
 ))

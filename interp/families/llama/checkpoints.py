@@ -2,8 +2,10 @@
 
 A ``llama`` directory is read without ``transformers`` (config.json + safetensors); a GGUF file is
 de-quantised by ``transformers`` (with the ``gguf`` package). Either way the whole config is audited
-(``interp.loading.hf_config``): rope scaling ``linear`` / ``llama3`` is applied, any other, or a field this
-family does not know, is refused by name.
+(``interp.loading.hf_config``): rope scaling ``linear`` / ``llama3`` is applied, a field this family does not
+know is refused by name. A directory (or a transformers model in memory) whose ``rope_type`` is another one
+(``yarn``, ``longrope``, ``dynamic``, ...) is declined, with the reason, and read by the generic ``hf`` family with
+transformers' own rotary embedding; a GGUF file with one is refused by name (GGUF files are read here only).
 
 De-quantising a GGUF file takes seconds, so its result is cached per process as an immutable
 ``(config, state dict, tokenizer)``; every load builds a fresh module from it (a load never hands out an
@@ -19,9 +21,10 @@ from pathlib import Path
 import torch
 
 from interp.loading.errors import CheckpointError
-from interp.loading.hf_config import audit, rope_settings
+from interp.loading.hf_config import audit, implemented, rope_settings, rope_type
 from interp.loading.hf_keys import to_file, to_native
 from interp.loading.strict import load_strict
+from interp.rope import SCALING_TYPES
 from interp.families.llama.model import LlamaConfig, LlamaTransformer
 
 HF_MODEL_TYPES = ("llama",)
@@ -37,7 +40,7 @@ def config_from_hf(raw: dict, where: str) -> LlamaConfig:
     missing = [k for k in READ[:8] if k not in raw and k != "num_key_value_heads"]
     if missing:
         raise CheckpointError(f"{where}: config lacks {missing}")
-    theta, scaling = rope_settings(raw, where)
+    theta, scaling = rope_settings(raw, where, family="llama")
     try:
         return LlamaConfig(raw["hidden_size"], raw["intermediate_size"], raw["num_hidden_layers"], raw["num_attention_heads"],
                            raw.get("num_key_value_heads") or raw["num_attention_heads"], raw["vocab_size"],
@@ -116,8 +119,17 @@ def read_gguf(checkpoint, place: dict) -> LlamaTransformer:
 
 
 def is_hf(checkpoint) -> bool:
-    """A Hugging Face ``llama`` directory, or a transformers LLaMA model in memory."""
-    return checkpoint.model_type in HF_MODEL_TYPES
+    """A Hugging Face ``llama`` directory, or a transformers LLaMA model in memory, whose rope scaling this family
+    implements."""
+    return checkpoint.model_type in HF_MODEL_TYPES and implemented(rope_type(checkpoint.config))
+
+
+def declines_hf(checkpoint) -> str | None:
+    """Why a ``llama`` checkpoint is left to the generic family: a rope_type ``interp.rope`` does not implement."""
+    if checkpoint.model_type not in HF_MODEL_TYPES or implemented(kind := rope_type(checkpoint.config)):
+        return None
+    return (f"{checkpoint.config_where}: rope_type {kind!r} is not one the llama family implements (default, "
+            f"{', '.join(SCALING_TYPES)}); transformers' own rotary embedding runs it")
 
 
 def read_hf(checkpoint, place: dict) -> LlamaTransformer:

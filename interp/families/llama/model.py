@@ -143,7 +143,7 @@ class LlamaTransformer(PosLensModel):
     def rotation(self, layer: int) -> rope.RotarySpec:
         """Every layer turns the whole head by the integer positions, dim i paired with i + d/2."""
         return rope.RotarySpec(rope.inverse_frequencies(self.cfg.head_dim, self.cfg.rope_theta, scaling=self.cfg.rope_scaling),
-                               "half_split")
+                               "half_split", rope_type=(self.cfg.rope_scaling or {}).get("rope_type", "default"))
 
     def residual_subspaces(self) -> dict[str, slice]:
         return {"full": slice(0, self.d_model)}
