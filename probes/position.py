@@ -24,7 +24,7 @@ import pandas as pd
 
 from corpora.documents import Window
 from interp import deprecated, extract, parallel
-from interp.base import Capability, require
+from interp.capabilities import Capability, require
 from probes.ridge import Stats, fit, r2, select_alpha
 from probes.targets import TARGETS, position_targets
 
