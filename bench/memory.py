@@ -28,11 +28,11 @@ PLAN = {
     "position-ranges": (["repo-small"], ["--length", "256"]),
     "loss-neutrality": (["increments-per-layer"], ["--length", "128", "--n-boot", "10"]),
     "word-boundaries": (["increments-per-layer"], ["--length", "128", "--max-gaps", "10000000", "--n-boot", "10"]),
-    "head-profiles": (["repo-small"], ["--length", "128", "--n-samples", "2", "--niah-tokens", "256"]),
+    "head-profiles": (["repo-small"], ["--length", "128", "--niah-prompts", "2", "--niah-tokens", "256"]),
     "sink-rate": (["rope-small"], ["--length", "128"]),
     "induction": (["rope-small"], ["--half", "64"]),
-    "rope-frequencies": (["rope-small"], ["--length", "128", "--n-samples", "0"]),
-    "retrieval-heads": (["rope-small"], ["--length", "256", "--n-samples", "4"]),
+    "rope-frequencies": (["rope-small"], ["--length", "128", "--niah-prompts", "0"]),
+    "retrieval-heads": (["rope-small"], ["--length", "256", "--niah-prompts", "4"]),
     "attention-window": (["rope-small"], ["--length", "256", "--window", "64"]),
 }
 

@@ -62,15 +62,15 @@ PLAN: tuple[Step, ...] = (
          options=dict(n_docs=100, n_train=80, n_test=20, n_seeds=5), quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2),
          section=DSTG),
     Step("head-profiles", ("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
-         options=dict(n_docs=4, length=256, n_samples=8, niah_tokens=480), quick=dict(n_docs=1, n_samples=1, max_rows=32),
-         per_model={"smollm2": dict(n_docs=2, length=256, n_samples=2, niah_tokens=256)}, section=HEADS),
+         options=dict(n_docs=4, length=256, niah_prompts=8, niah_tokens=480), quick=dict(n_docs=1, niah_prompts=1, max_rows=32),
+         per_model={"smollm2": dict(n_docs=2, length=256, niah_prompts=2, niah_tokens=256)}, section=HEADS),
     Step("sink-rate", DECODERS, options=dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
          section=HEADS),
     Step("induction", DECODERS, options=dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
-    Step("rope-frequencies", DECODERS, options=dict(n_docs=4, length=512, n_samples=8, niah_tokens=480),
-         quick=dict(n_docs=1, length=128, max_rows=16, n_samples=1, niah_tokens=224), section=HEADS),
-    Step("retrieval-heads", ("repo-small", "nope-small"), options=dict(n_docs=8, n_samples=16, length=480, n_random=3),
-         quick=dict(n_docs=1, n_samples=1, length=224, n_random=1), section=HEADS),
+    Step("rope-frequencies", DECODERS, options=dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
+         quick=dict(n_docs=1, length=128, max_rows=16, niah_prompts=1, niah_tokens=224), section=HEADS),
+    Step("retrieval-heads", ("repo-small", "nope-small"), options=dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
+         quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
     Step("attention-window", DECODERS, options=dict(length=512, n_docs=4, window=128),
          quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
 )
@@ -84,11 +84,11 @@ REAL_PLAN: tuple[Step, ...] = (
     # Gu et al.'s estimator (the default) at their T = 64 and at two longer evaluation lengths (their Fig. 3)
     Step("sink-rate", PRETRAINED, options=dict(estimator="gu", lengths=(64, 256, 1024), n_docs=16),
          quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
-    Step("rope-frequencies", PRETRAINED, options=dict(n_docs=4, length=512, n_samples=8, niah_tokens=512),
-         quick=dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=128), section=KNOWN),
+    Step("rope-frequencies", PRETRAINED, options=dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=512),
+         quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128), section=KNOWN),
     # Wu et al.'s score and masking (the defaults)
-    Step("retrieval-heads", PRETRAINED, options=dict(n_docs=8, n_samples=8, length=512, n_random=2),
-         quick=dict(n_docs=1, n_samples=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
+    Step("retrieval-heads", PRETRAINED, options=dict(n_docs=8, niah_prompts=8, length=512, n_random=2),
+         quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
     # StreamingLLM's experiment: SmolLM2 streamed past its 8192 positions; Gemma 3 inside its 32768 (past them takes about
     # 70 minutes on a 2-core CPU); cache 1024, with the no-start-token control
     Step("attention-window", PRETRAINED, options=dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True),

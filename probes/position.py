@@ -153,7 +153,7 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
                                  control="shuffled" if t >= len(TARGETS) else "none",
                                  r2_mean=float(scores[:, t].mean()), r2_std=float(scores[:, t].std()),
                                  alpha=float(np.exp(np.median(np.log(chosen[:, t])))),
-                                 n_train_docs=n_train, n_test_docs=n_test, n_seeds=n_seeds))
+                                 n_train=n_train, n_test=n_test, n_seeds=n_seeds))
     return pd.DataFrame(rows_out)
 
 

@@ -26,11 +26,11 @@ SMALL = {  # analysis -> (bundled models, small options)
     "kl-ablation": (("dstg-small",), dict(n_docs=2, length=48)),
     "compare-heads": (("dstg-small", "rp-encoder-small"), dict(n_docs=2, length=48)),
     "position-probes": (("dstg-small",), dict(n_docs=10, n_train=6, n_test=4, n_seeds=1, cv_folds=2, length=48)),
-    "head-profiles": (("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+    "head-profiles": (("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
     "sink-rate": (("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
     "induction": (("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
-    "rope-frequencies": (("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=224)),
-    "retrieval-heads": (("repo-small",), dict(n_docs=1, n_samples=1, length=224, shares=(0.1,), n_random=1)),
+    "rope-frequencies": (("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
+    "retrieval-heads": (("repo-small",), dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1,), n_random=1)),
     "attention-window": (("repo-small", "rope-small"), dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
 }
 MODELS: dict = {}
@@ -148,7 +148,7 @@ def test_defaults_adapt_to_the_model_and_the_users_input_and_provenance_records_
     from tests.repo_helpers import tiny_repo
 
     short = tiny_repo("repo", max_position_embeddings=512)
-    run_analysis("head-profiles", [short], tmp_path, options=dict(n_docs=1, length=48, max_rows=8, n_samples=1), seed=0,
+    run_analysis("head-profiles", [short], tmp_path, options=dict(n_docs=1, length=48, max_rows=8, niah_prompts=1), seed=0,
                  formats="html")
     prov = json.loads((tmp_path / "head-profiles.provenance.json").read_text())
     assert prov["arguments"]["niah_tokens"] == 512 - 16
