@@ -16,7 +16,7 @@ otherwise the masses come from a fused attention kernel with the part indicators
 
 Inputs: seeded prompts on Wikipedia or noise (``haystack``), prompts whose haystack is the user's own
 ``documents=`` texts (``--input PATH``; their sentences in order, needle inserted at ``depth``), or ``documents=``
-holding ready NIAH prompts (``corpora.niah.NiahSample``): ``context_tokens`` is then the longest prompt given, and
+holding ready NIAH prompts (``corpora.niah.NiahSample``): ``length`` is then the longest prompt given, and
 every prompt plus its answer budget must fit the model (refused otherwise).
 """
 
@@ -71,7 +71,7 @@ def summary(df):
     d = d.assign(per_token_x100=100 * d["mean_per_token"])
     wide = d.pivot_table(index=["model", "mode"], columns="part", values="per_token_x100", sort=False)[["needle", "query", "rest"]]
     wide.columns = [f"{part} (% per token)" for part in wide.columns]
-    acc = d.groupby(["model", "mode"], sort=False)[["accuracy", "n_samples", "context_tokens"]].first()
+    acc = d.groupby(["model", "mode"], sort=False)[["accuracy", "n_docs", "length"]].first()
     return wide.join(acc).reset_index()
 
 
@@ -144,7 +144,7 @@ def attention_mass(model, *,
                                      total_share=float(sh[layer, head, p])))
     df = pd.DataFrame(rows)
     df.insert(0, "model", model.model_name)
-    df["n_samples"] = n
-    df["context_tokens"] = length
+    df["n_docs"] = n
+    df["length"] = length
     df["accuracy"] = correct / n
     return df

@@ -139,7 +139,7 @@ def needle_scores(model, sample) -> tuple[torch.Tensor, torch.Tensor]:
     return mass, score
 
 
-def _needle_samples(model, n_samples: int, niah_tokens: int, seed: int, documents):
+def _needle_samples(model, niah_prompts: int, niah_tokens: int, seed: int, documents):
     """NIAH prompts for a causal LM (``documents=`` prompts as given, or prompts on its texts or on Wikipedia; checked to
     fit with their answers), None for other models."""
     if Capability.CAUSAL_LM not in model.capabilities:
@@ -149,7 +149,7 @@ def _needle_samples(model, n_samples: int, niah_tokens: int, seed: int, document
 
     if documents is not None and input_kind(documents) == "tokens":
         documents = None  # token ids are contexts; the needles come from the built-in haystack
-    return prompts_for(model, "head-profiles", documents, n_samples, niah_tokens, seed=seed)
+    return prompts_for(model, "head-profiles", documents, niah_prompts, niah_tokens, seed=seed)
 
 
 def profile_state(model, kl_components: list[str], needles: bool) -> dict:
@@ -202,11 +202,11 @@ def summary(df):
     return counts.join(best).reset_index()
 
 
-@runs(small=Run(("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+@runs(small=Run(("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
       main=Run(("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
-               dict(n_docs=4, length=256, n_samples=8, niah_tokens=480), quick=dict(n_docs=1, n_samples=1, max_rows=32),
-               per_model={"smollm2": dict(n_docs=2, length=256, n_samples=2, niah_tokens=256)}, section=HEADS),
-      memory=Run(("repo-small",), dict(length=128, n_samples=2, niah_tokens=256)))
+               dict(n_docs=4, length=256, niah_prompts=8, niah_tokens=480), quick=dict(n_docs=1, niah_prompts=1, max_rows=32),
+               per_model={"smollm2": dict(n_docs=2, length=256, niah_prompts=2, niah_tokens=256)}, section=HEADS),
+      memory=Run(("repo-small",), dict(length=128, niah_prompts=2, niah_tokens=256)))
 @analysis("head-profiles", needs=[Capability.ATTENTION], headline=headline, summary=summary)
 @may_be_nan(position_range="the model's heads assign no per-head positions", needle_mass="a masked LM copies no answer",
             retrieval_score="a masked LM copies no answer, or no answer token occurs once in the needle",
@@ -220,8 +220,8 @@ def head_profiles(model, *,
                   max_rows: Annotated[int, Help("query rows read per context, evenly spaced"), Range(1)] = 256,
                   local_window: Annotated[int, Help("keys within this distance (token itself excluded) count as local"),
                                           Range(1)] = 8,
-                  n_samples: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"), Range(1),
-                                       NotWith(("prompts",))] = 8,
+                  niah_prompts: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"), Range(1),
+                                          Cli(aliases=("--n-samples",)), NotWith(("prompts",))] = 8,
                   niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (causal LMs; 16 more must fit "
                                                    "for the answer; default: 512, lowered to fit)"), Range(32),
                                        Fits(margin=16, only=Capability.CAUSAL_LM)] = 512,
@@ -242,7 +242,7 @@ def head_profiles(model, *,
     from corpora.contexts import analysis_windows
     from corpora.documents import input_kind
 
-    samples = _needle_samples(model, n_samples, niah_tokens, seed, documents)  # checked before any work
+    samples = _needle_samples(model, niah_prompts, niah_tokens, seed, documents)  # checked before any work
     prompts = documents is not None and input_kind(documents) == "prompts"
     contexts = [w.ids for w in analysis_windows(model, "head-profiles", None if prompts else documents, length=length,
                                                 n_docs=n_docs, seed=seed)]
@@ -284,8 +284,8 @@ def head_profiles(model, *,
             row["group"] = group_of(row)
             rows.append(row)
     df = pd.DataFrame(rows)
-    df["n_contexts"] = len(contexts)
-    df["context_tokens"] = max(len(c) for c in contexts)
+    df["n_docs"] = len(contexts)
+    df["length"] = max(len(c) for c in contexts)
     df["local_window"] = local_window
-    df["n_samples"] = len(samples) if samples is not None else 0
+    df["niah_prompts"] = len(samples) if samples is not None else 0
     return df

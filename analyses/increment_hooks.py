@@ -7,16 +7,16 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from interp.capabilities import Capability, CapabilityError
-from interp.tokenizers import ByteTokenizer, TokenizerError
+from interp.capabilities import Capability, missing, require
+from interp.tokenizers import ByteTokenizer
 
 
 def byte_model(model, analysis: str) -> None:
-    """Analyses built on UTF-8 byte positions need learned increments and the byte tokenizer."""
-    if Capability.INCREMENTS not in getattr(model, "capabilities", ()):
-        raise CapabilityError(f"analysis '{analysis}' needs a model with {Capability.INCREMENTS.value}; {model.model_name} has none")
+    """Analyses built on UTF-8 byte positions need learned increments and the byte tokenizer (refused as any missing
+    capability is, ``interp.capabilities.missing``)."""
+    require(model, Capability.INCREMENTS, analysis)
     if not isinstance(getattr(model, "tokenizer", None), ByteTokenizer):
-        raise TokenizerError(f"analysis '{analysis}' works on byte-level models; {model.model_name} is not one")
+        raise missing(model, "a byte-level tokenizer (UTF-8 bytes as tokens)", analysis)
 
 
 def increment_labels(model) -> list[str]:

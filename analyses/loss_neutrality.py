@@ -116,7 +116,7 @@ def loss_neutrality(model, *,
         loss = float(sums.sum() / counts.sum())
         return pd.DataFrame([dict(model=model.model_name, language="all", loss=loss, bits_per_byte=loss / math.log(2),
                                   ci_low=float(np.quantile(boots, 0.025)), ci_high=float(np.quantile(boots, 0.975)),
-                                  n_windows=len(sums), context=length, n_bytes=int(counts.sum()),
+                                  n_docs=len(sums), length=length, n_bytes=int(counts.sum()),
                                   trained_steps=record.get("steps"), trained_tokens=record.get("tokens_seen"),
                                   training_validation_loss=record.get("final_validation_loss"))])
     streams = bilingual_streams("validation", 0).streams
@@ -135,7 +135,7 @@ def loss_neutrality(model, *,
         boots = [losses[rng.integers(0, len(losses), len(losses))].mean() for _ in range(n_boot)]
         rows.append(dict(model=model.model_name, language=language, loss=float(losses.mean()),
                          bits_per_byte=float(losses.mean() / math.log(2)), ci_low=float(np.quantile(boots, 0.025)),
-                         ci_high=float(np.quantile(boots, 0.975)), n_windows=len(losses), context=length,
+                         ci_high=float(np.quantile(boots, 0.975)), n_docs=len(losses), length=length,
                          trained_steps=record.get("steps"), trained_tokens=record.get("tokens_seen"),
                          training_validation_loss=record.get("final_validation_loss")))
     return pd.DataFrame(rows)

@@ -5,7 +5,7 @@ Wilson 95% intervals. Lengths beyond the training length test extrapolation: the
 
 Inputs: seeded prompts on Wikipedia or noise, prompts whose haystack is the user's ``documents=``
 (``--input PATH``), or ready ``samples=`` (``corpora.niah.NiahSample``), scored in one row whose
-``context_tokens`` is the longest prompt (``lengths`` is then not used); a prompt that does not fit with
+``length`` is the longest prompt (``lengths`` is then not used); a prompt that does not fit with
 its answer is refused."""
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 def headline(df) -> str:
     return "Accuracy by length: " + "; ".join(
-        f"{m}: " + ", ".join(f"{int(r.context_tokens)}: {r.accuracy:.2f}" for r in g.itertuples())
+        f"{m}: " + ", ".join(f"{int(r.length)}: {r.accuracy:.2f}" for r in g.itertuples())
         for m, g in df.groupby("model", sort=False)) + "."
 
 
 def summary(df):
-    return df[["model", "context_tokens", "accuracy", "ci_low", "ci_high", "n_samples"]]
+    return df[["model", "length", "accuracy", "ci_low", "ci_high", "n_docs"]]
 
 
 @runs(small=Run(("repo-small",), dict(lengths=(300,), n_docs=2)),
@@ -85,6 +85,6 @@ def niah_accuracy(model, *,
     for length in lengths:
         n = len(samples[length])
         lo, hi = wilson(hits[length], n)
-        rows.append(dict(model=model.model_name, context_tokens=length, accuracy=hits[length] / n, ci_low=lo, ci_high=hi,
-                         n_samples=n, haystack=haystack if documents is None else "input"))
+        rows.append(dict(model=model.model_name, length=length, accuracy=hits[length] / n, ci_low=lo, ci_high=hi,
+                         n_docs=n, haystack=haystack if documents is None else "input"))
     return pd.DataFrame(rows)

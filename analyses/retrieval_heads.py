@@ -34,7 +34,7 @@ those prompts. They mask a head by zeroing its query (``query_states[:, head] = 
 breaks ties in the ranking; where no prompt counts (a model that retrieves nothing), every score is NaN and the heads
 are ranked by it alone.
 
-Masking, on ``n_samples`` other NIAH prompts (another seed): the top k heads by score masked, for k = each share of
+Masking, on ``niah_prompts`` other NIAH prompts (another seed): the top k heads by score masked, for k = each share of
 ``shares`` of all heads (at least 1), and k random heads of the same layers (``n_random`` draws; a layer whose every head
 is in the top k lends its count to the others). ``masking``:
 
@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from analyses.registry import Choices, Fits, Help, Range, analysis, no_grad
+from analyses.registry import Choices, Cli, Fits, Help, Range, analysis, no_grad
 from analyses.runs import HEADS, KNOWN, PRETRAINED, Run, runs
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
@@ -201,13 +201,13 @@ def summary(df):
                  answer_nll=("answer_nll", "mean"), draws=("draw", "size")).reset_index())
 
 
-@runs(small=Run(("repo-small",), dict(n_docs=1, n_samples=1, length=224, shares=(0.1,), n_random=1)),
-      main=Run(("repo-small", "nope-small"), dict(n_docs=8, n_samples=16, length=480, n_random=3),
-               quick=dict(n_docs=1, n_samples=1, length=224, n_random=1), section=HEADS),
+@runs(small=Run(("repo-small",), dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1,), n_random=1)),
+      main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
+               quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
       # Wu et al.'s score and masking (the defaults)
-      real=Run(PRETRAINED, dict(n_docs=8, n_samples=8, length=512, n_random=2),
-               quick=dict(n_docs=1, n_samples=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
-      memory=Run(("rope-small",), dict(length=256, n_samples=4)))
+      real=Run(PRETRAINED, dict(n_docs=8, niah_prompts=8, length=512, n_random=2),
+               quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
+      memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
 @analysis("retrieval-heads", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
             depth="a masking row is of the whole model", needle_mass="a masking row is of the whole model",
@@ -224,8 +224,8 @@ def retrieval_heads(model, *,
                                                  "attends uniformly there (Wu et al.); query-all: at every position; output: "
                                                  "its output zeroed everywhere"), Choices(MASKINGS)] = "query",
                     n_docs: Annotated[int, Help("NIAH prompts the retrieval scores are read on"), Range(1)] = 8,
-                    n_samples: Annotated[int, Help("other NIAH prompts retrieval is measured on under each masking"),
-                                         Range(1)] = 8,
+                    niah_prompts: Annotated[int, Help("other NIAH prompts retrieval is measured on under each masking"),
+                                            Range(1), Cli(aliases=("--n-samples",))] = 8,
                     length: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for the answer)"),
                                       Range(32), Fits(margin=16)] = 512,
                     shares: Annotated[tuple[float, ...], Help("shares of all heads masked (comma-separated; at least one head "
@@ -253,7 +253,7 @@ def retrieval_heads(model, *,
     tok = model.require_tokenizer("retrieval-heads")
     haystack = "wiki" if documents is None else documents
     scoring = fitting_samples(model, niah_samples(tok, n_docs, length, seed=seed, haystack=haystack, preamble=False))
-    evaluation = fitting_samples(model, niah_samples(tok, n_samples, length, seed=seed + 1, haystack=haystack, preamble=False))
+    evaluation = fitting_samples(model, niah_samples(tok, niah_prompts, length, seed=seed + 1, haystack=haystack, preamble=False))
     shape = (model.n_layers, model.n_heads)
 
     def one(sample):
@@ -315,5 +315,5 @@ def retrieval_heads(model, *,
     df.insert(1, "score", score)
     df.insert(2, "masking", masking)
     df["threshold"], df["n_scored"], df["n_counted"] = threshold, len(scoring), int(sums["prompts"][0])
-    df["n_samples"], df["prompt_tokens"] = len(evaluation), length
+    df["niah_prompts"], df["length"] = len(evaluation), length
     return df

@@ -30,7 +30,7 @@ Protocol, on text contexts of ``length`` tokens (``corpora.contexts``) and NIAH 
    - ``loss``: next-token loss (nats per token), ``kl``: KL(none || condition) per token;
    - ``positional_heads``: the mean previous-token mass, under the condition, of the positional heads found without
      intervention (previous-token mass >= 0.5, or the 3 highest where none reaches it);
-   - ``niah_accuracy``: RULER's greedy score on ``n_samples`` prompts.
+   - ``niah_accuracy``: RULER's greedy score on ``niah_prompts`` prompts.
 
 Frequencies are the model's own, never recomputed from ``rope_theta``: each layer's ``RotarySpec`` (for the generic
 family, read off transformers' rotary module). ``frequency`` is the band's inverse frequency after any rope scaling, in
@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
 from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
@@ -233,19 +233,19 @@ def summary(df):
     import pandas as pd
 
     eff = df[df["part"] == "effects"]
-    effects = eff[["model", "condition", "fraction", "loss", "kl", "positional_heads", "niah_accuracy", "n_contexts", "n_samples"]]
+    effects = eff[["model", "condition", "fraction", "loss", "kl", "positional_heads", "niah_accuracy", "n_docs", "niah_prompts"]]
     out = pd.concat([quarters(df), effects], ignore_index=True)
-    for column in ("n_contexts", "n_samples"):  # counts stay whole numbers beside the quarter rows that have none
+    for column in ("n_docs", "niah_prompts"):  # counts stay whole numbers beside the quarter rows that have none
         out[column] = [int(v) if v == v else "" for v in out[column]]
     return out
 
 
-@runs(small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=224)),
-      main=Run(DECODERS, dict(n_docs=4, length=512, n_samples=8, niah_tokens=480),
-               quick=dict(n_docs=1, length=128, max_rows=16, n_samples=1, niah_tokens=224), section=HEADS),
-      real=Run(PRETRAINED, dict(n_docs=4, length=512, n_samples=8, niah_tokens=512),
-               quick=dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=128), section=KNOWN),
-      memory=Run(("rope-small",), dict(length=128, n_samples=0)))
+@runs(small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
+      main=Run(DECODERS, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
+               quick=dict(n_docs=1, length=128, max_rows=16, niah_prompts=1, niah_tokens=224), section=HEADS),
+      real=Run(PRETRAINED, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=512),
+               quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128), section=KNOWN),
+      memory=Run(("rope-small",), dict(length=128, niah_prompts=0)))
 @analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
           summary=summary)
 @may_be_nan(**dict.fromkeys(("layer", "head", "depth", "band", "frequency", "wavelength", "n_bands", "q_norm", "k_norm",
@@ -260,7 +260,8 @@ def rope_frequencies(model, *,
                      max_rows: Annotated[int, Help("query rows per context for the logit shares and attention masses"),
                                          Range(1)] = 128,
                      fraction: Annotated[float, Help("share of each layer's bands removed or unrotated"), Range(0.01, 1)] = 0.25,
-                     n_samples: Annotated[int, Help("NIAH prompts for retrieval under each condition (0: none)"), Range(0)] = 8,
+                     niah_prompts: Annotated[int, Help("NIAH prompts for retrieval under each condition (0: none)"), Range(0),
+                                          Cli(aliases=("--n-samples",))] = 8,
                      niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for the "
                                                       "answer)"), Range(32), Fits(margin=16)] = 512,
                      seed: int = 0, documents=None) -> pd.DataFrame:
@@ -279,11 +280,11 @@ def rope_frequencies(model, *,
     n_bands = max(s.n_bands for s in specs.values())
     contexts = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=length, n_docs=n_docs, seed=seed)]
     samples = []
-    if n_samples:
+    if niah_prompts:
         from corpora.answers import fitting_samples
         from corpora.niah import niah_samples
 
-        samples = fitting_samples(model, niah_samples(model.require_tokenizer("rope-frequencies"), n_samples, niah_tokens, seed=seed,
+        samples = fitting_samples(model, niah_samples(model.require_tokenizer("rope-frequencies"), niah_prompts, niah_tokens, seed=seed,
                                                       haystack="wiki" if documents is None else documents, preamble=False))
     items = [("context", ids) for ids in contexts] + [("prompt", s) for s in samples]
     shape = (model.n_layers, model.n_heads)
@@ -334,5 +335,5 @@ def rope_frequencies(model, *,
                          niah_accuracy=float(state[f"niah|{condition}"][0]) / prompts if prompts else float("nan")))
     df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads")
     df.insert(0, "model", model.model_name)
-    df["n_contexts"], df["context_tokens"], df["n_samples"] = n_ctx, max(len(c) for c in contexts), len(samples)
+    df["n_docs"], df["length"], df["niah_prompts"] = n_ctx, max(len(c) for c in contexts), len(samples)
     return df

@@ -195,7 +195,7 @@ def sink_rate(model, *,
         frames.append(pd.DataFrame(dict(estimator=estimator, input=k, start_token=s, length=n, layer=layer.ravel(),
                                         head=head.ravel(), depth=layer.ravel() / max(1, model.n_layers - 1),
                                         alpha_1=alpha.ravel(), first_token_mass=mass.ravel(), sink_share=share.ravel(),
-                                        epsilon=epsilon, n_contexts=count)))
+                                        epsilon=epsilon, n_docs=count)))
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "model", model.model_name)
     return df

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ANALYSES = ("sink-rate", "induction", "rope-frequencies", "retrieval-heads")
 # --small: the same four at a few documents each (minutes, not a quarter of an hour per sequence)
 SMALL = {"sink-rate": ["--n-docs", "4"], "induction": ["--n-docs", "2", "--half", "128"],
-         "rope-frequencies": ["--n-docs", "1", "--length", "256", "--n-samples", "1"],
-         "retrieval-heads": ["--n-docs", "2", "--n-samples", "1", "--length", "256"]}
+         "rope-frequencies": ["--n-docs", "1", "--length", "256", "--niah-prompts", "1"],
+         "retrieval-heads": ["--n-docs", "2", "--niah-prompts", "1", "--length", "256"]}
 
 
 def analyze(name: str, model: str, out: Path, threads: int | None, small: bool = False) -> tuple[float, dict]:

@@ -38,7 +38,7 @@ def figure(df) -> go.Figure:
     cells = [[] for _ in header]
     for model, mode in keys:
         g = agg[(agg["model"] == model) & (agg["mode"] == mode)].set_index("part")
-        values = [model, mode, f"{g['accuracy'].iloc[0]:.2f} (n={int(g['n_samples'].iloc[0])})"]
+        values = [model, mode, f"{g['accuracy'].iloc[0]:.2f} (n={int(g['n_docs'].iloc[0])})"]
         values += [f"{100 * g.loc[p, 'mean_per_token']:.3f}" for p in PARTS]
         values += [f"{g.loc[p, 'total_share']:.3f}" for p in PARTS]
         for c, v in zip(cells, values):

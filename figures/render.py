@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 import figures
+from analyses.columns import current
 from figures.layout import TooSmall, fit
 from figures.save import parse_length, resolve_formats, save
 from figures.style import PAPER, PAPER_TEXT_PX, TEMPLATES
@@ -75,9 +76,12 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
     return fig
 
 
-def read_table(csv) -> pd.DataFrame:
-    """An analysis CSV as the figure saw it (exact floats; only empty fields are missing)."""
-    return pd.read_csv(csv, keep_default_na=False, na_values=[""], float_precision="round_trip")
+def read_table(csv, analysis: str | None = None) -> pd.DataFrame:
+    """An analysis CSV as the figure saw it (exact floats; only empty fields are missing), its columns under their
+    current names (``analyses.columns.current``: an older poslens' names are read with a deprecation warning).
+    ``analysis`` defaults to the file's name (``OUT/NAME.csv``)."""
+    df = pd.read_csv(csv, keep_default_na=False, na_values=[""], float_precision="round_trip")
+    return current(analysis or Path(csv).name.split(".")[0], df, str(csv))
 
 
 def read_result(csv, analysis: str | None = None) -> tuple[str, pd.DataFrame, dict]:
@@ -95,7 +99,7 @@ def read_result(csv, analysis: str | None = None) -> tuple[str, pd.DataFrame, di
     name = analysis or prov.get("analysis") or csv.stem
     figure_module(name) if analysis or prov else _known_or_advise(name, csv)
     try:
-        df = read_table(csv)
+        df = read_table(csv, name)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ValueError(f"{csv}: not a readable CSV ({err})") from None
     if "model" not in df.columns:

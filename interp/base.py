@@ -142,7 +142,7 @@ class PosLensModel(HookedRootModule):
 
     def _decoding_batch(self, prompts, max_new_tokens: int, budgets):
         """Checked prompts, per-row budgets, empty outputs and the rows that decode at all (budget > 0)."""
-        require(self, Capability.CAUSAL_LM, "generate")
+        require(self, Capability.CAUSAL_LM, "generate", kind="method")
         if isinstance(prompts, (list, tuple)) and len({len(p) for p in prompts}) > 1:
             raise InputError(f"generate_batch takes prompts of one length, got lengths {sorted({len(p) for p in prompts})}")
         seq = self.check_tokens(prompts)

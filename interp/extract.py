@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from interp.attention import StopForward
-from interp.base import Capability
+from interp.capabilities import Capability
 
 
 def _trim(model, name: str, t: Tensor, n: int) -> Tensor:

@@ -22,6 +22,8 @@ from typing import Callable
 
 import pandas as pd
 
+from analyses.columns import current
+
 MARK = "known-results"
 EVIDENCE = Path(__file__).resolve().parent.parent / "docs" / "known-results"
 NAMES = {"smollm2": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M", "minilm": "MiniLM-L6"}
@@ -42,7 +44,10 @@ class Results:
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: the known-results table needs {analysis}'s CSV from "
                                         f"`poslens reproduce --real-models`")
-            self._read[analysis] = pd.read_csv(path)
+            # the kept evidence ran before some columns took their options' names and is kept as it ran: read
+            # under the current names without a warning; any other folder's old names warn
+            self._read[analysis] = current(analysis, pd.read_csv(path), str(path),
+                                           quiet=self.folder.resolve() == EVIDENCE.resolve())
         return self._read[analysis]
 
     def model(self, analysis: str, model: str, **where) -> pd.DataFrame:

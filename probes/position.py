@@ -24,7 +24,7 @@ import pandas as pd
 
 from corpora.documents import Window
 from interp import deprecated, extract, parallel
-from interp.base import Capability, require
+from interp.capabilities import Capability, require
 from probes.ridge import Stats, fit, r2, select_alpha
 from probes.targets import TARGETS, position_targets
 
@@ -109,7 +109,7 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
                                  control="shuffled" if t >= len(TARGETS) else "none",
                                  r2_mean=float(scores[:, t].mean()), r2_std=float(scores[:, t].std()),
                                  alpha=float(np.exp(np.median(np.log(chosen[:, t])))),
-                                 n_train_docs=n_train, n_test_docs=n_test, n_seeds=n_seeds))
+                                 n_train=n_train, n_test=n_test, n_seeds=n_seeds))
     return pd.DataFrame(rows_out)
 
 

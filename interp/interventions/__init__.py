@@ -28,7 +28,8 @@ intervention               what it edits (and the capability it needs)
 
 An intervention is a frozen dataclass: its fields are its whole description, so ``record()`` (what provenance
 stores) is the intervention's name plus its fields. ``fwd_hooks(model)`` checks the model has what it needs
-(a capability, a layer, a head) and raises ``ValueError`` naming the field and value before any forward.
+(a layer, a head) and raises ``ValueError`` naming the field and value before any forward; a model without the
+capability it needs is refused by ``interp.capabilities.require`` (a ``CapabilityError`` naming the intervention).
 Each intervention lives in its own module and registers itself with ``@register``; the module is named once in
 ``MODULES`` (one line), and ``registered()`` / ``get(name)`` find it by its name.
 """
@@ -39,6 +40,9 @@ import contextlib
 import dataclasses
 import importlib
 from typing import Callable, ClassVar
+
+from interp import deprecated
+from interp.capabilities import require
 
 MODULES: tuple[str, ...] = (
     "interp.interventions.heads",
@@ -74,10 +78,13 @@ def _plain(value):
     return value
 
 
-def needs(model, capability, who: str) -> None:
-    """Refuse, naming the intervention and the model, a model without ``capability``."""
-    if capability not in getattr(model, "capabilities", ()):
-        raise ValueError(f"{who} needs a model with {capability.value}; {model.model_name} ({model.describe()}) has none")
+def _needs(model, capability, who: str) -> None:
+    """The old ``needs``: ``interp.capabilities.require`` for an intervention (a ``CapabilityError`` now)."""
+    require(model, capability, who, kind="intervention")
+
+
+__getattr__ = deprecated.renamed(__name__, {"needs": deprecated.Alias(
+    "interp.capabilities.require(model, capability, name, kind='intervention')", get=lambda: _needs)})
 
 
 def _indices(values, n: int, what: str, model, who: str) -> list[int]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from interp.capabilities import Capability
-from interp.interventions import Intervention, as_tuple, needs, register
+from interp.capabilities import Capability, require
+from interp.interventions import Intervention, as_tuple, register
 
 
 @register
@@ -46,7 +46,7 @@ class RemoveAPBands(Intervention):
         import torch
         from scipy.fft import dct, idct
 
-        needs(model, Capability.AP_STREAM, "RemoveAPBands")
+        require(model, Capability.AP_STREAM, "RemoveAPBands", kind="intervention")
         table = model.ap_embedding_matrix().detach().float().cpu()
         coef = dct(table.double().numpy(), type=2, norm="ortho", axis=0)
         coef[self.removed(table.shape[0])] = 0.0

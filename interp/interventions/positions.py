@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from interp.capabilities import Capability
-from interp.interventions import Intervention, as_tuple, layers_of, needs, register
+from interp.capabilities import Capability, require
+from interp.interventions import Intervention, as_tuple, layers_of, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +27,7 @@ class _Positions(Intervention):
 
     def fwd_hooks(self, model):
         who = type(self).__name__
-        needs(model, Capability.POSITIONS, who)
+        require(model, Capability.POSITIONS, who, kind="intervention")
         if model.positions_read_only:
             raise ValueError(f"{who}: {model.model_name}'s positions are read-only (its rotation is computed inside "
                              "transformers' layers), so an edit would change nothing")

@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from interp.capabilities import Capability
-from interp.interventions import Intervention, as_tuple, heads_of, layers_of, needs, register
+from interp.capabilities import Capability, require
+from interp.interventions import Intervention, as_tuple, heads_of, layers_of, register
 
 
 def _fraction(value: float, which: str, who: str) -> float:
@@ -65,7 +65,7 @@ class _Bands(Intervention):
     def _targets(self, model) -> list[tuple[int, object, list[int]]]:
         """``(layer, spec, bands)`` for every chosen layer that rotates."""
         who = type(self).__name__
-        needs(model, Capability.ROTARY, who)
+        require(model, Capability.ROTARY, who, kind="intervention")
         out = [(l, spec, self.chosen(spec)) for l in layers_of(model, self.layers, who) if (spec := model.rotation(l)) is not None]
         if not out:
             raise ValueError(f"{who}: none of the layers chosen in {model.model_name} rotates")
@@ -102,7 +102,7 @@ class UnrotateRotaryBands(_Bands):
         import torch
 
         who = type(self).__name__
-        needs(model, Capability.POSITIONS, who)
+        require(model, Capability.POSITIONS, who, kind="intervention")
         heads = heads_of(model, self.heads, who)
         hooks = []
         for layer, spec, bands in self._targets(model):

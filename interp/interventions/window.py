@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from interp.capabilities import Capability
-from interp.interventions import Intervention, as_tuple, layers_of, needs, register
+from interp.capabilities import Capability, require
+from interp.interventions import Intervention, as_tuple, layers_of, register
 
 
 @register
@@ -34,7 +34,7 @@ class KeyWindow(Intervention):
 
         from interp.attention import current_query_rows
 
-        needs(model, Capability.ATTENTION, "KeyWindow")
+        require(model, Capability.ATTENTION, "KeyWindow", kind="intervention")
         causal = Capability.CAUSAL_LM in model.capabilities
 
         def mask(scores, hook):

@@ -28,7 +28,7 @@ def test_tutorial_teaches_the_current_option_names():
     nb = nbformat.read(ROOT / "notebooks" / "tutorial.ipynb", as_version=4)
     text = "\n".join(c.source for c in nb.cells)
     current = {o.name for spec in all_analyses() for o in spec.options}
-    old = {a for spec in all_analyses() for a in spec.renamed} - current  # n_samples is still head-profiles' own
+    old = {a for spec in all_analyses() for a in spec.renamed} - current
     assert old, "the registry lists the deprecated spellings"
     used = sorted({a for a in old if f"{a}=" in text or f"--{a.replace('_', '-')} " in text})
     assert not used, f"the notebook still uses deprecated names: {used}"

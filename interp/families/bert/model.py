@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from interp.attention import attend
-from interp.base import Capability, InputError, PosLensModel
+from interp.base import InputError, PosLensModel
+from interp.capabilities import Capability
 from interp.hooks import AttentionHooks, BlockHooks, Hook
 
 

@@ -66,7 +66,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from interp import rope
 from interp.attention import current_query_rows
-from interp.base import Capability, InputError, PosLensModel
+from interp.base import InputError, PosLensModel
+from interp.capabilities import Capability
 from interp.hooks import AttentionHooks, BlockHooks, Hook
 from interp.layers import RMSNorm, normal_init
 from interp.families.encoder.relative import RelativePositionBias, SpecialTokenThetas, rp_logits, special_mask, t5_buckets  # noqa: F401 (re-exported)

@@ -194,7 +194,7 @@ def load_generic(path, *, device=None, dtype=None):
 
 def hooked(hf_model, hf_config, architecture: str, tokenizer=None):
     """``hf_model`` run under poslens' hooks, its capabilities read off the model (see the module docstring)."""
-    from interp.base import Capability
+    from interp.capabilities import Capability
     from interp.families.hf.model import HFModel
 
     model = HFModel(hf_model.eval(), structure(hf_model, hf_config, architecture), tokenizer)

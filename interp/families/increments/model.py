@@ -27,7 +27,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from interp import rope
 from interp.attention import attend
-from interp.base import Capability, PosLensModel
+from interp.base import PosLensModel
+from interp.capabilities import Capability
 from interp.hooks import AttentionHooks, BlockHooks, Hook
 from interp.layers import normal_init
 from interp.tokenizers import ByteTokenizer

@@ -26,7 +26,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from interp import rope
 from interp.attention import attend, current_kv_cache
-from interp.base import Capability, PosLensModel
+from interp.base import PosLensModel
+from interp.capabilities import Capability
 from interp.hooks import AttentionHooks, BlockHooks, Hook
 from interp.layers import RMSNorm, SwiGLU, normal_init, repeat_kv
 from interp.tokenizers import ByteTokenizer

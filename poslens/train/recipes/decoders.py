@@ -51,8 +51,8 @@ def niah_window(rng, haystack, length: int, filler) -> tuple[np.ndarray, np.ndar
 def _niah_record(model, lengths) -> dict:
     from analyses.niah_accuracy import niah_accuracy
 
-    df = niah_accuracy(model, lengths=lengths, n_samples=32, seed=1)
-    return {str(r.context_tokens): r.accuracy for r in df.itertuples()}
+    df = niah_accuracy(model, lengths=lengths, n_docs=32, seed=1)
+    return {str(r.length): r.accuracy for r in df.itertuples()}
 
 
 def spec(recipe: str, *, size: str, overrides: dict | None, seed: int, n_validation: int, context: int = 512) -> TrainSpec:

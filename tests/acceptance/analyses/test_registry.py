@@ -143,7 +143,7 @@ def test_defaults_adapt_to_the_model_and_the_users_input_and_provenance_records_
     from tests.repo_helpers import tiny_repo
 
     short = tiny_repo("repo", max_position_embeddings=512)
-    run_analysis("head-profiles", [short], tmp_path, options=dict(n_docs=1, length=48, max_rows=8, n_samples=1), seed=0,
+    run_analysis("head-profiles", [short], tmp_path, options=dict(n_docs=1, length=48, max_rows=8, niah_prompts=1), seed=0,
                  formats="html")
     prov = json.loads((tmp_path / "head-profiles.provenance.json").read_text())
     assert prov["arguments"]["niah_tokens"] == 512 - 16

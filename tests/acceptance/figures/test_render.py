@@ -62,11 +62,11 @@ def _cases():
         "kl-ablation": ([enc], dict(documents=docs)),
         "compare-heads": ([enc, tiny_encoder("rp", seed=1)], dict(documents=docs)),
         "position-probes": (["dstg-small"], dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2, length=64)),
-        "head-profiles": (repo[:1] + ["dstg-small"], dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
+        "head-profiles": (repo[:1] + ["dstg-small"], dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
         "sink-rate": (repo[:1], dict(lengths=(32, 64), n_docs=1, max_rows=16)),
         "induction": (repo + ["dstg-small"], dict(half=16, n_docs=1)),
-        "rope-frequencies": (repo, dict(n_docs=1, length=48, max_rows=16, n_samples=1, niah_tokens=224)),
-        "retrieval-heads": (repo, dict(n_docs=1, n_samples=1, length=224, shares=(0.1, 0.2), n_random=2)),
+        "rope-frequencies": (repo, dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
+        "retrieval-heads": (repo, dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1, 0.2), n_random=2)),
         "attention-window": (repo, dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
     }
 

@@ -74,7 +74,7 @@ def test_low_rotary_frequencies_carry_the_logit_and_high_ones_make_the_positiona
     prefer no band."""
     from analyses.rope_frequencies import quarters, rope_frequencies
 
-    trained, control = (rope_frequencies(m, n_docs=1, length=128, max_rows=32, n_samples=0) for m in pair)
+    trained, control = (rope_frequencies(m, n_docs=1, length=128, max_rows=32, niah_prompts=0) for m in pair)
 
     def shares(df):
         share = df.groupby("band")["poslens_logit_share"].mean()
@@ -109,7 +109,7 @@ def test_masking_retrieval_heads_breaks_needle_retrieval_and_masking_random_head
     predicted)."""
     from analyses.retrieval_heads import retrieval_heads
 
-    df = retrieval_heads(pair[0], n_docs=1, n_samples=2, length=256, shares=(0.05,), n_random=1)
+    df = retrieval_heads(pair[0], n_docs=1, niah_prompts=2, length=256, shares=(0.05,), n_random=1)
     assert set(df["score"]) == {"wu"} and set(df["masking"]) == {"query"} and int(df["n_counted"].iloc[0]) == 1
     heads = df[df["part"] == "heads"]
     assert 0 < heads["is_retrieval"].mean() < 0.5, heads["is_retrieval"].mean()

@@ -54,7 +54,7 @@ def test_planted_heads_are_classified_as_planted():
     assert g.loc[(1, 2), "needle_mass"] > 0.8  # every answer row but the one producing a token the needle lacks
     others = df[~((df.layer == 1) & df["head"].isin([0, 1, 2]))]
     assert (others["retrieval_score"] < 0.5).all() and (others["previous_token_mass"] < 0.5).all()
-    assert (df["position_range"] == df["context_tokens"] - 1).all()  # integer RoPE: d = N - 1
+    assert (df["position_range"] == df["length"] - 1).all()  # integer RoPE: d = N - 1
     assert df["depth"].tolist() == [l / 2 for l in df["layer"]]
 
 
@@ -63,7 +63,7 @@ def test_head_profiles_of_six_families_in_one_call(tmp_path):
 
     names = ["repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"]
     result = run_analysis("head-profiles", names, tmp_path, options=dict(n_docs=1, length=48, max_rows=16,
-                                                                        n_samples=1, niah_tokens=224))
+                                                                        niah_prompts=1, niah_tokens=224))
     df = result.table
     assert list(dict.fromkeys(df["model"])) == names
     per = df.groupby("model")
@@ -90,9 +90,9 @@ def test_attention_mass_figure_uses_normalised_depth_for_models_of_different_dep
 
     def table(model, n_layers):
         rows = [dict(model=model, mode="teacher", layer=l, head=0, part=p, mean_per_token=0.1, total_share=l / 10,
-                     accuracy=1.0, n_samples=1) for l in range(n_layers) for p in ("needle", "query", "rest")]
+                     accuracy=1.0, n_docs=1) for l in range(n_layers) for p in ("needle", "query", "rest")]
         rows += [dict(model=model, mode="teacher", layer="all", head="all", part=p, mean_per_token=0.1, total_share=0.1,
-                      accuracy=1.0, n_samples=1) for p in ("needle", "query", "rest")]
+                      accuracy=1.0, n_docs=1) for p in ("needle", "query", "rest")]
         return pd.DataFrame(rows)
 
     fig = figure(pd.concat([table("a", 4), table("b", 30)]))

@@ -37,7 +37,7 @@ def _only_band(model, band: int):
 
 def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_it_does(tmp_path):
     model = _only_band(_llama(tmp_path, "band"), band=1)  # 8 bands; band 1 is in the highest quarter, not the lowest
-    df = rope_frequencies(model, n_docs=2, length=96, max_rows=32, fraction=0.25, n_samples=0)
+    df = rope_frequencies(model, n_docs=2, length=96, max_rows=32, fraction=0.25, niah_prompts=0)
     bands = df[df["part"] == "bands"]
     assert len(bands) == model.n_layers * model.n_heads * 8
     share = bands.pivot_table(index=["layer", "head"], columns="band", values="poslens_logit_share")
@@ -82,7 +82,7 @@ def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
         model.add_hook(f"blocks.{layer}.attn.hook_q", planted(a))
         model.add_hook(f"blocks.{layer}.attn.hook_k", planted(b))
     n = 48
-    df = rope_frequencies(model, n_docs=1, length=n, max_rows=40, n_samples=0)
+    df = rope_frequencies(model, n_docs=1, length=n, max_rows=40, niah_prompts=0)
     bands = df[(df["part"] == "bands") & (df["layer"] == 1)]
     rows = np.unique(np.linspace(1, n - 1, 40).round()).astype(int)
     order = spec.by_frequency().tolist()
@@ -128,11 +128,11 @@ def test_retrieval_heads_masks_what_copies_the_needle():
     from corpora.niah import niah_samples
 
     model = load("repo-small")
-    df = retrieval_heads(model, score="poslens", masking="output", n_docs=4, n_samples=4, length=400, shares=(0.06,),
+    df = retrieval_heads(model, score="poslens", masking="output", n_docs=4, niah_prompts=4, length=400, shares=(0.06,),
                          n_random=3)
     assert set(df["score"]) == {"poslens"} and set(df["masking"]) == {"output"}
     heads = df[df["part"] == "heads"].set_index(["layer", "head"])
-    profile = head_profiles(model, n_docs=1, length=64, n_samples=4, niah_tokens=400).set_index(["layer", "head"])
+    profile = head_profiles(model, n_docs=1, length=64, niah_prompts=4, niah_tokens=400).set_index(["layer", "head"])
     np.testing.assert_allclose(heads["retrieval_score"], profile.loc[heads.index, "retrieval_score"], rtol=1e-9)
     masking = df[df["part"] == "masking"]
     evaluation = niah_samples(model.tokenizer, 4, 400, seed=1, preamble=False)
@@ -241,7 +241,7 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
         return pattern
 
     model.add_hook("blocks.1.attn.hook_pattern", copier)
-    df = retrieval_heads(model, n_docs=4, n_samples=1, length=320, shares=(0.1,), n_random=1)
+    df = retrieval_heads(model, n_docs=4, niah_prompts=1, length=320, shares=(0.1,), n_random=1)
     heads = df[df["part"] == "heads"].set_index(["layer", "head"])
     assert set(df["score"]) == {"wu"} and set(df["masking"]) == {"query"}
     assert heads.loc[(1, 3), "retrieval_score"] == pytest.approx(3 / 7, rel=1e-12)

@@ -130,7 +130,7 @@ def test_loss_on_a_user_file_equals_the_hand_computed_loss(tmp_path):
             w = torch.tensor([ids[start : start + 17]])
             total += F.cross_entropy(model(w[:, :-1])[0], w[0, 1:], reduction="sum").item()
     df = loss_neutrality(model, documents=read_documents(long), length=16, n_boot=50)
-    assert df["n_windows"].iloc[0] == 10 and df["n_bytes"].iloc[0] == 150
+    assert df["n_docs"].iloc[0] == 10 and df["n_bytes"].iloc[0] == 150
     assert df["loss"].iloc[0] == pytest.approx(total / 150, rel=1e-6)
 
 
@@ -139,7 +139,7 @@ def test_attention_mass_uses_the_samples_own_length():
     samples = niah_samples(model.tokenizer, 2, 300, seed=0, preamble=False)
     model.max_seq_len = 340  # 512 + 16 would not fit: the samples must be what is checked
     df = attention_mass(model, documents=samples, modes=("teacher",))
-    assert (df["context_tokens"] == max(len(s.token_ids) for s in samples)).all()
+    assert (df["length"] == max(len(s.token_ids) for s in samples)).all()
     model.max_seq_len = len(samples[0].token_ids) + 5
     with pytest.raises(ValueError, match=r"samples\[0\]: .* do not fit"):
         attention_mass(model, documents=samples)
@@ -151,9 +151,9 @@ def test_niah_haystack_from_user_documents():
     s = niah_samples(model.tokenizer, 1, 300, seed=0, haystack=mine, preamble=False)[0]
     assert "Zebras graze quietly" in s.text and "Owls watch" in s.text
     df = niah_accuracy(model, documents=mine, lengths=(300,), n_docs=2)
-    assert df["haystack"].iloc[0] == "input" and df["n_samples"].iloc[0] == 2
+    assert df["haystack"].iloc[0] == "input" and df["n_docs"].iloc[0] == 2
     df = niah_accuracy(model, documents=[s])
-    assert df["context_tokens"].iloc[0] == len(s.token_ids)
+    assert df["length"].iloc[0] == len(s.token_ids)
 
 
 def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):

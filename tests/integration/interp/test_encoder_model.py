@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from interp.base import Capability, CapabilityError, InputError, require
+from interp.base import InputError
+from interp.capabilities import Capability, CapabilityError, require
 from interp.families.encoder.checkpoints import export
 from interp.families.encoder.model import EncoderConfig, EncoderModel, t5_buckets
 from tests.encoder_helpers import SMALL, reference_logits, t5_reference_buckets, tiny_encoder, token_ids

@@ -12,7 +12,7 @@ from analyses.ap_spectrum import ap_spectrum
 from analyses.attention_mass import answer_attention
 from analyses.positions import position_ranges
 from corpora.niah import niah_samples
-from interp.base import Capability, CapabilityError
+from interp.capabilities import Capability, CapabilityError
 from interp.hook_docs import models
 from interp.loading import CheckpointError
 from interp.families.hf.checkpoints import is_generic_hf_dir, load_generic, save_generic

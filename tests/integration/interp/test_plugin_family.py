@@ -19,7 +19,8 @@ TOY = textwrap.dedent('''
     from torch import nn
 
     from interp.attention import attend
-    from interp.base import Capability, PosLensModel
+    from interp.base import PosLensModel
+    from interp.capabilities import Capability
     from interp.families import Family, Layout, register
     from interp.hooks import AttentionHooks, BlockHooks, Hook
 

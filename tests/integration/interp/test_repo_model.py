@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from interp.base import Capability
+from interp.capabilities import Capability
 from interp.loading import CheckpointError, load
 from interp.families.repo.checkpoints import export, hf_config, save_pretrained
 from tests.repo_helpers import AUTHORS_PE_CONFIG, authors_olmo2_config, reference_logits, tiny_repo
@@ -155,7 +155,7 @@ def test_tokenizer_beside_the_weights_is_attached_and_its_absence_is_a_clear_err
 
     from analyses.niah_accuracy import niah_accuracy
     from analyses.positions import position_ranges
-    from interp.base import CapabilityError
+    from interp.capabilities import CapabilityError
     from interp.catalog import MINILM
     from interp.package_files import package_file
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from interp import deprecated
+from interp.deprecation import PoslensDeprecationWarning
 
 ROOT = Path(__file__).resolve().parents[3]
 DATE = "2027-05-24"
@@ -55,7 +56,9 @@ def _is_module(path: str) -> bool:
 ROWS = readme_rows()
 DOTTED = re.compile(r"^[A-Za-z_][\w.]*$")
 NAMES = [(o, n) for o, n, _ in ROWS if DOTTED.match(o) and (_is_module(o) or _is_module(o.rsplit(".", 1)[0]))]
-CALLS = [o for o, n, _ in ROWS if (o, n) not in NAMES]  # calls, keywords and attributes: a test each, below
+COLUMN = re.compile(r"^([\w-]+) column (\w+)$")  # a result column's old name, read back by poslens' CSV readers
+COLUMNS = [(COLUMN.match(o).group(1), COLUMN.match(o).group(2), n) for o, n, _ in ROWS if COLUMN.match(o)]
+CALLS = [o for o, n, _ in ROWS if (o, n) not in NAMES and not COLUMN.match(o)]  # calls, keywords and attributes: below
 
 
 def _resolve(path: str):
@@ -117,6 +120,48 @@ def test_old_name_warns_and_gives_the_new_object(old, new):
         pytest.fail(f"the new spelling {new} does not exist")
     if target is not None:
         assert value is target or (isinstance(value, str) and value == target)
+
+
+def test_the_column_rows_are_the_renames_the_readers_know():
+    from analyses.columns import RENAMED
+
+    assert sorted(COLUMNS) == sorted((a, old, new) for a, table in RENAMED.items() for old, new in table.items())
+
+
+@pytest.mark.parametrize("analysis,old,new", [pytest.param(*c, id=f"{c[0]}.{c[1]}") for c in COLUMNS])
+def test_an_old_column_is_read_back_under_its_new_name(analysis, old, new, tmp_path):
+    """An older poslens' CSV: ``poslens figure``'s reader and the known-results reader rename the column, warning."""
+    import pandas as pd
+
+    from figures.render import read_table
+    from poslens.known_results import Results
+
+    csv = tmp_path / f"{analysis}.csv"
+    pd.DataFrame({"model": ["a", "b"], old: [3, 5], "other": [0.5, 1.5]}).to_csv(csv, index=False)
+    expected = re.escape(deprecated.message(f"{analysis} column {old}", new))
+    with pytest.warns(DeprecationWarning, match=expected):
+        table = read_table(csv)
+    with pytest.warns(DeprecationWarning, match=expected):
+        known = Results(tmp_path)[analysis]
+    for df in (table, known):
+        assert list(df.columns) == ["model", new, "other"] and df[new].tolist() == [3, 5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PoslensDeprecationWarning)
+        pd.DataFrame({"model": ["a"], new: [7]}).to_csv(csv, index=False)
+        assert read_table(csv)[new].tolist() == [7]  # a current table reads quietly
+        pd.DataFrame({"model": ["a"], old: [7]}).to_csv(tmp_path / "other-name.csv", index=False)
+        assert old in read_table(tmp_path / "other-name.csv").columns  # another analysis' table keeps its columns
+
+
+def test_the_kept_known_results_are_read_under_the_new_names_quietly():
+    from poslens.known_results import EVIDENCE, Results
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PoslensDeprecationWarning)
+        results = Results(EVIDENCE)
+        rope, retrieval, sink = results["rope-frequencies"], results["retrieval-heads"], results["sink-rate"]
+    assert {"n_docs", "length", "niah_prompts"} <= set(rope.columns) and not {"n_contexts", "n_samples"} & set(rope.columns)
+    assert {"niah_prompts", "length"} <= set(retrieval.columns) and "n_docs" in sink.columns
 
 
 def test_a_warning_points_at_the_line_that_used_the_old_name():
