@@ -220,16 +220,20 @@ def attend(
     hook_scores=None,
     hook_pattern=None,
     scale: float | None = None,
+    scores: Tensor | None = None,
 ) -> Tensor:
     """Attention output ``[batch, head, q_pos, d_v]`` from ``q, k [batch, head, pos, d]`` and ``v``; ``k`` and ``v``
     may have fewer heads (grouped-query attention: key head j serves query heads j*rep .. j*rep+rep-1).
 
     ``bias`` is an additive ``[batch or 1, head or 1, q_pos, k_pos]`` term (ALiBi, learned decay); masked
-    entries are ``-inf`` in the scores handed to ``hook_scores`` and 0 in the pattern.
+    entries are ``-inf`` in the scores handed to ``hook_scores`` and 0 in the pattern. ``scores``: already-scaled
+    ``[batch, head, q_pos, k_pos]`` logits that replace ``q.k * scale`` (``bias`` still added); they are always
+    materialised, ``q`` then giving only the shapes.
     """
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     spans = current_spans() if hook_pattern is not None and getattr(hook_pattern, "name", None) else None
-    if not (hooked(hook_scores) or hooked(hook_pattern)):
+    given = scores
+    if given is None and not (hooked(hook_scores) or hooked(hook_pattern)):
         if spans is not None:
             spans.record(hook_pattern.name, span_masses(q, k, spans.key_parts, spans.n_parts, scale=scale, causal=causal,
                                                         bias=bias, rows=spans.rows))
@@ -245,7 +249,10 @@ def attend(
         k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // v.shape[1], 1)
     rows = current_query_rows(q.shape[-2])
     q_sel = q if rows is None else q.index_select(-2, rows.to(q.device))
-    scores = torch.matmul(q_sel, k.transpose(-1, -2)).mul_(scale)  # in place: a fresh [q, k] block, never a copy more
+    if given is None:
+        scores = torch.matmul(q_sel, k.transpose(-1, -2)).mul_(scale)  # in place: a fresh [q, k] block, never a copy more
+    else:
+        scores = given.clone() if rows is None else given.index_select(-2, rows.to(given.device))
     if bias is not None:
         scores = scores + (bias if rows is None else bias.index_select(-2, rows.to(bias.device)))
     if causal and rows is None:  # keys past the diagonal: zeroed (whatever they held, NaN or inf too), then -inf
@@ -269,7 +276,13 @@ def attend(
     z_sel = torch.matmul(pattern, v)
     if rows is None:
         return z_sel
-    z = attend(q, k, v, causal=causal, bias=bias, scale=scale)
+    if given is None:
+        z = attend(q, k, v, causal=causal, bias=bias, scale=scale)
+    else:  # the other rows from the given logits, unhooked
+        full = given if bias is None else given + bias
+        if causal:
+            full = full.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+        z = torch.matmul(torch.softmax(full.float(), dim=-1).to(v.dtype), v)
     return z.index_copy(-2, rows.to(z.device), z_sel)
 
 
