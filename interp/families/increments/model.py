@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from interp import rope
 from interp.attention import attend
 from interp.base import Capability, PosLensModel
-from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
 from interp.layers import normal_init
 from interp.tokenizers import ByteTokenizer
 
@@ -149,14 +149,12 @@ def alibi_bias(n_heads: int, n: int, device) -> Tensor:
 
 
 class Attention(AttentionHooks):
-    hook_q = Hook("[batch, pos, head, d_head]", "queries before rotation")
-    hook_k = Hook("[batch, pos, head, d_head]", "keys before rotation")
-    hook_v = Hook("[batch, pos, head, d_head]", "values")
+    hook_q, hook_k, hook_v, hook_z = head_hooks("queries before rotation", "keys before rotation",
+                                                "values", "per-head attention output before wo")
     hook_positions = Hook("[batch, head, pos]", "positions each head rotates by (cumsum of delta, or 0..N-1)")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, masked logits (-inf above the diagonal)")
-    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before wo")
 
     def __init__(self, cfg: IncrementConfig):
         super().__init__()

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from interp import rope
 from interp.attention import attend, current_kv_cache
 from interp.base import Capability, PosLensModel
-from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
 from interp.layers import RMSNorm, SwiGLU, normal_init, repeat_kv
 from interp.tokenizers import ByteTokenizer
 
@@ -92,14 +92,12 @@ class RepoConfig:
 class RepoAttention(AttentionHooks):
     hook_repo_p = Hook("[batch, pos, repo_dim]", "RePo position representation silu(gate_map x) * content_map x (RePo layers)",
                        when=lambda attn: attn.mode == "repo")
-    hook_q = Hook("[batch, pos, head, d_head]", "queries after QK-norm, before rotation")
-    hook_k = Hook("[batch, pos, kv_head, d_head]", "keys after QK-norm, before rotation")
-    hook_v = Hook("[batch, pos, kv_head, d_head]", "values")
+    hook_q, hook_k, hook_v, hook_z = head_hooks("queries after QK-norm, before rotation", "keys after QK-norm, before rotation",
+                                                "values", "per-head attention output before o_proj", kv_head=True)
     hook_positions = Hook("[batch, head, pos]", "position each head rotates by: z (RePo), 0..N-1 (RoPE), 0 (NoPE, no rotation)")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
-    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before o_proj")
 
     def __init__(self, cfg: RepoConfig, layer: int):
         super().__init__()
