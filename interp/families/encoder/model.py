@@ -15,10 +15,9 @@ One model class, ``EncoderModel``; ``EncoderConfig.variant`` (``interp.families.
 - ``rp``: one stream; T5 bucketed bias added to the logits.
 - ``rope``: one stream; rotary positions ``0..n-1`` on queries and keys.
 
-DSTG's blocks are ``TwoStreamBlock`` / ``TwoStreamAttention``; the baselines' are ``SingleStreamBlock`` /
-``SingleStreamAttention`` (``RotaryAttention`` for rope). The baselines share norms, SwiGLU, residual mode and MLM
-head with DSTG. Their fused ``qkv`` projection is split per head as the development code (NeoBERT) does: output rows
-``[q_0 k_0 v_0 | q_1 k_1 v_1 | ...]``.
+DSTG's blocks are ``TwoStreamBlock`` / ``TwoStreamAttention``; the baselines' (same norms, SwiGLU, residual and
+head) are ``SingleStreamBlock`` / ``SingleStreamAttention`` (``RotaryAttention`` for rope), whose fused ``qkv`` is split
+per head as the development code (NeoBERT) does: output rows ``[q_0 k_0 v_0 | q_1 k_1 v_1 | ...]``.
 
 **RP bias and special tokens** (``interp.families.encoder.relative``, which says how the paper and the development
 code differ on them): T5 bucketed bias ``relative_pos_bias``, and with ``untie_cls`` learned per-head logits
@@ -59,6 +58,7 @@ from interp.families.encoder.relative import (RelativePositionBias, SpecialToken
                                               special_mask, t5_buckets)
 from interp.hooks import AttentionHooks, BlockHooks, Either, Hook, head_hooks
 from interp.layers import RMSNorm, normal_init
+
 
 class SwiGLUFFN(nn.Module):
     """``w3(silu(gate) * up)`` with ``[gate | up] = w12 x`` (the xformers SwiGLU layout)."""
@@ -154,11 +154,11 @@ class SingleStreamAttention(EncoderAttention):
     """The baselines: one fused ``qkv`` split per head ``[q_h k_h v_h]``."""
 
     hook_q, hook_k, hook_v, hook_z = head_hooks("queries", "keys", "values", "per-head output before wo")
-    hook_logits_sem = Hook("[batch, head, q, k]", "semantic (content) logit q.k/sqrt(d_qk)")
     rotary = False
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__(cfg)
+        self.interleaved = cfg.rope_style == "interleaved"  # rotary pairs (2i, 2i+1), else (i, i + d/2)
         self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size, bias=False)
         self.wo = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
 
@@ -168,7 +168,7 @@ class SingleStreamAttention(EncoderAttention):
         q, k, v = self.qkv(x).view(b, n, cfg.num_attention_heads, 3 * cfg.d_qk).chunk(3, dim=-1)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if self.rotary:
-            turn = rope.rotate_interleaved if cfg.rope_style == "interleaved" else rope.rotate_half_split
+            turn = rope.rotate_interleaved if self.interleaved else rope.rotate_half_split
             q, k = self.hook_rot_q(turn(q, positions, cfg.rope_theta)), self.hook_rot_k(turn(k, positions, cfg.rope_theta))
         z = self.hook_z(self.attend([(self.hook_logits_sem, q, k, False)], v, rp))
         return self.wo(z.reshape(b, n, -1))
@@ -342,14 +342,9 @@ class EncoderModel(PosLensModel):
             width = cfg.d_model if self.head_reads_full else cfg.hidden_size
             self.decoder = TiedDecoder(cfg.vocab_size) if self.tied else nn.Linear(width, cfg.vocab_size, bias=True)
 
-        caps = {Capability.HIDDEN_STATES, Capability.ATTENTION}
-        if self.disentangled or self.added_positions:
-            caps.add(Capability.AP_STREAM)
-        if self.disentangled or cfg.variant == "rp":
-            caps.add(Capability.LOGIT_COMPONENTS)
-        if self.rotary:
-            caps.add(Capability.ROTARY)
-        self.capabilities = frozenset(caps)
+        has = {Capability.AP_STREAM: self.positional_embedding is not None, Capability.ROTARY: self.rotary,
+               Capability.LOGIT_COMPONENTS: self.disentangled or cfg.has_rp_component}  # the logit has parts
+        self.capabilities = frozenset({Capability.HIDDEN_STATES, Capability.ATTENTION} | {c for c, on in has.items() if on})
         if init_weights:
             self.reset_parameters()
         self.setup()
@@ -401,9 +396,10 @@ class EncoderModel(PosLensModel):
         """
         tokens = self.check_tokens(tokens)
         b, n = tokens.shape
-        positions = self.cfg.position_offsets(position_offset, b, n).to(tokens.device)[:, None] + torch.arange(n, device=tokens.device)  # 0-based
+        offset = self.cfg.position_offsets(position_offset, b, n).to(tokens.device)
+        positions = offset[:, None] + torch.arange(n, device=tokens.device)  # the AP rows are these + 1: row 0 pads
         if self.disentangled:
-            ap = self.hook_embed_ap(self.positional_embedding(positions + 1))  # row 0 is the padding row
+            ap = self.hook_embed_ap(self.positional_embedding(positions + 1))
             x = torch.cat([ap, self.hook_embed_sem(self.encoder(tokens))], dim=-1)
         elif self.added_positions:
             rows = self.hook_pos_embed(self.positional_embedding(positions + 1))
@@ -414,7 +410,6 @@ class EncoderModel(PosLensModel):
         rope_positions = positions.float() if self.rotary else None
         for block in self.blocks:
             x = block(x, rope_positions, rp)
-
         if self.disentangled:
             p = self.cfg.pos_size
             ap = self.hook_final_ap(self.pos_layer_norm(x[..., :p]))
