@@ -1,7 +1,8 @@
 """Markdown tables of every model class's hooks, read off the hook declarations (``interp.hooks``) of each registered
 family's example models (``interp.families``): a family registered is a family documented.
 
-``python -m interp.hook_docs`` prints them; README.md carries the same tables (a test keeps them equal,
+A model class whose variants differ in their hooks (a ``variant`` attribute, e.g. the encoder's) gets one table per
+variant. ``python -m interp.hook_docs`` prints them; README.md carries the same tables (a test keeps them equal,
 ``python -m interp.hook_docs --write README.md`` rewrites the section).
 """
 
@@ -23,29 +24,42 @@ def models() -> list:
     return [model for family in families() for model in (family.examples() if family.examples else [])]
 
 
+def sections() -> dict[tuple[type, str | None], list]:
+    """Each model class's hooks per variant (``model.variant``, None for a class without variants): the union of its
+    examples' tables, in forward order."""
+    from interp.hooks import forward_rank
+
+    out: dict[tuple, dict] = {}
+    for model in models():
+        rows = out.setdefault((type(model), getattr(model, "variant", None)), {})
+        for row in model.hook_table():
+            rows.setdefault(row.pattern, row)
+    return {key: sorted(rows.values(), key=lambda h: forward_rank(h.pattern)) for key, rows in out.items()}
+
+
 def tables() -> dict[type, list]:
-    """Each model class's hooks: the union of its examples' tables, in forward order."""
+    """Each model class's hooks, its variants' together."""
     from interp.hooks import forward_rank
 
     out: dict[type, dict] = {}
-    for model in models():
-        rows = out.setdefault(type(model), {})
-        for row in model.hook_table():
-            rows.setdefault(row.pattern, row)
+    for (cls, _), rows in sections().items():
+        for row in rows:
+            out.setdefault(cls, {}).setdefault(row.pattern, row)
     return {cls: sorted(rows.values(), key=lambda h: forward_rank(h.pattern)) for cls, rows in out.items()}
 
 
-def table(cls, rows=None, family: str | None = None) -> str:
+def table(cls, rows=None, family: str | None = None, variant: str | None = None) -> str:
     if rows is None:  # the old table(cls)
         deprecated.warn("interp.hook_docs.table(cls)", "interp.hook_docs.table(cls, tables()[cls], cls.family)")
         rows, family = tables()[cls], cls.family
-    lines = [f"**{family}: {cls.__name__}** (`{cls.__module__}`)", "", "| hook | shape | meaning |", "| --- | --- | --- |"]
+    where = f"`{cls.__module__}`" + (f", variant `{variant}`" if variant is not None else "")
+    lines = [f"**{family}: {cls.__name__}** ({where})", "", "| hook | shape | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{h.pattern}` | `{h.shape}` | {h.meaning.replace('|', chr(92) + '|')} |" for h in rows]
     return "\n".join(lines)
 
 
 def markdown() -> str:
-    return "\n\n".join(table(cls, rows, cls.family) for cls, rows in tables().items())
+    return "\n\n".join(table(cls, rows, cls.family, variant) for (cls, variant), rows in sections().items())
 
 
 def readme_section(text: str) -> str:

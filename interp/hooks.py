@@ -12,6 +12,8 @@ hook points and the documentation cannot disagree. ``hook_table(model)`` reads t
 rows (``blocks.3.attn.hook_q`` becomes ``blocks.{l}.attn.hook_q``), in forward order: the README's tables, the shapes
 that say which axes run over tokens (``extract`` trims padding by them). ``BlockHooks`` and ``AttentionHooks`` declare
 what every family's blocks and attentions offer; a family's class re-declares one only to say more about it.
+``head_hooks`` declares an attention's per-head queries, keys, values and outputs in one line; ``Either`` declares one
+hook name whose shape or meaning depends on the instance (a model whose variants differ in what a hook carries).
 """
 
 from __future__ import annotations
@@ -47,6 +49,31 @@ class Hook:
             raise AttributeError(f"{type(module).__name__} has no hook point {self.name} (make_hook_points has not run, "
                                  "or this instance leaves it out)") from None
 
+    def pick(self, module: nn.Module) -> Hook | None:
+        """The declaration that holds for this instance, or None where it leaves the hook out."""
+        return self if self.when is None or self.when(module) else None
+
+
+class Either(Hook):
+    """One hook name declared several ways: an instance has the first alternative whose ``when`` holds."""
+
+    def __init__(self, *alternatives: Hook):
+        super().__init__(alternatives[0].shape, alternatives[0].meaning)
+        self.alternatives = alternatives
+
+    def pick(self, module: nn.Module) -> Hook | None:
+        return next((hook for hook in self.alternatives if hook.pick(module) is not None), None)
+
+
+def head_hooks(q: str, k: str, v: str, z: str, *, d: str = "d_head", d_v: str | None = None,
+               kv_head: bool = False) -> tuple[Hook, Hook, Hook, Hook]:
+    """``hook_q, hook_k, hook_v, hook_z = head_hooks(...)``: per-head queries, keys, values and outputs with these
+    meanings, each ``[batch, pos, head, d]`` (values and outputs ``d_v`` wide; keys and values over ``kv_head`` for
+    grouped-query attention)."""
+    kv, d_v = "kv_head" if kv_head else "head", d_v or d
+    return (Hook(f"[batch, pos, head, {d}]", q), Hook(f"[batch, pos, {kv}, {d}]", k), Hook(f"[batch, pos, {kv}, {d_v}]", v),
+            Hook(f"[batch, pos, head, {d_v}]", z))
+
 
 def declared(cls) -> dict[str, Hook]:
     """The ``Hook``s of a module class, its bases' first: a subclass's declaration of a name wins, and a subclass that
@@ -65,7 +92,7 @@ def make_hook_points(root: nn.Module) -> None:
     """A ``HookPoint`` for each hook every module of ``root`` declares (and has, by ``when``)."""
     for module in list(root.modules()):
         for name, hook in declared(type(module)).items():
-            if name not in module._modules and (hook.when is None or hook.when(module)):
+            if name not in module._modules and hook.pick(module) is not None:
                 module.add_module(name, HookPoint())
 
 
@@ -115,7 +142,8 @@ def hook_table(root: nn.Module) -> list[HookDoc]:
         hooks = declared(type(module))
         for name in (n for n, child in module._modules.items() if n in hooks and isinstance(child, HookPoint)):
             pattern = _LAYER.sub("blocks.{l}", f"{path}.{name}" if path else name)
-            rows.setdefault(pattern, HookDoc(pattern, hooks[name].shape, hooks[name].meaning))
+            hook = hooks[name].pick(module)
+            rows.setdefault(pattern, HookDoc(pattern, hook.shape, hook.meaning))
     return sorted(rows.values(), key=lambda h: forward_rank(h.pattern))
 
 

@@ -13,7 +13,7 @@ import dataclasses
 
 import torch
 
-from interp.loading.errors import CheckpointError
+from interp.loading.errors import CheckpointError, build_config
 from interp.loading.hf_config import audit
 from interp.loading.strict import load_strict
 from interp.families.bert.model import BertConfig, BertEncoder
@@ -51,11 +51,7 @@ def _build(cfg: BertConfig, state: dict, where: str) -> BertEncoder:
 
 
 def build(raw_config: dict, state: dict, where: str) -> BertEncoder:
-    try:
-        cfg = BertConfig(**raw_config)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{where}: invalid bert config: {err}") from None
-    return _build(cfg, state, where)
+    return _build(build_config(BertConfig, raw_config, where, "bert config"), state, where)
 
 
 def export(model: BertEncoder) -> tuple[dict, dict[str, torch.Tensor]]:

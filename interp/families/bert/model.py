@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from interp.attention import attend
 from interp.base import InputError, PosLensModel
 from interp.capabilities import Capability
-from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
 
 
 @dataclass
@@ -37,11 +37,9 @@ class BertConfig:
 
 
 class BertAttention(AttentionHooks):
-    hook_q = Hook("[batch, pos, head, d_head]", "queries")
-    hook_k = Hook("[batch, pos, head, d_head]", "keys")
-    hook_v = Hook("[batch, pos, head, d_head]", "values")
+    hook_q, hook_k, hook_v, hook_z = head_hooks("queries", "keys",
+                                                "values", "per-head attention output before the dense projection")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled logits (bidirectional, unmasked)")
-    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before the dense projection")
 
     def __init__(self, cfg: BertConfig):
         super().__init__()

@@ -75,7 +75,6 @@ bucketing, or a config contradicting the weights raises ``CheckpointError`` nami
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -84,7 +83,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp.loading.errors import CheckpointError
+from interp.loading.errors import CheckpointError, build_config
 from interp.loading.hf_config import BENIGN, audit, choice, defaults, flag, number, probability, recorded, scale
 from interp.loading.hf_files import read_json
 from interp.loading.strict import verify
@@ -249,14 +248,7 @@ def _finish(fields: dict, flat: dict, prefix: str, where: str, source: str) -> E
 
 
 def make_config(fields: dict, where: str, source: str) -> EncoderConfig:
-    known = {f.name for f in dataclasses.fields(EncoderConfig)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise CheckpointError(f"{where}: {source} has fields {unknown} that no encoder config has (is this a checkpoint of another family?)")
-    try:
-        return EncoderConfig(**fields)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{where}: invalid encoder config ({source}): {err}") from None
+    return build_config(EncoderConfig, fields, where, f"encoder config ({source})", family="encoder")
 
 
 def _swiglu_width(n: float) -> int:
@@ -612,9 +604,7 @@ def load_hf_dir(path: Path) -> EncoderModel:
 
 def build(raw_config: dict, state: dict, where: str) -> EncoderModel:
     """From a poslens directory: ``EncoderConfig`` fields and a state dict in the development layout."""
-    if not isinstance(raw_config, dict):
-        raise CheckpointError(f"{where}: the encoder config must be a dict, found {type(raw_config).__name__}")
-    cfg = make_config(dict(raw_config), where, "poslens.json")
+    cfg = make_config(raw_config, where, "poslens.json")
     prefix, flat = split_prefix(state, where)
     return fill(EncoderModel(cfg, init_weights=False), flat, prefix, where, "poslens.json")
 

@@ -4,6 +4,25 @@
 value per bucket and head (buckets in the persistent buffer ``bucket_indices``, as the development DSTG code
 saves them); ``SpecialTokenThetas`` holds per-head logits for the rows and columns of [CLS] (index 0) and
 [SEP] (index n-1) of unpadded sequences; ``rp_logits`` combines them into one ``[head, q, k]`` term.
+
+In the encoder family, T5 bidirectional buckets of ``key - query``
+(32 buckets, max distance 128: 16 per direction, 8 of them exact) index ``relative_pos_bias.relative_attention_bias``
+``[buckets, H]``; the buckets live in the persistent buffer ``relative_pos_bias.bucket_indices``. Sequences are
+unpadded, so [CLS] is index 0 and [SEP] index n-1. With ``untie_cls`` the logits of the [CLS]/[SEP] rows and columns
+take learned per-head values ``cls_sep_override.thetas`` ``[4, H]`` (rows: CLS row, SEP row, CLS column, SEP column;
+where a special row meets a special column the column wins).
+
+The development code writes these thetas *over the AP logits* of those rows and columns, the bucketed bias
+being 0 there. The paper instead counts them as the RP bias of special tokens and has no AP term for them.
+The total logit is the same either way; the *decomposition* here follows the paper: ``hook_logits_rp``
+carries the thetas at special rows/columns (the bucketed bias elsewhere) and ``hook_logits_ap`` is 0 there.
+The semantic logit is never overwritten. ``rp_at_special=True`` also adds the bucketed bias at special
+rows/columns (what one snapshot of the development code does); it is off by default, as the paper says.
+Without thetas the bucketed bias covers every row and column, unless ``rp_skip_special=True``: the transformers
+fork's ``RelativePositionBucketedBias`` zeroes it on the [CLS]/[SEP] rows and columns, thetas or not (its loader
+sets the flag for configs without thetas). The RP bias and thetas are one module shared by all layers
+(``rp_per_layer=False``, how the reference lists them) or one per layer (``rp_per_layer=True``, how the development
+code builds them inside each block).
 """
 
 from __future__ import annotations

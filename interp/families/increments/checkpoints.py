@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from interp.loading.errors import CheckpointError
+from interp.loading.errors import CheckpointError, build_config
 from interp.loading.strict import load_strict
 from interp.families.increments.model import IncrementConfig, IncrementTransformer
 
@@ -40,10 +40,7 @@ def config_from_dict(raw, where: str) -> IncrementConfig:
     absent = [k for k in required if k not in raw]
     if absent:
         raise CheckpointError(f"{where}: model_config lacks required fields {absent}")
-    try:
-        cfg = IncrementConfig(**{k: v for k, v in raw.items() if k in fields})
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{where}: invalid model_config: {err}") from None
+    cfg = build_config(IncrementConfig, {k: v for k, v in raw.items() if k in fields}, where, "model_config")
     for name in COMPUTED_FIELDS:
         if name in raw and raw[name] != getattr(cfg, name):
             raise CheckpointError(

@@ -29,7 +29,7 @@ from interp import rope
 from interp.attention import attend
 from interp.base import PosLensModel
 from interp.capabilities import Capability
-from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
 from interp.layers import normal_init
 from interp.tokenizers import ByteTokenizer
 
@@ -150,14 +150,12 @@ def alibi_bias(n_heads: int, n: int, device) -> Tensor:
 
 
 class Attention(AttentionHooks):
-    hook_q = Hook("[batch, pos, head, d_head]", "queries before rotation")
-    hook_k = Hook("[batch, pos, head, d_head]", "keys before rotation")
-    hook_v = Hook("[batch, pos, head, d_head]", "values")
+    hook_q, hook_k, hook_v, hook_z = head_hooks("queries before rotation", "keys before rotation",
+                                                "values", "per-head attention output before wo")
     hook_positions = Hook("[batch, head, pos]", "positions each head rotates by (cumsum of delta, or 0..N-1)")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, masked logits (-inf above the diagonal)")
-    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before wo")
 
     def __init__(self, cfg: IncrementConfig):
         super().__init__()
@@ -167,8 +165,7 @@ class Attention(AttentionHooks):
         self.wk = nn.Linear(cfg.dim, d, bias=False)
         self.wv = nn.Linear(cfg.dim, d, bias=False)
         self.wo = nn.Linear(d, cfg.dim, bias=False)
-        # PoPE places each pair at its position (a magnitude and a phase); RoPE rotates it
-        self.place = rope.polar_interleaved if cfg.pos_encoding.endswith("pope") else rope.rotate_interleaved
+        self.polar = cfg.pos_encoding.endswith("pope")  # PoPE places each pair at its position (magnitude, phase); RoPE rotates it
 
     def forward(self, x: Tensor, positions: Tensor, bias: Tensor | None) -> Tensor:
         cfg = self.cfg
@@ -179,8 +176,9 @@ class Attention(AttentionHooks):
         if positions.dim() == 2:
             positions = positions.unsqueeze(1).expand(b, cfg.n_heads, n)
         positions = self.hook_positions(positions)
-        q = self.hook_rot_q(self.place(q, positions, cfg.rope_theta))
-        k = self.hook_rot_k(self.place(k, positions, cfg.rope_theta))
+        place = rope.polar_interleaved if self.polar else rope.rotate_interleaved
+        q = self.hook_rot_q(place(q, positions, cfg.rope_theta))
+        k = self.hook_rot_k(place(k, positions, cfg.rope_theta))
         z = attend(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True, bias=bias,
             hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern,
@@ -219,18 +217,11 @@ class Block(BlockHooks):
         if cfg.selective and cfg.per_layer_delta:
             n_out = cfg.n_heads if cfg.per_head_delta else 1
             self.delta_mlp = DeltaMLP(cfg.dim, cfg.effective_delta_hidden_dim, n_out, bounded=True)
-        self.layer_positions = self._own_increments if self.delta_mlp is not None else self._given
-
-    def _own_increments(self, x: Tensor, _given: Tensor | None) -> Tensor:
-        return self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
-
-    @staticmethod
-    def _given(_x: Tensor, positions: Tensor | None) -> Tensor | None:
-        return positions
 
     def forward(self, x: Tensor, positions: Tensor | None, bias: Tensor | None) -> Tensor:
         x = self.hook_resid_pre(x)
-        positions = self.layer_positions(x, positions)
+        if self.delta_mlp is not None:  # this layer's own increments
+            positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.attn_norm(x), positions, bias)))
         return self.hook_resid_post(x + self.hook_mlp_out(self.ffn(self.ffn_norm(x))))
 
@@ -258,9 +249,8 @@ class IncrementTransformer(PosLensModel):
         self.forget_mlp = ForgetMLP(cfg.dim, cfg.effective_delta_hidden_dim, cfg.n_heads) if cfg.decay == "learned" else None
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
         self.final_norm = make_norm(cfg)
-        self.shared_positions = (self._shared_increments if self.delta_mlp is not None else
-                                 self._none if cfg.selective else self._integers)
-        self.decay_bias = self._learned_decay if self.forget_mlp is not None else self._alibi if cfg.decay == "alibi" else self._none
+        self.integer_positions = not cfg.selective  # else increments: shared (delta_mlp) or each layer's own
+        self.alibi = cfg.decay == "alibi"
         caps = {Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM}
         if cfg.selective:
             caps.add(Capability.INCREMENTS)
@@ -289,33 +279,22 @@ class IncrementTransformer(PosLensModel):
         """Next-token logits ``[batch, pos, vocab]`` for token ids ``[batch, pos]``."""
         tokens = self.check_tokens(tokens)
         x = self.hook_embed(self.tok_emb(tokens))
-        positions, bias = self.shared_positions(x), self.decay_bias(x)
+        b, n = x.shape[:2]
+        positions = bias = None
+        if self.delta_mlp is not None:
+            positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
+        elif self.integer_positions:
+            positions = torch.arange(n, device=x.device, dtype=torch.float32).expand(b, n)
+        if self.forget_mlp is not None:
+            bias = self.hook_decay_bias(self.forget_mlp(x))
+        elif self.alibi:
+            bias = self.hook_decay_bias(alibi_bias(self.cfg.n_heads, n, x.device).expand(b, -1, -1, -1))
         for block in self.blocks:
             x = block(x, positions, bias)
         return self.unembed(self.hook_final(self.final_norm(x)))
 
     def unembed(self, hidden: Tensor) -> Tensor:
         return F.linear(hidden, self.tok_emb.weight)
-
-    # -- the variant's positions and decay, chosen in __init__ -------------------------------------
-    def _shared_increments(self, x: Tensor) -> Tensor:
-        return self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
-
-    @staticmethod
-    def _integers(x: Tensor) -> Tensor:
-        b, n = x.shape[:2]
-        return torch.arange(n, device=x.device, dtype=torch.float32).expand(b, n)
-
-    @staticmethod
-    def _none(x: Tensor) -> None:
-        return None  # each layer makes its own (per-layer increments), or no decay
-
-    def _learned_decay(self, x: Tensor) -> Tensor:
-        return self.hook_decay_bias(self.forget_mlp(x))
-
-    def _alibi(self, x: Tensor) -> Tensor:
-        b, n = x.shape[:2]
-        return self.hook_decay_bias(alibi_bias(self.cfg.n_heads, n, x.device).expand(b, -1, -1, -1))
 
     # -- capability: INCREMENTS ---------------------------------------------------------------
     def increment_sources(self) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from interp.loading.errors import CheckpointError
+from interp.loading.errors import CheckpointError, build_config
 from interp.loading.hf_config import audit, implemented, rope_settings, rope_type
 from interp.loading.hf_keys import to_file, to_native
 from interp.loading.strict import load_strict
@@ -74,11 +74,7 @@ def from_hf_state(raw_config: dict, state: dict, where: str) -> LlamaTransformer
 
 def build(raw_config: dict, state: dict, where: str) -> LlamaTransformer:
     """From a poslens directory: ``LlamaConfig`` fields and a state dict in the Hugging Face layout."""
-    try:
-        cfg = LlamaConfig(**raw_config)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{where}: invalid llama config: {err}") from None
-    return _build(cfg, state, where)
+    return _build(build_config(LlamaConfig, raw_config, where, "llama config"), state, where)
 
 
 def export(model: LlamaTransformer) -> tuple[dict, dict[str, torch.Tensor]]:

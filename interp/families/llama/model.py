@@ -19,7 +19,7 @@ from interp import rope
 from interp.attention import attend, current_kv_cache, hooked
 from interp.base import PosLensModel
 from interp.capabilities import Capability
-from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
 from interp.layers import RMSNorm, SwiGLU
 
 
@@ -51,14 +51,12 @@ class LlamaConfig:
 
 
 class LlamaAttention(AttentionHooks):
-    hook_q = Hook("[batch, pos, head, d_head]", "queries before rotation")
-    hook_k = Hook("[batch, pos, kv_head, d_head]", "keys before rotation (grouped-query heads)")
-    hook_v = Hook("[batch, pos, kv_head, d_head]", "values")
+    hook_q, hook_k, hook_v, hook_z = head_hooks("queries before rotation", "keys before rotation (grouped-query heads)",
+                                                "values", "per-head attention output before o_proj", kv_head=True)
     hook_positions = Hook("[batch, head, pos]", "integer positions 0..N-1")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
-    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before o_proj")
 
     def __init__(self, cfg: LlamaConfig):
         super().__init__()

@@ -18,7 +18,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from interp.loading.errors import CheckpointError
+from interp.loading.errors import CheckpointError, build_config
 from interp.loading.hf_config import audit, defaults, probability, recorded, rope_settings, steps, text
 from interp.loading.hf_files import header_shapes, read_tokenizer
 from interp.loading.hf_keys import to_file, to_native
@@ -105,11 +105,7 @@ def export(model: RepoTransformer) -> tuple[dict, dict[str, torch.Tensor]]:
 
 def build(raw_config: dict, state: dict, where: str) -> RepoTransformer:
     """From a poslens directory: ``RepoConfig`` fields and a state dict in the Hugging Face layout."""
-    try:
-        cfg = RepoConfig(**raw_config)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{where}: invalid repo config: {err}") from None
-    model = RepoTransformer(cfg, init_weights=False)
+    model = RepoTransformer(build_config(RepoConfig, raw_config, where, "repo config"), init_weights=False)
     _fill(model, {k: tuple(v.shape) for k, v in state.items()}, lambda key: state[key], where, device=None, dtype=None)
     return model.eval()
 

@@ -28,7 +28,7 @@ from interp import rope
 from interp.attention import attend, current_kv_cache
 from interp.base import PosLensModel
 from interp.capabilities import Capability
-from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
 from interp.layers import RMSNorm, SwiGLU, normal_init, repeat_kv
 from interp.tokenizers import ByteTokenizer
 
@@ -92,19 +92,19 @@ class RepoConfig:
 
 class RepoAttention(AttentionHooks):
     hook_repo_p = Hook("[batch, pos, repo_dim]", "RePo position representation silu(gate_map x) * content_map x (RePo layers)",
-                       when=lambda attn: attn.mode == "repo")
-    hook_q = Hook("[batch, pos, head, d_head]", "queries after QK-norm, before rotation")
-    hook_k = Hook("[batch, pos, kv_head, d_head]", "keys after QK-norm, before rotation")
-    hook_v = Hook("[batch, pos, kv_head, d_head]", "values")
+                       when=lambda attn: attn.learned)
+    hook_q, hook_k, hook_v, hook_z = head_hooks("queries after QK-norm, before rotation", "keys after QK-norm, before rotation",
+                                                "values", "per-head attention output before o_proj", kv_head=True)
     hook_positions = Hook("[batch, head, pos]", "position each head rotates by: z (RePo), 0..N-1 (RoPE), 0 (NoPE, no rotation)")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
-    hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before o_proj")
 
     def __init__(self, cfg: RepoConfig, layer: int):
         super().__init__()
         self.cfg, self.mode = cfg, cfg.mode_of(layer)
+        self.learned = self.mode == "repo"  # positions z from the hidden state (RePo); else integers (RoPE) or none (NoPE)
+        self.rotates = self.mode != "nope"
         h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.q_proj = nn.Linear(cfg.hidden_size, h * d, bias=cfg.attention_bias)
         self.k_proj = nn.Linear(cfg.hidden_size, kv * d, bias=cfg.attention_bias)
@@ -112,7 +112,7 @@ class RepoAttention(AttentionHooks):
         self.o_proj = nn.Linear(h * d, cfg.hidden_size, bias=cfg.attention_bias)
         self.q_norm = RMSNorm(h * d, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(kv * d, cfg.rms_norm_eps)
-        if self.mode == "repo":
+        if self.learned:
             self.gate_map = nn.Linear(cfg.hidden_size, cfg.repo_width, bias=False)
             self.content_map = nn.Linear(cfg.hidden_size, cfg.repo_width, bias=False)
             self.final_map = nn.Linear(cfg.repo_width, h, bias=False)
@@ -120,10 +120,10 @@ class RepoAttention(AttentionHooks):
     def positions(self, x: Tensor, start: int = 0) -> Tensor:
         """``[batch, head, pos]`` positions of the tokens in ``x``, the first of which is token ``start``."""
         b, n, _ = x.shape
-        if self.mode == "repo":
+        if self.learned:
             p = self.hook_repo_p(F.silu(self.gate_map(x)) * self.content_map(x))
             return self.final_map(p).transpose(1, 2).float()
-        if self.mode == "nope":
+        if not self.rotates:
             return torch.zeros(b, self.cfg.num_attention_heads, n, device=x.device)
         return torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, self.cfg.num_attention_heads, n)
 
@@ -135,7 +135,7 @@ class RepoAttention(AttentionHooks):
         v = self.hook_v(self.v_proj(x).view(b, n, cfg.num_key_value_heads, cfg.head_dim))
         cache = current_kv_cache()
         positions = self.hook_positions(self.positions(x, cache.past(self) if cache is not None else 0))
-        if self.mode != "nope":
+        if self.rotates:
             k_pos = positions if cfg.num_key_value_heads == cfg.num_attention_heads else positions[:, : cfg.num_key_value_heads]
             q = rope.rotate_half_split(q, positions, cfg.rope_theta, cfg.rope_scaling)
             k = rope.rotate_half_split(k, k_pos, cfg.rope_theta, cfg.rope_scaling)

@@ -344,3 +344,28 @@ def test_a_bert_uncased_config_attaches_the_wordpiece_tokenizer():
     assert tokens[0].tolist() == [101, 7592, 2088, 102]
     assert model(tokens).shape == (1, 4, 30522)
     assert tiny_encoder("ap").tokenizer is None
+
+
+@pytest.mark.parametrize("variant, overrides", [("disentangled", {}), ("disentangled", dict(rp_per_layer=True, rp_at_special=True)),
+                                                ("ap", {}), ("rp", {}), ("rope", dict(rope_style="interleaved"))])
+def test_the_fused_path_attends_as_the_hooked_components_do(variant, overrides):
+    """Without a component hook the logits are one dot product ([q_ap | q_sem].[k_ap | k_sem], the AP part zeroed at the
+    special rows / columns) plus the RP bias, run by the fused kernel; the outputs and each layer's attention mass per
+    key span (read by span_masses, no pattern built) equal what the hooked, materialised components give."""
+    from interp.attention import model_span_masses
+
+    model = tiny_encoder(variant, **overrides)
+    ids = token_ids(model, batch=2, n=11)
+    identity = [(f"blocks.{l}.attn.hook_logits_sem", lambda t, hook: t) for l in range(2)]
+    with torch.no_grad():
+        fused = model(ids)
+        with model.hooks(fwd_hooks=identity):
+            materialised = model(ids)
+        _, cache = model.run_with_cache(ids)
+        parts = torch.tensor([0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 0])  # [CLS] and [SEP] in part 0
+        masses = model_span_masses(model, ids, [0, 3, 10], parts, 3)
+    torch.testing.assert_close(fused, materialised, atol=2e-5, rtol=2e-5)
+    one_hot = torch.nn.functional.one_hot(parts, 3).float()
+    expected = torch.stack([cache[f"blocks.{l}.attn.hook_pattern"][:, :, [0, 3, 10]] @ one_hot for l in range(2)])
+    torch.testing.assert_close(masses, expected, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(expected[:, :, :, 0], expected[:, :, :, 1], atol=1e-2)  # the spans really differ

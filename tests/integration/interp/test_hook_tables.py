@@ -37,9 +37,11 @@ def test_every_model_class_of_the_registered_families_is_documented():
         if cls.__module__.startswith("interp.families.") and not cls.__subclasses__():
             classes.add(cls)
     documented = {type(m) for m in models()}
-    assert classes == documented and len(documented) >= 9  # the encoder family has four classes
+    assert classes == documented and len(documented) >= 6
     text = markdown()
     assert all(f"**{m.family}: {type(m).__name__}**" in text for m in models())
+    for variant in ("disentangled", "ap", "rp", "rope"):  # one class whose variants differ in their hooks: a table each
+        assert f"**encoder: EncoderModel** (`interp.families.encoder.model`, variant `{variant}`)" in text
 
 
 def test_standard_block_hooks_are_declared_once_and_a_family_only_says_more():
