@@ -442,7 +442,11 @@ def attend(
             raise ValueError(f"collecting_spans: {spans.key_parts.numel()} key labels for {n_k} keys")
         spans.record(name, pattern.float() @ part_indicators(spans.key_parts.to(pattern.device), spans.n_parts))
     if stats is not None:
-        stats.record(name, stats.of_pattern(pattern, sel, n_q, n_k))
+        if rows is None and stats.rows is not None:  # a hooked attention holds every row: reduce the rows asked for
+            picked = stats.rows.to(pattern.device)
+            stats.record(name, stats.of_pattern(pattern.index_select(-2, picked), picked, n_q, n_k))
+        else:
+            stats.record(name, stats.of_pattern(pattern, sel, n_q, n_k))
     z_sel = grouped_matmul(pattern, v)
     if rows is None:
         return z_sel
