@@ -106,9 +106,8 @@ def document_statistics(model, ids, window: int, sinks, spans, max_rows: int) ->
     own = getattr(model, "attention_windows", None) or (None,) * model.n_layers
     shape = (model.n_layers, model.n_heads)
     out = {k: np.zeros(shape) for k in ("distance", "beyond", "sink", "beyond_own")}
-    # mass at distance >= w is 1 - (mass within w - 1); the first 0 tokens hold nothing
-    near = tuple(sorted({window - 1} | {w - 1 for w in own if w}))
-    wanted = ("distance_mean", "window_mass") + (("first_mass",) if first else ())
+    near = tuple(sorted({window - 1} | {w - 1 for w in own if w}))  # distance >= w is far_mass past w - 1
+    wanted = ("distance_mean", "far_mass") + (("first_mass",) if first else ())  # the first 0 tokens hold nothing
 
     for c, (name, s) in enumerate(conditions(sinks)):
         if s is None:
@@ -116,14 +115,14 @@ def document_statistics(model, ids, window: int, sinks, spans, max_rows: int) ->
                                                rows=None if every else rows)
             logits = logits[0, :-1]
             read = slice(1, None) if every else slice(None)  # every row: 0..N-1 came back, row 0 is left out
-            mass = {w: stats["window_mass"][:, 0, :, read, i].double() for i, w in enumerate(near)}
+            far = {w: stats["far_mass"][:, 0, :, read, i].double() for i, w in enumerate(near)}
             out["distance"] = stats["distance_mean"][:, 0, :, read].double().mean(-1).numpy()
-            out["beyond"] = (1 - mass[window - 1]).mean(-1).numpy()
+            out["beyond"] = far[window - 1].mean(-1).numpy()
             if first:
                 out["sink"] = stats["first_mass"][:, 0, :, read, 0].double().mean(-1).numpy()
             for layer, w in enumerate(own):
                 if w:
-                    out["beyond_own"][layer] = (1 - mass[w - 1][layer]).mean(-1).numpy()
+                    out["beyond_own"][layer] = far[w - 1][layer].mean(-1).numpy()
         else:
             with interventions.applied(model, interventions.KeyWindow(window, s)):
                 logits = model(tokens)[0, :-1]

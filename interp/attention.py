@@ -442,11 +442,7 @@ def attend(
             raise ValueError(f"collecting_spans: {spans.key_parts.numel()} key labels for {n_k} keys")
         spans.record(name, pattern.float() @ part_indicators(spans.key_parts.to(pattern.device), spans.n_parts))
     if stats is not None:
-        if rows is None and stats.rows is not None:  # a hooked attention holds every row: reduce the rows asked for
-            picked = stats.rows.to(pattern.device)
-            stats.record(name, stats.of_pattern(pattern.index_select(-2, picked), picked, n_q, n_k))
-        else:
-            stats.record(name, stats.of_pattern(pattern, sel, n_q, n_k))
+        stats.record(name, stats.of_pattern(pattern, sel, n_q, n_k))
     z_sel = grouped_matmul(pattern, v)
     if rows is None:
         return z_sel
@@ -463,6 +459,7 @@ STATISTICS = {
     "self_mass": "mass on the query's own key",
     "previous_mass": "mass on key q - 1 (0 at position 0)",
     "window_mass": "mass on keys with |q - k| <= w, the query's own key included, one column per w of ``windows``",
+    "far_mass": "mass on keys with |q - k| > w, one column per w of ``windows`` (0 exactly where the pattern is)",
     "span_mass": "mass on each labelled part of the keys, one column per part",
     "distance_mean": "attended distance |q - k| (positions), its mean under the pattern row",
     "distance_std": "its standard deviation under the pattern row",
@@ -538,6 +535,8 @@ class StatisticsRequest:
         distance = (q_abs[:, None] - k_idx[None, :]).abs()
         if "window_mass" in want:
             out["window_mass"] = torch.stack([(p * (distance <= w)).sum(-1) for w in self.windows], -1)
+        if "far_mass" in want:
+            out["far_mass"] = torch.stack([(p * (distance > w)).sum(-1) for w in self.windows], -1)
         if "span_mass" in want:
             parts = self.key_parts.to(p.device)[k0:k0 + keys]
             out["span_mass"] = p @ part_indicators(parts, self.n_parts)
@@ -591,9 +590,19 @@ _STATISTICS: contextvars.ContextVar[StatisticsRequest | None] = contextvars.Cont
 
 def collecting_statistics(wanted, **options):
     """Record, under each attention's ``hook_pattern`` name, the statistics ``wanted`` (names of ``STATISTICS``) of
-    every query row (or of ``rows=``), each ``[batch, head, rows(, columns)]``; yields the ``StatisticsRequest``."""
+    every query row (or of ``rows=``, which pattern hooks then see alone), each ``[batch, head, rows(, columns)]``;
+    yields the ``StatisticsRequest``."""
     request = StatisticsRequest(tuple(wanted), **options)
-    return _setting(_STATISTICS, request)
+    if request.rows is None:
+        return _setting(_STATISTICS, request)
+    return _statistics_of_rows(request)
+
+
+@contextlib.contextmanager
+def _statistics_of_rows(request: StatisticsRequest):
+    """Sampled rows: hooked attentions materialise those rows only (``query_rows``), as ``collecting_spans`` has it."""
+    with query_rows(request.rows), _setting(_STATISTICS, request):
+        yield request
 
 
 def current_statistics() -> StatisticsRequest | None:

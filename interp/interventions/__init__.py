@@ -29,8 +29,10 @@ intervention               what it edits (and the capability it needs)
 An intervention is a frozen dataclass: its fields are its whole description, so ``record()`` (what provenance
 stores) is the intervention's name plus its fields. ``fwd_hooks(model)`` checks the model has what it needs
 (a capability, a layer, a head) and raises ``ValueError`` naming the field and value before any forward.
-Each intervention lives in its own module of this package and registers itself with ``@register``; the module
-is named once in ``MODULES``.
+An intervention may also have a ``condition(model)``: a context in which the model's own attention applies the edit
+without hooks (``KeyWindow``: a key window ``interp.attention.attend`` applies per chunk of query rows, at any length);
+``applied`` enters it instead of the hooks. Each intervention lives in its own module of this package and registers
+itself with ``@register``; the module is named once in ``MODULES``.
 """
 
 from __future__ import annotations
