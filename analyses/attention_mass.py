@@ -4,15 +4,15 @@ For each RULER-format prompt the model answers greedily (up to 8 tokens more tha
 generates freely and string-matches the value); then the prompt plus an answer is run once more
 and the attention rows of the positions that produce the answer (the last prompt token and every answer
 token but the last) are reduced, layer by layer, to the attention falling on each part of the context
-(``interp.attention.model_span_masses``: a fused kernel with the part indicators as values, no pattern):
+(``interp.attention.model_statistics``' ``span_mass`` of those rows, exact over every key, one chunk of rows at a time):
 the needle, the query (question and answer prefix) and the rest (haystack and preamble); 'other' is the document-start token and earlier answer tokens. The answer is either the
 model's own greedy output (``greedy``) or the gold value teacher-forced (``teacher``).
 
 Two numbers per part: ``mean_per_token``, the mean attention weight a token of that part receives (the
 seed's convention, its Table 4 in units of 0.01), and ``total_share``, the summed weight on the part.
 Rows with ``layer='all', head='all'`` average over heads and layers, as the seed reports. Nothing larger
-than one layer's answer rows ``[head, rows, keys]`` is ever held (that much only when a pattern hook is attached:
-otherwise the masses come from a fused attention kernel with the part indicators as values).
+than one layer's answer rows ``[head, rows, keys]`` is ever held. The statistic is of the answer rows by definition, so
+this analysis reads those rows, never a sample of them.
 
 Inputs: seeded prompts on Wikipedia or noise (``haystack``), prompts whose haystack is the user's own
 ``documents=`` texts (``--input PATH``; their sentences in order, needle inserted at ``depth``), or ``documents=``
@@ -45,13 +45,14 @@ def answer_attention(model, prompt: list[int], continuation: list[int], prompt_p
     """``[layer, head, 4]`` attention of the answer-producing rows on rest / needle / query / other."""
     import torch
 
-    from interp.attention import model_span_masses
+    from interp.attention import model_statistics
 
     seq = list(prompt) + list(continuation)
     rows = torch.arange(len(prompt) - 1, len(seq) - 1)
     labels = np.concatenate([prompt_parts, np.full(len(continuation), OTHER)])
     columns = np.where(labels == OTHER, len(PARTS), np.where((labels >= 0) & (labels < len(PARTS)), labels, -1))
-    masses = model_span_masses(model, torch.tensor([seq], device=model.device), rows, columns, len(PART_NAMES))
+    masses = model_statistics(model, torch.tensor([seq], device=model.device), ("span_mass",), key_parts=columns,
+                              n_parts=len(PART_NAMES), rows=rows)["span_mass"]
     return masses[:, 0].mean(2).cpu()
 
 

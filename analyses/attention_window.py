@@ -6,10 +6,13 @@ the user's documents cut into windows of that length), each starting with the do
 length. Each is read with full attention and, for every count in ``sinks``, with every layer's queries restricted to the
 ``window`` nearest keys plus the first that many tokens (``interventions.KeyWindow``; 0 sinks is plain window
 attention). Per condition, the next-token loss in ``n_buckets`` position buckets and over the positions past the window
-(where the window binds). With full attention the same pass reads, for up to ``max_rows`` query rows per document, where
-each head looks (``part=reach``): its attention mass on keys at least ``window`` tokens back, on the first ``max(sinks)``
-tokens, and on keys past the layer's own attention window where the model has one (Gemma 3's sliding layers: exactly
-0), and its mean attended distance. Every document adds its float64 sums (``interp.parallel.fold_items``). Tokens keep
+(where the window binds). The window is a condition of the attention itself, one chunk of query rows against only the
+keys it may see, so no ``[query, key]`` mask is built at any length. With full attention the same pass reads, for
+**every** query row 1..N-1 of each document (``interp.attention.forward_statistics``: exact over every key, one chunk of
+rows at a time; given ``max_rows``, that many evenly spaced rows, the protocol before all-row statistics, whose default
+was 64), where each head looks (``part=reach``), averaged over rows: its attention mass on keys at least ``window``
+tokens back, on the first ``max(sinks)`` tokens, and on keys past the layer's own attention window where the model has
+one (Gemma 3's sliding layers: exactly 0), and its mean attended distance. Every document adds its float64 sums (``interp.parallel.fold_items``). Tokens keep
 their own positions here (see ``KeyWindow``): this is not the paper's experiment, which streams past the trained length.
 
 ``setting=streaming`` is the paper's experiment (§3.2, §4.1; their ``eval_long_ppl.py``): one stream of
@@ -86,37 +89,41 @@ def buckets(length: int, n: int) -> list[tuple[int, int]]:
 @no_grad
 def document_statistics(model, ids, window: int, sinks, spans, max_rows: int) -> dict:
     """One document's additive share: per condition the loss summed in each bucket and past the window; with full
-    attention, each head's mass far back, on the first tokens and past its layer's own window, and its mean distance."""
+    attention, each head's mass far back, on the first tokens and past its layer's own window, and its mean distance,
+    over query rows 1..N-1 (every one, or ``max_rows`` evenly spaced: ``head_profiles.sampled_rows``), read in the
+    pass that gives the full-attention loss (``interp.attention.forward_statistics``)."""
     import numpy as np
     import torch
 
+    from analyses.head_profiles import sampled_rows
     from interp import interventions
+    from interp.attention import forward_statistics
 
     n = len(ids)
     tokens = torch.tensor([ids], device=model.device)
     target = torch.arange(1, n)  # the positions predicted; ``spans`` are of the full length (a short last window fills fewer)
-    rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
-    distance = (rows[:, None] - torch.arange(n)[None, :]).clamp(min=0).float()  # [rows, keys]
+    rows = sampled_rows(n, max_rows)
+    every = rows.numel() == n - 1
     first = max(sinks) if sinks else 0
     own = getattr(model, "attention_windows", None) or (None,) * model.n_layers
     shape = (model.n_layers, model.n_heads)
     out = {k: np.zeros(shape) for k in ("distance", "beyond", "sink", "beyond_own")}
-
-    def reach(layer):
-        def hook(pattern, hook):
-            p = pattern[0].float().cpu()  # [head, rows, keys]
-            out["distance"][layer] = (p * distance).sum(-1).mean(-1).double().numpy()
-            out["beyond"][layer] = (p * (distance >= window)).sum(-1).mean(-1).double().numpy()
-            out["sink"][layer] = p[..., :first].sum(-1).mean(-1).double().numpy()
-            if own[layer]:
-                out["beyond_own"][layer] = (p * (distance >= own[layer])).sum(-1).mean(-1).double().numpy()
-        return hook
+    near = tuple(sorted({window - 1} | {w - 1 for w in own if w}))  # distance >= w is far_mass past w - 1
+    wanted = ("distance_mean", "far_mass") + (("first_mass",) if first else ())  # the first 0 tokens hold nothing
 
     for c, (name, s) in enumerate(conditions(sinks)):
         if s is None:
-            hooks = [(f"blocks.{l}.attn.hook_pattern", reach(l)) for l in range(model.n_layers)]
-            with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
-                nll = model.token_losses(tokens)[0].cpu().double()
+            nll, stats = forward_statistics(model, tokens, wanted, run=lambda: model.token_losses(tokens)[0].cpu().double(),
+                                            first=(max(first, 1),), windows=near, rows=None if every else rows)
+            read = slice(1, None) if every else slice(None)  # every row: 0..N-1 came back, row 0 is left out
+            far = {w: stats["far_mass"][:, 0, :, read, i].double() for i, w in enumerate(near)}
+            out["distance"] = stats["distance_mean"][:, 0, :, read].double().mean(-1).numpy()
+            out["beyond"] = far[window - 1].mean(-1).numpy()
+            if first:
+                out["sink"] = stats["first_mass"][:, 0, :, read, 0].double().mean(-1).numpy()
+            for layer, w in enumerate(own):
+                if w:
+                    out["beyond_own"][layer] = far[w - 1][layer].mean(-1).numpy()
         else:
             with interventions.applied(model, interventions.KeyWindow(window, s)):
                 nll = model.token_losses(tokens)[0].cpu().double()
@@ -217,8 +224,9 @@ def attention_window(model, *,
                                       Range(0)] = (0, 1, 4),
                      n_buckets: Annotated[int, Help("position buckets of the loss curve (default: 8; streaming: 16)"), Range(1),
                                           Adapts(lambda m, o: 16 if o.get("setting") == "streaming" else 8)] = None,
-                     max_rows: Annotated[int, Help("query rows per document for where heads look (window setting; default: 64)"),
-                                         Range(1), Adapts(_for("window", 64))] = None,
+                     max_rows: Annotated[int, Help("query rows per document for where heads look (window setting; default: 0, "
+                                                   "every row 1..N-1; a number: that many evenly spaced)"),
+                                         Range(0), Adapts(_for("window", 0))] = None,
                      stream_tokens: Annotated[int, Help("tokens of the stream (streaming setting, where it may exceed the model's "
                                                         "context; default: 4096)"), Range(3), Adapts(_for("streaming", 4096))] = None,
                      cache_size: Annotated[int, Help("tokens the rolling cache keeps, sinks included (streaming setting; default, "

@@ -1,12 +1,13 @@
 """What does each head do, across models of any depth? One profile row per model, layer and head.
 
-Three statistics, the first two read through ``model.query_rows`` so that at most one layer's
-``[head, rows, keys]`` for the chosen rows is held, however long the input:
+Three statistics, the first two without ever holding more than one chunk of one layer's ``[head, rows, keys]``,
+however long the input:
 
 1. **Contexts** (built-in Wikipedia windows of ``length``, seeded, or the user's ``documents=``
-   split into windows of that length, as ``corpora.user.token_windows``). In each context up to
-   ``max_rows`` query rows, evenly spaced over positions 1..N-1, are read; per head, averaged over rows
-   and contexts:
+   split into windows of that length, as ``corpora.user.token_windows``). In each context **every** query row
+   1..N-1 is read (``interp.attention.model_statistics``: exact over every key, one chunk of rows at a time, in the
+   memory of a forward pass), or, when ``max_rows`` is given, that many rows evenly spaced over 1..N-1 (the
+   protocol before all-row statistics, whose default was 256); per head, averaged over rows and contexts:
    - ``previous_token_mass``: weight on key q - 1;
    - ``first_token_mass``: weight on key 0 (the document-start / [CLS] token: the attention sink), over rows 1..N-1
      (sink-rate's ``poslens`` estimator; Gu et al.'s α_1, sink-rate's default, also counts row 0, where A_00 = 1);
@@ -68,27 +69,33 @@ def group_of(row: dict, threshold: float = THRESHOLD) -> str:
     return row.get("kl_group") or "mixed"
 
 
-@no_grad
-def context_masses(model, ids: list[int], max_rows: int, local_window: int) -> dict[str, torch.Tensor]:
-    """``{metric: [layer, head]}`` row-averaged masses (and ``position_range`` when the model has positions)."""
+EVERY_ROW = 0  # ``max_rows`` meaning every query row
+
+
+def sampled_rows(n: int, max_rows: int):
+    """The query rows 1..n-1 read in a context of ``n`` tokens: every one (``max_rows`` 0, the default, or at least
+    n - 1), else ``max_rows`` evenly spaced."""
     import torch
 
+    if max_rows == EVERY_ROW or max_rows >= n - 1:
+        return torch.arange(1, n)
+    return torch.unique(torch.linspace(1, n - 1, max_rows).round().long())
+
+
+@no_grad
+def context_masses(model, ids: list[int], max_rows: int, local_window: int) -> dict[str, torch.Tensor]:
+    """``{metric: [layer, head]}`` row-averaged masses (and ``position_range`` when the model has positions), from
+    ``interp.attention.model_statistics``: ``previous_mass``, ``first_mass`` (k = 1) and ``window_mass`` at
+    ``local_window`` less ``self_mass``, per query row, averaged over rows 1..N-1 (or the sampled ones)."""
+    import torch
+
+    from interp.attention import model_statistics
+
     n = len(ids)
-    rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
-    q = rows.to(model.device)[:, None]
-    k = torch.arange(n, device=model.device)[None, :]
-    previous, local = (k == q - 1), ((q - k).abs() <= local_window) & (k != q)
-    out = {m: torch.zeros(model.n_layers, model.n_heads) for m in ("previous_token_mass", "first_token_mass", "local_mass")}
-
-    def reduce(layer):
-        def hook(pattern, hook):
-            p = pattern[0].float()  # [head, rows, keys]
-            out["previous_token_mass"][layer] = (p * previous).sum(-1).mean(-1).cpu()
-            out["first_token_mass"][layer] = p[..., 0].mean(-1).cpu()
-            out["local_mass"][layer] = (p * local).sum(-1).mean(-1).cpu()
-        return hook
-
-    hooks = [(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]
+    rows = sampled_rows(n, max_rows)
+    every = rows.numel() == n - 1
+    out = {}
+    hooks = []
     if Capability.POSITIONS in model.capabilities:
         out["position_range"] = torch.zeros(model.n_layers, model.n_heads)
 
@@ -99,8 +106,14 @@ def context_masses(model, ids: list[int], max_rows: int, local_window: int) -> d
             return hook
 
         hooks += [(f"blocks.{l}.attn.hook_positions", positions(l)) for l in range(model.n_layers)]
-    with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
-        model(torch.tensor([ids], device=model.device))
+    with model.hooks(fwd_hooks=hooks):
+        stats = model_statistics(model, torch.tensor([ids], device=model.device),
+                                 ("first_mass", "previous_mass", "self_mass", "window_mass"), first=(1,),
+                                 windows=(local_window,), rows=None if every else rows)
+    read = slice(1, None) if every else slice(None)  # every row: 0..N-1 came back, row 0 is left out
+    out["previous_token_mass"] = stats["previous_mass"][:, 0, :, read].mean(-1)
+    out["first_token_mass"] = stats["first_mass"][:, 0, :, read, 0].mean(-1)
+    out["local_mass"] = (stats["window_mass"][:, 0, :, read, 0] - stats["self_mass"][:, 0, :, read]).mean(-1)
     return out
 
 
@@ -110,6 +123,7 @@ def needle_scores(model, sample) -> tuple[torch.Tensor, torch.Tensor]:
     import torch
 
     from corpora.niah import PARTS
+    from interp.attention import model_statistics
 
     seq = list(sample.token_ids) + list(sample.answer_ids)
     rows = torch.arange(len(sample.token_ids) - 1, len(seq) - 1)
@@ -119,21 +133,12 @@ def needle_scores(model, sample) -> tuple[torch.Tensor, torch.Tensor]:
     target = ids[rows + 1]  # the token each row produces
     copyable = torch.tensor([bool((ids[needle] == t).any()) for t in target.tolist()])
     needle, ids, target, copyable = (x.to(model.device) for x in (needle, ids, target, copyable))
-    mass = torch.zeros(model.n_layers, model.n_heads)
-    score = torch.zeros(model.n_layers, model.n_heads)
-
-    def reduce(layer):
-        def hook(pattern, hook):
-            p = pattern[0].float()  # [head, rows, keys]
-            mass[layer] = p[..., needle].sum(-1).mean(-1).cpu()
-            top = p.argmax(-1)  # [head, rows]
-            hit = needle[top] & (ids[top] == target) & copyable
-            score[layer] = (hit.sum(-1).float() / copyable.sum().clamp(min=1)).cpu()
-        return hook
-
-    hooks = [(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]
-    with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
-        model(torch.tensor([seq], device=model.device))
+    stats = model_statistics(model, torch.tensor([seq], device=model.device), ("span_mass", "top_key"),
+                             key_parts=needle.long().cpu() - 1, n_parts=1, rows=rows)  # the needle is part 0
+    mass = stats["span_mass"][:, 0, :, :, 0].mean(-1)
+    top = stats["top_key"][:, 0].to(needle.device)  # [layer, head, rows]
+    hit = needle[top] & (ids[top] == target) & copyable
+    score = (hit.sum(-1).float() / copyable.sum().clamp(min=1)).cpu()
     if not bool(copyable.any()):
         score[:] = float("nan")
     return mass, score
@@ -217,7 +222,8 @@ def head_profiles(model, *,
                                     Cli(aliases=("--n-contexts",)), NotWith(("texts", "tokens"))] = 8,
                   length: Annotated[int, Help("tokens per context (at most the model's context)"), Range(3), Fits(),
                                     Cli(aliases=("--context-tokens",))] = 512,
-                  max_rows: Annotated[int, Help("query rows read per context, evenly spaced"), Range(1)] = 256,
+                  max_rows: Annotated[int, Help("query rows read per context: 0 (default) every row 1..N-1; a number, that "
+                                                "many evenly spaced"), Range(0)] = EVERY_ROW,
                   local_window: Annotated[int, Help("keys within this distance (token itself excluded) count as local"),
                                           Range(1)] = 8,
                   niah_prompts: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"), Range(1),

@@ -18,10 +18,13 @@ Protocol, on text contexts of ``length`` tokens (``corpora.contexts``) and NIAH 
      measure; the headline and the figure's first panel). A key head that grouped-query heads share gives each of them
      its norm;
    - ``poslens_logit_share``: poslens' own measure, not the paper's: the band's share of the logit, mean ``|q_b . k_b|``
-     over every causal (query, key) pair of up to ``max_rows`` query rows over the sum of that mean over the layer's
+     over every causal (query, key) pair of every query row 1..N-1 (given ``max_rows``, of that many evenly spaced
+     rows: the protocol before all-row statistics, whose default was 128) over the sum of that mean over the layer's
      bands. A band with a large norm may still add little to the logit (its q and k orthogonal), so the two can
-     disagree; the terms are summed over blocks of query rows, never held for all rows at once;
-   - ``previous_token_mass``: the head's attention on the token before (head-profiles' statistic).
+     disagree; the terms are summed over blocks of query rows sized to ``BLOCK_BYTES``, so memory is one block's
+     whatever the length;
+   - ``previous_token_mass``: the head's attention on the token before (head-profiles' statistic), over the same rows
+     (``interp.attention.forward_statistics``, in the pass that gives the loss).
 2. Effects, under five conditions: ``none``; ``zero-highest`` / ``zero-lowest``: the highest or lowest ``fraction`` of
    every layer's bands removed in every head (``interventions.RemoveRotaryBands``: they add nothing to the logit);
    ``unrotate-lowest`` / ``unrotate-highest``: those bands turned back to position 0 (``UnrotateRotaryBands``: content
@@ -47,6 +50,7 @@ and prompt adds its float64 sums (``interp.parallel.fold_items``).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
@@ -74,17 +78,17 @@ def interventions_for(condition: str, fraction: float):
 
 
 def _rows(n: int, max_rows: int):
-    import torch
+    from analyses.head_profiles import sampled_rows
 
-    return torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
-
-
-ROW_BLOCK = 32  # query rows whose [head, row, key, band] terms are held at once
+    return sampled_rows(n, max_rows)
 
 
-def _band_usage(q, k, rows, spec):
+BLOCK_BYTES = 32 << 20  # the [head, rows, keys, band] terms of one block of query rows (einsum may copy them once)
+
+
+def _band_usage(q, k, rows, spec, block_bytes: int = BLOCK_BYTES):
     """``[head, band]`` mean band norms of q and k and mean ``|q_b . k_b|`` over the causal pairs of ``rows`` (summed in
-    float64 over blocks of ``ROW_BLOCK`` rows, each against only the keys it sees)."""
+    float64 over blocks of rows, each against only the keys it sees, a block's terms at most ``block_bytes``)."""
     import torch
 
     pairs = spec.pairs()
@@ -95,14 +99,22 @@ def _band_usage(q, k, rows, spec):
     k_norm = kb.norm(dim=-1).mean(1).repeat_interleave(heads // kv, 0)
     logit = torch.zeros(kv, heads // kv, spec.n_bands, dtype=torch.float64)
     pairs_seen = 0
-    for start in range(0, len(rows), ROW_BLOCK):
-        block = rows[start:start + ROW_BLOCK]
+    budget = max(1, block_bytes // (4 * heads * spec.n_bands))  # rows x keys of one block
+    start = 0
+    while start < len(rows):
+        first = int(rows[start]) + 1  # contiguous rows from here: size * (first + size - 1) keys at most
+        size = max(1, int((math.sqrt(first * first + 4 * budget) - first) / 2))
+        while size > 1 and size * (int(rows[min(start + size, len(rows)) - 1]) + 1) > budget:
+            size //= 2
+        block = rows[start:start + size]
         keys = int(block.max()) + 1
         sel = qb[:, block].reshape(kv, heads // kv, len(block), spec.n_bands, 2)
         terms = torch.einsum("gtrbc,gnbc->gtrnb", sel, kb[:, :keys]).abs_()  # [kv, rep, rows, keys, band]
         visible = (torch.arange(keys)[None, :] <= block[:, None]).to(terms.dtype)  # [rows, keys]
         logit += torch.einsum("gtrnb,rn->gtb", terms, visible).double()
         pairs_seen += int(visible.sum())
+        start += len(block)
+        del terms
     return q_norm, k_norm, (logit / pairs_seen).reshape(heads, spec.n_bands)
 
 
@@ -120,12 +132,13 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
     import torch
 
     from interp import interventions
+    from interp.attention import forward_statistics
 
     n_layers, n_heads = model.n_layers, model.n_heads
     tokens = torch.tensor([ids], device=model.device)
     rows = _rows(len(ids), max_rows)
-    previous = torch.zeros(len(rows), len(ids), dtype=torch.bool)
-    previous[torch.arange(len(rows)), rows - 1] = True
+    every = rows.numel() == len(ids) - 1
+    read = slice(1, None) if every else slice(None)  # every row: 0..N-1 come back, row 0 is left out
     out = {k: np.zeros((n_layers, n_heads, n_bands)) for k in ("q_norm", "k_norm", "logit")}
     out["frequency"] = np.zeros((n_layers, n_bands))
     held = {}
@@ -143,13 +156,6 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
             out["frequency"][layer, : spec.n_bands] = spec.inv_freq.detach().double().cpu().numpy()  # this pass's
         return hook
 
-    def prev_hooks(target):
-        def reduce(layer):
-            def hook(pattern, hook):
-                target[layer] = (pattern[0].float().cpu() * previous).sum(-1).mean(-1).double().numpy()
-            return hook
-        return [(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(n_layers)]
-
     rotating = [(l, s) for l in range(n_layers) if (s := model.rotation(l)) is not None]
     usage_hooks = [h for l, s in rotating for h in ((f"blocks.{l}.attn.hook_rot_q", keep_q(l)),
                                                     (f"blocks.{l}.attn.hook_rot_k", usage(l, s)))]
@@ -157,12 +163,12 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
     gold = tokens[0, 1:]
     base = None
     for c, condition in enumerate(CONDITIONS):
-        prev = np.zeros((n_layers, n_heads))
-        hooks = prev_hooks(prev) + (usage_hooks if condition == "none" else [])
-        with interventions.applied(model, *interventions_for(condition, fraction)), model.query_rows(rows), \
-                model.hooks(fwd_hooks=hooks):
-            hidden = model.final_hidden(tokens)[0, :-1]
-        out[f"prev|{condition}"] = prev
+        with interventions.applied(model, *interventions_for(condition, fraction)), \
+                model.hooks(fwd_hooks=usage_hooks if condition == "none" else []):
+            hidden, stats = forward_statistics(model, tokens, ("previous_mass",), run=lambda: model.final_hidden(tokens),
+                                               rows=None if every else rows)
+        hidden = hidden[0, :-1]
+        out[f"prev|{condition}"] = stats["previous_mass"][:, 0, :, read].double().mean(-1).numpy()
         loss = kl = 0.0
         for start, logits in model.logit_chunks(hidden):  # one chunk of positions' logits at a time, the base's too
             end = start + logits.shape[0]
@@ -257,8 +263,9 @@ def summary(df):
 def rope_frequencies(model, *,
                      n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("texts", "tokens"))] = 4,
                      length: Annotated[int, Help("tokens per context"), Range(8), Fits()] = 512,
-                     max_rows: Annotated[int, Help("query rows per context for the logit shares and attention masses"),
-                                         Range(1)] = 128,
+                     max_rows: Annotated[int, Help("query rows per context for the logit shares and attention masses: 0 "
+                                                   "(default) every row 1..N-1; a number, that many evenly spaced"),
+                                         Range(0)] = 0,
                      fraction: Annotated[float, Help("share of each layer's bands removed or unrotated"), Range(0.01, 1)] = 0.25,
                      niah_prompts: Annotated[int, Help("NIAH prompts for retrieval under each condition (0: none)"), Range(0),
                                           Cli(aliases=("--n-samples",))] = 8,

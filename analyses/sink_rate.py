@@ -19,9 +19,10 @@ near uniform: row t gives key 0 about 1 / (t + 1)).
 - ``gu`` (default, the paper's): per sequence α_1 = (A_00 + Σ_{t=1}^{T-1} A_{t,0}) / T, row 0 included (A_00 = 1 in a
   causal model; it is read, not assumed); a head is a sink *in that sequence* when α_1 > ``epsilon`` (strict), and
   ``sink_share`` is the share of sequences in which it is; the sink rate (Sink_1^ε) is the mean of ``sink_share`` over
-  heads (and layers). ``lengths`` defaults to 64 (Gu's T). Rows 1..T-1 are read in full when ``max_rows`` >= T - 1
-  (the default at T = 64); past that, ``max_rows`` evenly spaced rows stand for them:
-  α_1 = (A_00 + (T - 1) · their mean) / T.
+  heads (and layers). ``lengths`` defaults to 64 (Gu's T). Every row 0..T-1 is read, at any length
+  (``interp.attention.model_statistics``: exact over every key, one chunk of rows at a time, in the memory of a forward
+  pass), so α_1 is the paper's sum. Given ``max_rows`` (sampling, the protocol before all-row statistics, whose default
+  was 256), that many evenly spaced rows stand for rows 1..T-1: α_1 = (A_00 + (T - 1) · their mean) / T.
 - ``poslens`` (what poslens reported before): ``first_token_mass`` = mean over query rows 1..T-1 (row 0 left out;
   head-profiles' statistic, ``head_profiles.context_masses``), averaged over the sequences *before* thresholding:
   ``sink_share`` is 1 when that average exceeds ``epsilon``, else 0. Row 0 shifts the mean: for a head that gives
@@ -86,26 +87,20 @@ def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[tup
 @no_grad
 def first_token_attention(model, ids: list[int], max_rows: int) -> dict:
     """``{"row0": [layer, head] A_00, "mass": [layer, head] mean over query rows 1..N-1 of the attention to key 0}``
-    (float64 numpy; the rows as ``head_profiles.context_masses`` reads them, at most ``max_rows`` evenly spaced)."""
-    import numpy as np
+    (float64 numpy; every row by default, through ``interp.attention.model_statistics``, or the ``max_rows`` evenly
+    spaced rows of ``head_profiles.sampled_rows``)."""
     import torch
 
+    from analyses.head_profiles import sampled_rows
+    from interp.attention import model_statistics
+
     n = len(ids)
-    rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
-    read = torch.cat([torch.zeros(1, dtype=torch.long), rows])
-    row0 = np.zeros((model.n_layers, model.n_heads))
-    mass = np.zeros((model.n_layers, model.n_heads))
-
-    def reduce(layer):
-        def hook(pattern, hook):
-            to_first = pattern[0, :, :, 0].double().cpu()  # [head, 1 + rows]
-            row0[layer] = to_first[:, 0].numpy()
-            mass[layer] = to_first[:, 1:].mean(-1).numpy()
-        return hook
-
-    with model.query_rows(read), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]):
-        model(torch.tensor([ids], device=model.device))
-    return {"row0": row0, "mass": mass}
+    rows = sampled_rows(n, max_rows)
+    every = rows.numel() == n - 1
+    first = model_statistics(model, torch.tensor([ids], device=model.device), ("first_mass",), first=(1,),
+                             rows=None if every else torch.cat([torch.zeros(1, dtype=torch.long), rows]))["first_mass"]
+    to_first = first[:, 0, :, :, 0].double()  # [layer, head, 1 + rows]: row 0, then rows 1..N-1 (or the sampled ones)
+    return {"row0": to_first[..., 0].numpy(), "mass": to_first[..., 1:].mean(-1).numpy()}
 
 
 def gu_alpha(row0, mass, length: int):
@@ -150,8 +145,8 @@ def sink_rate(model, *,
               n_docs: Annotated[int, Help("contexts per condition"), Range(1), NotWith()] = 8,
               epsilon: Annotated[float, Help("a head is a sink when its first-token attention exceeds this (Gu et al.: 0.3)"),
                                  Range(0, 1)] = 0.3,
-              max_rows: Annotated[int, Help("query rows 1..T-1 read per context, evenly spaced (all of them when at least "
-                                            "T - 1)"), Range(1)] = 256,
+              max_rows: Annotated[int, Help("query rows 1..T-1 read per context: 0 (default) every row; a number, that many "
+                                            "evenly spaced (every row when at least T - 1)"), Range(0)] = 0,
               seed: int = 0, documents=None) -> pd.DataFrame:
     """Share of heads whose attention goes mostly to the first token (attention sinks), per layer, on text and on
     random tokens, with and without the document-start token (Gu et al.'s Sink_1 by default).

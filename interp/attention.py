@@ -18,6 +18,12 @@ the forward pass and never more than one chunk of ``[rows, keys, heads]`` of one
 runs it over a model and stops after the last attention (no logits). Peers read a few rows (the research code of
 retrieval heads, SnapKV) or hold every ``[head, N, N]`` pattern (transformers' ``output_attentions``, TransformerLens).
 
+Inside ``key_window(names, window, sinks)`` each attention named there sees only the keys less than ``window``
+positions from its query and the first ``sinks`` keys (StreamingLLM's window with sinks; ``interventions.KeyWindow``).
+Without hooks or statistics it attends one chunk of query rows at a time to that chunk's keys only (the window's span
+and the sinks), so no ``[q, k]`` mask exists and a window runs at any length in the memory of one chunk; with hooks,
+statistics or spans the window joins ``bias`` as a boolean mask.
+
 Inside ``decoding(cache)`` each attention module that supports it rotates its new tokens from ``cache.past``,
 appends their keys and values to a ``KVCache`` and attends from the new tokens only, under ``cache.visible``'s
 mask where it gives one (a sliding window; ``interp.streaming.RollingCache``'s evictions), so greedy generation
@@ -282,6 +288,90 @@ def _fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None
                                           enable_gqa=k.shape[1] != q.shape[1])
 
 
+_KEY_WINDOWS: contextvars.ContextVar[dict[str, tuple[tuple[int, int], ...]] | None] = contextvars.ContextVar(
+    "poslens_key_windows", default=None)
+WINDOW_CHUNK_BYTES = 16 << 20  # scores of one chunk of query rows against its window's keys
+
+
+@contextlib.contextmanager
+def key_window(names, window: int, sinks: int = 0):
+    """Inside, the attentions whose ``hook_pattern`` names are in ``names`` see only the keys less than ``window``
+    positions from the query (itself included; both ways where attention is bidirectional) and the first ``sinks``
+    keys. Nested windows on one attention all hold (a key must be visible under each)."""
+    window, sinks = int(window), int(sinks)
+    if window < 1 or sinks < 0:
+        raise ValueError(f"key_window: window={window} must be at least 1 and sinks={sinks} at least 0")
+    current = dict(_KEY_WINDOWS.get() or {})
+    for name in names:
+        current[name] = current.get(name, ()) + ((window, sinks),)
+    with _setting(_KEY_WINDOWS, current):
+        yield
+
+
+def current_key_windows(name: str | None) -> tuple[tuple[int, int], ...]:
+    """The ``(window, sinks)`` conditions ``key_window`` set on the attention called ``name`` (none: ``()``)."""
+    return (_KEY_WINDOWS.get() or {}).get(name, ()) if name else ()
+
+
+def _window_visible(q_abs: Tensor, keys: Tensor, windows) -> Tensor:
+    """Boolean ``[rows, keys]``: True where every ``(window, sinks)`` lets query ``q_abs`` see key ``keys``."""
+    d = (q_abs[:, None] - keys[None, :]).abs()
+    visible = torch.ones(d.shape, dtype=torch.bool, device=d.device)
+    for window, sinks in windows:
+        visible &= (d < window) | (keys[None, :] < sinks)
+    return visible
+
+
+def _with_windows(bias: Tensor | None, windows, n_q: int, n_k: int, device) -> Tensor:
+    """``bias`` with the key windows folded in as a materialised ``[q, k]`` mask (where hooks, statistics or spans read
+    rows of the scores)."""
+    visible = _window_visible(torch.arange(n_k - n_q, n_k, device=device), torch.arange(n_k, device=device), windows)
+    if bias is None:
+        return visible[None, None]
+    b = bias[..., :n_k]
+    return b & visible if b.dtype == torch.bool else b.masked_fill(~visible, float("-inf"))
+
+
+def _windowed(q: Tensor, k: Tensor, v: Tensor, windows, *, causal: bool, bias: Tensor | None, scale: float,
+              softcap: float | None, scores: Tensor | None) -> Tensor:
+    """Attention output under key windows, one chunk of query rows at a time against only the keys that chunk may see
+    (the first ``sinks`` and the window's span), so memory is one chunk's ``[rows, window + rows + sinks]`` scores."""
+    b, h, n_q, _ = q.shape
+    n_k = k.shape[-2]
+    offset = n_k - n_q
+    window, sinks = min(windows, key=lambda ws: ws[0] + ws[1])  # every visible key lies in this one's span
+    rows_per = max(1, min(max(window, 64), WINDOW_CHUNK_BYTES // (4 * b * h * (max(window, 64) + window + sinks))))
+    out = []
+    for a in range(0, n_q, rows_per):
+        e = min(n_q, a + rows_per)
+        lo = max(0, a + offset - window + 1)
+        hi = min(n_k, e + offset) if causal else min(n_k, e + offset + window - 1)
+        keys = torch.cat([torch.arange(min(sinks, lo)), torch.arange(lo, hi)]).to(q.device)
+        q_abs = torch.arange(a + offset, e + offset, device=q.device)
+        visible = _window_visible(q_abs, keys, windows)
+        if causal:
+            visible &= keys[None, :] <= q_abs[:, None]
+        mask = visible[None, None]
+        if bias is not None:
+            part = _rows_of(bias, torch.arange(a, e), n_k).index_select(-1, keys.to(bias.device))
+            mask = part & mask if part.dtype == torch.bool else part.to(torch.float32).masked_fill(~mask, float("-inf"))
+        kk, vv = k.index_select(-2, keys), v.index_select(-2, keys)
+        if softcap is None and scores is None:
+            if mask.dtype != torch.bool:
+                mask = mask.to(q.dtype)
+            z = F.scaled_dot_product_attention(q[..., a:e, :], kk, vv, attn_mask=mask, scale=scale,
+                                               enable_gqa=k.shape[1] != q.shape[1])
+        else:
+            s = (scores[..., a:e, :].index_select(-1, keys).float() if scores is not None
+                 else grouped_matmul(q[..., a:e, :], kk.transpose(-1, -2)).float().mul_(scale))
+            if softcap is not None:
+                s = torch.tanh(s / softcap).mul_(softcap)
+            s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+            z = grouped_matmul(torch.softmax(s, -1).to(v.dtype), vv)
+        out.append(z)
+    return torch.cat(out, -2)
+
+
 CHUNK_ROWS = 1024  # query rows per chunk where the fused kernel cannot run (logit soft-capping)
 
 
@@ -314,6 +404,11 @@ def attend(
     spans = current_spans() if name else None
     stats = current_statistics() if name else None
     n_q, n_k = q.shape[-2], k.shape[-2]
+    windows = current_key_windows(name)
+    if windows:
+        if not (hooked(hook_scores) or hooked(hook_pattern)) and stats is None and spans is None:
+            return _windowed(q, k, v, windows, causal=causal, bias=bias, scale=scale, softcap=softcap, scores=scores)
+        bias = _with_windows(bias, windows, n_q, n_k, q.device)
     if not (hooked(hook_scores) or hooked(hook_pattern)):
         if stats is not None:
             return stats.attend(name, q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap, scores=scores)
@@ -364,6 +459,7 @@ STATISTICS = {
     "self_mass": "mass on the query's own key",
     "previous_mass": "mass on key q - 1 (0 at position 0)",
     "window_mass": "mass on keys with |q - k| <= w, the query's own key included, one column per w of ``windows``",
+    "far_mass": "mass on keys with |q - k| > w, one column per w of ``windows`` (0 exactly where the pattern is)",
     "span_mass": "mass on each labelled part of the keys, one column per part",
     "distance_mean": "attended distance |q - k| (positions), its mean under the pattern row",
     "distance_std": "its standard deviation under the pattern row",
@@ -439,6 +535,8 @@ class StatisticsRequest:
         distance = (q_abs[:, None] - k_idx[None, :]).abs()
         if "window_mass" in want:
             out["window_mass"] = torch.stack([(p * (distance <= w)).sum(-1) for w in self.windows], -1)
+        if "far_mass" in want:
+            out["far_mass"] = torch.stack([(p * (distance > w)).sum(-1) for w in self.windows], -1)
         if "span_mass" in want:
             parts = self.key_parts.to(p.device)[k0:k0 + keys]
             out["span_mass"] = p @ part_indicators(parts, self.n_parts)
@@ -492,9 +590,19 @@ _STATISTICS: contextvars.ContextVar[StatisticsRequest | None] = contextvars.Cont
 
 def collecting_statistics(wanted, **options):
     """Record, under each attention's ``hook_pattern`` name, the statistics ``wanted`` (names of ``STATISTICS``) of
-    every query row (or of ``rows=``), each ``[batch, head, rows(, columns)]``; yields the ``StatisticsRequest``."""
+    every query row (or of ``rows=``, which pattern hooks then see alone), each ``[batch, head, rows(, columns)]``;
+    yields the ``StatisticsRequest``."""
     request = StatisticsRequest(tuple(wanted), **options)
-    return _setting(_STATISTICS, request)
+    if request.rows is None:
+        return _setting(_STATISTICS, request)
+    return _statistics_of_rows(request)
+
+
+@contextlib.contextmanager
+def _statistics_of_rows(request: StatisticsRequest):
+    """Sampled rows: hooked attentions materialise those rows only (``query_rows``), as ``collecting_spans`` has it."""
+    with query_rows(request.rows), _setting(_STATISTICS, request):
+        yield request
 
 
 def current_statistics() -> StatisticsRequest | None:
@@ -507,6 +615,19 @@ def model_statistics(model, tokens: Tensor, wanted, *, layers=None, **options) -
     query row's attention statistics (``STATISTICS``), exact over every key, in the memory of a forward pass plus one
     chunk of rows (``chunk_bytes``). The pass stops after the last layer asked for; no logits are built. An attention
     that does not honour ``collecting_statistics`` has its pattern read one chunk of rows at a time instead."""
+    return _statistics_pass(model, tokens, wanted, layers, True, options)[1]
+
+
+@torch.no_grad()
+def forward_statistics(model, tokens: Tensor, wanted, *, layers=None, run=None, **options) -> tuple[object, dict[str, Tensor]]:
+    """``(model(tokens), model_statistics(...))`` from one forward pass: the statistics ride the pass that gives the
+    output, for analyses that need both. ``run()``, when given, is that pass instead of ``model(tokens)`` (e.g.
+    ``model.final_hidden`` or ``model.token_losses``: losses without every position's logits). Options as
+    ``model_statistics``'s."""
+    return _statistics_pass(model, tokens, wanted, layers, False, options, run)
+
+
+def _statistics_pass(model, tokens: Tensor, wanted, layers, stop: bool, options: dict, run=None):
     layers = list(range(model.n_layers)) if layers is None else sorted(set(int(l) for l in layers))
     if not layers or layers[0] < 0 or layers[-1] >= model.n_layers:
         raise ValueError(f"attention statistics: layers {layers} outside 0..{model.n_layers - 1}")
@@ -516,15 +637,17 @@ def model_statistics(model, tokens: Tensor, wanted, *, layers=None, **options) -
         if options["key_parts"].shape != (tokens.shape[-1],):
             raise ValueError(f"key_parts has shape {tuple(options['key_parts'].shape)}, expected ({tokens.shape[-1]},): one "
                              "label per token")
-    with collecting_statistics(wanted, stop_after=f"blocks.{model.n_layers - 1}.attn.hook_pattern", **options) as request:
+    output = None
+    stop_after = f"blocks.{model.n_layers - 1}.attn.hook_pattern" if stop else None
+    with collecting_statistics(wanted, stop_after=stop_after, **options) as request:
         try:
-            model(tokens)
+            output = model(tokens) if run is None else run()
         except StopForward:
             pass
     missing = [n for n in names if n not in request.results]
     if missing:
         _read_patterns(model, tokens, request, missing)
-    return {stat: torch.stack([request.results[n][stat] for n in names]) for stat in request.results[names[0]]}
+    return output, {stat: torch.stack([request.results[n][stat] for n in names]) for stat in request.results[names[0]]}
 
 
 def _read_patterns(model, tokens: Tensor, request: StatisticsRequest, names: list[str]) -> None:

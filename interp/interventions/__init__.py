@@ -30,8 +30,11 @@ An intervention is a frozen dataclass: its fields are its whole description, so 
 stores) is the intervention's name plus its fields. ``fwd_hooks(model)`` checks the model has what it needs
 (a layer, a head) and raises ``ValueError`` naming the field and value before any forward; a model without the
 capability it needs is refused by ``interp.capabilities.require`` (a ``CapabilityError`` naming the intervention).
-Each intervention lives in its own module and registers itself with ``@register``; the module is named once in
-``MODULES`` (one line), and ``registered()`` / ``get(name)`` find it by its name.
+An intervention may also have a ``condition(model)``: a context in which the model's own attention applies the edit
+without hooks (``KeyWindow``: a key window ``interp.attention.attend`` applies per chunk of query rows, at any length);
+``applied`` enters it instead of the hooks. Each intervention lives in its own module and registers itself with
+``@register``; the module is named once in ``MODULES`` (one line), and ``registered()`` / ``get(name)`` find it by its
+name.
 """
 
 from __future__ import annotations
@@ -62,6 +65,11 @@ class Intervention:
 
     def fwd_hooks(self, model) -> list[tuple[str, Callable]]:
         raise NotImplementedError
+
+    def condition(self, model) -> contextlib.AbstractContextManager | None:
+        """A context in which the model's own attention applies the edit (no hooks), checked against ``model`` as
+        ``fwd_hooks`` is; None (the default) where the edit is its hooks. ``applied`` prefers it."""
+        return None
 
     def record(self) -> dict:
         fields = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -133,14 +141,20 @@ def get(name: str) -> type[Intervention]:
 
 @contextlib.contextmanager
 def applied(model, *interventions: Intervention):
-    """Attach the interventions' hooks for the duration of the block and log their records on the model
-    (``model.interventions_applied``, read by provenance), so a result says which edits produced it."""
-    hooks = [h for iv in interventions for h in iv.fwd_hooks(model)]
+    """Apply the interventions for the duration of the block (each one's ``condition`` where it has one, else its
+    hooks) and log their records on the model (``model.interventions_applied``, read by provenance), so a result says
+    which edits produced it."""
+    conditions = [iv.condition(model) for iv in interventions]
+    hooks = [h for iv, c in zip(interventions, conditions) if c is None for h in iv.fwd_hooks(model)]
     log = model.__dict__.setdefault("interventions_applied", [])
     for iv in interventions:
         if iv.record() not in log:
             log.append(iv.record())
-    with model.hooks(fwd_hooks=hooks):
+    with contextlib.ExitStack() as stack:
+        for c in conditions:
+            if c is not None:
+                stack.enter_context(c)
+        stack.enter_context(model.hooks(fwd_hooks=hooks))
         yield model
 
 

@@ -1,11 +1,16 @@
 """Window attention with attention sinks (Xiao et al., ICLR 2024, "Efficient Streaming Language Models with Attention
 Sinks", StreamingLLM): each query sees only the keys less than ``window`` tokens away and the first ``sinks`` tokens.
 
-The edit is a mask on every chosen layer's scores (``hook_attn_scores``), so every layer reads through the window, as a
-rolling KV cache of that size would have it; unlike StreamingLLM's cache, tokens keep their own positions (a sink at
-token 0 is ``q`` tokens back, not ``window``), which changes nothing for rotary models within their trained length.
-A causal model looks back ``window - 1`` tokens; a bidirectional one as far both ways. Every query row is edited, so
-the window cannot run inside ``model.query_rows`` (whose other rows come from a fused kernel that never sees it).
+Applied (``interventions.applied``), the window is a condition of ``interp.attention.attend`` (``key_window``) on every
+chosen layer: each chunk of query rows attends to the keys it may see only (the sinks and the window's span), so no
+``[query, key]`` mask is built and the window runs at any length in the memory of one chunk; hooks, statistics and
+``query_rows`` see the windowed scores. ``fwd_hooks`` (for ``run_with_hooks``, and for the encoder family) masks each layer's materialised ``hook_attn_scores`` instead, which holds a
+``[query, key]`` matrix and cannot run inside ``query_rows``. Both give the same output.
+
+Every layer reads through the window, as a rolling KV cache of that size would have it; unlike StreamingLLM's cache,
+tokens keep their own positions (a sink at token 0 is ``q`` tokens back, not ``window``), which changes nothing for
+rotary models within their trained length. A causal model looks back ``window - 1`` tokens; a bidirectional one as far
+both ways.
 """
 
 from __future__ import annotations
@@ -14,6 +19,14 @@ import dataclasses
 
 from interp.capabilities import Capability, require
 from interp.interventions import Intervention, as_tuple, layers_of, register
+
+
+def _attends_through_attend(model) -> bool:
+    """Whether the chunked window serves ``model``: the encoder family keeps the score-mask hooks (its attention runs
+    through ``attend`` since its rewrite, but the chunked window is tested against the hooks on the other families)."""
+    from interp.families.encoder.model import EncoderAttention
+
+    return not any(isinstance(m, EncoderAttention) for m in model.modules())
 
 
 @register
@@ -29,6 +42,17 @@ class KeyWindow(Intervention):
         if int(self.window) < 1 or int(self.sinks) < 0:
             raise ValueError(f"KeyWindow: window={self.window} must be at least 1 and sinks={self.sinks} at least 0")
 
+    def condition(self, model):
+        """``attend``'s chunked key window on the chosen layers, or None where the model's attention does not run
+        through ``attend`` (``applied`` then attaches ``fwd_hooks``)."""
+        from interp.attention import key_window
+
+        require(model, Capability.ATTENTION, "KeyWindow", kind="intervention")
+        layers = layers_of(model, self.layers, "KeyWindow")
+        if not _attends_through_attend(model):
+            return None
+        return key_window([f"blocks.{layer}.attn.hook_pattern" for layer in layers], self.window, self.sinks)
+
     def fwd_hooks(self, model):
         import torch
 
@@ -39,8 +63,9 @@ class KeyWindow(Intervention):
 
         def mask(scores, hook):
             if current_query_rows() is not None:
-                raise ValueError("KeyWindow edits every query row; it cannot run inside model.query_rows (the rows not "
-                                 "listed come from a fused kernel that never sees the window)")
+                raise ValueError("KeyWindow's hooks edit every query row; they cannot run inside model.query_rows (the rows "
+                                 "not listed come from a fused kernel that never sees the window): apply it with "
+                                 "interventions.applied, whose window attend applies to every row")
             n_q, n_k = scores.shape[-2:]
             q = torch.arange(n_k - n_q, n_k, device=scores.device)[:, None]  # with a KV cache the queries are the last keys
             k = torch.arange(n_k, device=scores.device)[None, :]

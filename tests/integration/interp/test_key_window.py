@@ -1,0 +1,172 @@
+"""``interventions.KeyWindow`` applied as ``attend``'s chunked condition (``interp.attention.key_window``) against the
+materialised window it replaces (a mask on every layer's ``hook_attn_scores``) and against an eager window written
+from its definition; and a long window that never holds a ``[query, key]`` block."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformer_lens.hook_points import HookPoint
+
+from interp import attention, interventions
+from interp.attention import attend, collecting_statistics, key_window
+from interp.interventions import KeyWindow
+from interp.loading import load
+from tests.encoder_helpers import tiny_encoder, token_ids
+from tests.hf_helpers import write_tiny_hf
+from tests.integration.interp.test_attention_statistics import NO_SPANS, WINDOWS, FIRST, assert_statistics, expected
+from tests.integration.interp.test_span_masses import FAMILIES
+
+
+def _named(name):
+    hook = HookPoint()
+    hook.name = name
+    return hook
+
+
+def _eager_window(q, k, v, windows, *, causal, bias=None, scale, softcap=None):
+    """The windowed pattern and output, in float64, from the definition: keys nearer than the window or among the sinks."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    rep = q.shape[1] // k.shape[1]
+    s = q.double() @ k.double().repeat_interleave(rep, 1).transpose(-1, -2) * scale
+    if softcap is not None:
+        s = torch.tanh(s / softcap) * softcap
+    if bias is not None:
+        s = s + bias.double() if bias.dtype != torch.bool else s.masked_fill(~bias, float("-inf"))
+    qa, ka = torch.arange(n_k - n_q, n_k)[:, None], torch.arange(n_k)[None]
+    for window, sinks in windows:
+        s = s.masked_fill(((qa - ka).abs() >= window) & (ka >= sinks), float("-inf"))
+    if causal:
+        s = s.masked_fill(ka > qa, float("-inf"))
+    p = s.softmax(-1)
+    return p, p @ v.double().repeat_interleave(rep, 1)
+
+
+CASES = {
+    "causal-gqa": dict(causal=True, kv=2, windows=((5, 2),)),
+    "causal-cache-offset": dict(causal=True, kv=1, windows=((4, 0),), offset=11),
+    "bidirectional": dict(causal=False, kv=4, windows=((3, 1),)),
+    "causal-float-bias": dict(causal=True, kv=4, windows=((6, 3),), bias="float"),
+    "bidirectional-bool-mask": dict(causal=False, kv=2, windows=((7, 0),), bias="bool"),
+    "causal-softcap-nested": dict(causal=True, kv=2, windows=((9, 1), (4, 3)), softcap=2.0),
+    "window-wider-than-input": dict(causal=True, kv=4, windows=((500, 0),)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_windowed_attend_equals_the_eager_window_with_and_without_hooks_and_statistics(case, monkeypatch):
+    c = CASES[case]
+    monkeypatch.setattr(attention, "WINDOW_CHUNK_BYTES", 4000)  # a few rows per chunk
+    g = torch.Generator().manual_seed(len(case))
+    n_q, offset = 37, c.get("offset", 0)
+    n_k = n_q + offset
+    q = torch.randn(2, 4, n_q, 8, generator=g) * 1.5
+    k, v = torch.randn(2, c["kv"], n_k, 8, generator=g), torch.randn(2, c["kv"], n_k, 5, generator=g)
+    bias = None
+    if c.get("bias") == "float":
+        bias = torch.randn(1, 4, n_q, n_k, generator=g)
+    elif c.get("bias") == "bool":
+        bias = torch.rand(2, 1, n_q, n_k, generator=g) > 0.3
+        bias[..., torch.arange(n_q), torch.arange(n_q) + offset] = True  # every query sees itself
+    kw = dict(causal=c["causal"], bias=bias, scale=0.4, softcap=c.get("softcap"))
+    pattern, z_ref = _eager_window(q, k, v, c["windows"], **kw)
+    name = "blocks.0.attn.hook_pattern"
+    with contextlib_nest(c["windows"], name):
+        fused = attend(q, k, v, hook_pattern=_named(name), **kw)
+        seen = []
+        hook = _named(name)
+        hook.add_hook(lambda p, hook: seen.append(p))
+        hooked = attend(q, k, v, hook_pattern=hook, **kw)
+        with collecting_statistics(NO_SPANS, first=FIRST, windows=WINDOWS, chunk_bytes=3000) as request:
+            with_stats = attend(q, k, v, hook_pattern=_named(name), **kw)
+    for z in (fused, hooked, with_stats):
+        torch.testing.assert_close(z.double(), z_ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(seen[0].double(), pattern, atol=1e-6, rtol=1e-5)
+    assert_statistics(request.results[name], expected(pattern, offset), pattern)
+    other = attend(q, k, v, hook_pattern=_named("blocks.1.attn.hook_pattern"), **kw)
+    with contextlib_nest(c["windows"], name):  # a layer not named attends in full
+        assert torch.equal(attend(q, k, v, hook_pattern=_named("blocks.1.attn.hook_pattern"), **kw), other)
+
+
+def contextlib_nest(windows, name):
+    import contextlib
+
+    stack = contextlib.ExitStack()
+    for window, sinks in windows:
+        stack.enter_context(key_window([name], window, sinks))
+    return stack
+
+
+def test_a_long_window_reads_one_chunk_of_keys_at_a_time(monkeypatch):
+    """8,192 queries through a window of 64 keys and 4 sinks: every kernel call sees at most a chunk of rows and their
+    window's keys (never 8,192 keys), and rows checked against the eager window agree."""
+    n, window, sinks = 8192, 64, 4
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 8, generator=g) for _ in range(3))
+    widest = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q_, k_, v_, **kw):
+        widest.append(k_.shape[-2] * q_.shape[-2])
+        return real(q_, k_, v_, **kw)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    with key_window(["l"], window, sinks):
+        z = attend(q, k, v, causal=True, hook_pattern=_named("l"))
+    rows_per = max(window, 64)
+    assert max(widest) <= rows_per * (rows_per + window - 1 + sinks) and len(widest) == n // rows_per
+    for row in (0, 63, 64, 1000, n - 1):
+        keys = torch.arange(row + 1)
+        keys = keys[(row - keys < window) | (keys < sinks)]
+        p = torch.softmax(q[0, :, row:row + 1] @ k[0, :, keys].transpose(-1, -2) / math.sqrt(8), -1)  # [head, 1, keys]
+        torch.testing.assert_close(z[0, :, row], (p @ v[0, :, keys])[:, 0], atol=1e-5, rtol=1e-5)
+
+
+def _hf(kind, tmp_path, **overrides):
+    def make():
+        write_tiny_hf(kind, tmp_path / kind, **overrides)
+        return load(tmp_path / kind)
+    return make
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, "hf-llama", "hf-gemma2-sliding-softcap", "hf-gpt2", "hf-bert", "encoder"])
+@pytest.mark.parametrize("window,sinks,layers", [(5, 0, None), (3, 2, None), (4, 1, (1,))])
+def test_applied_key_window_gives_the_materialised_windows_output(family, window, sinks, layers, tmp_path):
+    model = {"hf-llama": _hf("llama", tmp_path), "hf-gemma2-sliding-softcap": _hf("gemma2", tmp_path, sliding_window=6),
+             "hf-gpt2": _hf("gpt2", tmp_path), "hf-bert": _hf("bert", tmp_path), "encoder": lambda: tiny_encoder("rp"),
+             **FAMILIES}[family]()
+    ids = token_ids(model, 1, 24) if model.family == "encoder" else torch.randint(3, min(model.d_vocab, 250), (2, 24),
+                                                                                  generator=torch.Generator().manual_seed(2))
+    iv = KeyWindow(window=window, sinks=sinks, layers=layers)
+    with torch.no_grad():
+        reference = model.run_with_hooks(ids, fwd_hooks=iv.fwd_hooks(model))
+        with interventions.applied(model, iv):
+            got = model(ids)
+        full = model(ids)
+    assert (iv.condition(model) is None) == (family == "encoder")  # the encoder's attention is not attend's
+    torch.testing.assert_close(got, reference, atol=1e-4, rtol=1e-4)
+    assert float((got - full).abs().max()) > 1e-3  # the window changed the output
+
+
+def test_applied_window_honours_query_rows_and_refuses_bad_values():
+    model = FAMILIES["rope"]()
+    ids = torch.randint(5, 250, (1, 20))
+    iv = KeyWindow(window=3, sinks=2)
+    seen = {}
+    with torch.no_grad(), interventions.applied(model, iv), model.query_rows([4, 15]), \
+            model.hooks(fwd_hooks=[("blocks.1.attn.hook_pattern", lambda p, hook: seen.setdefault("p", p))]):
+        rows_out = model(ids)
+    with torch.no_grad(), interventions.applied(model, iv):
+        every = model(ids)
+    torch.testing.assert_close(rows_out, every, atol=1e-5, rtol=1e-5)
+    p = seen["p"][0]  # [head, 2 rows, keys]
+    k = torch.arange(20)
+    for i, row in enumerate((4, 15)):
+        outside = ~(((row - k) < 3) & (k <= row) | (k < 2))
+        assert float(p[:, i, outside].abs().max()) == 0.0 and float(p[:, i, ~outside].min()) > 0
+    with pytest.raises(ValueError, match="window=0 must be at least 1"):
+        KeyWindow(window=0)
+    with pytest.raises(ValueError, match="layers: 9 is not a layer"):
+        with interventions.applied(model, KeyWindow(window=3, layers=(9,))):
+            pass
