@@ -32,6 +32,7 @@ MODULES = (  # in the order the report shows them
     "analyses.rope_frequencies",
     "analyses.retrieval_heads",
     "analyses.attention_window",
+    "analyses.along_context",
 )
 
 
