@@ -132,7 +132,7 @@ def headline(df) -> str:
         first, last = g["bucket_start"].min(), g["bucket_start"].max()
         mass = g.groupby("bucket_start")["first_mass"].mean()
         entropy = g.groupby("bucket_start")["entropy"].mean()
-        text = (f"{model} over {int(g['length'].iloc[0])} tokens: mean first-token mass {mass[first]:.2f} near the start, "
+        text = (f"{model} over {int(g['length'].iloc[0])} tokens: mean first-token mass {mass[first]:.2f} at position {first}, "
                 f"{mass[last]:.2f} at positions {last}-{int(g['bucket_end'].max())}; entropy {entropy[first]:.2f} -> "
                 f"{entropy[last]:.2f} nats")
         local = g[g["layer_type"] == "local"]
@@ -146,7 +146,7 @@ def summary(df):
     wanted = [c for c in df.columns if c in ("first_mass", "previous_mass", "distance_mean", "entropy")
               or c.startswith("window_mass_") and not c.endswith(("_low", "_high"))]
     return (df.groupby(["model", "layer_type", "bucket_start", "bucket_end"], sort=False)
-            .agg(heads=("head", "size"), n_docs=("n_docs", "first"), **{c: (c, "mean") for c in wanted})
+            .agg(heads=("head", "size"), n_docs=("n_docs", "first"), **{f"mean_{c}": (c, "mean") for c in wanted})
             .reset_index())
 
 

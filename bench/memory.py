@@ -34,6 +34,7 @@ PLAN = {
     "rope-frequencies": (["rope-small"], ["--length", "128", "--n-samples", "0"]),
     "retrieval-heads": (["rope-small"], ["--length", "256", "--n-samples", "4"]),
     "attention-window": (["rope-small"], ["--length", "256", "--window", "64"]),
+    "along-context": (["rope-small"], ["--length", "256"]),
 }
 
 

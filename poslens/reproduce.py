@@ -73,6 +73,7 @@ PLAN: tuple[Step, ...] = (
          quick=dict(n_docs=1, n_samples=1, length=224, n_random=1), section=HEADS),
     Step("attention-window", DECODERS, options=dict(length=512, n_docs=4, window=128),
          quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
+    Step("along-context", DECODERS, options=dict(length=2048, n_docs=3), quick=dict(length=128, n_docs=2), section=HEADS),
 )
 
 

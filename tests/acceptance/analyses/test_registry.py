@@ -32,6 +32,7 @@ SMALL = {  # analysis -> (bundled models, small options)
     "rope-frequencies": (("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, n_samples=1, niah_tokens=224)),
     "retrieval-heads": (("repo-small",), dict(n_docs=1, n_samples=1, length=224, shares=(0.1,), n_random=1)),
     "attention-window": (("repo-small", "rope-small"), dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
+    "along-context": (("repo-small", "rope-small"), dict(n_docs=2, length=64)),
 }
 MODELS: dict = {}
 
