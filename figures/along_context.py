@@ -1,6 +1,6 @@
 """Each head's curve against its query position (log scale): one row of panels per statistic, one column per model and
 layer type (local sliding-window layers apart from global ones), a line per head coloured by depth (shallow light,
-deep dark); hovering gives the layer, the head and the interval over documents."""
+deep dark) and their mean in black; hovering gives the layer, the head and the interval over documents."""
 
 import numpy as np
 import plotly.graph_objects as go
@@ -49,6 +49,12 @@ def figure(df) -> go.Figure:
                     hovertemplate=("layer %{customdata[0]} head %{customdata[1]}, positions %{customdata[2]}-%{customdata[3]}: "
                                    "%{y:.3g} [%{customdata[4]:.3g}, %{customdata[5]:.3g}]<extra>" + f"{model}</extra>")),
                     row=r, col=c)
+        mean = g.groupby("bucket_start", sort=True).agg(x=("bucket_centre", "first"), **{s: (s, "mean") for s in stats})
+        for r, stat in enumerate(stats, 1):
+            fig.add_trace(go.Scatter(x=mean["x"], y=mean[stat], mode="lines", line=dict(color="black", width=2.5),
+                                     name="mean over heads", legendgroup="mean", showlegend=c == 1 and r == 1,
+                                     hovertemplate="mean over heads: %{y:.3g}<extra>" + f"{model}, {kind}</extra>"),
+                          row=r, col=c)
     fig.update_xaxes(type="log")
     fig.update_xaxes(title_text="query position", row=len(stats))
     for r, stat in enumerate(stats, 1):
@@ -61,11 +67,13 @@ def figure(df) -> go.Figure:
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                              marker=dict(color=[0, 1], colorscale=[[0, sample_colorscale(SCALE, [0.9])[0]], [1, sample_colorscale(SCALE, [0.0])[0]]],
                                          cmin=0, cmax=1, showscale=True,
-                                         colorbar=dict(title="depth", tickvals=[0, 1], ticktext=["first", "last"], len=0.3, y=1,
+                                         colorbar=dict(title="depth", tickvals=[0, 1], ticktext=["first", "last"], len=0.25, y=0.97,
                                                        yanchor="top", x=1.02))), row=1, col=1)
     n = df.groupby("model", sort=False)[["length", "n_docs"]].max()
-    said = ", ".join(f"{m}: {int(r['length'])} tokens x {int(r['n_docs'])} documents" for m, r in n.iterrows())
+    said = ", ".join(f"{m}: {int(r['length'])} tokens x {int(r['n_docs'])} document{'s' if r['n_docs'] > 1 else ''}"
+                     for m, r in n.iterrows())
     how = "" if df["interval"].iloc[0] == "none" else f"; hover: {df['confidence'].iloc[0]:.0%} t-interval over documents"
+    fig.update_layout(legend=dict(x=1.0, xanchor="right", y=1.0, yanchor="bottom", orientation="h"))
     fig.update_layout(template=TEMPLATE, height=190 * len(stats) + 140, width=max(700, 330 * len(panels)),
                       title=f"Heads along the context, every query row<br><sup>{said}{how}</sup>")
     return fig
