@@ -67,13 +67,13 @@ def figure(df) -> go.Figure:
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                              marker=dict(color=[0, 1], colorscale=[[0, sample_colorscale(SCALE, [0.9])[0]], [1, sample_colorscale(SCALE, [0.0])[0]]],
                                          cmin=0, cmax=1, showscale=True,
-                                         colorbar=dict(title="depth", tickvals=[0, 1], ticktext=["first", "last"], len=0.25, y=0.97,
+                                         colorbar=dict(title="depth", tickvals=[0, 1], ticktext=["first", "last"], len=0.25, y=0.96,
                                                        yanchor="top", x=1.02))), row=1, col=1)
     n = df.groupby("model", sort=False)[["length", "n_docs"]].max()
     said = ", ".join(f"{m}: {int(r['length'])} tokens x {int(r['n_docs'])} document{'s' if r['n_docs'] > 1 else ''}"
                      for m, r in n.iterrows())
     how = "" if df["interval"].iloc[0] == "none" else f"; hover: {df['confidence'].iloc[0]:.0%} t-interval over documents"
-    fig.update_layout(legend=dict(x=1.0, xanchor="right", y=1.0, yanchor="bottom", orientation="h"))
+    fig.update_layout(legend=dict(x=1.02, xanchor="left", y=1.0, yanchor="top"))
     fig.update_layout(template=TEMPLATE, height=190 * len(stats) + 140, width=max(700, 330 * len(panels)),
                       title=f"Heads along the context, every query row<br><sup>{said}{how}</sup>")
     return fig
