@@ -156,3 +156,30 @@ def test_bad_input_is_refused_before_any_work():
     with pytest.raises(OptionError, match="n_docs 2: does not apply with your documents"):
         along_context(model, documents=_docs(2, 20), n_docs=2)
     assert calls == []
+
+
+def test_the_progress_bar_counts_every_row_of_every_layer(monkeypatch):
+    import interp.progress
+
+    bars = []
+
+    class Bar:
+        def __init__(self, iterable, desc, total=None):
+            self.desc, self.total, self.done, self.notes = desc, total, 0, []
+            bars.append(self)
+
+        def update(self, n):
+            self.done += n
+
+        def set_postfix_str(self, text, refresh=True):
+            self.notes.append(text)
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(interp.progress, "progress", Bar)
+    model = _uniform_first_layer()
+    document_statistics(model, _docs(1, 70)[0], (3,), buckets(70, 2), desc="doc 1/1")
+    (bar,) = bars
+    assert bar.desc == "doc 1/1" and bar.total == bar.done == model.n_layers * 70 and bar.closed
+    assert bar.notes[-1] == f"layer {model.n_layers - 1}/{model.n_layers - 1}"
