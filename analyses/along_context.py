@@ -12,7 +12,8 @@ is left out; positions 1 .. length - 1 fall into buckets whose edges are ``floor
 (``[start, end]``, both inclusive; ``centre`` their geometric mean). Per document, a bucket's value is the mean over
 its rows; across documents, the mean of those per-document means (each document weighs the same) and a two-sided
 Student-t interval at ``confidence`` over the documents that reach the bucket (mean ± t_{(1+c)/2, n-1} · s / √n, s with
-n - 1 degrees of freedom: ``interval=t``; ``none`` gives no interval, and one document allows nothing else).
+n - 1 degrees of freedom: ``interval=t``, not clipped to a statistic's range, so a mass's bounds may pass 0 or 1 with
+few documents; ``none`` gives no interval, and one document allows nothing else).
 
 Statistics (``interp.attention.STATISTICS``): ``first_mass`` A_{t,0}; ``previous_mass`` A_{t,t-1}; ``window_mass_w``
 Σ_{t-k ≤ w} A_{t,k}, the query's own key included (Gemma 3's 512-key sliding window is distance ≤ 511, so its local
