@@ -1,9 +1,10 @@
 """No table is written with a number computed from NaN as if it were real.
 
 An analysis declares the numeric columns that may hold NaN *with a meaning* (a statistic that is undefined
-for that row, a field that does not apply) with ``@may_be_nan(column="what NaN means here")``. Before any
-file is written, ``check_table`` refuses a table with NaN or infinity in any other numeric column, naming
-the column and the rows.
+for that row, a field that does not apply) with ``@may_be_nan(column="what NaN means here")``; a name with
+``*`` covers the columns it matches (``fnmatch``: columns named after an option's values). Before any file is
+written, ``check_table`` refuses a table with NaN or infinity in any other numeric column, naming the column
+and the rows.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ def nan_columns(function) -> dict[str, str]:
 
 def check_table(table: pd.DataFrame, analysis: str, allowed: dict[str, str]) -> None:
     """Raise ``ValueError`` naming the first numeric column with NaN / inf that ``allowed`` does not list."""
+    from fnmatch import fnmatchcase
+
     import numpy as np
 
     for column in table.select_dtypes(include="number").columns:
         values = table[column].to_numpy(dtype=np.float64, na_value=np.nan)
         bad = ~np.isfinite(values)
-        if column in allowed:
+        if column in allowed or any("*" in name and fnmatchcase(column, name) for name in allowed):
             bad &= ~np.isnan(values)  # the declared meaning covers NaN, never infinity
         if bad.any():
             rows = np.flatnonzero(bad)

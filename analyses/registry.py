@@ -59,6 +59,7 @@ MODULES = (  # one line per analysis module, in the order the report shows them
     "analyses.rope_frequencies",
     "analyses.retrieval_heads",
     "analyses.attention_window",
+    "analyses.along_context",
 )
 
 

@@ -68,6 +68,7 @@ def _cases():
         "rope-frequencies": (repo, dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
         "retrieval-heads": (repo, dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1, 0.2), n_random=2)),
         "attention-window": (repo, dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
+        "along-context": (repo, dict(n_docs=2, length=64)),
     }
 
 
