@@ -4,7 +4,7 @@ entropy, read from **every** query row, exact over every key, at the model's ful
 
 Protocol. ``n_docs`` documents of ``length`` tokens (default: the model's context, ``max_seq_len``: SmolLM2 8,192,
 Gemma 3 32,768), each the built-in English Wikipedia lead sections joined into one text with the document-start token
-first (``corpora.contexts.text_contexts``, as attention-window's stream is built), or the user's documents cut into
+first (``corpora.contexts.analysis_windows``, as attention-window's stream is built), or the user's documents cut into
 windows of ``length`` tokens, each starting as a document does (token ids: read as given, refused when longer than
 ``length``). Each document is one forward pass through ``interp.attention.model_statistics`` (every row, one chunk of
 rows in memory, no logits; sliding-window layers read only their window's keys). Query position 0 sees only itself and
@@ -115,11 +115,11 @@ def across_documents(per_doc: np.ndarray, interval: str, confidence: float) -> t
 
 
 def _contexts(model, n_docs: int, length: int, seed: int, documents) -> list[list[int]]:
-    from corpora.contexts import text_contexts
+    from corpora.contexts import analysis_windows
     from corpora.documents import input_kind
     from interp.base import InputError
 
-    docs = text_contexts(model, "along-context", n_docs, length, seed, documents)
+    docs = [w.ids for w in analysis_windows(model, "along-context", documents, length=length, n_docs=n_docs, seed=seed)]
     if documents is not None and input_kind(documents) == "tokens":
         for i, ids in enumerate(docs):
             if len(ids) > length:
