@@ -190,6 +190,13 @@ class PosLensModel(HookedRootModule):
         """Logits ``[..., d_vocab]`` of rows of ``final_hidden``: the output head alone, exactly as ``forward`` applies it."""
         raise CapabilityError(f"{self.model_name} has no output head to unembed with")
 
+    @property
+    def head_separable(self) -> bool:
+        """Whether the head can run apart from the layers below it (``unembed`` written, ``head_hooks`` present; the hf
+        family sets it from its loader's check): a plug-in family that declares neither still gets its losses, from its
+        full logits."""
+        return type(self).unembed is not PosLensModel.unembed and all(h in self.mod_dict for h in self.head_hooks)
+
     def head_reads(self, captured: dict[str, Tensor]) -> Tensor:
         """What the output head reads, from the outputs of ``head_hooks``."""
         return captured[self.head_hooks[-1]]
@@ -199,6 +206,9 @@ class PosLensModel(HookedRootModule):
         model without a head: what ``forward`` returns). Hooks below the head fire as in ``forward``; no logits are built."""
         if not self.has_output_head:
             return self(tokens, **kwargs)
+        if not self.head_separable:
+            raise CapabilityError(f"{self.model_name}: its family does not run the output head apart (no unembed, or no "
+                                  f"{', '.join(self.head_hooks)} hook): final_hidden needs both")
         got: dict[str, Tensor] = {}
 
         def keep(x, hook):
@@ -259,6 +269,11 @@ class PosLensModel(HookedRootModule):
                 targets = targets[None]
         from interp import progress
 
+        if not self.head_separable:
+            logits = self(tokens).float()
+            if targets is None:
+                logits, targets = logits[:, :-1], tokens[:, 1:]
+            return torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets.long(), reduction="none")
         with progress.layers(self, f"{self.model_name} layers", enabled=tokens.shape[1] >= LONG_RUN):
             hidden = self.final_hidden(tokens)
         if targets is None:

@@ -33,7 +33,6 @@ import inspect
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
@@ -332,16 +331,6 @@ class HFModel(PosLensModel):
         whole = self(tokens).float()
         apart = self.unembed(self.final_hidden(tokens)).float()
         return apart.shape == whole.shape and bool(torch.allclose(apart, whole, rtol=1e-4, atol=1e-4 * float(whole.abs().max())))
-
-    def token_losses(self, tokens, targets=None, *, chunk: int | None = None) -> Tensor:
-        if self.head_separable:
-            return super().token_losses(tokens, targets, chunk=chunk)
-        tokens = self.check_tokens(tokens)
-        logits = self(tokens).float()
-        if targets is None:
-            logits, targets = logits[:, :-1], tokens[:, 1:]
-        targets = torch.as_tensor(targets, device=logits.device).long().reshape(logits.shape[:-1])
-        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
 
     @torch.no_grad()
     def generate_batch(self, prompts, max_new_tokens: int, stop_ids=(), budgets=None) -> list[list[int]]:

@@ -166,7 +166,7 @@ def test_rope_frequencies_reports_the_frequencies_and_scaling_transformers_ran(n
     model.tokenizer = ByteTokenizer()  # ids 0..256 inside the vocabulary of 300
     model.max_seq_len = LONGER
     n = _length(name)
-    df = rope_frequencies(model, n_docs=1, length=n, max_rows=16, n_samples=0)
+    df = rope_frequencies(model, n_docs=1, length=n, max_rows=16, niah_prompts=0)
     with torch.no_grad():
         ref(_ids(n))  # transformers' rotary module at the analysis' length
     bands = df[df["part"] == "bands"]

@@ -1,0 +1,130 @@
+"""All-row attention statistics on the real models against transformers' eager attention: the largest difference of
+each statistic, over every layer, head and query row.
+
+For each model (``smollm2``: poslens' llama family on the GGUF, the reference its fp32 Hugging Face copy from
+``bench.peers.model_dir``; ``gemma3-270m``: the hf family, the reference the same transformers module switched to eager
+attention after poslens has run; ``minilm``: poslens' bert family, the reference ``BertModel`` read from the installed
+package's directory) one seeded sequence of ``--length`` tokens goes through ``interp.attention.model_statistics``
+(every statistic, ``chunk_bytes`` small enough that every layer takes several chunks), and the same statistics are
+computed in float64 from the reference's ``output_attentions`` patterns, written out here from their definitions.
+The issue's target: every statistic within 1e-5 (distances relative to their scale; ``top_key`` compared where the
+top two weights differ by more than 1e-4). The spread is compared as a variance (its square root magnifies float32
+noise on near-one-hot rows).
+
+``python -m bench.exactness [--length 1024] [--models smollm2 gemma3-270m minilm] [--write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+
+from bench.report import machine, write_section
+
+FIRST, WINDOWS = (1, 4), (0, 16, 512)
+WANTED = ("first_mass", "self_mass", "previous_mass", "window_mass", "far_mass", "distance_mean", "distance_std", "entropy",
+          "top_key", "top_mass")
+
+
+def reference_statistics(p: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``[batch, head, q, k]`` pattern -> every statistic in float64, from the definitions."""
+    p = p.double()
+    n_q, n_k = p.shape[-2:]
+    q = torch.arange(n_q)
+    d = (q[:, None] - torch.arange(n_k)[None]).abs().double()
+    mean = (p * d).sum(-1)
+    return {"first_mass": torch.stack([p[..., :f].sum(-1) for f in FIRST], -1),
+            "self_mass": p[..., q, q],
+            "previous_mass": torch.where(q > 0, p[..., q, (q - 1).clamp(min=0)], 0.0),
+            "window_mass": torch.stack([(p * (d <= w)).sum(-1) for w in WINDOWS], -1),
+            "far_mass": torch.stack([(p * (d > w)).sum(-1) for w in WINDOWS], -1),
+            "distance_mean": mean,
+            "distance_var": ((p * d * d).sum(-1) - mean ** 2).clamp(min=0),
+            "entropy": -torch.where(p > 0, p * p.log(), 0.0).sum(-1),
+            "top_key": p.argmax(-1), "top_mass": p.max(-1).values,
+            "_clear": (lambda t: t[..., 0] - t[..., 1] > 1e-4)(p.topk(2, -1).values)}
+
+
+def differences(got: dict, patterns) -> dict[str, float]:
+    """The largest difference per statistic over every layer (distances relative to their largest value)."""
+    worst: dict[str, float] = {}
+    for layer, pattern in enumerate(patterns):
+        ref = reference_statistics(pattern)
+        for name in WANTED:
+            mine = got[name][layer]
+            if name == "top_key":
+                clear = ref["_clear"]
+                value = float((mine[clear] != ref["top_key"][clear]).sum())
+            elif name == "distance_std":
+                scale = max(1.0, float(ref["distance_var"].max()))
+                value = float((mine.double() ** 2 - ref["distance_var"]).abs().max()) / scale
+            else:
+                diff = (mine.double() - ref[name]).abs().max()
+                scale = max(1.0, float(ref[name].abs().max())) if name == "distance_mean" else 1.0
+                value = float(diff) / scale
+            worst[name] = max(worst.get(name, 0.0), value)
+    return worst
+
+
+def _reference_model(name: str, model):
+    if name == "smollm2":
+        from transformers import AutoModel
+
+        from bench.peers import model_dir
+
+        return AutoModel.from_pretrained(model_dir("smollm2"), dtype=torch.float32, attn_implementation="eager").eval()
+    if name == "minilm":
+        from transformers import BertModel
+
+        from interp.catalog import MINILM
+        from interp.package_files import package_file
+
+        return BertModel.from_pretrained(package_file(*MINILM), attn_implementation="eager").eval()
+    model.hf.set_attn_implementation("eager")
+    return model.hf
+
+
+@torch.no_grad()
+def measure(name: str, length: int) -> dict:
+    from interp.attention import model_statistics
+    from interp.loading import load
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model = load(name)
+    tokens = torch.randint(1000, 20000, (1, min(length, model.max_seq_len)), generator=torch.Generator().manual_seed(0))
+    chunk = 4 * model.n_heads * tokens.shape[1] * 3 * 97  # 97 rows a chunk: several chunks per layer
+    got = model_statistics(model, tokens, WANTED, first=FIRST, windows=WINDOWS, chunk_bytes=chunk)
+    reference = _reference_model(name, model)
+    patterns = reference(input_ids=tokens, output_attentions=True).attentions
+    return {"model": name, "tokens": tokens.shape[1], **differences(got, patterns)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.exactness", description=__doc__.splitlines()[0])
+    parser.add_argument("--length", type=int, default=1024)
+    parser.add_argument("--models", nargs="+", default=["smollm2", "gemma3-270m", "minilm"])
+    parser.add_argument("--write", action="store_true", help="write the table into BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    rows = [measure(m, args.length) for m in args.models]
+    head = "| model | tokens | " + " | ".join(WANTED) + " |"
+    lines = [head, "|" + "---|" * (len(WANTED) + 2)]
+    for r in rows:
+        cells = [f"{int(r[w])} keys" if w == "top_key" else f"{r[w]:.1e}" for w in WANTED]
+        lines.append(f"| {r['model']} | {r['tokens']} | " + " | ".join(cells) + " |")
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        worst = max(r[w] for r in rows for w in WANTED if w != "top_key")
+        keys = sum(int(r["top_key"]) for r in rows)
+        write_section("exactness", "All-row attention statistics on the real models against transformers' eager patterns",
+                      f"{machine()}; `python -m bench.exactness --length {args.length}`. Largest difference of each "
+                      "statistic over every layer, head and query row (distances relative to their largest value; the "
+                      "spread compared as a variance; top_key: rows whose most attended key differs, among rows whose top "
+                      f"two weights differ by more than 1e-4).\n\n{table}\n\nLargest difference {worst:.1e} (target "
+                      f"1e-5); {keys} clear top keys differ.")
+
+
+if __name__ == "__main__":
+    main()
