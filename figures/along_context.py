@@ -28,7 +28,7 @@ def _title(stat: str) -> str:
 def figure(df) -> go.Figure:
     stats = _stats(df)
     panels = [(m, t) for m, g in df.groupby("model", sort=False) for t in ("local", "global") if (g["layer_type"] == t).any()]
-    titles = [f"{m}, {t} layers" for m, t in panels]
+    titles = [f"{m}<br>{t} layers" for m, t in panels]  # two lines: side-by-side models fit a 3.3-inch column
     fig = make_subplots(rows=len(stats), cols=len(panels), column_titles=titles, shared_xaxes=True, vertical_spacing=0.025,
                         horizontal_spacing=0.05)
     for c, (model, kind) in enumerate(panels, 1):
@@ -74,6 +74,6 @@ def figure(df) -> go.Figure:
                      for m, r in n.iterrows())
     how = "" if df["interval"].iloc[0] == "none" else f"; hover: {df['confidence'].iloc[0]:.0%} t-interval over documents"
     fig.update_layout(legend=dict(x=1.02, xanchor="left", y=1.0, yanchor="top"))
-    fig.update_layout(template=TEMPLATE, height=190 * len(stats) + 140, width=max(700, 330 * len(panels)),
-                      title=f"Heads along the context, every query row<br><sup>{said}{how}</sup>")
+    fig.update_layout(template=TEMPLATE, height=190 * len(stats) + 170, width=max(700, 330 * len(panels)),
+                      margin=dict(t=130), title=f"Heads along the context, every query row<br><sup>{said}{how}</sup>")
     return fig

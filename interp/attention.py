@@ -425,6 +425,8 @@ def attend(
         return grouped_matmul(torch.softmax(logits(q, k, torch.arange(n_q), n_q, causal=causal, bias=bias, scale=scale,
                                                    scores=scores).float(), -1).to(v.dtype), v)
 
+    if k.shape[1] != q.shape[1]:  # materialised anyway: repeated key heads give the bits of a model that repeats them
+        k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // v.shape[1], 1)
     rows = current_query_rows(n_q)
     sel = torch.arange(n_q, device=q.device) if rows is None else rows.to(q.device)
     s = logits(q if rows is None else q.index_select(-2, sel), k, sel, n_q, causal=causal, bias=bias, scale=scale,

@@ -146,7 +146,7 @@ def test_modules_order_the_analyses_whatever_order_they_were_imported_in(monkeyp
     first = [a.name for a in analyses.all_analyses()]
     module = {a.name: importlib.import_module(inspect.unwrap(a.body).__module__) for a in analyses.all_analyses()}
     backwards = sorted(registry._REGISTRY.items(), key=lambda item: -registry.MODULES.index(module[item[0]].__name__))
-    assert [name for name, _ in backwards][:2] == ["attention-window", "retrieval-heads"]
+    assert [name for name, _ in backwards][:3] == ["along-context", "attention-window", "retrieval-heads"]
     monkeypatch.setattr(registry, "_REGISTRY", dict(backwards))  # as if the modules had been imported last to first
     assert [a.name for a in analyses.all_analyses()] == first
     assert first[:2] == ["loss-neutrality", "byte-increments"] and first[7:9] == ["position-ranges", "position-patterns"]

@@ -132,7 +132,7 @@ def test_gemma3_local_layers_stay_inside_their_window_and_the_global_layer_reach
     far = full[full["bucket_start"] >= 20]
     assert far["window_mass_5"].max() < 0.99 and far["distance_mean"].max() > 5
     fig = figure(df)
-    assert [a.text for a in fig.layout.annotations][:2] == [f"{model.model_name}, local layers", f"{model.model_name}, global layers"]
+    assert [a.text for a in fig.layout.annotations][:2] == [f"{model.model_name}<br>local layers", f"{model.model_name}<br>global layers"]
     drawn = [t for t in fig.data if t.name == "layer 3" and t.yaxis == "y2"]  # first row, second column: first-token mass
     want = full.sort_values(["head", "bucket_start"])["first_mass"].to_numpy()
     got = np.array([v for v in drawn[0].y if v is not None], dtype=float)
