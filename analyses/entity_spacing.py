@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.increment_hooks import byte_model, increment_labels, increments
+from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Help, analysis
 from analyses.runs import INC, INCREMENT_MODELS, Run, runs
-from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:

@@ -48,9 +48,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
+from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import HEADS, Run, runs
-from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -243,10 +243,9 @@ def head_profiles(model, *,
     import numpy as np
     import pandas as pd
 
-    from interp import parallel
-
     from corpora.contexts import analysis_windows
     from corpora.documents import input_kind
+    from interp import parallel
 
     samples = _needle_samples(model, niah_prompts, niah_tokens, seed, documents)  # checked before any work
     prompts = documents is not None and input_kind(documents) == "prompts"

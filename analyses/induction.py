@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
+from analyses.nan_policy import may_be_nan
 from analyses.registry import Fits, Help, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
-from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:

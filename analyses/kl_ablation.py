@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
+from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DSTG, Run, runs
 from interp.capabilities import Capability
-from analyses.nan_policy import may_be_nan
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,14 +18,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-
 from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
+from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window, no_grad
 from analyses.runs import INC, INCREMENT_MODELS, Run, runs
-from analyses.nan_policy import may_be_nan
 from interp.capabilities import Capability
 from interp.tokenizers import ByteTokenizer, TokenizerError
 

@@ -11,7 +11,6 @@ its answer is refused."""
 from __future__ import annotations
 
 import math
-
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, Range, analysis
@@ -61,9 +60,8 @@ def niah_accuracy(model, *,
     ready NIAH prompts (one row, at the longest prompt's length)."""
     import pandas as pd
 
-    from interp import parallel
-
     from corpora.documents import input_kind
+    from interp import parallel
 
     given = documents is not None and input_kind(documents) == "prompts"
     if given:

@@ -62,9 +62,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
+from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Choices, Cli, Fits, Help, Range, analysis, no_grad
 from analyses.runs import HEADS, KNOWN, PRETRAINED, Run, runs
-from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:

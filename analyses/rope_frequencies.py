@@ -53,9 +53,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated
 
+from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
-from analyses.nan_policy import integer_columns, may_be_nan
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.increment_hooks import byte_model, increment_labels, increments
-from corpora.documents import Window
+from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window
 from analyses.runs import INC, INCREMENT_MODELS, Run, runs
 from analyses.stats import bootstrap_auc, roc_auc
-from analyses.nan_policy import may_be_nan
+from corpora.documents import Window
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ BATCH = 8
 
 
 def _model():
-    from interp.loading import load
     from interp.catalog import lookup
+    from interp.loading import load
 
     entry = lookup("increments-per-layer")
     if entry is not None:

@@ -12,9 +12,9 @@ ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 9))
 
 
 def _hidden_states(n_docs: int):
-    from interp.loading import load
-    from interp.catalog import lookup
     from corpora.contexts import wikipedia_windows
+    from interp.catalog import lookup
+    from interp.loading import load
     from probes.targets import position_targets
 
     model = load("minilm") if lookup("minilm") and lookup("minilm").available() else None

@@ -5,8 +5,17 @@
 through kaleido, ``rerender(csv, ...)`` does both for a saved result (``poslens figure``).
 """
 
-from figures.save import BrowserMissing, close_browser, find_browser, find_chrome, parse_formats, resolve_formats, save, shared_plotlyjs
 from figures.render import read_result, read_table, render, rerender
+from figures.save import (
+    BrowserMissing,
+    close_browser,
+    find_browser,
+    find_chrome,
+    parse_formats,
+    resolve_formats,
+    save,
+    shared_plotlyjs,
+)
 
 __all__ = ["save", "shared_plotlyjs", "render", "rerender", "read_result", "read_table", "find_browser", "find_chrome", "resolve_formats",
            "parse_formats", "close_browser", "BrowserMissing"]

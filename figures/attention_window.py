@@ -9,7 +9,6 @@ from plotly.subplots import make_subplots
 
 from figures.style import OKABE_ITO, TEMPLATE, model_colors
 
-
 # conditions in their own colours and dashes (the models' colours belong to the panel below): full / dense attention grey,
 # the plain window purple, then blues for more sinks; re-computation green markers
 STYLES = [("#666666", "solid"), (OKABE_ITO["purple"], "solid"), (OKABE_ITO["sky"], "dash"), (OKABE_ITO["blue"], "dot"),

@@ -12,7 +12,6 @@ import re
 
 from analyses.registry import OptionError
 
-
 THREADS_HELP = ("torch CPU threads (default: the cores this process may use that other processes do not keep busy, "
                 "divided between torchrun's ranks on the node)")
 

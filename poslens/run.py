@@ -16,8 +16,8 @@ import figures
 from analyses import get
 from analyses.nan_policy import check_table, nan_columns
 from figures.save import formats_for_static
-from poslens.outputs import active, under_lock
 from interp import memory, parallel
+from poslens.outputs import active, under_lock
 from poslens.provenance import jsonable, provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")

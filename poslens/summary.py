@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 
 
-
 def markdown(df: pd.DataFrame, digits: int = 3) -> str:
     def cell(v):
         if isinstance(v, float):

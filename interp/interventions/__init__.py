@@ -167,8 +167,8 @@ _load()
 
 from interp.interventions.ap import RemoveAPBands  # noqa: E402 (registered above; re-exported by name)
 from interp.interventions.heads import MaskHeads  # noqa: E402
-from interp.interventions.queries import MaskHeadQueries  # noqa: E402
 from interp.interventions.positions import ShiftPositions, ShufflePositions, StretchPositions  # noqa: E402
+from interp.interventions.queries import MaskHeadQueries  # noqa: E402
 from interp.interventions.rotary import RemoveRotaryBands, UnrotateRotaryBands  # noqa: E402
 from interp.interventions.window import KeyWindow  # noqa: E402
 

@@ -43,10 +43,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp import catalog, deprecated
+from interp import catalog, deprecated, families
 from interp.atomic import replacing, write_text
 from interp.fingerprint import files_sha256, weights_sha256
-from interp import families
 from interp.loading import hf_files
 from interp.loading.checkpoint import Checkpoint
 from interp.loading.errors import CheckpointError
@@ -173,8 +172,8 @@ def _resolve_entry(entry, revision) -> Resolved:
         except PackageFileMissing as err:
             raise CheckpointError(f"model '{entry.name}' is not available here: {err}") from None
         if src.format == "gguf parts":
-            from interp.loading.converted import converted
             from interp.catalog import CHUNKED
+            from interp.loading.converted import converted
 
             spec = CHUNKED[entry.name]
             return Resolved(converted(entry.name, spec), record={"package": src.pip.split()[0], "gguf": spec["file"],

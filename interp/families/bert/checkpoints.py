@@ -13,10 +13,10 @@ import dataclasses
 
 import torch
 
+from interp.families.bert.model import BertConfig, BertEncoder
 from interp.loading.errors import CheckpointError, build_config
 from interp.loading.hf_config import audit
 from interp.loading.strict import load_strict
-from interp.families.bert.model import BertConfig, BertEncoder
 
 HF_MODEL_TYPES = ("bert",)
 READ = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size", "max_position_embeddings",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
 from interp.attention import attend
 from interp.base import InputError, PosLensModel
 from interp.capabilities import Capability

@@ -83,11 +83,11 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from interp.families.encoder.model import EncoderConfig, EncoderModel, RelativePositionBias, t5_buckets
 from interp.loading.errors import CheckpointError, build_config
 from interp.loading.hf_config import BENIGN, audit, choice, defaults, flag, number, probability, recorded, scale
 from interp.loading.hf_files import read_json
 from interp.loading.strict import verify
-from interp.families.encoder.model import EncoderConfig, EncoderModel, RelativePositionBias, t5_buckets
 
 HF_MODEL_TYPES = ("neobert", "dstg")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

@@ -53,10 +53,22 @@ from interp import deprecated, rope
 from interp.attention import attend, current_query_rows, hooked
 from interp.base import InputError, PosLensModel
 from interp.capabilities import Capability
-from interp.families.encoder.config import (MLM_INPUTS, RESIDUALS, ROPE_STYLES, THETA_ROWS, TOKENIZERS,  # noqa: F401 (re-exported)
-                                            VARIANTS, EncoderConfig)
-from interp.families.encoder.relative import (RelativePositionBias, SpecialTokenThetas, rp_logits,  # noqa: F401 (re-exported)
-                                              special_mask, t5_buckets)
+from interp.families.encoder.config import (  # noqa: F401 (re-exported)
+    MLM_INPUTS,
+    RESIDUALS,
+    ROPE_STYLES,
+    THETA_ROWS,
+    TOKENIZERS,
+    VARIANTS,
+    EncoderConfig,
+)
+from interp.families.encoder.relative import (  # noqa: F401 (re-exported)
+    RelativePositionBias,
+    SpecialTokenThetas,
+    rp_logits,
+    special_mask,
+    t5_buckets,
+)
 from interp.hooks import AttentionHooks, BlockHooks, Either, Hook, head_hooks
 from interp.layers import RMSNorm, normal_init
 

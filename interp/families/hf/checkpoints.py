@@ -35,7 +35,6 @@ from interp.loading.errors import CheckpointError
 from interp.loading.hf_files import header_shapes
 
 
-
 def _model_type(path: Path) -> str | None:
     try:
         return json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
+from interp.families.increments.model import IncrementConfig, IncrementTransformer
 from interp.loading.errors import CheckpointError, build_config
 from interp.loading.strict import load_strict
-from interp.families.increments.model import IncrementConfig, IncrementTransformer
 
 COMPUTED_FIELDS = ("head_dim", "effective_delta_hidden_dim")
 COMPILE_PREFIX = "_orig_mod."

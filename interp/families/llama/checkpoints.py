@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
+from interp.families.llama.model import LlamaConfig, LlamaTransformer
 from interp.loading.errors import CheckpointError, build_config
 from interp.loading.hf_config import audit, implemented, rope_settings, rope_type
 from interp.loading.hf_keys import to_file, to_native
 from interp.loading.strict import load_strict
 from interp.rope import SCALING_TYPES
-from interp.families.llama.model import LlamaConfig, LlamaTransformer
 
 HF_MODEL_TYPES = ("llama",)
 READ = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",

@@ -18,12 +18,12 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from interp.families.repo.model import RepoConfig, RepoTransformer
 from interp.loading.errors import CheckpointError, build_config
 from interp.loading.hf_config import audit, defaults, probability, recorded, rope_settings, steps, text
 from interp.loading.hf_files import header_shapes, read_tokenizer
 from interp.loading.hf_keys import to_file, to_native
 from interp.loading.strict import verify
-from interp.families.repo.model import RepoConfig, RepoTransformer
 
 PE_MODES = {"none": "rope", "nope": "nope", "swigluex_multihead": "repo"}
 HF_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
 from interp import rope
 from interp.attention import attend, current_kv_cache
 from interp.base import PosLensModel

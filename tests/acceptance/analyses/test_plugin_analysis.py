@@ -92,7 +92,11 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
     from bench.memory import plan
     from poslens.cli import main
     from poslens.reproduce import Step, main_plan, reproduce
-    from tests.acceptance.analyses.test_registry import check_table_figure_headline_and_summary, small_suite, small_table
+    from tests.acceptance.analyses.test_registry import (
+        check_table_figure_headline_and_summary,
+        small_suite,
+        small_table,
+    )
     from tests.acceptance.figures import test_render
 
     # the small suite: the declared run, and the checks every analysis passes

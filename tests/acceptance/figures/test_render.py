@@ -20,12 +20,12 @@ import pytest
 import figures
 from analyses import all_analyses
 from analyses.char_spacing import DEFAULT_TEXTS
+from corpora.documents import Window
 from figures.render import figure_module, known, read_result, read_table, render, rerender
-from figures.style import MODEL_COLORS, PAPER, PALETTE, model_colors
+from figures.style import MODEL_COLORS, PALETTE, PAPER, model_colors
 from poslens.cli import main
 from poslens.run import run_analysis
-from corpora.documents import Window
-from tests.encoder_helpers import token_ids, tiny_encoder
+from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
 

@@ -5,9 +5,9 @@ import sys
 import pandas as pd
 import pytest
 
+from interp.families.increments.checkpoints import save_step_pt
 from interp.fingerprint import files_sha256
 from interp.loading import save
-from interp.families.increments.checkpoints import save_step_pt
 from poslens.cli import main
 from tests.helpers import tiny_model
 

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from analyses.stats import roc_auc
-from corpora.documents import Document
 from analyses.word_boundaries import word_boundaries
+from corpora.documents import Document
 from interp.extract import run_and_collect
-from interp.loading import CheckpointError, load, save
 from interp.families.encoder.checkpoints import export
+from interp.loading import CheckpointError, load, save
 from poslens.cli import main
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model

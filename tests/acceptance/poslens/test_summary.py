@@ -3,9 +3,9 @@
 import pytest
 
 import analyses
-from poslens.summary import compact, markdown
 from corpora.documents import Window
-from tests.encoder_helpers import token_ids, tiny_encoder
+from poslens.summary import compact, markdown
+from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.repo_helpers import tiny_repo
 
 

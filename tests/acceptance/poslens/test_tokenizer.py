@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from interp.loading import load, load_tokenizer
 from interp.catalog import MINILM
-from interp.package_files import package_file
 from interp.families.repo.checkpoints import save_pretrained
+from interp.loading import load, load_tokenizer
+from interp.package_files import package_file
 from interp.tokenizers import TokenizerError
 from poslens.cli import main
 from tests.repo_helpers import tiny_repo

@@ -1,9 +1,8 @@
 import numpy as np
 import pytest
 
-from interp.base import InputError
-
 from analyses.char_spacing import char_spacing
+from interp.base import InputError
 from interp.tokenizers import TokenizerError
 from tests.helpers import tiny_model
 from tests.planting import planted_increments

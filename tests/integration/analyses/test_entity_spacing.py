@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from analyses.entity_spacing import (CARRIERS, INVENTED_NAMES, REAL_ENTITIES, entity_spacing,
-                                     internal_space_increments, space_offset)
+from analyses.entity_spacing import (
+    CARRIERS,
+    INVENTED_NAMES,
+    REAL_ENTITIES,
+    entity_spacing,
+    internal_space_increments,
+    space_offset,
+)
 from tests.helpers import tiny_model
 from tests.planting import planted_increments
 

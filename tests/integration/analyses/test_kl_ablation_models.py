@@ -8,7 +8,7 @@ from scipy.stats import entropy
 
 from analyses.kl_ablation import kl_ablation
 from corpora.documents import Window
-from tests.encoder_helpers import token_ids, tiny_encoder
+from tests.encoder_helpers import tiny_encoder, token_ids
 
 
 def _docs(model, n=3, length=20):

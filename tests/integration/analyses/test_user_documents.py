@@ -11,11 +11,11 @@ from analyses.attention_mass import attention_mass
 from analyses.kl_ablation import kl_ablation
 from analyses.loss_neutrality import loss_neutrality
 from analyses.niah_accuracy import niah_accuracy
+from analyses.position_probes import position_probes
 from analyses.positions import position_patterns, position_ranges
 from corpora.niah import niah_samples
 from corpora.user import read_documents, token_windows
 from interp.base import InputError
-from analyses.position_probes import position_probes
 from tests.encoder_helpers import tiny_encoder
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo

@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import precision_score, recall_score, roc_auc_score
 
-from analyses.word_boundaries import (char_windows, gap_table, lead_bytes, validation_documents, word_boundaries,
-                                      word_final_indices)
+from analyses.word_boundaries import (
+    char_windows,
+    gap_table,
+    lead_bytes,
+    validation_documents,
+    word_boundaries,
+    word_final_indices,
+)
 from corpora import Document
 from tests.helpers import tiny_model
 from tests.planting import planted_increments

@@ -1,7 +1,7 @@
 import torch
+from transformer_lens.hook_points import HookPoint
 
 from interp.attention import attend, query_rows
-from transformer_lens.hook_points import HookPoint
 
 
 def _qkv(n=9):

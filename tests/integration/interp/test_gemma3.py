@@ -17,9 +17,9 @@ LENGTH = 700  # past the 512-key window
 def pair(tmp_path_factory):
     from transformers import AutoModelForCausalLM
 
+    from interp.catalog import CHUNKED
     from interp.loading import load
     from interp.loading.converted import assemble
-    from interp.catalog import CHUNKED
 
     model = load("gemma3-270m")
     spec = CHUNKED["gemma3-270m"]

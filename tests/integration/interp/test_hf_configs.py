@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from interp.loading import CheckpointError, load
 from interp.families.repo.checkpoints import save_pretrained as save_repo_dir
+from interp.loading import CheckpointError, load
 from tests.integration.interp.test_load_sources import tiny_hf_bert, tiny_hf_llama
 from tests.repo_helpers import tiny_repo
 
@@ -103,7 +103,7 @@ def test_bert_directory_matches_transformers_and_refuses_other_position_types(tm
 
 def test_encoder_directory_refuses_unknown_fields(tmp_path):
     from interp.families.encoder.checkpoints import save_pretrained
-    from tests.encoder_helpers import token_ids, tiny_encoder
+    from tests.encoder_helpers import tiny_encoder, token_ids
 
     model = tiny_encoder("rope")
     save_pretrained(model, tmp_path)

@@ -13,10 +13,10 @@ from analyses.attention_mass import answer_attention
 from analyses.positions import position_ranges
 from corpora.niah import niah_samples
 from interp.capabilities import Capability, CapabilityError
-from interp.hook_docs import models
-from interp.loading import CheckpointError
 from interp.families.hf.checkpoints import is_generic_hf_dir, load_generic, save_generic
 from interp.families.hf.model import HFModel
+from interp.hook_docs import models
+from interp.loading import CheckpointError
 from interp.tokenizers import ByteTokenizer
 from tests.hf_helpers import CONFIGS, LEARNED, ROTARY, reference, write_tiny_hf
 

@@ -6,8 +6,17 @@ import torch
 
 from interp import interventions
 from interp.capabilities import Capability, CapabilityError
-from interp.interventions import (KeyWindow, MaskHeadQueries, MaskHeads, RemoveAPBands, RemoveRotaryBands, ShiftPositions,
-                                  ShufflePositions, StretchPositions, UnrotateRotaryBands)
+from interp.interventions import (
+    KeyWindow,
+    MaskHeadQueries,
+    MaskHeads,
+    RemoveAPBands,
+    RemoveRotaryBands,
+    ShiftPositions,
+    ShufflePositions,
+    StretchPositions,
+    UnrotateRotaryBands,
+)
 from interp.loading import load
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model

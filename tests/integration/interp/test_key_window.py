@@ -15,7 +15,7 @@ from interp.interventions import KeyWindow
 from interp.loading import load
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.hf_helpers import write_tiny_hf
-from tests.integration.interp.test_attention_statistics import NO_SPANS, WINDOWS, FIRST, assert_statistics, expected
+from tests.integration.interp.test_attention_statistics import FIRST, NO_SPANS, WINDOWS, assert_statistics, expected
 from tests.integration.interp.test_span_masses import FAMILIES
 
 

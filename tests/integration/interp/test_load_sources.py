@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.loading import CheckpointError, load, save
 from interp.families.repo.checkpoints import save_pretrained as save_repo_dir
+from interp.loading import CheckpointError, load, save
 from interp.package_files import installed
-from tests.encoder_helpers import token_ids, tiny_encoder
+from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
 

@@ -3,8 +3,8 @@ import json
 import pytest
 import torch
 
-from interp.loading import CheckpointError, load, save
 from interp.families.increments.checkpoints import export
+from interp.loading import CheckpointError, load, save
 from tests.helpers import reference_logits, tiny_model
 
 

@@ -5,9 +5,9 @@ import torch
 
 from analyses.ap_spectrum import ap_spectrum
 from analyses.kl_ablation import kl_ablation
-from interp.loading import CheckpointError, load, save
-from corpora.documents import Window
 from corpora.contexts import wikipedia_windows
+from corpora.documents import Window
+from interp.loading import CheckpointError, load, save
 from probes.position import fit_position_probes
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model

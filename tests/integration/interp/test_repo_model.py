@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from interp.capabilities import Capability
-from interp.loading import CheckpointError, load
 from interp.families.repo.checkpoints import export, hf_config, save_pretrained
+from interp.loading import CheckpointError, load
 from tests.repo_helpers import AUTHORS_PE_CONFIG, authors_olmo2_config, reference_logits, tiny_repo
 
 

@@ -5,7 +5,7 @@ import torch
 from transformers import LlamaConfig as HFLlamaConfig
 from transformers import LlamaForCausalLM
 
-from interp.attention import StopForward, collecting_spans, decoding, KVCache, model_span_masses, span_masses
+from interp.attention import KVCache, StopForward, collecting_spans, decoding, model_span_masses, span_masses
 from interp.families.llama.model import LlamaTransformer
 from tests.helpers import tiny_model
 from tests.repo_helpers import tiny_repo
