@@ -535,8 +535,17 @@ class StatisticsRequest:
         if "previous_mass" in want:
             out["previous_mass"] = at(torch.where(q_abs > 0, q_abs - 1, -1))
         distance = (q_abs[:, None] - k_idx[None, :]).abs()
+        def near(w: int) -> Tensor:
+            """Mass on keys within distance ``w``: the band gathered when it is narrow (no pass over every key)."""
+            if 4 * (2 * w + 1) >= keys:
+                return (p * (distance <= w)).sum(-1)
+            key = q_abs[:, None] + torch.arange(-w, w + 1, device=p.device)[None, :]
+            inside = (key >= k0) & (key < k0 + keys)
+            idx = (key - k0).clamp(0, keys - 1).view(1, 1, *key.shape).expand(*p.shape[:-1], key.shape[-1])
+            return (p.gather(-1, idx) * inside).sum(-1)
+
         if "window_mass" in want:
-            out["window_mass"] = torch.stack([(p * (distance <= w)).sum(-1) for w in self.windows], -1)
+            out["window_mass"] = torch.stack([near(w) for w in self.windows], -1)
         if "far_mass" in want:
             out["far_mass"] = torch.stack([(p * (distance > w)).sum(-1) for w in self.windows], -1)
         if "span_mass" in want:
