@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+BUILDS_LOGITS = False  # statistics only: the pass stops after the last attention (interp.memory)
 WANTED = ("first_mass", "previous_mass", "window_mass", "distance_mean", "entropy")
 INTERVALS = ("t", "none")
 NO_INTERVAL = "no interval: --interval none, or fewer than two documents reach this bucket"

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+BUILDS_LOGITS = False  # losses come from PosLensModel.token_losses, a chunk of positions at a time (interp.memory)
 
 def conditions(sinks) -> list[tuple[str, int | None]]:
     return [("full", None)] + [("window" if s == 0 else f"window + {s} sink{'s' * (s > 1)}", s) for s in sinks]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+BUILDS_LOGITS = False  # losses come from PosLensModel.token_losses, a chunk of positions at a time (interp.memory)
 
 @no_grad
 def sequence_scores(model, ids: list[int], offset: int, half: int) -> dict:

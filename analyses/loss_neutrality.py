@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+BUILDS_LOGITS = False  # losses come from PosLensModel.token_losses, a chunk of positions at a time (interp.memory)
 
 def training_record(model) -> dict:
     """The ``training.json`` beside the model's checkpoint, if it has one."""

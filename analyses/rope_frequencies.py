@@ -61,7 +61,7 @@ from interp.capabilities import Capability
 if TYPE_CHECKING:
     import pandas as pd
 
-LOSSES_IN_CHUNKS = True  # losses come from PosLensModel.token_losses; no pass builds every position's logits (interp.memory)
+BUILDS_LOGITS = False  # losses come from PosLensModel.token_losses, a chunk of positions at a time (interp.memory)
 
 CONDITIONS = ("none", "zero-highest", "zero-lowest", "unrotate-lowest", "unrotate-highest")
 POSITIONAL = 0.5  # previous-token mass that makes a head positional (head-profiles' group rule)

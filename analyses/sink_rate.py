@@ -57,6 +57,7 @@ from interp.capabilities import Capability
 if TYPE_CHECKING:
     import pandas as pd
 
+BUILDS_LOGITS = False  # statistics only: the pass stops after the last attention (interp.memory)
 INPUTS = ("text", "random")
 ESTIMATORS = ("gu", "poslens")
 GU_LENGTH = 64  # Gu et al.'s T

@@ -243,7 +243,8 @@ def planned_run(analysis, options: dict, max_len: int | None = None) -> dict | N
     """``length``, ``batch``, ``attention_rows`` and ``logits`` of one model's run of ``analysis`` with ``options``
     (given values, else the declared defaults): the length is the largest option declared ``Fits(max_seq_len)`` times its
     copies plus its margin, lowered to ``max_len`` as ``Fits`` lowers a default. None where no option declares a length.
-    ``logits`` is False where the analysis' module declares ``LOSSES_IN_CHUNKS`` (it never builds every position's)."""
+    ``logits`` is False where the analysis' module declares ``BUILDS_LOGITS = False``: no pass of it builds every
+    position's logits (none at all, or losses in chunks)."""
     import inspect
 
     lengths = []
@@ -266,7 +267,7 @@ def planned_run(analysis, options: dict, max_len: int | None = None) -> dict | N
 
     module = inspect.getmodule(inspect.unwrap(analysis.function))
     return dict(length=max(lengths), batch=declared("batch_size", 1), attention_rows=declared("max_rows", 0),
-                logits=not getattr(module, "LOSSES_IN_CHUNKS", False))
+                logits=getattr(module, "BUILDS_LOGITS", True))
 
 
 def config_before_load(source) -> dict | None:

@@ -113,9 +113,11 @@ def main(argv=None) -> int:
         args = figure_parser(__doc__).parse_args(argv)
     else:
         args = build_parser(argv).parse_args(argv)
+    from interp.memory import MemoryRefused
+
     try:
         return args.func(args)
-    except (FileExistsError, FileNotFoundError, ValueError, KeyError, TypeError) as err:
+    except (FileExistsError, FileNotFoundError, ValueError, KeyError, TypeError, MemoryRefused) as err:
         print(f"poslens: error: {err}", file=sys.stderr)
         return 2
 

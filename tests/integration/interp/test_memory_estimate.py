@@ -106,3 +106,21 @@ def test_a_run_that_cannot_fit_is_refused_before_its_weights_load_and_after_load
     assert ran == [] and not (tmp_path / "out2" / "attention-window.csv").exists()
     monkeypatch.setenv("POSLENS_FREE_MEMORY", "4G")
     assert memory.planned_run(get("rope-frequencies"), {"length": 300}, 1200)["logits"] is False
+
+
+def test_statistics_only_analyses_plan_no_logits_and_the_cli_prints_a_refusal_without_a_traceback(tmp_path, monkeypatch, capsys):
+    from analyses import get
+    from poslens.cli import main
+    from tests.hf_helpers import write_tiny_hf
+
+    for name, length in (("along-context", "length"), ("sink-rate", "lengths")):  # Gemma 3 at 32k: 64 GB it never builds
+        assert memory.planned_run(get(name), {length: 32768}, 32768)["logits"] is False
+    assert memory.planned_run(get("head-profiles"), {}, 1024)["logits"] is True  # its needles are generated
+    write_tiny_hf("llama", tmp_path / "tiny")
+    monkeypatch.setenv("POSLENS_FREE_MEMORY", "2M")
+    code = main(["analyze", "along-context", "--model", str(tmp_path / "tiny"), "--out", str(tmp_path / "out"),
+                 "--interval", "none", "--n-docs", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "poslens: error: along-context on" in err and "only 2 MB is free" in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
