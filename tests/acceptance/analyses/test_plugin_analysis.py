@@ -1,7 +1,8 @@
 """Adding an analysis is its module, its figure and one line: a toy analysis written in a temporary module (its
 ``@runs`` beside its ``@analysis``), its figure in a temporary ``figures/`` folder and its module named in
-``analyses.registry.MODULES`` runs in the small suite, in the main job's plan and in the memory benchmark's plan,
-and the command line and the report pick it up, with no other file edited."""
+``analyses.registry.MODULES`` runs in the small suite, in the main job's plan, in the memory benchmark's plan and in
+the script benchmark's ``--small`` command line, and the command line and the report pick it up, with no other file
+edited."""
 
 import importlib
 import inspect
@@ -124,6 +125,11 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
     written = pd.read_csv(out / f"{NAME}.csv")
     assert set(written["model"]) == {"repo-small"} and len(written) == 16
     assert (out / f"{NAME}.html").exists()
+
+    # the script benchmark's --small: no real run declared, so the main job's shrunk by its quick options
+    from bench.script import options
+
+    assert options(NAME, "repo-small") == ["--n-docs", "1", "--length", "64"]
 
 
 def test_a_declaration_naming_what_the_analysis_lacks_fails_when_its_module_is_imported():
