@@ -92,7 +92,7 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
 
     from bench.memory import plan
     from poslens.cli import main
-    from poslens.reproduce import Step, main_plan, reproduce
+    from poslens.reproduce import Step, main_plan, real_plan, reproduce
     from tests.acceptance.analyses.test_registry import (
         check_table_figure_headline_and_summary,
         small_suite,
@@ -111,6 +111,7 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
     steps = main_plan()
     assert steps[-1] == Step(NAME, ("repo-small",), dict(n_docs=2, length=64), dict(n_docs=1), HEADS)
     assert [s.analysis for s in steps[:-1]] == [a.name for a in analyses.all_analyses()][:-1]
+    assert NAME not in [s.analysis for s in real_plan()]  # it declares no real= run
     index = reproduce(tmp_path / "report", quick=True, plan=steps[-1:], log=lambda line: None).read_text()
     assert f"<iframe src='{NAME}.html'" in index and "goes to the first token (layer" in index
     prov = (tmp_path / "report" / f"{NAME}.provenance.json").read_text()
