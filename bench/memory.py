@@ -29,11 +29,12 @@ def plan() -> dict[str, tuple[list[str], list[str]]]:
 
 
 def argv(analysis, options: dict) -> list[str]:
-    """``options`` as ``poslens analyze`` spells them (a tuple as one comma-separated value, False as ``--no-FLAG``)."""
-    flags = {o.name: o for o in analysis.options}
+    """``options`` as ``poslens analyze`` spells them (a tuple as one comma-separated value, False as ``--no-FLAG``;
+    ``seed`` as ``--seed``)."""
+    flags = {o.name: o.flag for o in analysis.options} | {"seed": "--seed"}
     out = []
     for name, value in options.items():
-        flag = flags[name].flag
+        flag = flags[name]
         if isinstance(value, bool):
             out.append(flag if value else "--no-" + flag[2:])
         else:

@@ -7,7 +7,11 @@ on an idle machine with the threads poslens chooses; on the same idle machine wi
 average chose (the baseline, measured in the same run); and beside one busy process (a single-threaded loop) with
 the threads poslens chooses. Threads and the reason come from each command's provenance.
 
-``python -m bench.script [--model smollm2] [--write]``"""
+``--small`` runs each analysis as ``poslens reproduce --real-models --quick`` runs it on the model: its declared
+``real`` run (``@runs`` beside its ``@analysis``, ``analyses.runs``) with the ``quick`` options over it and the model's
+own over both (``options``); an analysis without a ``real`` run, its ``main`` run's. The analyses name no options here.
+
+``python -m bench.script [--model smollm2] [--small] [--write]``"""
 
 from __future__ import annotations
 
@@ -23,15 +27,31 @@ from bench.report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 ANALYSES = ("sink-rate", "induction", "rope-frequencies", "retrieval-heads")
-# --small: the same four at a few documents each (minutes, not a quarter of an hour per sequence)
-SMALL = {"sink-rate": ["--n-docs", "4"], "induction": ["--n-docs", "2", "--half", "128"],
-         "rope-frequencies": ["--n-docs", "1", "--length", "256", "--niah-prompts", "1"],
-         "retrieval-heads": ["--n-docs", "2", "--niah-prompts", "1", "--length", "256"]}
+
+
+def options(name: str, model: str) -> list[str]:
+    """``--small``'s command-line options for analysis ``name`` on ``model`` (see the module docstring), spelled by the
+    memory benchmark's ``argv``."""
+    from analyses import get
+    from bench.memory import argv
+
+    analysis = get(name)
+    run = analysis.real or analysis.main
+    if run is None:
+        raise ValueError(f"bench.script --small: analysis '{name}' declares no real= or main= run (@runs) to shrink")
+    return argv(analysis, {**run.options, **run.quick, **run.per_model.get(model, {})})
+
+
+def __getattr__(name: str):
+    """``SMALL``: ``{analysis: options(analysis, "smollm2")}`` for ``ANALYSES``, as the declarations are now."""
+    if name == "SMALL":
+        return {a: options(a, "smollm2") for a in ANALYSES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def analyze(name: str, model: str, out: Path, threads: int | None, small: bool = False) -> tuple[float, dict]:
     argv = [sys.executable, "-m", "poslens.cli", "analyze", name, "--model", model, "--out", str(out),
-            "--format", "html", "--force"] + (SMALL[name] if small else [])
+            "--format", "html", "--force"] + (options(name, model) if small else [])
     argv += ["--threads", str(threads)] if threads else []
     start = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -92,7 +112,7 @@ if __name__ == "__main__":
 
         write_section("script", "Analyses one after another: threads chosen per command",
                       f"`python -m bench.script{' --small' if args.small else ''}`: {', '.join(ANALYSES)} on {args.model} "
-                      f"{'with ' + '; '.join(f'{a} ' + ' '.join(o) for a, o in SMALL.items()) if args.small else 'at their defaults'}, each a fresh "
+                      f"{'with ' + '; '.join(f'{a} ' + ' '.join(options(a, args.model)) for a in ANALYSES) if args.small else 'at their defaults'}, each a fresh "
                       f"`poslens analyze` right after the one before; {platform.machine()}, "
                       f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}, {dt.date.today()}. Issue 27 measured "
                       f"943 s for the four at 313ba53, each on 1 thread (provenance: `2 usable cores, 1 busy (load 1.0)`).\n\n{table}")

@@ -62,15 +62,18 @@ def markdown() -> str:
     return "\n\n".join(table(cls, rows, cls.family, variant) for (cls, variant), rows in sections().items())
 
 
-def readme_section(text: str) -> str:
-    return text[text.index(START) + len(START) : text.index(END)]
+def readme_section(text: str, start: str = START, end: str = END) -> str:
+    """The text between the markers ``start`` and ``end`` (the hook tables' by default)."""
+    return text[text.index(start) + len(start) : text.index(end)]
 
 
-def sync_readme(path) -> bool:
-    """Rewrite the README section between the hook markers; True if it changed."""
+def sync_readme(path, body: str | None = None, start: str = START, end: str = END) -> bool:
+    """Rewrite the README section between ``start`` and ``end`` with ``body`` (the hook markers and ``markdown()`` by
+    default); True if it changed."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
-    new = text.replace(START + readme_section(text) + END, START + markdown() + "\n" + END)
+    body = markdown() if body is None else body
+    new = text.replace(start + readme_section(text, start, end) + end, start + body + "\n" + end)
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text

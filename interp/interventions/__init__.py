@@ -6,25 +6,8 @@
     with interventions.applied(model, iv):                   # the same, recorded in the model's provenance
         logits = model(tokens)
 
-=========================  ======================================================================================
-intervention               what it edits (and the capability it needs)
-=========================  ======================================================================================
-``MaskHeads``              heads' outputs (``hook_z``) set to zero: the head writes nothing (attention)
-``MaskHeadQueries``        heads' queries set to zero, at every position or from ``from_position`` on: the head
-                           attends uniformly to the keys it sees (Wu et al. 2024's masking of retrieval heads)
-                           (``hook_rot_q`` / ``hook_q``; from a position, ``hook_attn_scores``)
-``RemoveRotaryBands``      chosen frequency bands of heads' rotated queries set to zero: those bands carry
-                           nothing into the attention logit (rotary positions)
-``UnrotateRotaryBands``    chosen bands of queries and keys turned back to position 0: they carry content without
-                           position, as p-RoPE's truncated frequencies do (rotary and per-head positions)
-``KeyWindow``              each query sees only the keys less than ``window`` tokens away, plus the first ``sinks``
-                           tokens (StreamingLLM's window attention with attention sinks) (attention)
-``ShiftPositions``         positions moved by an offset (editable per-head positions)
-``StretchPositions``       positions multiplied by a factor (editable per-head positions)
-``ShufflePositions``       positions permuted along the sequence, seeded (editable per-head positions)
-``RemoveAPBands``          DCT bands of the learned absolute-position table removed from the rows that enter the
-                           model (an AP stream)
-=========================  ======================================================================================
+The registered interventions, each with its fields, what it edits and the capabilities it needs, are the table
+``python -m interp.intervention_docs`` prints from this registry (README.md carries it, and a test keeps the two equal).
 
 An intervention is a frozen dataclass: its fields are its whole description, so ``record()`` (what provenance
 stores) is the intervention's name plus its fields. ``fwd_hooks(model)`` checks the model has what it needs
@@ -34,7 +17,13 @@ An intervention may also have a ``condition(model)``: a context in which the mod
 without hooks (``KeyWindow``: a key window ``interp.attention.attend`` applies per chunk of query rows, at any length);
 ``applied`` enters it instead of the hooks. Each intervention lives in its own module and registers itself with
 ``@register``; the module is named once in ``MODULES`` (one line), and ``registered()`` / ``get(name)`` find it by its
-name.
+name. Beside its fields it declares what the documentation and the tests read off it:
+
+- its docstring, whose first paragraph says what it edits (the README table's row);
+- ``needs``: the capabilities it refuses a model without (a test checks it refuses exactly those);
+- ``example``: the keyword arguments of a small instance (the README's call, and the instance the tests iterate).
+
+``register`` checks them when the module is imported, naming the intervention.
 """
 
 from __future__ import annotations
@@ -42,10 +31,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import inspect
 from typing import Callable, ClassVar
 
 from interp import deprecated
-from interp.capabilities import require
+from interp.capabilities import Capability, require
 
 MODULES: tuple[str, ...] = (
     "interp.interventions.heads",
@@ -62,6 +52,8 @@ REGISTRY: dict[str, type[Intervention]] = {}
 @dataclasses.dataclass(frozen=True)
 class Intervention:
     name: ClassVar[str] = ""
+    needs: ClassVar[tuple[Capability, ...]] = ()  # capabilities a model must have (a CapabilityError otherwise)
+    example: ClassVar[dict | None] = None  # keyword arguments of a small instance, for the README and the tests
 
     def fwd_hooks(self, model) -> list[tuple[str, Callable]]:
         raise NotImplementedError
@@ -120,10 +112,32 @@ def as_tuple(value):
 
 
 def register(cls: type[Intervention]) -> type[Intervention]:
+    """Add ``cls`` (a frozen dataclass of ``Intervention``) to the registry, once its declarations are checked: a unique
+    ``name``, a docstring of its own, ``needs`` of ``Capability`` members and an ``example`` it can be built from."""
+    who = f"intervention {cls.__name__}"
     if not cls.name or cls.name in REGISTRY:
-        raise ValueError(f"intervention {cls.__name__} needs a unique name, got {cls.name!r}")
+        raise ValueError(f"{who} needs a unique name, got {cls.name!r}")
+    if not dataclasses.is_dataclass(cls) or not issubclass(cls, Intervention):
+        raise TypeError(f"{who}: @register goes above @dataclasses.dataclass(frozen=True) on a subclass of Intervention")
+    if not written_doc(cls):
+        raise ValueError(f"{who} ({cls.name!r}) needs a docstring: its first paragraph says what it edits (the README's row)")
+    if not isinstance(cls.needs, tuple) or not all(isinstance(c, Capability) for c in cls.needs):
+        raise TypeError(f"{who} ({cls.name!r}): needs must be a tuple of interp.capabilities.Capability, got {cls.needs!r}")
+    if not isinstance(cls.example, dict):
+        raise TypeError(f"{who} ({cls.name!r}) needs an example: a dict of the keyword arguments of a small instance "
+                        f"(fields: {', '.join(f.name for f in dataclasses.fields(cls)) or 'none'}), got {cls.example!r}")
+    try:
+        cls(**cls.example)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{who} ({cls.name!r}): its example {cls.example!r} does not build one: {err}") from None
     REGISTRY[cls.name] = cls
     return cls
+
+
+def written_doc(cls) -> str:
+    """``cls``'s own docstring, or "" where it has none (the signature ``dataclasses`` writes in its place)."""
+    doc = cls.__dict__.get("__doc__") or ""
+    return "" if doc.startswith(cls.__name__ + "(") else inspect.cleandoc(doc)
 
 
 def registered() -> dict[str, type[Intervention]]:

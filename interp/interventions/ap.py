@@ -20,10 +20,15 @@ from interp.interventions import Intervention, as_tuple, register
 @register
 @dataclasses.dataclass(frozen=True)
 class RemoveAPBands(Intervention):
+    """DCT bins of the learned absolute-position table removed from the rows that enter the model: ``bins``, or every
+    bin from ``above`` up (only the slow components stay), or every bin below ``below``."""
+
     bins: tuple | None = None
     above: int | None = None
     below: int | None = None
     name = "remove-ap-bands"
+    needs = (Capability.AP_STREAM,)
+    example = dict(above=4)
 
     def __post_init__(self):
         object.__setattr__(self, "bins", as_tuple(self.bins))

@@ -12,8 +12,11 @@ from interp.interventions import Intervention, register
 @register
 @dataclasses.dataclass(frozen=True)
 class MaskHeads(Intervention):
+    """The listed heads' outputs (``hook_z``) set to zero: each head writes nothing to the residual stream."""
+
     heads: frozenset  # {(layer, head), ...}
     name = "mask-heads"
+    example = dict(heads={(0, 1), (1, 0)})
 
     def __post_init__(self):
         object.__setattr__(self, "heads", frozenset((int(l), int(h)) for l, h in self.heads))

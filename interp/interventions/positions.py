@@ -18,6 +18,7 @@ from interp.interventions import Intervention, as_tuple, layers_of, register
 @dataclasses.dataclass(frozen=True)
 class _Positions(Intervention):
     layers: tuple | None = None  # None: every layer
+    needs = (Capability.POSITIONS,)
 
     def __post_init__(self):
         object.__setattr__(self, "layers", as_tuple(self.layers))
@@ -38,8 +39,12 @@ class _Positions(Intervention):
 @register
 @dataclasses.dataclass(frozen=True)
 class ShiftPositions(_Positions):
+    """The positions heads rotate by moved by ``offset``: rotary attention, which sees only their differences,
+    changes by float error alone."""
+
     offset: float = 0.0
     name = "shift-positions"
+    example = dict(offset=3.0)
 
     def edit(self, pos):
         return pos + float(self.offset)
@@ -48,8 +53,11 @@ class ShiftPositions(_Positions):
 @register
 @dataclasses.dataclass(frozen=True)
 class StretchPositions(_Positions):
+    """The positions heads rotate by multiplied by ``factor``: every distance rescaled (position interpolation)."""
+
     factor: float = 1.0
     name = "stretch-positions"
+    example = dict(factor=0.5)
 
     def edit(self, pos):
         return pos * float(self.factor)
@@ -58,8 +66,11 @@ class StretchPositions(_Positions):
 @register
 @dataclasses.dataclass(frozen=True)
 class ShufflePositions(_Positions):
+    """The positions heads rotate by permuted along the sequence (``seed``): the set kept, the order broken."""
+
     seed: int = 0
     name = "shuffle-positions"
+    example = dict(seed=1)
 
     def edit(self, pos):
         """The same permutation of the sequence axis for every batch row and head, drawn from ``seed`` and the length."""

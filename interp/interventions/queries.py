@@ -29,9 +29,13 @@ from interp.interventions import Intervention, register
 @register
 @dataclasses.dataclass(frozen=True)
 class MaskHeadQueries(Intervention):
+    """The listed heads' queries set to zero, in every row or from ``from_position`` on: each attends uniformly to the
+    keys it sees (Wu et al. 2024's masking of retrieval heads), and still writes the mean of their values."""
+
     heads: frozenset  # {(layer, head), ...}
     from_position: int = 0  # query positions before this one are left alone
     name = "mask-head-queries"
+    example = dict(heads={(0, 1)}, from_position=2)
 
     def __post_init__(self):
         object.__setattr__(self, "heads", frozenset((int(l), int(h)) for l, h in self.heads))

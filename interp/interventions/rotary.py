@@ -75,7 +75,12 @@ class _Bands(Intervention):
 @register
 @dataclasses.dataclass(frozen=True)
 class RemoveRotaryBands(_Bands):
+    """Rotary bands of the heads' queries, after rotation, set to zero (``bands``, or the ``highest`` or ``lowest``
+    fraction of each layer's): those bands add nothing to the attention logit."""
+
     name = "remove-rotary-bands"
+    needs = (Capability.ROTARY,)
+    example = dict(highest=0.25)
 
     def fwd_hooks(self, model):
         import torch
@@ -96,7 +101,12 @@ class RemoveRotaryBands(_Bands):
 @register
 @dataclasses.dataclass(frozen=True)
 class UnrotateRotaryBands(_Bands):
+    """Rotary bands of queries and keys turned back to position 0 (chosen as ``RemoveRotaryBands`` chooses them, the
+    heads whole key groups): content without position, as p-RoPE's truncated frequencies."""
+
     name = "unrotate-rotary-bands"
+    needs = (Capability.POSITIONS, Capability.ROTARY)
+    example = dict(lowest=0.25)
 
     def fwd_hooks(self, model):
         import torch

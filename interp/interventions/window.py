@@ -32,10 +32,16 @@ def _attends_through_attend(model) -> bool:
 @register
 @dataclasses.dataclass(frozen=True)
 class KeyWindow(Intervention):
+    """Each query sees only the keys less than ``window`` tokens away and the first ``sinks`` tokens (StreamingLLM's
+    window attention with attention sinks); applied, the attention reads each chunk of query rows against its window's
+    keys only, so it runs at any length."""
+
     window: int  # keys a query sees behind it (itself included); both ways in a bidirectional model
     sinks: int = 0  # the first tokens every query sees as well
     layers: tuple | None = None  # None: every layer
     name = "key-window"
+    needs = (Capability.ATTENTION,)
+    example = dict(window=8, sinks=1)
 
     def __post_init__(self):
         object.__setattr__(self, "layers", as_tuple(self.layers))

@@ -1,7 +1,8 @@
 """Adding an analysis is its module, its figure and one line: a toy analysis written in a temporary module (its
 ``@runs`` beside its ``@analysis``), its figure in a temporary ``figures/`` folder and its module named in
-``analyses.registry.MODULES`` runs in the small suite, in the main job's plan and in the memory benchmark's plan,
-and the command line and the report pick it up, with no other file edited."""
+``analyses.registry.MODULES`` runs in the small suite, in the main job's plan, in the memory benchmark's plan and in
+the script benchmark's ``--small`` command line, and the command line and the report pick it up, with no other file
+edited."""
 
 import importlib
 import inspect
@@ -91,7 +92,7 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
 
     from bench.memory import plan
     from poslens.cli import main
-    from poslens.reproduce import Step, main_plan, reproduce
+    from poslens.reproduce import Step, main_plan, real_plan, reproduce
     from tests.acceptance.analyses.test_registry import (
         check_table_figure_headline_and_summary,
         small_suite,
@@ -110,6 +111,7 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
     steps = main_plan()
     assert steps[-1] == Step(NAME, ("repo-small",), dict(n_docs=2, length=64), dict(n_docs=1), HEADS)
     assert [s.analysis for s in steps[:-1]] == [a.name for a in analyses.all_analyses()][:-1]
+    assert NAME not in [s.analysis for s in real_plan()]  # it declares no real= run
     index = reproduce(tmp_path / "report", quick=True, plan=steps[-1:], log=lambda line: None).read_text()
     assert f"<iframe src='{NAME}.html'" in index and "goes to the first token (layer" in index
     prov = (tmp_path / "report" / f"{NAME}.provenance.json").read_text()
@@ -124,6 +126,11 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
     written = pd.read_csv(out / f"{NAME}.csv")
     assert set(written["model"]) == {"repo-small"} and len(written) == 16
     assert (out / f"{NAME}.html").exists()
+
+    # the script benchmark's --small: no real run declared, so the main job's shrunk by its quick options
+    from bench.script import options
+
+    assert options(NAME, "repo-small") == ["--n-docs", "1", "--length", "64"]
 
 
 def test_a_declaration_naming_what_the_analysis_lacks_fails_when_its_module_is_imported():

@@ -1,6 +1,8 @@
-"""Adding an intervention is one module and one line: a toy intervention written in a temporary module, registered
-with ``@register`` and named in ``interp.interventions.MODULES``, is found by name, edits the forward pass as a
-planted edit of the weights does, and is recorded in the model's provenance."""
+"""Adding an intervention is one module and one line: a toy intervention written in a temporary module (its docstring,
+``needs`` and ``example`` beside its fields), registered with ``@register`` and named in
+``interp.interventions.MODULES``, is found by name, edits the forward pass as a planted edit of the weights does, is
+recorded in the model's provenance, joins the README's intervention table and the tests that iterate the registry,
+with no other file edited."""
 
 import sys
 import textwrap
@@ -21,8 +23,11 @@ MODULE = textwrap.dedent('''
     @register
     @dataclasses.dataclass(frozen=True)
     class ScaleEmbeddings(Intervention):
+        """The token embeddings multiplied by ``factor`` before the first block."""
+
         factor: float
         name = "scale-embeddings"
+        example = dict(factor=3.0)
 
         def fwd_hooks(self, model):
             return [("hook_embed", lambda x, hook: x * self.factor)]
@@ -58,3 +63,24 @@ def test_an_intervention_from_a_temporary_module_is_found_applied_and_recorded(p
     assert model_record(model)["interventions"] == [{"intervention": "scale-embeddings", "factor": 3.0}]
     with pytest.raises(KeyError, match=r"unknown intervention 'scale-embedding' \(known: .*scale-embeddings"):
         interventions.get("scale-embedding")
+
+
+def test_an_intervention_from_a_temporary_module_joins_the_readme_table_and_the_registry_tests(plugin, tmp_path):
+    from interp import hook_docs, intervention_docs
+    from tests.unit.interp.test_capabilities import check_refuses_exactly_what_it_needs, refusal_plan
+    from tests.unit.interp.test_intervention_declarations import check_record_is_the_whole_edit
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{intervention_docs.START}old\n{intervention_docs.END}\n{hook_docs.START}hooks\n{hook_docs.END}\n",
+                      encoding="utf-8")
+    assert intervention_docs.sync_readme(readme)
+    rows = intervention_docs.readme_section(readme.read_text(encoding="utf-8")).splitlines()
+    assert rows[-1] == ("| `ScaleEmbeddings(factor)` | `scale-embeddings` | The token embeddings multiplied by `factor` before the "
+                        "first block. | any model | `ScaleEmbeddings(factor=3.0)` |")
+    assert rows[2:-1] == [intervention_docs.row(cls) for name, cls in interventions.REGISTRY.items() if name != "scale-embeddings"]
+    assert hook_docs.readme_section(readme.read_text(encoding="utf-8")) == "hooks\n"  # the hooks' section untouched
+
+    edit, needed = refusal_plan()[-1]
+    assert (edit, needed) == (interventions.get("scale-embeddings")(3.0), set())
+    check_refuses_exactly_what_it_needs(edit, needed)
+    check_record_is_the_whole_edit(type(edit))

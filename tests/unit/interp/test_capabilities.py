@@ -29,16 +29,13 @@ def refusal(kind: str, needed_by: str, lacking: str, model: str = "stub", descri
     return re.escape(f"{kind} '{needed_by}' needs a model with {lacking}; '{model}' ({described}) has none")
 
 
-@pytest.mark.parametrize("intervention,needed", [
-    (interventions.KeyWindow(window=4), {Capability.ATTENTION}),
-    (interventions.RemoveRotaryBands(highest=0.5), {Capability.ROTARY}),
-    (interventions.UnrotateRotaryBands(highest=0.5), {Capability.POSITIONS, Capability.ROTARY}),
-    (interventions.ShiftPositions(offset=1.0), {Capability.POSITIONS}),
-    (interventions.StretchPositions(factor=2.0), {Capability.POSITIONS}),
-    (interventions.ShufflePositions(seed=1), {Capability.POSITIONS}),
-    (interventions.RemoveAPBands(above=4), {Capability.AP_STREAM}),
-], ids=lambda v: type(v).__name__ if isinstance(v, interventions.Intervention) else "")
-def test_an_intervention_refuses_a_model_without_its_capability(intervention, needed):
+def refusal_plan() -> list[tuple[interventions.Intervention, set]]:
+    """Every registered intervention, built from its declared ``example``, with the capabilities it declares it
+    ``needs``."""
+    return [(cls(**cls.example), set(cls.needs)) for cls in interventions.registered().values()]
+
+
+def check_refuses_exactly_what_it_needs(intervention, needed: set) -> None:
     name = type(intervention).__name__
     for capability in needed:
         with pytest.raises(CapabilityError, match=refusal("intervention", name, capability.value)):
@@ -50,6 +47,22 @@ def test_an_intervention_refuses_a_model_without_its_capability(intervention, ne
             pytest.fail(f"{name} refused a model lacking only {other.value}: {err}")
         except (AttributeError, NotImplementedError, TypeError, ValueError):
             pass  # it went on to read the stub's weights: past the capability check
+
+
+@pytest.mark.parametrize("intervention,needed", refusal_plan(), ids=lambda v: v.name if isinstance(v, interventions.Intervention) else "")
+def test_an_intervention_refuses_a_model_without_exactly_the_capabilities_it_declares(intervention, needed):
+    check_refuses_exactly_what_it_needs(intervention, needed)
+
+
+def test_the_refusal_plan_is_the_registry_and_a_wrong_declaration_fails_it():
+    plan = refusal_plan()
+    assert [iv.name for iv, _ in plan] == list(interventions.registered())
+    assert dict((iv.name, needed) for iv, needed in plan)["unrotate-rotary-bands"] == {Capability.POSITIONS, Capability.ROTARY}
+    window = interventions.KeyWindow(window=4)
+    with pytest.raises(pytest.fail.Exception, match="KeyWindow refused a model lacking only attention patterns"):
+        check_refuses_exactly_what_it_needs(window, set())  # a declaration that left out what it refuses
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        check_refuses_exactly_what_it_needs(window, {Capability.ATTENTION, Capability.ROTARY})  # one it never refuses
 
 
 def test_the_old_interventions_needs_warns_and_refuses_the_same_way():
