@@ -132,6 +132,10 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
 
     assert options(NAME, "repo-small") == ["--n-docs", "1", "--length", "64"]
 
+    from analyses import docs
+
+    assert docs.markdown().splitlines()[-1].startswith(f"| `{NAME}` | attention patterns | ")  # the README's table
+
 
 def test_a_declaration_naming_what_the_analysis_lacks_fails_when_its_module_is_imported():
     from analyses.runs import runs
