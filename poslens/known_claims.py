@@ -448,8 +448,8 @@ CLAIMS += [
                                                      "Long-Context Factuality",
         quote="only about 3% to 6% of the attention heads have a retrieval score larger than 0.1",
         where="§2 (Fig. 3's \"less than 5%\" is for scores above 0.5)",
-        paper="share of heads > 0.1 in the authors' released head scores: " + ", ".join(f"{k} {v}%"
-                                                                                        for k, v in WU_SHARES.items()),
+        paper=("share of heads > 0.1 in the authors' released head scores: "
+               + ", ".join(f"{k} {v}%" for k, v in WU_SHARES.items())),
         protocol="Wu's score (`retrieval-heads --score wu`, the default): greedy generation, a hit when the generated "
                  "token is in the needle and the head's most attended key is that needle token, hits / needle tokens, "
                  "only prompts retrieved (ROUGE-1 recall > 0.5) counted; 7-digit needles in 512-token Wikipedia "

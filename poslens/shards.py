@@ -120,8 +120,8 @@ class ShardStore:
                 raise ShardError(f"{self.shard_dir} holds shards of a run split {m.get('n_shares')} ways "
                                  f"({path.name}); this run is split {s.n_shares} ways: resume with the same number of "
                                  "processes or use a new --shard-dir")
-            if self.record and (m.get("analysis"), m.get("args_hash")) != (self.record["analysis"],
-                                                                           self.record["args_hash"]):
+            if self.record and ((m.get("analysis"), m.get("args_hash"))
+                                != (self.record["analysis"], self.record["args_hash"])):
                 raise ShardError(f"{path} was written by another run ({m.get('analysis')} "
                                  f"{_diff(m.get('arguments'), self.record['arguments'])}); use a new --shard-dir")
 
