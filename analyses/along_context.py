@@ -48,10 +48,12 @@ NO_INTERVAL = "no interval: --interval none, or fewer than two documents reach t
 
 
 def buckets(length: int, per_octave: int) -> list[tuple[int, int]]:
-    """``[(start, end)]`` of query positions 1 .. length - 1, both inclusive, log-spaced: ``per_octave`` per doubling."""
+    """``[(start, end)]`` of query positions 1 .. length - 1, both inclusive, log-spaced: ``per_octave`` per
+    doubling."""
     import math
 
-    edges = sorted({int(math.floor(2 ** (i / per_octave))) for i in range(per_octave * math.ceil(math.log2(max(2, length))) + 1)})
+    edges = sorted({int(math.floor(2 ** (i / per_octave)))
+                    for i in range(per_octave * math.ceil(math.log2(max(2, length))) + 1)})
     edges = [e for e in edges if e < length] + [length]
     return [(a, b - 1) for a, b in zip(edges, edges[1:])]
 
@@ -62,9 +64,9 @@ def stat_columns(windows) -> list[str]:
 
 @no_grad
 def document_statistics(model, ids: list[int], windows, spans, *, desc: str = "") -> tuple[np.ndarray, np.ndarray]:
-    """``(values [stat, layer, head, bucket], rows [bucket])``: each statistic of ``stat_columns(windows)`` averaged over
-    the query rows of each bucket of ``spans`` in one document (NaN where the document does not reach the bucket), and
-    the rows each bucket holds."""
+    """``(values [stat, layer, head, bucket], rows [bucket])``: each statistic of ``stat_columns(windows)`` averaged
+    over the query rows of each bucket of ``spans`` in one document (NaN where the document does not reach the bucket),
+    and the rows each bucket holds."""
     import numpy as np
     import torch
 
@@ -81,12 +83,12 @@ def document_statistics(model, ids: list[int], windows, spans, *, desc: str = ""
         bar.set_postfix_str(f"layer {name.split('.')[1]}/{model.n_layers - 1}", refresh=False)
 
     try:
-        got = model_statistics(model, torch.tensor([ids], device=model.device), WANTED, first=(1,), windows=tuple(windows),
-                               progress=tick)
+        got = model_statistics(model, torch.tensor([ids], device=model.device), WANTED, first=(1,),
+                               windows=tuple(windows), progress=tick)
     finally:
         bar.close()
-    per_row = [got["first_mass"][..., 0], got["previous_mass"], *(got["window_mass"][..., j] for j in range(len(windows))),
-               got["distance_mean"], got["entropy"]]
+    per_row = [got["first_mass"][..., 0], got["previous_mass"],
+               *(got["window_mass"][..., j] for j in range(len(windows))), got["distance_mean"], got["entropy"]]
     values = torch.stack([v[:, 0] for v in per_row]).double().numpy()  # [stat, layer, head, pos]
     out = np.full(values.shape[:3] + (len(spans),), np.nan)
     rows = np.zeros(len(spans), dtype=np.int64)
@@ -98,9 +100,11 @@ def document_statistics(model, ids: list[int], windows, spans, *, desc: str = ""
     return out, rows
 
 
-def across_documents(per_doc: np.ndarray, interval: str, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def across_documents(per_doc: np.ndarray, interval: str,
+                     confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(mean, low, high, n)`` over axis 0 (documents) of per-document values, NaNs (a document short of the bucket)
-    left out; the Student-t interval of the module docstring (NaN with fewer than two documents or ``interval=none``)."""
+    left out; the Student-t interval of the module docstring (NaN with fewer than two documents or
+    ``interval=none``)."""
     import numpy as np
     from scipy import stats
 
@@ -124,8 +128,8 @@ def _contexts(model, n_docs: int, length: int, seed: int, documents) -> list[lis
     if documents is not None and input_kind(documents) == "tokens":
         for i, ids in enumerate(docs):
             if len(ids) > length:
-                raise InputError(f"along-context: documents[{i}] has {len(ids)} token ids, more than --length {length}; "
-                                 "cut it or raise --length")
+                raise InputError(f"along-context: documents[{i}] has {len(ids)} token ids, more than "
+                                 f"--length {length}; cut it or raise --length")
     return [ids for ids in docs if len(ids) >= 2]
 
 
@@ -135,9 +139,9 @@ def headline(df) -> str:
         first, last = g["bucket_start"].min(), g["bucket_start"].max()
         mass = g.groupby("bucket_start")["first_mass"].mean()
         entropy = g.groupby("bucket_start")["entropy"].mean()
-        text = (f"{model} over {int(g['length'].iloc[0])} tokens: mean first-token mass {mass[first]:.2f} at position {first}, "
-                f"{mass[last]:.2f} at positions {last}-{int(g['bucket_end'].max())}; entropy {entropy[first]:.2f} -> "
-                f"{entropy[last]:.2f} nats")
+        text = (f"{model} over {int(g['length'].iloc[0])} tokens: mean first-token mass {mass[first]:.2f} at "
+                f"position {first}, {mass[last]:.2f} at positions {last}-{int(g['bucket_end'].max())}; "
+                f"entropy {entropy[first]:.2f} -> {entropy[last]:.2f} nats")
         local = g[g["layer_type"] == "local"]
         if len(local):
             text += f"; local layers' mean distance at most {local['distance_mean'].max():.0f} tokens"
@@ -158,23 +162,28 @@ def summary(df):
       memory=Run(("rope-small",), dict(length=256)))
 @analysis("along-context", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 @may_be_nan(layer_window="a global layer: every earlier key is visible",
-            **{f"{s}_low": NO_INTERVAL for s in ("first_mass", "previous_mass", "window_mass_*", "distance_mean", "entropy")},
-            **{f"{s}_high": NO_INTERVAL for s in ("first_mass", "previous_mass", "window_mass_*", "distance_mean", "entropy")})
+            **{f"{s}_low": NO_INTERVAL for s in ("first_mass", "previous_mass", "window_mass_*", "distance_mean",
+                                                 "entropy")},
+            **{f"{s}_high": NO_INTERVAL for s in ("first_mass", "previous_mass", "window_mass_*", "distance_mean",
+                                                  "entropy")})
 def along_context(model, *,
-                  length: Annotated[int, Help("tokens per document (default: the model's context, max_seq_len)"), Range(2),
-                                    Fits(), Adapts(lambda m, o: m.max_seq_len)] = None,
-                  n_docs: Annotated[int, Help("documents, each read whole; the interval is over them"), Range(1), NotWith()] = 3,
-                  windows: Annotated[tuple[int, ...], Help("distances w of the window masses (keys t - k <= w, the query's own "
-                                                           "included; Gemma 3's 512-key window is w = 511)"),
+                  length: Annotated[int, Help("tokens per document (default: the model's context, max_seq_len)"),
+                                    Range(2), Fits(), Adapts(lambda m, o: m.max_seq_len)] = None,
+                  n_docs: Annotated[int, Help("documents, each read whole; the interval is over them"), Range(1),
+                                    NotWith()] = 3,
+                  windows: Annotated[tuple[int, ...], Help("distances w of the window masses (keys t - k <= w, the "
+                                                           "query's own included; Gemma 3's 512-key window is "
+                                                           "w = 511)"),
                                      Range(0)] = (16, 512),
                   buckets_per_octave: Annotated[int, Help("position buckets per doubling of the query position"),
                                                 Range(1, 16)] = 2,
-                  interval: Annotated[str, Help("t: Student-t interval over documents; none: means only (needed with one "
-                                                "document)"), Choices(INTERVALS)] = "t",
+                  interval: Annotated[str, Help("t: Student-t interval over documents; none: means only (needed "
+                                                "with one document)"), Choices(INTERVALS)] = "t",
                   confidence: Annotated[float, Help("the interval's level"), Range(0.5, 0.999)] = 0.95,
                   seed: int = 0, documents=None) -> pd.DataFrame:
-    """Each head's first-token, previous-token and window masses, mean attended distance and entropy per log-spaced bucket
-    of query positions, over every row of documents at the model's full context, averaged over documents with intervals.
+    """Each head's first-token, previous-token and window masses, mean attended distance and entropy per log-spaced
+    bucket of query positions, over every row of documents at the model's full context, averaged over documents with
+    intervals.
 
     One row per layer, head and position bucket; each statistic with its ``_low`` / ``_high`` interval columns."""
     import numpy as np
@@ -184,8 +193,8 @@ def along_context(model, *,
 
     windows = tuple(sorted(set(windows)))
     if interval != "none" and documents is None and n_docs < 2:
-        raise InputError(f"along-context --n-docs {n_docs}: a {interval}-interval needs at least 2 documents; give more or "
-                         "--interval none")
+        raise InputError(f"along-context --n-docs {n_docs}: a {interval}-interval needs at least 2 documents; give "
+                         "more or --interval none")
     docs = _contexts(model, n_docs, length, seed, documents)
     if not docs:
         raise InputError("along-context: no document holds 2 tokens")
@@ -202,7 +211,8 @@ def along_context(model, *,
     mean, low, high, n = across_documents(np.stack(per_doc), interval, confidence)  # [stat, layer, head, bucket]
     columns = stat_columns(windows)
     own = getattr(model, "attention_windows", None) or (None,) * model.n_layers
-    layer, head, bucket = np.meshgrid(np.arange(model.n_layers), np.arange(model.n_heads), np.arange(len(spans)), indexing="ij")
+    layer, head, bucket = np.meshgrid(np.arange(model.n_layers), np.arange(model.n_heads), np.arange(len(spans)),
+                                      indexing="ij")
     layer, head, bucket = layer.ravel(), head.ravel(), bucket.ravel()
     start = np.array([a for a, _ in spans])[bucket]
     end = np.array([b for _, b in spans])[bucket]

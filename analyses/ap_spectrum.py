@@ -66,7 +66,8 @@ def headline(df) -> str:
     for model, g in comps.groupby("model", sort=False):
         g = g.set_index("component")
         two = g.loc[2, "cumulative"] if 2 in g.index else g["cumulative"].iloc[-1]
-        parts.append(f"{model}: {100 * two:.1f}% of variance in 2 PCs, low-frequency power PC1 {100 * g.loc[1, 'low_freq_power']:.1f}%"
+        parts.append(f"{model}: {100 * two:.1f}% of variance in 2 PCs, low-frequency power "
+                     f"PC1 {100 * g.loc[1, 'low_freq_power']:.1f}%"
                      + (f", PC2 {100 * g.loc[2, 'low_freq_power']:.1f}%" if 2 in g.index else ""))
     return "; ".join(parts) + "."
 

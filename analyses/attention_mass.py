@@ -5,8 +5,9 @@ generates freely and string-matches the value); then the prompt plus an answer i
 and the attention rows of the positions that produce the answer (the last prompt token and every answer
 token but the last) are reduced, layer by layer, to the attention falling on each part of the context
 (``interp.attention.model_statistics``' ``span_mass`` of those rows, exact over every key, one chunk of rows at a time):
-the needle, the query (question and answer prefix) and the rest (haystack and preamble); 'other' is the document-start token and earlier answer tokens. The answer is either the
-model's own greedy output (``greedy``) or the gold value teacher-forced (``teacher``).
+the needle, the query (question and answer prefix) and the rest (haystack and preamble); 'other' is the document-start
+token and earlier answer tokens. The answer is either the model's own greedy output (``greedy``) or the gold value
+teacher-forced (``teacher``).
 
 Two numbers per part: ``mean_per_token``, the mean attention weight a token of that part receives (the
 seed's convention, its Table 4 in units of 0.01), and ``total_share``, the summed weight on the part.
@@ -70,7 +71,8 @@ def headline(df) -> str:
 def summary(df):
     d = df[(df["layer"].astype(str) == "all") & df["part"].isin(["needle", "query", "rest"])]
     d = d.assign(per_token_x100=100 * d["mean_per_token"])
-    wide = d.pivot_table(index=["model", "mode"], columns="part", values="per_token_x100", sort=False)[["needle", "query", "rest"]]
+    wide = d.pivot_table(index=["model", "mode"], columns="part", values="per_token_x100",
+                         sort=False)[["needle", "query", "rest"]]
     wide.columns = [f"{part} (% per token)" for part in wide.columns]
     acc = d.groupby(["model", "mode"], sort=False)[["accuracy", "n_docs", "length"]].first()
     return wide.join(acc).reset_index()
@@ -117,7 +119,8 @@ def attention_mass(model, *,
         for mode in modes:
             # greedy: the generated tokens up to the one completing the value (or as many as the gold answer has)
             continuation = generated[: done or len(s.answer_ids)] if mode == "greedy" else s.answer_ids
-            # 'other' per token counts the most other tokens any answer row sees (document start + earlier answer tokens)
+            # 'other' per token counts the most other tokens any answer row sees (document start + earlier answer
+            # tokens)
             n_other = int((s.parts == OTHER).sum()) + len(continuation) - 1
             counts = torch.tensor([(s.parts == p).sum() for p in range(len(PARTS))] + [n_other], dtype=torch.float32)
             out[mode] = (answer_attention(model, s.token_ids, continuation, s.parts), counts)
@@ -141,8 +144,8 @@ def attention_mass(model, *,
                              total_share=float(sh[..., p].mean())))
             for layer in range(model.n_layers):
                 for head in range(model.n_heads):
-                    rows.append(dict(mode=mode, layer=layer, head=head, part=part, mean_per_token=float(pt[layer, head, p]),
-                                     total_share=float(sh[layer, head, p])))
+                    rows.append(dict(mode=mode, layer=layer, head=head, part=part,
+                                     mean_per_token=float(pt[layer, head, p]), total_share=float(sh[layer, head, p])))
     df = pd.DataFrame(rows)
     df.insert(0, "model", model.model_name)
     df["n_docs"] = n

@@ -12,8 +12,9 @@ keys it may see, so no ``[query, key]`` mask is built at any length. With full a
 rows at a time; given ``max_rows``, that many evenly spaced rows, the protocol before all-row statistics, whose default
 was 64), where each head looks (``part=reach``), averaged over rows: its attention mass on keys at least ``window``
 tokens back, on the first ``max(sinks)`` tokens, and on keys past the layer's own attention window where the model has
-one (Gemma 3's sliding layers: exactly 0), and its mean attended distance. Every document adds its float64 sums (``interp.parallel.fold_items``). Tokens keep
-their own positions here (see ``KeyWindow``): this is not the paper's experiment, which streams past the trained length.
+one (Gemma 3's sliding layers: exactly 0), and its mean attended distance. Every document adds its float64 sums
+(``interp.parallel.fold_items``). Tokens keep their own positions here (see ``KeyWindow``): this is not the paper's
+experiment, which streams past the trained length.
 
 ``setting=streaming`` is the paper's experiment (§3.2, §4.1; their ``eval_long_ppl.py``): one stream of
 ``stream_tokens`` tokens (the built-in lead sections joined into one text with the start token first, or the user's
@@ -54,9 +55,10 @@ the most sinks (conditions "..., no start token", ``start_token`` False; each to
 stream with the start token, so that every span holds the same tokens). Gemma 3's sinks form only on its BOS (sink-rate:
 0% sink heads when the first token is an ordinary one) while SmolLM2 sinks on whatever comes first, so without BOS Gemma
 3 is a language model with rotary positions and no first-token sink: if the window fails because the sinks are evicted,
-keeping the first tokens should then help Gemma 3 little and SmolLM2 as much as with BOS. The bundled rope-small, trained
-on 512-byte windows, is another: its window and window + sinks agree while its dense attention fails past 512 bytes.
-Unlike a shuffled model (hundreds of nats), these controls predict text, so an effect would show if there were one.
+keeping the first tokens should then help Gemma 3 little and SmolLM2 as much as with BOS. The bundled rope-small,
+trained on 512-byte windows, is another: its window and window + sinks agree while its dense attention fails past 512
+bytes. Unlike a shuffled model (hundreds of nats), these controls predict text, so an effect would show if there were
+one.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def document_statistics(model, ids, window: int, sinks, spans, max_rows: int) ->
 
     n = len(ids)
     tokens = torch.tensor([ids], device=model.device)
-    target = torch.arange(1, n)  # the positions predicted; ``spans`` are of the full length (a short last window fills fewer)
+    # the positions predicted; ``spans`` are of the full length (a short last window fills fewer)
+    target = torch.arange(1, n)
     rows = sampled_rows(n, max_rows)
     every = rows.numel() == n - 1
     first = max(sinks) if sinks else 0
@@ -113,7 +116,8 @@ def document_statistics(model, ids, window: int, sinks, spans, max_rows: int) ->
 
     for c, (name, s) in enumerate(conditions(sinks)):
         if s is None:
-            nll, stats = forward_statistics(model, tokens, wanted, run=lambda: model.token_losses(tokens)[0].cpu().double(),
+            nll, stats = forward_statistics(model, tokens, wanted,
+                                            run=lambda: model.token_losses(tokens)[0].cpu().double(),
                                             first=(max(first, 1),), windows=near, rows=None if every else rows)
             read = slice(1, None) if every else slice(None)  # every row: 0..N-1 came back, row 0 is left out
             far = {w: stats["far_mass"][:, 0, :, read, i].double() for i, w in enumerate(near)}
@@ -201,46 +205,56 @@ def summary(df):
 @analysis("attention-window", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 @may_be_nan(sinks="full attention, dense attention and re-computation keep no first tokens",
             position="a row of a span of positions (past the window, all, past the trained length, re-computed tokens)",
-            loss="a reach row (where a head looks) has no loss", n_tokens="a reach row (where a head looks) has no loss",
+            loss="a reach row (where a head looks) has no loss",
+            n_tokens="a reach row (where a head looks) has no loss",
             layer="a loss row is of the whole model", head="a loss row is of the whole model",
             depth="a loss row is of the whole model", mean_distance="a loss row is of the whole model",
             mass_beyond_window="a loss row is of the whole model", sink_mass="a loss row is of the whole model",
             mass_beyond_own_window="a loss row, or a layer without an attention window of its own",
             cache_size="dense attention and re-computation keep no rolling cache")
 def attention_window(model, *,
-                     setting: Annotated[str, Help("window: documents inside the trained length read through a window of keys at "
-                                                  "their own positions, against full attention; streaming: StreamingLLM's "
-                                                  "experiment, one long stream (past the trained length if asked) through a "
-                                                  "rolling KV cache with positions re-indexed in the cache, against dense "
-                                                  "attention and sliding-window re-computation"), Choices(SETTINGS)] = "window",
-                     length: Annotated[int, Help("tokens per document (window setting; default: 1024)"), Range(8), Fits(),
-                                       Adapts(_for("window", 1024))] = None,
+                     setting: Annotated[str, Help("window: documents inside the trained length read through a window "
+                                                  "of keys at their own positions, against full attention; streaming: "
+                                                  "StreamingLLM's experiment, one long stream (past the trained length "
+                                                  "if asked) through a rolling KV cache with positions re-indexed in "
+                                                  "the cache, against dense attention and sliding-window "
+                                                  "re-computation"), Choices(SETTINGS)] = "window",
+                     length: Annotated[int, Help("tokens per document (window setting; default: 1024)"), Range(8),
+                                       Fits(), Adapts(_for("window", 1024))] = None,
                      n_docs: Annotated[int, Help("documents (window setting; default: 4)"), Range(1), NotWith(),
                                        Adapts(_for("window", 4))] = None,
-                     window: Annotated[int, Help("keys each query sees, itself included (window setting; shorter than --length; "
-                                                 "default: 256)"), Range(1), Adapts(_for("window", 256))] = None,
-                     sinks: Annotated[tuple[int, ...], Help("counts of first tokens kept besides the window (0: plain window "
-                                                            "attention); in the streaming setting they are part of the cache"),
+                     window: Annotated[int, Help("keys each query sees, itself included (window setting; shorter than "
+                                                 "--length; default: 256)"), Range(1),
+                                       Adapts(_for("window", 256))] = None,
+                     sinks: Annotated[tuple[int, ...], Help("counts of first tokens kept besides the window (0: "
+                                                            "plain window attention); in the streaming setting they "
+                                                            "are part of the cache"),
                                       Range(0)] = (0, 1, 4),
-                     n_buckets: Annotated[int, Help("position buckets of the loss curve (default: 8; streaming: 16)"), Range(1),
+                     n_buckets: Annotated[int, Help("position buckets of the loss curve (default: 8; streaming: 16)"),
+                                          Range(1),
                                           Adapts(lambda m, o: 16 if o.get("setting") == "streaming" else 8)] = None,
-                     max_rows: Annotated[int, Help("query rows per document for where heads look (window setting; default: 0, "
-                                                   "every row 1..N-1; a number: that many evenly spaced)"),
+                     max_rows: Annotated[int, Help("query rows per document for where heads look (window setting; "
+                                                   "default: 0, every row 1..N-1; a number: that many evenly spaced)"),
                                          Range(0), Adapts(_for("window", 0))] = None,
-                     stream_tokens: Annotated[int, Help("tokens of the stream (streaming setting, where it may exceed the model's "
-                                                        "context; default: 4096)"), Range(3), Adapts(_for("streaming", 4096))] = None,
-                     cache_size: Annotated[int, Help("tokens the rolling cache keeps, sinks included (streaming setting; default, "
-                                                     "as in the paper: 1024)"), Range(2), Adapts(_for("streaming", 1024))] = None,
-                     dense_tokens: Annotated[int, Help("tokens of the stream read with dense attention, whose keys and values are "
-                                                       "all kept (streaming setting; default: the whole stream; 0: none)"),
+                     stream_tokens: Annotated[int, Help("tokens of the stream (streaming setting, where it may exceed "
+                                                        "the model's context; default: 4096)"), Range(3),
+                                              Adapts(_for("streaming", 4096))] = None,
+                     cache_size: Annotated[int, Help("tokens the rolling cache keeps, sinks included (streaming "
+                                                     "setting; default, as in the paper: 1024)"), Range(2),
+                                           Adapts(_for("streaming", 1024))] = None,
+                     dense_tokens: Annotated[int, Help("tokens of the stream read with dense attention, whose keys and "
+                                                       "values are all kept (streaming setting; default: the whole "
+                                                       "stream; 0: none)"),
                                              Range(0), Adapts(lambda m, o: (o.get("stream_tokens") or 4096)
                                                               if o.get("setting") == "streaming" else None)] = None,
-                     recompute_stride: Annotated[int, Help("re-computation predicts every this-many-th token, each from a forward "
-                                                           "pass over cache_size + 1 tokens (streaming setting; default: 64 tokens "
-                                                           "evenly spread; 0: none)"), Range(0), Adapts(_recompute_stride)] = None,
-                     control: Annotated[bool, Help("also stream the text without its document-start token through the window "
-                                                   "and the window with the most sinks (streaming setting; a control: Gemma 3's "
-                                                   "sinks need its BOS, SmolLM2's do not)"), Adapts(_for("streaming", False))] = None,
+                     recompute_stride: Annotated[int, Help("re-computation predicts every this-many-th token, each "
+                                                           "from a forward pass over cache_size + 1 tokens (streaming "
+                                                           "setting; default: 64 tokens evenly spread; 0: none)"),
+                                                 Range(0), Adapts(_recompute_stride)] = None,
+                     control: Annotated[bool, Help("also stream the text without its document-start token through "
+                                                   "the window and the window with the most sinks (streaming setting; "
+                                                   "a control: Gemma 3's sinks need its BOS, SmolLM2's do not)"),
+                                        Adapts(_for("streaming", False))] = None,
                      seed: int = 0, documents=None) -> pd.DataFrame:
     """Next-token loss read through a window of keys, with and without the first tokens kept (StreamingLLM): documents
     inside the trained length against full attention (``setting=window``), or one long stream through a rolling KV cache
@@ -258,11 +272,12 @@ def attention_window(model, *,
                          f"{'streaming' if setting == 'window' else 'window'}, not {setting}")
     sinks = tuple(sorted(set(sinks)))
     if setting == "streaming":
-        return _streaming(model, stream_tokens=stream_tokens, cache_size=cache_size, sinks=sinks, dense_tokens=dense_tokens,
+        return _streaming(model, stream_tokens=stream_tokens, cache_size=cache_size, sinks=sinks,
+                          dense_tokens=dense_tokens,
                           recompute_stride=recompute_stride, control=control, n_buckets=n_buckets, seed=seed,
                           documents=documents)
-    return _window(model, length=length, n_docs=n_docs, window=window, sinks=sinks, n_buckets=n_buckets, max_rows=max_rows,
-                   seed=seed, documents=documents)
+    return _window(model, length=length, n_docs=n_docs, window=window, sinks=sinks, n_buckets=n_buckets,
+                   max_rows=max_rows, seed=seed, documents=documents)
 
 
 def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, documents):
@@ -275,7 +290,8 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
     if window >= length:
         raise ValueError(f"--window {window}: the window must be shorter than the documents (--length {length}), "
                          "or nothing is left out")
-    docs = [w.ids for w in analysis_windows(model, "attention-window", documents, length=length, n_docs=n_docs, seed=seed)
+    docs = [w.ids for w in analysis_windows(model, "attention-window", documents, length=length, n_docs=n_docs,
+                                            seed=seed)
             if len(w.ids) > window]
     if not docs:
         raise ValueError(f"attention-window: no document is longer than the window ({window} tokens)")
@@ -291,8 +307,8 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
         for k, v in stats.items():
             state[k] += v
 
-    state = parallel.fold_items(lambda ids: document_statistics(model, ids, window, sinks, spans, max_rows), docs, state,
-                                add, model=model, desc=f"attention-window {model.model_name}")
+    state = parallel.fold_items(lambda ids: document_statistics(model, ids, window, sinks, spans, max_rows), docs,
+                                state, add, model=model, desc=f"attention-window {model.model_name}")
     rows = []
     for c, (name, s) in enumerate(conds):
         for (a, b), total, count in zip(spans, state[f"loss|{c}"], state["tokens"]):
@@ -300,7 +316,8 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
                 rows.append(dict(part="loss", condition=name, sinks=s, bucket=f"{a}-{b - 1}", position=(a + b - 1) / 2,
                                  loss=total / count, n_tokens=int(count)))
         rows.append(dict(part="loss", condition=name, sinks=s, bucket="past the window", position=float("nan"),
-                         loss=float(state[f"beyond|{c}"][0] / state["beyond_tokens"][0]), n_tokens=int(state["beyond_tokens"][0])))
+                         loss=float(state[f"beyond|{c}"][0] / state["beyond_tokens"][0]),
+                         n_tokens=int(state["beyond_tokens"][0])))
     windows = getattr(model, "attention_windows", None) or (None,) * model.n_layers
     for layer in range(model.n_layers):
         for head in range(model.n_heads):
@@ -309,10 +326,12 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
                              mean_distance=state["distance"][layer, head] / len(docs),
                              mass_beyond_window=state["beyond"][layer, head] / len(docs),
                              sink_mass=state["sink"][layer, head] / len(docs),
-                             mass_beyond_own_window=state["beyond_own"][layer, head] / len(docs) if windows[layer] else float("nan")))
+                             mass_beyond_own_window=(state["beyond_own"][layer, head] / len(docs) if windows[layer]
+                                                     else float("nan"))))
     df = integer_columns(pd.DataFrame(rows), "layer", "head", "sinks", "n_tokens")
     df.insert(0, "model", model.model_name)
-    df["length"], df["window"], df["n_docs"], df["first_tokens"] = max(len(d) for d in docs), window, len(docs), max(sinks, default=0)
+    df["length"], df["window"], df["n_docs"], df["first_tokens"] = (max(len(d) for d in docs), window, len(docs),
+                                                                    max(sinks, default=0))
     return df
 
 
@@ -345,11 +364,11 @@ def without_start(model, ids: list[int]) -> list[int]:
 
     first = start_token(model)
     if first is None:
-        raise ValueError(f"attention-window --control: {model.model_name}'s tokenizer puts no start token before a document, "
-                         "so there is nothing to leave out")
+        raise ValueError(f"attention-window --control: {model.model_name}'s tokenizer puts no start token before a "
+                         "document, so there is nothing to leave out")
     if ids[0] != first:
-        raise ValueError(f"attention-window --control: the stream begins with token {ids[0]}, not {model.model_name}'s start "
-                         f"token {first}")
+        raise ValueError(f"attention-window --control: the stream begins with token {ids[0]}, "
+                         f"not {model.model_name}'s start token {first}")
     return ids[1:]
 
 
@@ -363,8 +382,8 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
     streaming.check_streamable(model, "attention-window --setting streaming")
     bad = [k for k in sinks if k >= cache_size]
     if bad:
-        raise ValueError(f"attention-window --sinks {bad[0]}: the sinks are part of the cache, so fewer than --cache-size "
-                         f"{cache_size}")
+        raise ValueError(f"attention-window --sinks {bad[0]}: the sinks are part of the cache, so fewer than "
+                         f"--cache-size {cache_size}")
     if dense_tokens > stream_tokens:
         raise ValueError(f"attention-window --dense-tokens {dense_tokens}: longer than the stream (--stream-tokens "
                          f"{stream_tokens})")
@@ -376,9 +395,11 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
     targets = np.arange(recompute_stride, n, recompute_stride) if recompute_stride else np.zeros(0, dtype=int)
     windows = conditions(sinks)[1:]
     # (name, sinks, cache, start token): dense, the rolling caches, [the control's], re-computation last
-    conds = ([(DENSE, None, None, True)] if dense_tokens >= 2 else []) + [(name, s, cache_size, True) for name, s in windows]
+    conds = (([(DENSE, None, None, True)] if dense_tokens >= 2 else [])
+             + [(name, s, cache_size, True) for name, s in windows])
     if control:
-        conds += [(f"{name}, no start token", s, cache_size, False) for name, s in (windows[0], windows[-1])[:len(set(sinks))]]
+        conds += [(f"{name}, no start token", s, cache_size, False)
+                  for name, s in (windows[0], windows[-1])[:len(set(sinks))]]
     conds += [(RECOMPUTE, None, None, True)] if len(targets) else []
     blocks = np.array_split(targets, min(len(targets), 8)) if len(targets) else []
     items = [(c, None) for c in range(len(conds)) if conds[c][0] != RECOMPUTE] + [(len(conds) - 1, b) for b in blocks]
@@ -395,7 +416,8 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
             upto = min(n, dense_tokens)
             nll[:upto - 1] = streaming.stream_nll(model, ids[:upto], None, 0, CHUNK)
             seen[:upto - 1] = 1
-        else:  # the control's tokens are the stream's from its second on: kept at the stream's positions, token for token
+        else:  # the control's tokens are the stream's from its second on: kept at the stream's positions,
+            # token for token
             shift = n - len(ids)
             nll[shift:] = streaming.stream_nll(model, ids, cache, s, CHUNK)
             seen[shift:] = 1
@@ -423,7 +445,8 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
             m = where & seen
             if m.any():
                 rows.append(dict(part="stream", setting="streaming", condition=name, sinks=s, cache_size=cache,
-                                 start_token=start, bucket=bucket, position=mid, loss=float(nll[m].mean()), n_tokens=int(m.sum())))
+                                 start_token=start, bucket=bucket, position=mid, loss=float(nll[m].mean()),
+                                 n_tokens=int(m.sum())))
     df = integer_columns(pd.DataFrame(rows), "sinks", "cache_size", "n_tokens")
     df.insert(0, "model", model.model_name)
     df["stream_tokens"], df["trained_length"], df["dense_tokens"] = n, model.max_seq_len, min(n, dense_tokens)

@@ -58,7 +58,8 @@ def byte_increments(model) -> pd.DataFrame:
         if values.dim() == 2:
             values = values.mean(1)
         if values.shape[0] < 257:
-            raise ValueError(f"byte-increments needs a byte-level vocabulary (257 ids); {model.model_name} has {values.shape[0]}")
+            raise ValueError(f"byte-increments needs a byte-level vocabulary (257 ids); {model.model_name} "
+                             f"has {values.shape[0]}")
         for name, members, ids in CATEGORIES:
             v = values[list(ids)]
             rows.append(dict(model=model.model_name, source=source, category=name, members=members,

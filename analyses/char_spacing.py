@@ -68,18 +68,19 @@ def headline(df) -> str:
 
 def summary(df):
     d = df[df["scale"] == "per-row"]
-    return d.groupby(["model", "text_id", "layer"], as_index=False).agg(widest_gap=("scaled", "max"), mean_increment=("increment", "mean"))
+    return d.groupby(["model", "text_id", "layer"], as_index=False).agg(widest_gap=("scaled", "max"),
+                                                                        mean_increment=("increment", "mean"))
 
 
 @runs(small=Run(("increments-shared",)), main=Run(INCREMENT_MODELS, section=INC))
 @analysis("char-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
 @may_be_nan(layer_index="no layer: the shared increment")
 def char_spacing(model, *,
-                 scales: Annotated[tuple[str, ...], Help("per-row or shared (repeatable; default: both)"), Choices(SCALES),
-                                   Cli("--scale")] = SCALES,
+                 scales: Annotated[tuple[str, ...], Help("per-row or shared (repeatable; default: both)"),
+                                   Choices(SCALES), Cli("--scale")] = SCALES,
                  documents: Annotated[object, Inline("--text", convert=parse_texts, metavar="ID=TEXT",
-                                                     help="ID=TEXT to plot (repeatable; default: the blog's English and "
-                                                          "Chinese sentences)")] = None) -> pd.DataFrame:
+                                                     help="ID=TEXT to plot (repeatable; default: the blog's "
+                                                          "English and Chinese sentences)")] = None) -> pd.DataFrame:
     """Each character placed at its cumulative learned position, one row per layer: tight clusters are units the
     layer packs together, wide gaps are boundaries it expands.
 

@@ -38,7 +38,8 @@ def old_spelling(analysis: str, column: str) -> str:
 def current(analysis: str, df, source: str = "", *, quiet: bool = False):
     """``df`` (an ``analysis`` table read from ``source``) with its old column names replaced by the current ones, each
     with a ``PoslensDeprecationWarning`` unless ``quiet``; a table that already has the new column keeps both."""
-    renames = {old: new for old, new in RENAMED.get(analysis, {}).items() if old in df.columns and new not in df.columns}
+    renames = {old: new for old, new in RENAMED.get(analysis, {}).items()
+               if old in df.columns and new not in df.columns}
     if not quiet:
         for old, new in renames.items():
             warnings.warn((f"{source}: " if source else "") + deprecated.message(old_spelling(analysis, old), new),

@@ -141,9 +141,11 @@ def headline(df) -> str:
     parts = []
     for (model, name), g in df.groupby(["model", "set"], sort=False):
         sig = g[g["p_value"] < 0.01]
-        closer = ", ".join(f"{r.layer} ({r.frac_real_smaller:.0%}, p={r.p_value:.1e})" for r in sig.itertuples() if r.mean_real < r.mean_reversed)
+        closer = ", ".join(f"{r.layer} ({r.frac_real_smaller:.0%}, p={r.p_value:.1e})" for r in sig.itertuples()
+                           if r.mean_real < r.mean_reversed)
         wider = ", ".join(f"{r.layer} (p={r.p_value:.1e})" for r in sig.itertuples() if r.mean_real >= r.mean_reversed)
-        said = ([f"real order closer in {closer}"] if closer else []) + ([f"real order wider in {wider}"] if wider else [])
+        said = ([f"real order closer in {closer}"] if closer else []) + (["real order wider "
+                                                                          f"in {wider}"] if wider else [])
         parts.append(f"{model}, {name} names: " + ("; ".join(said) if said else "no layer with p < 0.01"))
     return "; ".join(parts) + "."
 
@@ -178,7 +180,8 @@ def entity_spacing(model, *, carriers=CARRIERS,
         for li, layer in enumerate(layers):
             c, r = forward[:, li], backward[:, li]
             stat, p = wilcoxon_p(r - c)
-            rows.append(dict(model=model.model_name, set=name, layer=layer, layer_index=li if layer != "shared" else np.nan,
+            rows.append(dict(model=model.model_name, set=name, layer=layer,
+                             layer_index=li if layer != "shared" else np.nan,
                              mean_real=float(c.mean()), mean_reversed=float(r.mean()),
                              frac_real_smaller=float((c < r).mean()), p_value=p, statistic=stat,
                              n_pairs=len(pairs), n_carriers=len(carriers)))

@@ -145,8 +145,8 @@ def needle_scores(model, sample) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _needle_samples(model, niah_prompts: int, niah_tokens: int, seed: int, documents):
-    """NIAH prompts for a causal LM (``documents=`` prompts as given, or prompts on its texts or on Wikipedia; checked to
-    fit with their answers), None for other models."""
+    """NIAH prompts for a causal LM (``documents=`` prompts as given, or prompts on its texts or on Wikipedia; checked
+    to fit with their answers), None for other models."""
     if Capability.CAUSAL_LM not in model.capabilities:
         return None
     from corpora.documents import input_kind
@@ -215,21 +215,22 @@ def summary(df):
 @analysis("head-profiles", needs=[Capability.ATTENTION], headline=headline, summary=summary)
 @may_be_nan(position_range="the model's heads assign no per-head positions", needle_mass="a masked LM copies no answer",
             retrieval_score="a masked LM copies no answer, or no answer token occurs once in the needle",
-            influence_ap="the model does not decompose its attention logits", influence_sem="the model does not decompose its attention logits",
+            influence_ap="the model does not decompose its attention logits",
+            influence_sem="the model does not decompose its attention logits",
             influence_rp="the model does not decompose its attention logits")
 def head_profiles(model, *,
-                  n_docs: Annotated[int, Help("contexts for the attention masses (built-in Wikipedia windows)"), Range(1),
-                                    Cli(aliases=("--n-contexts",)), NotWith(("texts", "tokens"))] = 8,
+                  n_docs: Annotated[int, Help("contexts for the attention masses (built-in Wikipedia windows)"),
+                                    Range(1), Cli(aliases=("--n-contexts",)), NotWith(("texts", "tokens"))] = 8,
                   length: Annotated[int, Help("tokens per context (at most the model's context)"), Range(3), Fits(),
                                     Cli(aliases=("--context-tokens",))] = 512,
-                  max_rows: Annotated[int, Help("query rows read per context: 0 (default) every row 1..N-1; a number, that "
-                                                "many evenly spaced"), Range(0)] = EVERY_ROW,
+                  max_rows: Annotated[int, Help("query rows read per context: 0 (default) every row 1..N-1; a "
+                                                "number, that many evenly spaced"), Range(0)] = EVERY_ROW,
                   local_window: Annotated[int, Help("keys within this distance (token itself excluded) count as local"),
                                           Range(1)] = 8,
-                  niah_prompts: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"), Range(1),
-                                          Cli(aliases=("--n-samples",)), NotWith(("prompts",))] = 8,
-                  niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (causal LMs; 16 more must fit "
-                                                   "for the answer; default: 512, lowered to fit)"), Range(32),
+                  niah_prompts: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"),
+                                          Range(1), Cli(aliases=("--n-samples",)), NotWith(("prompts",))] = 8,
+                  niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (causal LMs; 16 more "
+                                                   "must fit for the answer; default: 512, lowered to fit)"), Range(32),
                                        Fits(margin=16, only=Capability.CAUSAL_LM)] = 512,
                   seed: int = 0, documents=None):
     """Per head of each model, on one normalised-depth axis: attention on the previous token, the first token (sink)
@@ -284,7 +285,8 @@ def head_profiles(model, *,
                        **{m: float(masses[m][layer, head]) for m in CONTEXT_METRICS},
                        needle_mass=float(needle[layer, head]), retrieval_score=float(retrieval[layer, head]))
             for c in ("ap", "sem", "rp"):
-                row[f"influence_{c}"] = float(kl.loc[(layer, head), f"influence_{c}"]) if kl is not None else float("nan")
+                row[f"influence_{c}"] = float(kl.loc[(layer, head),
+                                                     f"influence_{c}"]) if kl is not None else float("nan")
             row["kl_group"] = kl.loc[(layer, head), "group"] if kl is not None else ""
             row["group"] = group_of(row)
             rows.append(row)

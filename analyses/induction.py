@@ -51,7 +51,8 @@ def sequence_scores(model, ids: list[int], offset: int, half: int) -> dict:
         return hook
 
     tokens = torch.tensor([ids], device=model.device)
-    with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]):
+    with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l))
+                                                        for l in range(model.n_layers)]):
         nll = None
         if Capability.CAUSAL_LM in model.capabilities:
             nll = model.token_losses(tokens)[0].cpu()

@@ -50,7 +50,8 @@ def kl_per_head(components: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     p = logp.exp()
     out = {}
     for name, comp in components.items():
-        ablated = torch.where(torch.isneginf(total), float("-inf"), total.double() - comp.double())  # masked stays masked
+        # masked stays masked
+        ablated = torch.where(torch.isneginf(total), float("-inf"), total.double() - comp.double())
         logq = torch.log_softmax(ablated, -1)
         kl = torch.where(p == 0, 0.0, p * (logp - logq)).sum(-1)  # 0 log 0 = 0 for masked keys; NaN stays NaN
         out[name] = kl.mean(-1).float()
@@ -75,9 +76,10 @@ def document_kls(model, ids: list[int], present: list[str]) -> dict[str, torch.T
             comps = {c: held.pop(c) for c in present}
             for c, t in comps.items():
                 if torch.isnan(t).any():
-                    raise ValueError(f"kl-ablation: blocks.{layer}.attn.hook_logits_{c} of {model.model_name} holds NaN "
-                                     f"(heads {torch.isnan(t).flatten(1).any(1).nonzero().flatten().tolist()}); a KL computed "
-                                     "from it would be meaningless (check the weights and any attached hooks)")
+                    raise ValueError(f"kl-ablation: blocks.{layer}.attn.hook_logits_{c} of {model.model_name} holds "
+                                     f"NaN (heads {torch.isnan(t).flatten(1).any(1).nonzero().flatten().tolist()}); "
+                                     "a KL computed from it would be meaningless (check the weights and any attached "
+                                     "hooks)")
             for name, kl in kl_per_head(comps).items():
                 if not torch.isfinite(kl).all():
                     raise ValueError(f"kl-ablation: removing '{name}' in layer {layer} of {model.model_name} gives a "
@@ -134,11 +136,13 @@ def summary(df):
       main=Run(("dstg-small",), dict(n_docs=100), quick=dict(n_docs=4), section=DSTG),
       memory=Run(("dstg-small",), dict(length=128)))
 @analysis("kl-ablation", needs=[Capability.LOGIT_COMPONENTS], headline=headline, summary=summary)
-@may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
+@may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')"
+               for c in COMPONENTS})
 def kl_ablation(model, *,
-                n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"), Range(1),
-                                  NotWith()] = 500,
-                length: Annotated[int, Help("tokens per document"), Range(2), Fits(), Cli(aliases=("--max-tokens",))] = 512,
+                n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"),
+                                  Range(1), NotWith()] = 500,
+                length: Annotated[int, Help("tokens per document"), Range(2), Fits(),
+                                  Cli(aliases=("--max-tokens",))] = 512,
                 rp_support: Annotated[float, Help("RP influence from which a semantic head counts as RP-supported"),
                                       Range(0, 1)] = RP_SUPPORT,
                 seed: int = 0, documents=None) -> pd.DataFrame:
@@ -169,7 +173,8 @@ def kl_ablation(model, *,
       main=Run(("dstg-small", "rp-encoder-small"), dict(n_docs=50), quick=dict(n_docs=4), section=DSTG),
       memory=Run(("dstg-small",), dict(length=128)))
 @analysis("compare-heads", needs=[Capability.LOGIT_COMPONENTS], like=kl_ablation, headline=headline, summary=summary)
-@may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')" for c in COMPONENTS})
+@may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')"
+               for c in COMPONENTS})
 def compare_heads(model, **kwargs) -> pd.DataFrame:
     """The KL-ablation taxonomies of several models side by side, with the number of heads in each group.
 

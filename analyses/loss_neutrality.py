@@ -83,14 +83,17 @@ def summary(df):
       main=Run(INCREMENT_MODELS + ("rope-bytes",), quick=dict(n_docs=8, n_boot=100), section=INC),
       memory=Run(("increments-per-layer",), dict(length=128, n_boot=10)))
 @analysis("loss-neutrality", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary)
-@may_be_nan(trained_steps="no training.json beside the checkpoint", trained_tokens="no training.json beside the checkpoint", training_validation_loss="no training.json beside the checkpoint")
+@may_be_nan(trained_steps="no training.json beside the checkpoint",
+            trained_tokens="no training.json beside the checkpoint",
+            training_validation_loss="no training.json beside the checkpoint")
 def loss_neutrality(model, *,
-                    n_docs: Annotated[int, Help("held-out windows per language"), Range(1), Cli(aliases=("--n-windows",)),
-                                      NotWith()] = 64,
+                    n_docs: Annotated[int, Help("held-out windows per language"), Range(1),
+                                      Cli(aliases=("--n-windows",)), NotWith()] = 64,
                     length: Annotated[int, Help("window length in bytes"), Range(4), Fits(),
                                       Cli(aliases=("--context",))] = 512,
                     seed: int = 0,
-                    n_boot: Annotated[int, Help("bootstrap resamples (of windows) for the 95% interval"), Range(1)] = 1000,
+                    n_boot: Annotated[int, Help("bootstrap resamples (of windows) for the 95% interval"),
+                                      Range(1)] = 1000,
                     documents=None) -> pd.DataFrame:
     """Held-out next-byte loss of each model on the same English and Chinese windows: learned increments are
     loss-neutral if their loss matches the integer-RoPE baseline trained on the same data for the same steps.

@@ -41,8 +41,9 @@ def check_table(table: pd.DataFrame, analysis: str, allowed: dict[str, str]) -> 
         if bad.any():
             rows = np.flatnonzero(bad)
             where = ", ".join(_describe(table.iloc[r]) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
-            raise ValueError(f"{analysis}: column '{column}' holds NaN/inf in {len(rows)} of {len(table)} rows ({where}); "
-                             "a number computed from NaN is not written as a result (check the weights, hooks and inputs)")
+            raise ValueError(f"{analysis}: column '{column}' holds NaN/inf in {len(rows)} of {len(table)} rows "
+                             f"({where}); a number computed from NaN is not written as a result (check the weights, "
+                             "hooks and inputs)")
 
 
 def _describe(row: pd.Series) -> str:

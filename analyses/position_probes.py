@@ -102,13 +102,17 @@ def _default_targets(model, options) -> tuple[str, ...]:
                quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2), section=DSTG),
       memory=Run(("dstg-small",), dict(length=64, n_seeds=1, cv_folds=2)))
 @analysis("position-probes", needs=[Capability.HIDDEN_STATES], headline=headline, summary=summary)
-@may_be_nan(r2_mean="the documents cannot give this target, or its test documents do not vary in it: r2_missing says why",
-            r2_std="the documents cannot give this target, or its test documents do not vary in it: r2_missing says why")
+@may_be_nan(r2_mean="the documents cannot give this target, or its test documents do not vary in it: r2_missing "
+                    "says why",
+            r2_std="the documents cannot give this target, or its test documents do not vary in it: r2_missing "
+                   "says why")
 def position_probes(model, *,
                     n_docs: Annotated[int, Help("documents"), Range(2), NotWith()] = 500,
-                    n_train: Annotated[int, Help("training documents per seed (default: 400, or 80% of fewer documents)"),
+                    n_train: Annotated[int, Help("training documents per seed (default: 400, or 80% of fewer "
+                                                 "documents)"),
                                        Range(1), Adapts(lambda m, o: _split(o)[0])] = 400,
-                    n_test: Annotated[int, Help("test documents per seed (default: 100, or the rest of fewer documents)"),
+                    n_test: Annotated[int, Help("test documents per seed (default: 100, or the rest of fewer "
+                                                "documents)"),
                                       Range(1), Adapts(lambda m, o: _split(o)[1])] = 100,
                     n_seeds: Annotated[int, Help("train/test splits"), Range(1)] = 5,
                     length: Annotated[int, Help("tokens per document (at most the model's context)"), Range(2), Fits(),
@@ -134,10 +138,12 @@ def position_probes(model, *,
     if named:
         given = ", ".join(t for t in TARGETS if t not in missing)
         raise OptionError(f"position-probes: targets {','.join(named)}: {missing[named[0]]}; leave "
-                          f"{'it' if len(named) == 1 else 'them'} out (the default probes what the documents give: {given})")
+                          f"{'it' if len(named) == 1 else 'them'} out (the default probes what the documents "
+                          f"give: {given})")
     if missing:
-        log.warning(f"position-probes: {model.model_name}: {NO_BOUNDARY['segment']}; probing {', '.join(targets)} only, "
-                    f"and writing {', '.join(missing)} as NaN with the reason in r2_missing")
+        log.warning(f"position-probes: {model.model_name}: {NO_BOUNDARY['segment']}; "
+                    f"probing {', '.join(targets)} only, and writing {', '.join(missing)} as NaN with the reason in "
+                    "r2_missing")
     df = fit_position_probes(model, docs, n_seeds=n_seeds, n_train=n_train, n_test=n_test, cv_folds=cv_folds, seed=seed,
                              alphas=DEFAULT_ALPHAS if alphas is None else alphas)
     df = df[df["target"].isin(targets) | df["target"].isin(missing)].reset_index(drop=True)

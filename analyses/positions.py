@@ -56,7 +56,8 @@ def contexts(model, *, n: int, context_tokens: int, seed: int, source: str, docu
     """``[(document, window, ids)]``: the user's documents in windows (or their token ids), or the built-in source
     (NIAH prompts, or Wikipedia windows: ``corpora.contexts.analysis_windows``)."""
     if documents is None and source != "wiki":
-        return [(f"niah:{i}", 0, ids) for i, ids in enumerate(context_tokens_for(model, n, context_tokens, seed, source))]
+        return [(f"niah:{i}", 0, ids)
+                for i, ids in enumerate(context_tokens_for(model, n, context_tokens, seed, source))]
     from corpora.contexts import analysis_windows
 
     windows = analysis_windows(model, "positions", documents, length=context_tokens, n_docs=n, seed=seed)
@@ -84,9 +85,11 @@ def ranges_headline(df) -> str:
 
 
 def ranges_summary(df):
-    per_head = df.groupby(["model", "layer", "head", "mode"], as_index=False).agg(d=("d", "mean"), n_tokens=("n_tokens", "median"))
+    per_head = df.groupby(["model", "layer", "head", "mode"], as_index=False).agg(d=("d", "mean"),
+                                                                                  n_tokens=("n_tokens", "median"))
     return per_head.groupby(["model", "mode"], as_index=False, sort=False).agg(
-        heads=("d", "size"), d_min=("d", "min"), d_median=("d", "median"), d_max=("d", "max"), n_tokens=("n_tokens", "median"))
+        heads=("d", "size"), d_min=("d", "min"), d_median=("d", "median"), d_max=("d", "max"),
+        n_tokens=("n_tokens", "median"))
 
 
 @runs(small=Run(("repo-small",), dict(n_docs=1, length=64, source="wiki")),
@@ -96,7 +99,8 @@ def ranges_summary(df):
 @analysis("position-ranges", needs=[Capability.POSITIONS], headline=ranges_headline, summary=ranges_summary)
 def position_ranges(model, *,
                     n_docs: Annotated[int, Help("contexts"), Range(1), Cli(aliases=("--n-contexts",)), NotWith()] = 8,
-                    length: Annotated[int, Help("tokens per context"), Range(2), Fits(), Cli(aliases=("--context-tokens",))] = 512,
+                    length: Annotated[int, Help("tokens per context"), Range(2), Fits(),
+                                      Cli(aliases=("--context-tokens",))] = 512,
                     source: SOURCE = "niah", seed: int = 0, documents=None) -> pd.DataFrame:
     """Range d = max - min of the positions each head assigns within a context, across heads: small d means a head
     packs the context into a narrow span (local re-organisation), large d a wide one; integer RoPE gives d = N - 1.
@@ -111,7 +115,8 @@ def position_ranges(model, *,
     modes = _modes(model)
     rows = []
     if length > model.max_seq_len:
-        raise ValueError(f"--length={length} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+        raise ValueError(f"--length={length} is longer than {model.model_name} allows "
+                         f"(max_seq_len={model.max_seq_len})")
     ctx = contexts(model, n=n_docs, context_tokens=length, seed=seed, source=source, documents=documents)
     seqs = [ids for _, _, ids in ctx]
 
@@ -127,8 +132,8 @@ def position_ranges(model, *,
                                                              desc=f"position-ranges {model.model_name}")):
         for l in range(len(names)):
             for h in range(z_min.shape[1]):
-                rows.append(dict(model=model.model_name, context=c, document=ctx[c][0], window=ctx[c][1], layer=l, head=h,
-                                 mode=modes[l], d=float(z_max[l, h] - z_min[l, h]), z_min=float(z_min[l, h]),
+                rows.append(dict(model=model.model_name, context=c, document=ctx[c][0], window=ctx[c][1], layer=l,
+                                 head=h, mode=modes[l], d=float(z_max[l, h] - z_min[l, h]), z_min=float(z_min[l, h]),
                                  z_max=float(z_max[l, h]), n_tokens=n))
     return pd.DataFrame(rows)
 
@@ -158,13 +163,14 @@ def patterns_headline(df) -> str:
     parts = []
     for model, g in per_head.groupby("model", sort=False):
         top = g.sort_values("longest_plateau", ascending=False).iloc[0]
-        parts.append(f"{model}: {int(g['n_jumps'].sum())} jumps over {len(g)} heads; longest plateau {int(top.longest_plateau)} tokens "
-                     f"(layer {top.layer}, head {top['head']})")
+        parts.append(f"{model}: {int(g['n_jumps'].sum())} jumps over {len(g)} heads; longest "
+                     f"plateau {int(top.longest_plateau)} tokens (layer {top.layer}, head {top['head']})")
     return "; ".join(parts) + "."
 
 
 def patterns_summary(df):
-    return df.drop_duplicates(["model", "layer", "head"])[["model", "layer", "head", "mode", "n_jumps", "longest_plateau", "median_step"]]
+    return df.drop_duplicates(["model", "layer", "head"])[["model", "layer", "head", "mode", "n_jumps",
+                                                           "longest_plateau", "median_step"]]
 
 
 @runs(small=Run(("repo-small",), dict(length=64, layers=(1,), source="wiki")),
@@ -172,13 +178,18 @@ def patterns_summary(df):
                section=REPO))
 @analysis("position-patterns", needs=[Capability.POSITIONS], headline=patterns_headline, summary=patterns_summary)
 def position_patterns(model, *,
-                      layers: Annotated[tuple[int, ...], Help("layer(s) to plot, comma-separated or repeated (default: all)"),
+                      layers: Annotated[tuple[int, ...], Help("layer(s) to plot, comma-separated or repeated "
+                                                              "(default: all)"),
                                         Below("n_layers"), Cli("--layer")] = None,
-                      heads: Annotated[tuple[int, ...], Help("head(s) to plot (default: all)"), Below("n_heads"), Cli("--head")] = None,
-                      length: Annotated[int, Help("tokens in the context"), Range(2), Fits(), Cli(aliases=("--context-tokens",))] = 256,
+                      heads: Annotated[tuple[int, ...], Help("head(s) to plot (default: all)"), Below("n_heads"),
+                                       Cli("--head")] = None,
+                      length: Annotated[int, Help("tokens in the context"), Range(2), Fits(),
+                                        Cli(aliases=("--context-tokens",))] = 256,
                       source: SOURCE = "niah",
-                      jump_factor: Annotated[float, Help("a jump is a step above this many median steps"), Range(0)] = 5.0,
-                      plateau_factor: Annotated[float, Help("a plateau step is at most this many median steps"), Range(0)] = 0.1,
+                      jump_factor: Annotated[float, Help("a jump is a step above this many median steps"),
+                                             Range(0)] = 5.0,
+                      plateau_factor: Annotated[float, Help("a plateau step is at most this many median steps"),
+                                                Range(0)] = 0.1,
                       seed: int = 0, documents=None) -> pd.DataFrame:
     """Assigned position against token index for chosen layers and heads, with jumps (steps above k times the median
     step) and plateaus (runs of near-zero steps) counted per head: a straight line is plain RoPE.
@@ -198,7 +209,8 @@ def position_patterns(model, *,
         if not 0 <= h < model.n_heads:
             raise ValueError(f"head {h} does not exist in {model.model_name} ({model.n_heads} heads)")
     if length > model.max_seq_len:
-        raise ValueError(f"--length={length} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+        raise ValueError(f"--length={length} is longer than {model.model_name} allows "
+                         f"(max_seq_len={model.max_seq_len})")
     ctx = contexts(model, n=1, context_tokens=length, seed=seed, source=source, documents=documents)
     names = [f"blocks.{l}.attn.hook_positions" for l in layers]
     modes = _modes(model)
@@ -212,7 +224,8 @@ def position_patterns(model, *,
                 is_jump, run_id, median, longest = jumps_and_plateaus(z, jump_factor, plateau_factor)
                 frames.append(pd.DataFrame(dict(
                     model=model.model_name, document=document, window=window, layer=l, head=h, mode=modes[l],
-                    token_index=np.arange(len(z)), token=tokens, position=z.astype(np.float64), is_jump=is_jump, plateau=run_id,
+                    token_index=np.arange(len(z)), token=tokens, position=z.astype(np.float64), is_jump=is_jump,
+                    plateau=run_id,
                     n_jumps=int(is_jump.sum()), longest_plateau=longest, median_step=median, jump_factor=jump_factor,
                     plateau_factor=plateau_factor)))
     return pd.concat(frames, ignore_index=True)

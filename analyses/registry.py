@@ -194,7 +194,8 @@ class Option:
         kind = input_kind(documents)
         if kind not in self.not_with:
             return None
-        return "documents" if kind == "texts" else f"documents ({ {'tokens': 'token ids', 'prompts': 'NIAH prompts'}[kind]})"
+        return ("documents" if kind == "texts"
+                else f"documents ({ {'tokens': 'token ids', 'prompts': 'NIAH prompts'}[kind]})")
 
     @property
     def choices(self) -> tuple | None:
@@ -208,7 +209,8 @@ class Option:
                 value = self.convert(raw)
             except (ValueError, OSError) as err:
                 said = str(err)  # a reader's error that already names the file is prefixed by the option alone
-                raise OptionError(f"{self.flag} {said}" if said.startswith(shown) else f"{self.flag} {shown}: {said}") from None
+                raise OptionError(f"{self.flag} {said}" if said.startswith(shown)
+                                  else f"{self.flag} {shown}: {said}") from None
         elif self.type is bool:
             value = raw
         else:
@@ -262,8 +264,8 @@ def _options(function: Callable) -> tuple[Option, ...]:
             name=p.name, type=item, default=p.default, help=next(m.text for m in meta if isinstance(m, Help)),
             flag=cli.flag or "--" + p.name.replace("_", "-"), aliases=cli.aliases, multiple=multiple,
             checks=tuple(m for m in meta if isinstance(m, (Range, Choices))),
-            model_checks=tuple(m for m in meta if isinstance(m, (Fits, Below))), convert=cli.convert, metavar=cli.metavar,
-            adapts=next((m.rule for m in meta if isinstance(m, Adapts)), None),
+            model_checks=tuple(m for m in meta if isinstance(m, (Fits, Below))), convert=cli.convert,
+            metavar=cli.metavar, adapts=next((m.rule for m in meta if isinstance(m, Adapts)), None),
             not_with=next((m.kinds for m in meta if isinstance(m, NotWith)), ())))
     documents = inspect.signature(function).parameters.get("documents")
     if documents is not None:
@@ -274,8 +276,8 @@ def _options(function: Callable) -> tuple[Option, ...]:
         if isinstance(ann, str):
             ann = eval(ann, inspect.unwrap(function).__globals__)
         for inline in (m for m in typing.get_args(ann)[1:] if isinstance(m, Inline)):
-            out.append(Option(inline.flag.lstrip("-").replace("-", "_"), str, None, inline.help, inline.flag, multiple=True,
-                              convert=inline.convert, metavar=inline.metavar, feeds="documents"))
+            out.append(Option(inline.flag.lstrip("-").replace("-", "_"), str, None, inline.help, inline.flag,
+                              multiple=True, convert=inline.convert, metavar=inline.metavar, feeds="documents"))
     return tuple(out)
 
 
@@ -318,7 +320,8 @@ class Analysis:
         kwargs = dict(kwargs)
         for old, new in self.renamed.items():
             if old in kwargs:
-                warnings.warn(f"{self.name}: '{old}=' is now '{new}=' (the old spelling is removed on {deprecated.REMOVAL})",
+                warnings.warn(f"{self.name}: '{old}=' is now '{new}=' (the old spelling is removed "
+                              f"on {deprecated.REMOVAL})",
                               PoslensDeprecationWarning, stacklevel=4)
                 kwargs[new] = kwargs.pop(old)
         if any(opt.name == "documents" for opt in self.options):
@@ -417,7 +420,8 @@ def check_window(model, max_tokens: int, what: str = "--length") -> None:
     from interp.base import InputError
 
     if max_tokens > model.max_seq_len:
-        raise InputError(f"{what}={max_tokens} is longer than {model.model_name} allows (max_seq_len={model.max_seq_len})")
+        raise InputError(f"{what}={max_tokens} is longer than {model.model_name} allows "
+                         f"(max_seq_len={model.max_seq_len})")
     if max_tokens < 4:
         raise InputError(f"{what}={max_tokens} is too short to hold a character")
 
@@ -434,7 +438,8 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
         options = _options(like.__wrapped__ if like is not None else function)
         spec = Analysis(name, None, inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " "),
                         needs=tuple(needs), options=options, headline=headline, summary=summary,
-                        seeded="seed" in inspect.signature(function).parameters or (like is not None and like.analysis.seeded),
+                        seeded=("seed" in inspect.signature(function).parameters
+                                or (like is not None and like.analysis.seeded)),
                         renamed={a.lstrip("-").replace("-", "_"): o.name for o in options for a in o.aliases})
 
         @functools.wraps(function)
@@ -472,7 +477,8 @@ def all_analyses() -> list[Analysis]:
     load_all()
     rank = {m: i for i, m in enumerate(MODULES)}
     order = list(_REGISTRY)
-    return sorted(_REGISTRY.values(), key=lambda a: (rank.get(inspect.unwrap(a.body).__module__, len(rank)), order.index(a.name)))
+    return sorted(_REGISTRY.values(), key=lambda a: (rank.get(inspect.unwrap(a.body).__module__, len(rank)),
+                                                     order.index(a.name)))
 
 
 def run(name: str, model, **options):

@@ -1,5 +1,5 @@
-"""Retrieval heads (Wu et al., 2024, "Retrieval Head Mechanistically Explains Long-Context Factuality"): the few heads that
-copy the needle, and what masking them does to needle retrieval against masking as many random heads.
+"""Retrieval heads (Wu et al., 2024, "Retrieval Head Mechanistically Explains Long-Context Factuality"): the few heads
+that copy the needle, and what masking them does to needle retrieval against masking as many random heads.
 
 The paper's score: while the model generates its answer greedily to a needle-in-a-haystack prompt, a head copies at a
 step when the generated token w is in the needle k and the key it attends to most is a needle token equal to w; the
@@ -35,8 +35,8 @@ breaks ties in the ranking; where no prompt counts (a model that retrieves nothi
 are ranked by it alone.
 
 Masking, on ``niah_prompts`` other NIAH prompts (another seed): the top k heads by score masked, for k = each share of
-``shares`` of all heads (at least 1), and k random heads of the same layers (``n_random`` draws; a layer whose every head
-is in the top k lends its count to the others). ``masking``:
+``shares`` of all heads (at least 1), and k random heads of the same layers (``n_random`` draws; a layer whose every
+head is in the top k lends its count to the others). ``masking``:
 
 - ``query`` (default, the authors'): ``MaskHeadQueries(heads, from_position=last prompt token)``: the prompt is read
   unmasked and from its last token on (every generated token, every answer row when the answer is fed in) the heads'
@@ -105,7 +105,8 @@ def value_span(tokenizer, sample) -> tuple[int, int]:
     end = start + len(sample.value)
     enc = tokenizer.encode_with_spans(sample.text, doc_start=True)
     if list(enc.ids) != list(sample.token_ids):
-        raise ValueError("retrieval-heads: the prompt's tokens are not its text's tokens, so the needle cannot be located")
+        raise ValueError("retrieval-heads: the prompt's tokens are not its text's tokens, so the needle cannot "
+                         "be located")
     inside = [t for t, (a, b) in enumerate(enc.spans) if a < end and b > start]
     return inside[0], inside[-1] + 1
 
@@ -148,7 +149,8 @@ def copy_hits(model, prompt: list[int], generated: list[int], span: tuple[int, i
             hits[layer] = hit.sum(-1).double().cpu().numpy() / (end - start)
         return hook
 
-    with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l)) for l in range(model.n_layers)]):
+    with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l))
+                                                        for l in range(model.n_layers)]):
         model(torch.tensor([seq], device=model.device))
     return hits
 
@@ -186,9 +188,9 @@ def headline(df) -> str:
         cmp = ">" if first["score"] == "wu" else ">="
         counted = (f" ({int(first['n_counted'])} of {int(first['n_scored'])} prompts retrieved and counted)"
                    if first["score"] == "wu" else "")
-        parts.append(f"{model}: {n} of {len(heads)} heads ({n / len(heads):.1%}) score {cmp} {first['threshold']:g}{counted}; "
-                     f"NIAH {base:.2f}, {top:.2f} with the top {int(k)} masked, {rand:.2f} with {int(k)} random heads of "
-                     f"the same layers ({first['masking']} masking)")
+        parts.append(f"{model}: {n} of {len(heads)} heads ({n / len(heads):.1%}) "
+                     f"score {cmp} {first['threshold']:g}{counted}; NIAH {base:.2f}, {top:.2f} with the top {int(k)} "
+                     f"masked, {rand:.2f} with {int(k)} random heads of the same layers ({first['masking']} masking)")
     score = df["score"].iloc[0]
     label = "Wu et al.'s score" if score == "wu" else "poslens' teacher-forced score"
     return f"Retrieval heads ({label}): " + "; ".join(parts) + "."
@@ -212,24 +214,28 @@ def summary(df):
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
             depth="a masking row is of the whole model", needle_mass="a masking row is of the whole model",
             rank="a masking row is of the whole model",
-            retrieval_score="a masking row, or no prompt counts (wu: none retrieved; poslens: no answer token in the needle)",
+            retrieval_score="a masking row, or no prompt counts (wu: none retrieved; poslens: no answer token in "
+                            "the needle)",
             k="a heads row masks nothing", share="a heads row masks nothing", draw="a heads row masks nothing",
             niah_accuracy="a heads row masks nothing", answer_accuracy="a heads row masks nothing",
             answer_nll="a heads row masks nothing")
 def retrieval_heads(model, *,
-                    score: Annotated[str, Help("wu: Wu et al.'s score (greedy answer, hits / needle tokens, retrieved prompts "
-                                               "only, > threshold); poslens: the answer teacher-forced, every prompt, "
-                                               ">= threshold"), Choices(SCORES)] = "wu",
-                    masking: Annotated[str, Help("query: a masked head's query zeroed from the last prompt token on, so it "
-                                                 "attends uniformly there (Wu et al.); query-all: at every position; output: "
-                                                 "its output zeroed everywhere"), Choices(MASKINGS)] = "query",
+                    score: Annotated[str, Help("wu: Wu et al.'s score (greedy answer, hits / needle tokens, retrieved "
+                                               "prompts only, > threshold); poslens: the answer teacher-forced, every "
+                                               "prompt, >= threshold"), Choices(SCORES)] = "wu",
+                    masking: Annotated[str, Help("query: a masked head's query zeroed from the last prompt token "
+                                                 "on, so it attends uniformly there (Wu et al.); query-all: at every "
+                                                 "position; output: its output zeroed everywhere"),
+                                       Choices(MASKINGS)] = "query",
                     n_docs: Annotated[int, Help("NIAH prompts the retrieval scores are read on"), Range(1)] = 8,
                     niah_prompts: Annotated[int, Help("other NIAH prompts retrieval is measured on under each masking"),
                                             Range(1), Cli(aliases=("--n-samples",))] = 8,
-                    length: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for the answer)"),
+                    length: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for "
+                                                "the answer)"),
                                       Range(32), Fits(margin=16)] = 512,
-                    shares: Annotated[tuple[float, ...], Help("shares of all heads masked (comma-separated; at least one head "
-                                                              "each)"), Range(0.001, 1)] = (0.01, 0.02, 0.05, 0.1),
+                    shares: Annotated[tuple[float, ...], Help("shares of all heads masked (comma-separated; at least "
+                                                              "one head each)"),
+                                      Range(0.001, 1)] = (0.01, 0.02, 0.05, 0.1),
                     threshold: Annotated[float, Help("retrieval score that makes a retrieval head (Wu et al.: 0.1)"),
                                          Range(0, 1)] = 0.1,
                     n_random: Annotated[int, Help("draws of random heads per k"), Range(1)] = 2,
@@ -248,12 +254,13 @@ def retrieval_heads(model, *,
     from interp import interventions, parallel
 
     if parallel.current().standalone:
-        raise ValueError("retrieval-heads ranks the heads on one pass and masks them on a second, so a --shard I/N process "
-                         "cannot compute its share alone; run it in one process or under torchrun")
+        raise ValueError("retrieval-heads ranks the heads on one pass and masks them on a second, so a --shard I/N "
+                         "process cannot compute its share alone; run it in one process or under torchrun")
     tok = model.require_tokenizer("retrieval-heads")
     haystack = "wiki" if documents is None else documents
     scoring = fitting_samples(model, niah_samples(tok, n_docs, length, seed=seed, haystack=haystack, preamble=False))
-    evaluation = fitting_samples(model, niah_samples(tok, niah_prompts, length, seed=seed + 1, haystack=haystack, preamble=False))
+    evaluation = fitting_samples(model, niah_samples(tok, niah_prompts, length, seed=seed + 1, haystack=haystack,
+                                                     preamble=False))
     shape = (model.n_layers, model.n_heads)
 
     def one(sample):
@@ -261,7 +268,8 @@ def retrieval_heads(model, *,
         out = {"mass": mass.double().numpy()}
         if score == "wu":
             wu = wu_statistics(model, sample)
-            return out | {"score": wu["hits"], "counted": np.full(shape, wu["counted"]), "prompts": np.array([wu["counted"]])}
+            return out | {"score": wu["hits"], "counted": np.full(shape, wu["counted"]),
+                          "prompts": np.array([wu["counted"]])}
         s = s.double().numpy()
         return out | {"score": np.nan_to_num(s), "counted": np.isfinite(s).astype(np.float64),
                       "prompts": np.array([float(np.isfinite(s).any())])}
@@ -303,8 +311,8 @@ def retrieval_heads(model, *,
     measured = parallel.fold_items(measure, evaluation, {f"{c}": np.zeros(3) for c in range(len(conditions))}, add,
                                    model=model, tag=f"masking-{masking}", desc=f"retrieval masking {model.model_name}")
     above = (lambda s: s > threshold) if score == "wu" else (lambda s: s >= threshold)
-    rows = [dict(part="heads", layer=l, head=h, depth=l / max(1, model.n_layers - 1), retrieval_score=float(scores[l, h]),
-                 needle_mass=float(mass[l, h]), rank=ranked.index((l, h)),
+    rows = [dict(part="heads", layer=l, head=h, depth=l / max(1, model.n_layers - 1),
+                 retrieval_score=float(scores[l, h]), needle_mass=float(mass[l, h]), rank=ranked.index((l, h)),
                  is_retrieval=bool(above(np.nan_to_num(scores[l, h])))) for l, h in heads]
     for c, (condition, k, d, masked) in enumerate(conditions):
         hits, acc, nll = measured[f"{c}"] / len(evaluation)

@@ -165,8 +165,8 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
     for c, condition in enumerate(CONDITIONS):
         with interventions.applied(model, *interventions_for(condition, fraction)), \
                 model.hooks(fwd_hooks=usage_hooks if condition == "none" else []):
-            hidden, stats = forward_statistics(model, tokens, ("previous_mass",), run=lambda: model.final_hidden(tokens),
-                                               rows=None if every else rows)
+            hidden, stats = forward_statistics(model, tokens, ("previous_mass",),
+                                               run=lambda: model.final_hidden(tokens), rows=None if every else rows)
         hidden = hidden[0, :-1]
         out[f"prev|{condition}"] = stats["previous_mass"][:, 0, :, read].double().mean(-1).numpy()
         loss = kl = 0.0
@@ -213,7 +213,8 @@ def quarters(df):
         per_band = g.groupby("band")[["q_norm", "k_norm", "poslens_logit_share"]].mean()
         for which, part in (("lowest", per_band.iloc[-q:]), ("highest", per_band.iloc[:q])):
             rows.append(dict(model=model, bands=f"{which} {q} of {n}", mean_q_norm=part["q_norm"].mean(),
-                             mean_k_norm=part["k_norm"].mean(), poslens_logit_share_of_bands=part["poslens_logit_share"].sum()))
+                             mean_k_norm=part["k_norm"].mean(),
+                             poslens_logit_share_of_bands=part["poslens_logit_share"].sum()))
     return pd.DataFrame(rows)
 
 
@@ -222,14 +223,17 @@ def headline(df) -> str:
     usage = quarters(df)
     for model, g in df.groupby("model", sort=False):
         eff = g[g["part"] == "effects"].set_index("condition")
-        low, high = (usage[(usage["model"] == model) & usage["bands"].str.startswith(w)].iloc[0] for w in ("lowest", "highest"))
+        low, high = (usage[(usage["model"] == model) & usage["bands"].str.startswith(w)].iloc[0]
+                     for w in ("lowest", "highest"))
         base = eff.loc["none", "loss"]
-        parts.append(f"{model}: mean query / key norm {low['mean_q_norm']:.2f} / {low['mean_k_norm']:.2f} in the lowest quarter "
-                     f"of the bands, {high['mean_q_norm']:.2f} / {high['mean_k_norm']:.2f} in the highest; poslens' logit share "
-                     f"{low['poslens_logit_share_of_bands']:.0%} lowest, {high['poslens_logit_share_of_bands']:.0%} highest; loss"
-                     f" {base:.2f} nats, zero-highest {eff.loc['zero-highest', 'loss'] - base:+.2f}, "
-                     f"zero-lowest {eff.loc['zero-lowest', 'loss'] - base:+.2f}, unrotate-lowest (p-RoPE) "
-                     f"{eff.loc['unrotate-lowest', 'loss'] - base:+.2f}; previous-token heads {eff.loc['none', 'positional_heads']:.2f} "
+        parts.append(f"{model}: mean query / key norm {low['mean_q_norm']:.2f} / {low['mean_k_norm']:.2f} in the "
+                     f"lowest quarter of the bands, {high['mean_q_norm']:.2f} / {high['mean_k_norm']:.2f} in the "
+                     f"highest; poslens' logit share {low['poslens_logit_share_of_bands']:.0%} "
+                     f"lowest, {high['poslens_logit_share_of_bands']:.0%} highest; loss {base:.2f} nats, "
+                     f"zero-highest {eff.loc['zero-highest', 'loss'] - base:+.2f}, "
+                     f"zero-lowest {eff.loc['zero-lowest', 'loss'] - base:+.2f}, unrotate-lowest "
+                     f"(p-RoPE) {eff.loc['unrotate-lowest', 'loss'] - base:+.2f}; previous-token "
+                     f"heads {eff.loc['none', 'positional_heads']:.2f} "
                      f"-> {eff.loc['zero-highest', 'positional_heads']:.2f} without the highest bands")
     return "Rotary frequencies (Barbero et al.'s band norms; poslens' logit share): " + "; ".join(parts) + "."
 
@@ -239,7 +243,8 @@ def summary(df):
     import pandas as pd
 
     eff = df[df["part"] == "effects"]
-    effects = eff[["model", "condition", "fraction", "loss", "kl", "positional_heads", "niah_accuracy", "n_docs", "niah_prompts"]]
+    effects = eff[["model", "condition", "fraction", "loss", "kl", "positional_heads", "niah_accuracy", "n_docs",
+                   "niah_prompts"]]
     out = pd.concat([quarters(df), effects], ignore_index=True)
     for column in ("n_docs", "niah_prompts"):  # counts stay whole numbers beside the quarter rows that have none
         out[column] = [int(v) if v == v else "" for v in out[column]]
@@ -263,17 +268,21 @@ def summary(df):
 def rope_frequencies(model, *,
                      n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("texts", "tokens"))] = 4,
                      length: Annotated[int, Help("tokens per context"), Range(8), Fits()] = 512,
-                     max_rows: Annotated[int, Help("query rows per context for the logit shares and attention masses: 0 "
-                                                   "(default) every row 1..N-1; a number, that many evenly spaced"),
+                     max_rows: Annotated[int, Help("query rows per context for the logit shares and attention "
+                                                   "masses: 0 (default) every row 1..N-1; a number, that many "
+                                                   "evenly spaced"),
                                          Range(0)] = 0,
-                     fraction: Annotated[float, Help("share of each layer's bands removed or unrotated"), Range(0.01, 1)] = 0.25,
-                     niah_prompts: Annotated[int, Help("NIAH prompts for retrieval under each condition (0: none)"), Range(0),
+                     fraction: Annotated[float, Help("share of each layer's bands removed or unrotated"),
+                                         Range(0.01, 1)] = 0.25,
+                     niah_prompts: Annotated[int, Help("NIAH prompts for retrieval under each condition (0: none)"),
+                                             Range(0),
                                           Cli(aliases=("--n-samples",))] = 8,
-                     niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for the "
-                                                      "answer)"), Range(32), Fits(margin=16)] = 512,
+                     niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit "
+                                                      "for the answer)"), Range(32), Fits(margin=16)] = 512,
                      seed: int = 0, documents=None) -> pd.DataFrame:
     """Per head and rotary band, the mean query and key norm of the band (Barbero et al.'s measure) and the share of the
-    attention logit it carries (poslens' measure); and the next-token loss, KL, previous-token heads and NIAH accuracy with the highest or lowest bands removed or unrotated.
+    attention logit it carries (poslens' measure); and the next-token loss, KL, previous-token heads and NIAH accuracy
+    with the highest or lowest bands removed or unrotated.
 
     Rows ``part=bands`` (layer, head, band: 0 the highest frequency, with the frequency, ``rope_type`` and
     ``attention_scaling`` that ran) and ``part=effects`` (one per condition)."""
@@ -285,14 +294,17 @@ def rope_frequencies(model, *,
 
     specs = {l: s for l in range(model.n_layers) if (s := model.rotation(l)) is not None}
     n_bands = max(s.n_bands for s in specs.values())
-    contexts = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=length, n_docs=n_docs, seed=seed)]
+    contexts = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=length, n_docs=n_docs,
+                                                seed=seed)]
     samples = []
     if niah_prompts:
         from corpora.answers import fitting_samples
         from corpora.niah import niah_samples
 
-        samples = fitting_samples(model, niah_samples(model.require_tokenizer("rope-frequencies"), niah_prompts, niah_tokens, seed=seed,
-                                                      haystack="wiki" if documents is None else documents, preamble=False))
+        samples = fitting_samples(model, niah_samples(model.require_tokenizer("rope-frequencies"), niah_prompts,
+                                                      niah_tokens, seed=seed,
+                                                      haystack="wiki" if documents is None else documents,
+                                                      preamble=False))
     items = [("context", ids) for ids in contexts] + [("prompt", s) for s in samples]
     shape = (model.n_layers, model.n_heads)
     state = {k: np.zeros(shape + (n_bands,)) for k in ("q_norm", "k_norm", "logit")}
@@ -325,9 +337,10 @@ def rope_frequencies(model, *,
             for rank, b in enumerate(order):
                 rows.append(dict(part="bands", layer=layer, head=head, depth=layer / max(1, model.n_layers - 1),
                                  attention=f"sliding {windows[layer]}" if windows[layer] else "full", band=rank,
-                                 frequency=float(frequency[b]), wavelength=float(2 * np.pi / frequency[b]), n_bands=spec.n_bands,
-                                 rope_type=kind, attention_scaling=float(spec.attention_scaling),
-                                 q_norm=state["q_norm"][layer, head, b] / n_ctx, k_norm=state["k_norm"][layer, head, b] / n_ctx,
+                                 frequency=float(frequency[b]), wavelength=float(2 * np.pi / frequency[b]),
+                                 n_bands=spec.n_bands, rope_type=kind, attention_scaling=float(spec.attention_scaling),
+                                 q_norm=state["q_norm"][layer, head, b] / n_ctx,
+                                 k_norm=state["k_norm"][layer, head, b] / n_ctx,
                                  poslens_logit_share=float(shares[head, rank]),
                                  previous_token_mass=state["prev|none"][layer, head] / n_ctx))
     base_prev = state["prev|none"] / n_ctx
@@ -336,7 +349,8 @@ def rope_frequencies(model, *,
         positional = base_prev >= np.sort(base_prev.ravel())[-3]
     for condition in CONDITIONS:
         rows.append(dict(part="effects", condition=condition, fraction=0.0 if condition == "none" else fraction,
-                         loss=float(state[f"loss|{condition}"][0]) / tokens, kl=float(state[f"kl|{condition}"][0]) / tokens,
+                         loss=float(state[f"loss|{condition}"][0]) / tokens,
+                         kl=float(state[f"kl|{condition}"][0]) / tokens,
                          positional_heads=float((state[f"prev|{condition}"] / n_ctx)[positional].mean()),
                          n_positional_heads=int(positional.sum()),
                          niah_accuracy=float(state[f"niah|{condition}"][0]) / prompts if prompts else float("nan")))

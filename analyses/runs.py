@@ -49,7 +49,8 @@ class Run:
 
 
 def runs(**declared: Run) -> Callable:
-    """Declare where the analysis below runs: ``small``, ``main``, ``real`` and ``memory`` (see the module docstring)."""
+    """Declare where the analysis below runs: ``small``, ``main``, ``real`` and ``memory`` (see the module
+    docstring)."""
 
     def declare(function):
         spec = getattr(function, "analysis", None)
@@ -67,7 +68,8 @@ def runs(**declared: Run) -> Callable:
 def _check(spec, setting: str, run) -> None:
     where = f"@runs({setting}=...) of analysis '{spec.name}'"
     if setting not in SETTINGS:
-        raise TypeError(f"@runs of analysis '{spec.name}': unknown setting {setting!r} (settings: {', '.join(SETTINGS)})")
+        raise TypeError(f"@runs of analysis '{spec.name}': unknown setting {setting!r} "
+                        f"(settings: {', '.join(SETTINGS)})")
     if not isinstance(run, Run):
         raise TypeError(f"{where}: expected a Run, got {type(run).__name__}")
     if not run.models:
@@ -76,7 +78,8 @@ def _check(spec, setting: str, run) -> None:
     if in_main and not run.section:
         raise ValueError(f"{where}: the main job needs the report's section= for it")
     if not in_main and (run.quick or run.per_model or run.section):
-        raise ValueError(f"{where}: quick=, per_model= and section= are the main job's; {setting} takes models and options")
+        raise ValueError(f"{where}: quick=, per_model= and section= are the main job's; {setting} takes models "
+                         "and options")
     names = {o.name for o in spec.options if not o.feeds} | ({"seed"} if spec.seeded else set())
     for label, options in (("options", run.options), ("quick", run.quick),
                            *((f"per_model[{m!r}]", o) for m, o in run.per_model.items())):

@@ -138,17 +138,19 @@ def summary(df):
       memory=Run(("rope-small",), dict(lengths=(128,))))
 @analysis("sink-rate", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
 def sink_rate(model, *,
-              estimator: Annotated[str, Help("gu: Gu et al.'s alpha_1 over all query rows (row 0 included), thresholded per "
-                                             "sequence; poslens: the mass over rows 1..T-1, averaged over sequences, then "
-                                             "thresholded"), Choices(ESTIMATORS)] = "gu",
-              lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (left out: 64, Gu et al.'s "
-                                                       "T, for gu; 64, 256, 1024 for poslens; those that fit the model)"),
+              estimator: Annotated[str, Help("gu: Gu et al.'s alpha_1 over all query rows (row 0 included), "
+                                             "thresholded per sequence; poslens: the mass over rows 1..T-1, averaged "
+                                             "over sequences, then thresholded"), Choices(ESTIMATORS)] = "gu",
+              lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated (left out: 64, "
+                                                       "Gu et al.'s T, for gu; 64, 256, 1024 for poslens; those that "
+                                                       "fit the model)"),
                                  Range(2), Fits(), Adapts(_lengths), Cli("--length")] = (GU_LENGTH,),
               n_docs: Annotated[int, Help("contexts per condition"), Range(1), NotWith()] = 8,
-              epsilon: Annotated[float, Help("a head is a sink when its first-token attention exceeds this (Gu et al.: 0.3)"),
+              epsilon: Annotated[float, Help("a head is a sink when its first-token attention exceeds this (Gu et "
+                                             "al.: 0.3)"),
                                  Range(0, 1)] = 0.3,
-              max_rows: Annotated[int, Help("query rows 1..T-1 read per context: 0 (default) every row; a number, that many "
-                                            "evenly spaced (every row when at least T - 1)"), Range(0)] = 0,
+              max_rows: Annotated[int, Help("query rows 1..T-1 read per context: 0 (default) every row; a number, "
+                                            "that many evenly spaced (every row when at least T - 1)"), Range(0)] = 0,
               seed: int = 0, documents=None) -> pd.DataFrame:
     """Share of heads whose attention goes mostly to the first token (attention sinks), per layer, on text and on
     random tokens, with and without the document-start token (Gu et al.'s Sink_1 by default).

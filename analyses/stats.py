@@ -50,8 +50,8 @@ def roc_auc(labels, scores, what: str = "ROC-AUC") -> float:
     return float(_weighted_auc(labels[order], _tie_groups(scores[order]), np.ones((1, len(scores))))[0])
 
 
-def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95, chunk: int = 50,
-                  what: str = "ROC-AUC"):
+def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+                  chunk: int = 50, what: str = "ROC-AUC"):
     """Percentile bootstrap interval of the AUC, resampling ``clusters`` (or single items) with replacement.
 
     (NaN, NaN) when there are fewer than two clusters or no resample holds both classes.
@@ -71,7 +71,8 @@ def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: in
     values = []
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
-        counts = np.stack([np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters) for _ in range(b)])
+        counts = np.stack([np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)
+                           for _ in range(b)])
         values.append(_weighted_auc(labels_s, groups, counts[:, clusters_s].astype(float)))
     values = np.concatenate(values)
     values = values[np.isfinite(values)]

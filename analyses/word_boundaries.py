@@ -146,10 +146,12 @@ def headline(df) -> str:
     models = df[df["layer"] != "jieba"]
     for model, g in models[models["reference"] == "gold"].groupby("model", sort=False):
         best = g.loc[(g["auc"] - 0.5).abs().idxmax()]
-        parts.append(f"{model}: strongest layer {best.layer} with AUC {best.auc:.3f} [{best.ci_low:.3f}, {best.ci_high:.3f}] vs gold")
+        parts.append(f"{model}: strongest layer {best.layer} with AUC {best.auc:.3f} "
+                     f"[{best.ci_low:.3f}, {best.ci_high:.3f}] vs gold")
     agree = df[df["layer"] == "jieba"]
     if len(agree):
-        parts.append(f"jieba itself reaches AUC {agree.iloc[0].auc:.3f} (F1 {agree.iloc[0].f1:.3f}) against gold on the same gaps")
+        parts.append(f"jieba itself reaches AUC {agree.iloc[0].auc:.3f} (F1 {agree.iloc[0].f1:.3f}) against gold on "
+                     "the same gaps")
     return "; ".join(parts) + "."
 
 
@@ -161,7 +163,11 @@ def summary(df):
       main=Run(INCREMENT_MODELS, quick=dict(max_gaps=3000, n_boot=100), section=INC),
       memory=Run(("increments-per-layer",), dict(length=128, max_gaps=10000000, n_boot=10)))
 @analysis("word-boundaries", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
-@may_be_nan(layer_index="no layer: the shared increment, or jieba itself", ci_low="bootstrap interval undefined: ci_missing says why", ci_high="bootstrap interval undefined: ci_missing says why", precision="only the jieba-vs-gold row has it", recall="only the jieba-vs-gold row has it", f1="only the jieba-vs-gold row has it", agreement="only the jieba-vs-gold row has it")
+@may_be_nan(layer_index="no layer: the shared increment, or jieba itself",
+            ci_low="bootstrap interval undefined: ci_missing says why",
+            ci_high="bootstrap interval undefined: ci_missing says why", precision="only the jieba-vs-gold row has it",
+            recall="only the jieba-vs-gold row has it", f1="only the jieba-vs-gold row has it",
+            agreement="only the jieba-vs-gold row has it")
 def word_boundaries(
     model,
     *,
@@ -198,8 +204,10 @@ def word_boundaries(
         raise ValueError(f"word-boundaries: the {len(docs)} documents contain no gap between two CJK characters")
     layers = increment_labels(model)
     scores = np.empty((len(layers), len(gaps.lead_byte)))
-    by_window = parallel.map_items(lambda ws: [inc for _, inc in increments(model, [w.ids for w in ws], batch_size=len(ws))],
-                                   gaps.windows, model=model, batch_size=batch_size, desc=f"word-boundaries {model.model_name}")
+    by_window = parallel.map_items(lambda ws: [inc for _, inc
+                                               in increments(model, [w.ids for w in ws], batch_size=len(ws))],
+                                   gaps.windows, model=model, batch_size=batch_size,
+                                   desc=f"word-boundaries {model.model_name}")
     for g, (w, b) in enumerate(zip(gaps.window_index, gaps.lead_byte)):
         scores[:, g] = by_window[int(w)][:, b]
 
@@ -219,7 +227,8 @@ def word_boundaries(
                              ci_missing=gaps.why_no_interval(lo)))
     if (gaps.labels["gold"] >= 0).all():
         gold, jb = gaps.labels["gold"], gaps.labels["jieba"]
-        what = f"word-boundaries: ROC-AUC of jieba against the gold segmentation ({len(gold)} gaps in {gaps.n_docs} documents)"
+        what = (f"word-boundaries: ROC-AUC of jieba against the gold segmentation ({len(gold)} gaps in "
+                f"{gaps.n_docs} documents)")
         lo, hi = bootstrap_auc(gold, jb, gaps.doc, n_boot=n_boot, seed=seed, what=what)
         tp = int(((gold == 1) & (jb == 1)).sum())
         precision, recall = tp / max(1, int(jb.sum())), tp / max(1, int(gold.sum()))

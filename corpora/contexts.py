@@ -69,7 +69,8 @@ def wikipedia_windows(tokenizer, n_docs: int, max_tokens: int, *, seed: int = 0)
         if len(enc.ids) >= max_tokens:
             text = "\n".join(parts)
             enc = _fit(tokenizer, text, max_tokens)
-            docs.append(Window(f"enwiki-joined-{len(docs)}", enc.ids, enc.spans, text=text[: max(b for _, b in enc.spans)]))
+            docs.append(Window(f"enwiki-joined-{len(docs)}", enc.ids, enc.spans,
+                               text=text[: max(b for _, b in enc.spans)]))
             parts = []
             if len(docs) == n_docs:
                 return docs

@@ -72,7 +72,8 @@ class Window:
     text: str = ""
 
     def __post_init__(self):
-        if isinstance(self.ids, int) and not isinstance(self.index, int):  # the old order: document, index, start, ids, spans
+        # the old order: document, index, start, ids, spans
+        if isinstance(self.ids, int) and not isinstance(self.index, int):
             deprecated.warn("Window(document, index, start, ids, spans)",
                             "Window(document, ids, spans, index=..., start=...)", stacklevel=3)
             index, start, ids, spans = self.ids, self.spans, self.index, self.start
@@ -106,8 +107,8 @@ class Inputs:
 
 
 def kind_of(item) -> str:
-    """The kind (``KINDS``) one item of ``documents=`` is: a text (a string, ``Document`` or path), token ids (a ``Window``
-    or a sequence of integers) or a NIAH prompt; anything else by its type's name."""
+    """The kind (``KINDS``) one item of ``documents=`` is: a text (a string, ``Document`` or path), token ids (a
+    ``Window`` or a sequence of integers) or a NIAH prompt; anything else by its type's name."""
     from pathlib import Path
 
     if isinstance(item, (str, Document, Path)):

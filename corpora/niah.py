@@ -107,7 +107,8 @@ def make_sample(tokenizer, rng: np.random.Generator, haystack: Haystack, context
         before = " ".join(sentences[:cut])
         after = " ".join(sentences[cut:])
         # separators go with the piece that follows them, so a BPE token " One" belongs to the needle
-        pieces = [(head, 0), (before, 0), ((" " if before else "") + needle, 1), ((" " if after else "") + after, 0), (query, 2)]
+        pieces = [(head, 0), (before, 0), ((" " if before else "") + needle, 1), ((" " if after else "") + after, 0),
+                  (query, 2)]
         return _assemble([p for p in pieces if p[0]])
 
     fixed = len(tokenizer.encode(head + needle + query, doc_start=True))
@@ -170,4 +171,5 @@ def prompts_for(model, analysis: str, documents, n: int, length: int, *, seed: i
 
         return fitting_samples(model, user_inputs(documents, analysis, ("prompts",)).items)
     hay = haystack if documents is None else user_inputs(documents, analysis, ("texts",)).items
-    return niah_samples(model.require_tokenizer(analysis), n, length, seed=seed, depth=depth, haystack=hay, preamble=preamble)
+    return niah_samples(model.require_tokenizer(analysis), n, length, seed=seed, depth=depth, haystack=hay,
+                        preamble=preamble)

@@ -145,9 +145,9 @@ def documents_record(docs) -> dict:
 
 
 def user_inputs(documents, analysis: str, accepts=("texts",)) -> Inputs:
-    """Read what an analysis was given as ``documents=``: texts (strings, ``Document``s, a ``{id: text}`` dict or a path,
-    as ``as_documents`` reads them), tokens (``Window``s or lists of ids) or NIAH prompts. One kind at a time, one the
-    analysis ``accepts``; anything else is refused naming the analysis and the kind. ``Documents`` already read (by
+    """Read what an analysis was given as ``documents=``: texts (strings, ``Document``s, a ``{id: text}`` dict or a
+    path, as ``as_documents`` reads them), tokens (``Window``s or lists of ids) or NIAH prompts. One kind at a time, one
+    the analysis ``accepts``; anything else is refused naming the analysis and the kind. ``Documents`` already read (by
     ``read_documents`` for ``--input``) are not checked again."""
     if isinstance(documents, (dict, str, Path)):
         kinds = {"texts"}
@@ -204,8 +204,8 @@ def token_windows(tokenizer, documents, max_tokens: int) -> list[Window]:
         for w, start in enumerate(range(0, len(ids), room)):
             chunk, cspans = ids[start : start + room], spans[start : start + room]
             a, b = cspans[0][0], cspans[-1][1]
-            out.append(Window(doc.id, prefix + chunk + suffix, [(a, a)] * len(prefix) + list(cspans) + [(b, b)] * len(suffix),
-                              index=w, start=start))
+            out.append(Window(doc.id, prefix + chunk + suffix,
+                              [(a, a)] * len(prefix) + list(cspans) + [(b, b)] * len(suffix), index=w, start=start))
     return out
 
 

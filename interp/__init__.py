@@ -11,7 +11,8 @@ stays free of torch.
 import importlib
 
 _EXPORTS = {
-    "Capability": "interp.capabilities", "CapabilityError": "interp.capabilities", "InputError": "interp.base", "PosLensModel": "interp.base",
+    "Capability": "interp.capabilities", "CapabilityError": "interp.capabilities", "InputError": "interp.base",
+    "PosLensModel": "interp.base",
     "require": "interp.capabilities", "CheckpointError": "interp.loading.errors", "load": "interp.loading",
     "save": "interp.loading", "load_tokenizer": "interp.loading", "attach_tokenizer": "interp.loading",
 }

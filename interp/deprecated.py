@@ -11,8 +11,8 @@ the removal date) and gives the same object, or, where the new spelling takes ot
   shard keywords, ...), warning through ``keyword``.
 
 A name that was removed with nothing to take its place is ``Removed``: asking for it raises ``RemovedError`` saying
-what to use instead. README.md's "Deprecated names" lists every entry (tests/unit/interp/test_deprecated.py reads that table
-and checks each row). Nothing here imports torch.
+what to use instead. README.md's "Deprecated names" lists every entry (tests/unit/interp/test_deprecated.py reads that
+table and checks each row). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ REMOVAL = "2027-05-24"
 
 
 class RemovedError(ImportError):
-    """A name that poslens removed with nothing in its place (an ``ImportError``, so ``from m import NAME`` shows why)."""
+    """A name that poslens removed with nothing in its place (an ``ImportError``, so ``from m import NAME`` shows
+    why)."""
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,8 @@ def check_hook_names(model, names: Sequence[str]) -> None:
 
 
 @torch.no_grad()
-def run_and_collect(model, tokens: Tensor, names: Sequence[str], *, to: str | torch.device | None = "cpu") -> dict[str, Tensor]:
+def run_and_collect(model, tokens: Tensor, names: Sequence[str], *,
+                    to: str | torch.device | None = "cpu") -> dict[str, Tensor]:
     """One forward pass, stopped once the named hooks have fired; their activations (after any hooks
     already attached, which see the same values) in float32, on ``to`` (``None``: where the model ran)."""
     check_hook_names(model, names)
@@ -80,7 +81,8 @@ def run_and_collect(model, tokens: Tensor, names: Sequence[str], *, to: str | to
         leaf = silent[0].rsplit(".", 1)[-1]
         ran = [n for n in model.hook_dict if n.endswith("." + leaf) and n not in silent]
         hint = f" (this model computes it at {', '.join(ran[:6])}{' ...' if len(ran) > 6 else ''})" if ran else ""
-        raise HookNameError(f"{model.model_name}: hook {silent[0]!r} exists but does not run in this model's forward pass{hint}")
+        raise HookNameError(f"{model.model_name}: hook {silent[0]!r} exists but does not run in this model's forward "
+                            f"pass{hint}")
     return {n: acts[n].to(device=to if to is not None else acts[n].device, dtype=torch.float32) for n in names}
 
 
@@ -104,7 +106,8 @@ def stream(
         yield from out
 
 
-def _chunks(model, sequences: Iterable[Sequence[int]], batch_size: int) -> Iterator[list[list[tuple[int, Sequence[int]]]]]:
+def _chunks(model, sequences: Iterable[Sequence[int]],
+            batch_size: int) -> Iterator[list[list[tuple[int, Sequence[int]]]]]:
     """``batch_size`` sequences at a time as ``(index, sequence)`` pairs, in the groups run as one batch: all of
     them for causal models (right padding cannot change what a position sees), one length per group otherwise."""
     causal = Capability.CAUSAL_LM in model.capabilities
@@ -150,7 +153,8 @@ class Moments:
 
 
 @torch.no_grad()
-def moments(model, sequences: Iterable[Sequence[int]], names: Sequence[str], *, batch_size: int = 8) -> dict[str, Moments]:
+def moments(model, sequences: Iterable[Sequence[int]], names: Sequence[str], *,
+            batch_size: int = 8) -> dict[str, Moments]:
     """``{hook: Moments}`` over every token of every sequence (padding excluded) for hooks shaped
     ``[batch, pos, d]`` (residual streams, attention and MLP outputs); results on the CPU."""
     check_hook_names(model, names)
@@ -188,7 +192,8 @@ def moments(model, sequences: Iterable[Sequence[int]], names: Sequence[str], *, 
                     pass
                 if len(fired) < len(names):
                     silent = next(n for n in names if n not in fired)
-                    raise HookNameError(f"{model.model_name}: hook {silent!r} exists but does not run in this model's forward pass")
+                    raise HookNameError(f"{model.model_name}: hook {silent!r} exists but does not run in this model's "
+                                        "forward pass")
     if not acc:
         raise ValueError("moments got no sequences")
     return {n: Moments(acc[n].n, acc[n].sum.cpu(), _symmetric(acc[n].gram).cpu()) for n in names}

@@ -46,8 +46,8 @@ class Hook:
         try:
             return module._modules[self.name]
         except KeyError:
-            raise AttributeError(f"{type(module).__name__} has no hook point {self.name} (make_hook_points has not run, "
-                                 "or this instance leaves it out)") from None
+            raise AttributeError(f"{type(module).__name__} has no hook point {self.name} (make_hook_points has "
+                                 "not run, or this instance leaves it out)") from None
 
     def pick(self, module: nn.Module) -> Hook | None:
         """The declaration that holds for this instance, or None where it leaves the hook out."""
@@ -71,8 +71,8 @@ def head_hooks(q: str, k: str, v: str, z: str, *, d: str = "d_head", d_v: str | 
     meanings, each ``[batch, pos, head, d]`` (values and outputs ``d_v`` wide; keys and values over ``kv_head`` for
     grouped-query attention)."""
     kv, d_v = "kv_head" if kv_head else "head", d_v or d
-    return (Hook(f"[batch, pos, head, {d}]", q), Hook(f"[batch, pos, {kv}, {d}]", k), Hook(f"[batch, pos, {kv}, {d_v}]", v),
-            Hook(f"[batch, pos, head, {d_v}]", z))
+    return (Hook(f"[batch, pos, head, {d}]", q), Hook(f"[batch, pos, {kv}, {d}]", k),
+            Hook(f"[batch, pos, {kv}, {d_v}]", v), Hook(f"[batch, pos, head, {d_v}]", z))
 
 
 def declared(cls) -> dict[str, Hook]:
@@ -119,8 +119,8 @@ class HookDoc:
 
 
 _LAYER = re.compile(r"^blocks\.\d+(?=\.|$)")
-_BLOCK_ORDER = {"hook_resid_pre": 1, "attn.hook_attn_scores": 4, "attn.hook_pattern": 5, "hook_attn_out": 7, "hook_resid_mid": 8,
-                "hook_mlp_in": 9, "hook_mlp_out": 10, "hook_resid_post": 12}
+_BLOCK_ORDER = {"hook_resid_pre": 1, "attn.hook_attn_scores": 4, "attn.hook_pattern": 5, "hook_attn_out": 7,
+                "hook_resid_mid": 8, "hook_mlp_in": 9, "hook_mlp_out": 10, "hook_resid_post": 12}
 
 
 def forward_rank(pattern: str) -> float:
@@ -136,7 +136,8 @@ def forward_rank(pattern: str) -> float:
 
 
 def hook_table(root: nn.Module) -> list[HookDoc]:
-    """Every hook ``root``'s modules declare and have, as ``HookDoc`` rows with ``{l}`` for the layer, in forward order."""
+    """Every hook ``root``'s modules declare and have, as ``HookDoc`` rows with ``{l}`` for the layer, in forward
+    order."""
     rows: dict[str, HookDoc] = {}
     for path, module in root.named_modules():
         hooks = declared(type(module))

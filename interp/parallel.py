@@ -1,5 +1,5 @@
-"""Data-parallel corpus loops: each process of a torchrun launch (or one share of a job split by hand) takes its share of
-the items, and every process ends with the one-process result.
+"""Data-parallel corpus loops: each process of a torchrun launch (or one share of a job split by hand) takes its share
+of the items, and every process ends with the one-process result.
 
 Protocol. An analysis runs its corpus loop as ONE call per model, and everything after it is reduction:
 
@@ -142,8 +142,8 @@ def _shard_keywords(old: dict, share, store):
         analysis = old.get("analysis")
         record = arguments_record(analysis, old.get("models", ()), old.get("options") or {}, old.get("seed", 0)) \
             if analysis else None
-        store = ShardStore(shard_dir, record=record, flush_every=old.get("flush_every", 8), standalone=shard is not None,
-                           serve=old.get("serve"))
+        store = ShardStore(shard_dir, record=record, flush_every=old.get("flush_every", 8),
+                           standalone=shard is not None, serve=old.get("serve"))
     return share, store
 
 

@@ -18,7 +18,8 @@ def progress(iterable, desc: str, total: int | None = None):
 @contextlib.contextmanager
 def layers(model, desc: str, passes: int = 1, enabled: bool = True):
     """A bar of ``passes x model.n_layers`` ticks, one as each layer finishes, for the ``with`` block's forward passes.
-    Yields the bar (None when not ``enabled``); the hooks it adds are plain torch hooks, apart from ``model.hooks()``."""
+    Yields the bar (None when not ``enabled``); the hooks it adds are plain torch hooks, apart from
+    ``model.hooks()``."""
     if not enabled:
         yield None
         return

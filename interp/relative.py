@@ -1,4 +1,5 @@
-"""Deprecated path of ``interp.families.encoder.relative`` (the encoders' relative-position bias); removed on 2027-05-24."""
+"""Deprecated path of ``interp.families.encoder.relative`` (the encoders' relative-position bias); removed on
+2027-05-24."""
 
 from interp.deprecated import moved
 

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-SCALING_TYPES = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+SCALING_TYPES = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                                                   "original_max_position_embeddings")}
 
 
 def inverse_frequencies(d_head: int, theta: float, device=None, scaling: dict | None = None) -> Tensor:
@@ -55,7 +56,8 @@ def inverse_frequencies(d_head: int, theta: float, device=None, scaling: dict | 
     if kind == "linear":
         return inv / float(scaling["factor"])
     if kind == "llama3":
-        factor, low, high = float(scaling["factor"]), float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        factor, low, high = (float(scaling["factor"]), float(scaling["low_freq_factor"]),
+                             float(scaling["high_freq_factor"]))
         old = float(scaling["original_max_position_embeddings"])
         wavelen = 2 * math.pi / inv
         scaled = torch.where(wavelen > old / low, inv / factor, inv)
@@ -102,7 +104,8 @@ _TABLES_LOCK = threading.Lock()
 _MAX_TABLES = 16
 
 
-def half_split_table(end: int, d_head: int, theta: float, scaling: dict | None = None, device=None) -> tuple[Tensor, Tensor]:
+def half_split_table(end: int, d_head: int, theta: float, scaling: dict | None = None,
+                     device=None) -> tuple[Tensor, Tensor]:
     """cos and signed sin ``[>= end, d_head]`` (float32) of positions 0, 1, ... in the ``rotate_half`` layout: row p
     holds the cos ``rotate_half_split`` computes for position p, and its sin negated in the first half (so that
     ``x * cos + roll(x, d/2) * signed_sin`` is the rotation). Cached, and grown (to a power of two) on demand."""

@@ -48,13 +48,13 @@ def check_streamable(model, who: str) -> None:
     require(model, Capability.ROTARY, who)
     require(model, Capability.CAUSAL_LM, who)
     if model.family not in STREAMING_FAMILIES or not getattr(model, "supports_kv_cache", False):
-        raise CapabilityError(f"{who} streams through a rolling KV cache, which the {model.family} family's attention does not "
-                              f"read ({model.model_name}); families that do: {', '.join(STREAMING_FAMILIES)}")
+        raise CapabilityError(f"{who} streams through a rolling KV cache, which the {model.family} family's attention "
+                              f"does not read ({model.model_name}); families that do: {', '.join(STREAMING_FAMILIES)}")
     modes = getattr(model, "position_modes", lambda: [])()
     learned = sorted({m for m in modes if m not in ("rope", "nope")})
     if learned:
-        raise CapabilityError(f"{who} re-indexes integer positions inside the cache; {model.model_name} has {learned[0]} "
-                              "positions computed from the tokens, which a cache cannot re-index")
+        raise CapabilityError(f"{who} re-indexes integer positions inside the cache; {model.model_name} "
+                              f"has {learned[0]} positions computed from the tokens, which a cache cannot re-index")
 
 
 class RollingCache(attention.KVCache):
@@ -75,7 +75,8 @@ class RollingCache(attention.KVCache):
         self.specs = [model.rotation(layer) if rotary else None for layer in range(model.n_layers)]
         self.windows = tuple(getattr(model, "attention_windows", None) or (None,) * model.n_layers)
         self.start, self.n = 0, 0
-        self._store: dict = {}  # owner -> sink keys / values, recent keys / values and the positions they were rotated at
+        # owner -> sink keys / values, recent keys / values and the positions they were rotated at
+        self._store: dict = {}
         self._layout: dict = {}  # owner -> (sinks, recent) held when this chunk's keys were built
         self._masks: dict = {}
         self._seen: set = set()
@@ -86,8 +87,8 @@ class RollingCache(attention.KVCache):
 
     def begin(self, start: int, n: int) -> None:
         if self.cache_size is not None and n > self.cache_size - self.sinks:
-            raise ValueError(f"RollingCache: a chunk of {n} tokens is longer than the {self.cache_size - self.sinks} recent "
-                             "tokens the cache keeps")
+            raise ValueError(f"RollingCache: a chunk of {n} tokens is longer than "
+                             f"the {self.cache_size - self.sinks} recent tokens the cache keeps")
         self.start, self.n = start, n
         g = torch.arange(start, start + n)
         self.first = int(self.position(torch.tensor(start)))  # in-cache position of the chunk's first token
@@ -116,11 +117,11 @@ class RollingCache(attention.KVCache):
         return spec.rotate(k, by.to(k.device, torch.float32)[None])
 
     def append(self, owner, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """``k`` (rotated at ``past(owner)`` onwards) and ``v`` ``[1, n, kv_head, d]`` of this chunk -> the keys and values
-        its queries attend to: the sinks (one copy per distinct offset), the recent tokens, then the chunk."""
+        """``k`` (rotated at ``past(owner)`` onwards) and ``v`` ``[1, n, kv_head, d]`` of this chunk -> the keys and
+        values its queries attend to: the sinks (one copy per distinct offset), the recent tokens, then the chunk."""
         if k.shape[0] != 1 or k.shape[1] != self.n:
-            raise ValueError(f"RollingCache: expected keys [1, {self.n}, kv_head, d] (begin() set a chunk of {self.n}), "
-                             f"got {tuple(k.shape)}")
+            raise ValueError(f"RollingCache: expected keys [1, {self.n}, kv_head, d] (begin() set a chunk "
+                             f"of {self.n}), got {tuple(k.shape)}")
         self._seen.add(owner)
         layer = self.layer_of[owner]
         t, n, first = self.start, self.n, self.first
@@ -129,9 +130,11 @@ class RollingCache(attention.KVCache):
         n_sinks = n_recent = 0
         if store is not None:
             n_sinks, n_recent = store["sink_k"].shape[1], store["k"].shape[1]
-            if n_sinks:  # a sink is rotated at its own index s; its copy for each offset at s + offset, offset by offset
+            # a sink is rotated at its own index s; its copy for each offset at s + offset, offset by offset
+            if n_sinks:
                 copies = len(self.offsets)
-                parts_k.append(self._turn(owner, store["sink_k"].repeat(1, copies, 1, 1), self.offsets.repeat_interleave(n_sinks)))
+                parts_k.append(self._turn(owner, store["sink_k"].repeat(1, copies, 1, 1),
+                                          self.offsets.repeat_interleave(n_sinks)))
                 parts_v.append(store["sink_v"].repeat(1, copies, 1, 1))
             if n_recent:
                 wanted = torch.arange(t - n_recent, t) - t + first  # recent token j at j - t + first
@@ -150,7 +153,8 @@ class RollingCache(attention.KVCache):
                      pos=torch.cat([old["pos"], pos[s:]]))
         keep = self._capacity(layer)
         if keep is not None and store["k"].shape[1] > keep:
-            store.update(k=store["k"][:, -keep:] if keep else store["k"][:, :0], v=store["v"][:, -keep:] if keep else store["v"][:, :0],
+            store.update(k=store["k"][:, -keep:] if keep else store["k"][:, :0],
+                         v=store["v"][:, -keep:] if keep else store["v"][:, :0],
                          pos=store["pos"][-keep:] if keep else store["pos"][:0])
         self._store[owner] = store
         return keys, values
@@ -183,7 +187,8 @@ class RollingCache(attention.KVCache):
                              f"{len(self.offsets) * n_sinks + n_recent + n} keys for {n} new tokens")
         g = torch.arange(t, t + n)[:, None]  # the new tokens, [n, 1]
         far = (lambda d: torch.zeros_like(d, dtype=torch.bool)) if window is None else (lambda d: d >= window)
-        kept = (lambda j: torch.ones_like(j, dtype=torch.bool)) if C is None else (lambda j: (j < k) | (j >= g - (C - k)))
+        kept = ((lambda j: torch.ones_like(j, dtype=torch.bool)) if C is None
+                else (lambda j: (j < k) | (j >= g - (C - k))))
         sink_idx = torch.arange(n_sinks).repeat(len(self.offsets))[None, :]
         sink_group = torch.arange(len(self.offsets)).repeat_interleave(n_sinks)[None, :]
         sinks = (sink_group == self.group[:, None]) & ~far(self.position(g) - sink_idx)

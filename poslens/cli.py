@@ -1,4 +1,5 @@
-"""poslens: hooked models with learned positions, their analyses and figures (models, train, analyze, reproduce, figure)."""
+"""poslens: hooked models with learned positions, their analyses and figures (models, train, analyze, reproduce,
+figure)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def cmd_models(args) -> int:
     for e in catalog.entries():
         ok = e.available()
         n = e.n_params if ok else None
-        rows.append((e.name, e.family, f"{n / 1e6:.2f}M" if n else "-", e.origin + ("" if ok else " (not installed)"), e.description))
+        rows.append((e.name, e.family, f"{n / 1e6:.2f}M" if n else "-", e.origin + ("" if ok else " (not installed)"),
+                     e.description))
     widths = [max(len(str(r[i])) for r in rows + [("name", "family", "params", "from", "")]) for i in range(4)]
     print("  ".join(h.ljust(w) for h, w in zip(("name", "family", "params", "from"), widths)) + "  about")
     for r in rows:

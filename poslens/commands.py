@@ -26,7 +26,8 @@ def add_analysis_commands(sub) -> None:
         p = names.add_parser(analysis.name, help=analysis.about.split(":")[0].replace("%", "%%"),
                              description=analysis.about.replace("%", "%%"), formatter_class=_Help)
         p.add_argument("--model", action="append", required=True, metavar="NAME_OR_PATH",
-                       help="registry name (poslens models), poslens directory, upstream checkpoint, Hugging Face directory or hub id owner/name (repeatable)")
+                       help="registry name (poslens models), poslens directory, upstream checkpoint, Hugging Face "
+                            "directory or hub id owner/name (repeatable)")
         p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--force", action="store_true", help="overwrite this analysis' earlier results in --out")
         p.add_argument("--seed", default="0", help="random seed (default: 0)")
@@ -36,7 +37,8 @@ def add_analysis_commands(sub) -> None:
                        help="tokenizer for models loaded without one: a directory of tokenizer files, or a registry "
                             "name, checkpoint or hub id whose tokenizer to use")
         p.add_argument("--format", default=None, metavar="FORMATS",
-                       help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser is found)")
+                       help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser "
+                            "is found)")
         for opt in analysis.options:
             p.add_argument(opt.flag, **_argument(opt))
             for alias in opt.aliases:  # its own destination, so that errors can say what the user typed
@@ -50,7 +52,8 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--seed", default="0", help="random seed (default: 0)")
     r.add_argument("--quick", action="store_true", help="smaller samples (for tests)")
     r.add_argument("--real-models", action="store_true",
-                   help="also the pretrained models' runs behind README's known results (SmolLM2, Gemma 3; minutes more)")
+                   help="also the pretrained models' runs behind README's known results (SmolLM2, Gemma 3; "
+                        "minutes more)")
     r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
     r.add_argument("--threads", default=None, help=THREADS_HELP)
     r.set_defaults(func=cmd_reproduce)
@@ -188,5 +191,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from poslens.reproduce import reproduce
 
     with parallel.session(device=args.device):  # under torchrun: one process group for every step
-        reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device, real_models=args.real_models)
+        reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device,
+                  real_models=args.real_models)
     return 0

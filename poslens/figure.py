@@ -6,12 +6,15 @@ import argparse
 
 
 def add_figure_command(sub) -> None:
-    f = sub.add_parser("figure", help="re-render a saved result's figure (PDF/SVG/PNG at a column's width) from its CSV",
+    f = sub.add_parser("figure", help="re-render a saved result's figure (PDF/SVG/PNG at a column's width) "
+                                      "from its CSV",
                        description="Rebuild the figure of OUT/NAME.csv (analysis and models from NAME.provenance.json "
-                                   "beside it) without loading a model. Files are named NAME[-TEMPLATE][-WIDTH].FORMAT.")
+                                   "beside it) without loading a model. Files are named "
+                                   "NAME[-TEMPLATE][-WIDTH].FORMAT.")
     f.add_argument("csv", help="a CSV written by `poslens analyze` or `poslens reproduce`")
     f.add_argument("--format", default=None, metavar="FORMATS",
-                   help="any of html,pdf,svg,png, comma-separated (default: html, plus pdf,png where a browser is found)")
+                   help="any of html,pdf,svg,png, comma-separated (default: html, plus pdf,png where a browser "
+                        "is found)")
     f.add_argument("--width", default=None, help="figure width: 3.3in (single column), 7in (double), 8.5cm, 600px")
     f.add_argument("--height", default=None, help="figure height (default: the figure's aspect at that width; "
                    "--template paper: the height its content needs)")

@@ -20,7 +20,8 @@ def _induction(r: Results, m: str) -> str:
     best = d.loc[d["induction_score"].idxmax()]
     n = int((d["induction_score"] >= INDUCTION_CUT).sum())
     return (f"best prefix-matching score {head(best)} {best.induction_score:.2f}; {n} of {len(d)} heads "
-            f">= {INDUCTION_CUT}; loss on the repeat {d.first_copy_loss.iloc[0]:.2f} -> {d.second_copy_loss.iloc[0]:.2f} nats")
+            f">= {INDUCTION_CUT}; loss on the repeat {d.first_copy_loss.iloc[0]:.2f} "
+            f"-> {d.second_copy_loss.iloc[0]:.2f} nats")
 
 
 def _induction_verdict(r: Results) -> str:
@@ -37,19 +38,20 @@ def _previous(r: Results, m: str) -> str:
 
 def _previous_verdict(r: Results) -> str:
     ok = all(r.model("induction", m)["previous_token_score"].max() >= 0.5 for m in PRETRAINED)
-    return "agrees (existence only)" if ok else "does not reproduce: no head puts half its attention on the previous token"
+    return ("agrees (existence only)" if ok
+            else "does not reproduce: no head puts half its attention on the previous token")
 
 
 CLAIMS: list[Claim] = [
     Claim(
         finding="induction heads", source="Olsson et al. 2022, In-context Learning and Induction Heads",
-        quote="[prefix matching:] the average fraction of a head's attention weight given to the token … where the prefix "
-              "matches the present context -- on random, synthetic data",
+        quote="[prefix matching:] the average fraction of a head's attention weight given to the token … where "
+              "the prefix matches the present context -- on random, synthetic data",
         where="§ Definitions (prefix matching; copying is the second property)",
         paper="per-head scores in figures only (no table); induction heads found in every model from 2 layers up",
-        protocol="TransformerLens' protocol: random ordinary tokens repeated once, score = mean attention from the second "
-                 "copy to the token after the first occurrence. Copying is not scored per head; the loss on the repeat is "
-                 "the model's. The 0.4 cut is poslens'",
+        protocol="TransformerLens' protocol: random ordinary tokens repeated once, score = mean attention from "
+                 "the second copy to the token after the first occurrence. Copying is not scored per head; the loss on "
+                 "the repeat is the model's. The 0.4 cut is poslens'",
         models=PRETRAINED, measure=_induction, verdict=_induction_verdict),
     Claim(
         finding="previous-token heads", source="Olsson et al. 2022",
@@ -63,7 +65,8 @@ CLAIMS: list[Claim] = [
 
 
 # -- attention sinks (Gu et al., ICLR 2025; Xiao et al., ICLR 2024) ------------------------------------------------
-GU_TABLE1 = {"GPT2-XL": (77.00, 70.29), "Mistral-7B": (97.49, 75.21), "LLaMA2-7B": (92.47, 90.13), "LLaMA3-8B": (99.02, 91.23)}
+GU_TABLE1 = {"GPT2-XL": (77.00, 70.29), "Mistral-7B": (97.49, 75.21), "LLaMA2-7B": (92.47, 90.13),
+             "LLaMA3-8B": (99.02, 91.23)}
 
 
 def _sinks(r: Results, m: str, length: int = 64, **where) -> pd.DataFrame:
@@ -172,10 +175,11 @@ def _depth_verdict(r: Results) -> str:
 CLAIMS += [
     Claim(
         finding="attention sinks in pretrained LMs", source="Gu et al., ICLR 2025, When Attention Sink Emerges",
-        quote="α_1 = 1/T Σ_t A_{t,1} … a head is a sink when α_1 > ε [ε = 0.3] … For fair comparisons, we need to fix T … "
-              "e.g., T = 64",
+        quote="α_1 = 1/T Σ_t A_{t,1} … a head is a sink when α_1 > ε [ε = 0.3] … For fair comparisons, we need to "
+              "fix T … e.g., T = 64",
         where="§3 (metric), Table 1 (Sink_1^ε at T = 64)",
-        paper="Table 1, natural / random tokens: " + ", ".join(f"{k} {a:.2f} / {b:.2f}%" for k, (a, b) in GU_TABLE1.items()),
+        paper="Table 1, natural / random tokens: " + ", ".join(f"{k} {a:.2f} / {b:.2f}%"
+                                                               for k, (a, b) in GU_TABLE1.items()),
         protocol="Gu's estimator (`sink-rate --estimator gu`, the default): row 0 included, each sequence thresholded, "
                  "then averaged. Their natural text is their probe set; poslens' is English Wikipedia leads. "
                  "The models are 135M / 270M parameters, smaller than Table 1's",
@@ -220,17 +224,18 @@ def _ap_table(r: Results, m: str) -> str:
     near = "the entangled AP baseline's 23.4%" if abs(two - 0.234) < abs(two - 0.941) else "DSTG's 94.1%"
     return (f"first two components {pct(two)} of the variance (nearer {near}); the first's dominant DCT bin "
             f"{int(first.dominant_bin)} of {n} (a period of about {period:.1f} positions), "
-            f"{pct(first.low_freq_power)} of its power in the 4 lowest bins; the third {pct(d.loc[3].explained_variance)} "
-            f"of the variance with {pct(d.loc[3].low_freq_power)} in the lowest bins")
+            f"{pct(first.low_freq_power)} of its power in the 4 lowest bins; the "
+            f"third {pct(d.loc[3].explained_variance)} of the variance with {pct(d.loc[3].low_freq_power)} in the "
+            "lowest bins")
 
 
 OBSERVATIONS += [
     Observation(
         finding="MiniLM's learned position table: variance in its leading components and their frequency",
         context="Wang & Chen (EMNLP 2020) ask whether pre-trained position embeddings encode absolute and relative "
-                "position (regression probes) and how they affect tasks; they make no claim about the table's components. "
-                "The DSTG seed reports 94.1% of its AP table's variance in 2 components against 23.4% for an entangled "
-                "AP baseline",
+                "position (regression probes) and how they affect tasks; they make no claim about the table's "
+                "components. The DSTG seed reports 94.1% of its AP table's variance in 2 components against 23.4% for "
+                "an entangled AP baseline",
         models=("minilm",), measure=_ap_table),
 ]
 
@@ -275,7 +280,8 @@ def _streaming_verdict(r: Results) -> str:
         d = _stream(r, m)
         bucket, said = _span(d)
         window, sinks = _loss(d, "window", bucket), _loss(d, "window + 4 sinks", bucket)
-        recomputed, sinks_re = _loss(d, "re-computation", "re-computed tokens"), _loss(d, "window + 4 sinks", "re-computed tokens")
+        recomputed, sinks_re = (_loss(d, "re-computation", "re-computed tokens"),
+                                _loss(d, "window + 4 sinks", "re-computed tokens"))
         if None in (window, sinks, recomputed, sinks_re):
             out.append(f"{NAMES[m]}: not run")
             continue
@@ -287,16 +293,17 @@ def _streaming_verdict(r: Results) -> str:
 
 CLAIMS += [
     Claim(
-        finding="window attention needs the first tokens (attention sinks)", source="Xiao et al., ICLR 2024, StreamingLLM",
+        finding="window attention needs the first tokens (attention sinks)",
+        source="Xiao et al., ICLR 2024, StreamingLLM",
         quote="keeping the KV of initial tokens will largely recover the performance of window attention",
         where="abstract; §3.2 (positions within the cache), Table 1, Table 2",
-        paper="perplexity. Table 1 (Llama-2-13B, 65K tokens of PG19): window 0+1024 5158.07, 4+1020 5.40. Table 2 (400K "
-              "tokens; window / + 1 / + 4 initial tokens): Falcon-7B 17.90 / 12.12 / 12.12, MPT-7B 460.29 / 14.99 / "
-              "14.99, Pythia-12B 21.62 / 11.95 / 12.09, Llama-2-7B 3359.95 / 11.88 / 9.59",
-        protocol="the paper's setting (`attention-window --setting streaming`): one long text streamed past the trained "
-                 "length through a rolling KV cache of sinks + recent tokens, positions re-indexed within the cache, "
-                 "against dense attention and sliding-window re-computation; loss in nats/token (perplexity = exp). "
-                 "Shorter streams than the paper's, and re-computation evaluated on every k-th token only",
+        paper="perplexity. Table 1 (Llama-2-13B, 65K tokens of PG19): window 0+1024 5158.07, 4+1020 5.40. Table "
+              "2 (400K tokens; window / + 1 / + 4 initial tokens): Falcon-7B 17.90 / 12.12 / 12.12, MPT-7B 460.29 / "
+              "14.99 / 14.99, Pythia-12B 21.62 / 11.95 / 12.09, Llama-2-7B 3359.95 / 11.88 / 9.59",
+        protocol="the paper's setting (`attention-window --setting streaming`): one long text streamed past the "
+                 "trained length through a rolling KV cache of sinks + recent tokens, positions re-indexed within "
+                 "the cache, against dense attention and sliding-window re-computation; loss in nats/token (perplexity "
+                 "= exp). Shorter streams than the paper's, and re-computation evaluated on every k-th token only",
         models=PRETRAINED, measure=_streaming, verdict=_streaming_verdict),
 ]
 
@@ -334,12 +341,14 @@ def _norms_verdict(r: Results) -> str:
 
 CLAIMS += [
     Claim(
-        finding="rotary bands: queries and keys weigh the low frequencies", source="Barbero et al., ICLR 2025, Round and Round We Go",
-        quote="Gemma greatly prefers to use the lowest frequencies of RoPE, which we suspect are used to carry semantic "
-              "information",
-        where="abstract; the Fig. of the mean q / k 2-norm per frequency chunk in Gemma 7B (Llama 3.1 8B in the appendix)",
-        paper="figure only: Gemma 7B, the mean 2-norm of each 2-d chunk of q and k over 10 Shakespeare quotes and the 16 heads "
-              "of each layer; no percentages",
+        finding="rotary bands: queries and keys weigh the low frequencies",
+        source="Barbero et al., ICLR 2025, Round and Round We Go",
+        quote="Gemma greatly prefers to use the lowest frequencies of RoPE, which we suspect are used to carry "
+              "semantic information",
+        where="abstract; the Fig. of the mean q / k 2-norm per frequency chunk in Gemma 7B (Llama 3.1 8B in the "
+              "appendix)",
+        paper="figure only: Gemma 7B, the mean 2-norm of each 2-d chunk of q and k over 10 Shakespeare quotes and the "
+              "16 heads of each layer; no percentages",
         protocol="the same statistic (`q_norm`, `k_norm`: each band's 2-norm, mean over tokens, contexts and heads) on "
                  "Wikipedia windows; quarters of the bands compared. The logit share beside it is poslens' own metric",
         models=PRETRAINED, measure=_norms, verdict=_norms_verdict),
@@ -362,10 +371,10 @@ def _ablation(r: Results, m: str) -> str:
 OBSERVATIONS += [
     Observation(
         finding="rotary bands removed or unrotated in trained weights",
-        context="Barbero et al. (ICLR 2025, Table 2) *train* Gemma 2B from scratch with p-RoPE, p the share of frequencies "
-                "kept rotated (Wiki / FlanV2 perplexity: RoPE 4.4627 / 6.4429, 0.75-RoPE 4.4414 / 6.4422, 0.25-RoPE "
-                "4.5302 / 6.5111, the highest 25% removed instead 4.4592 / 6.4683). They ablate no trained model: "
-                "these edits of trained weights are poslens' own",
+        context="Barbero et al. (ICLR 2025, Table 2) *train* Gemma 2B from scratch with p-RoPE, p the share of "
+                "frequencies kept rotated (Wiki / FlanV2 perplexity: RoPE 4.4627 / 6.4429, 0.75-RoPE 4.4414 / 6.4422, "
+                "0.25-RoPE 4.5302 / 6.5111, the highest 25% removed instead 4.4592 / 6.4683). They ablate no "
+                "trained model: these edits of trained weights are poslens' own",
         models=PRETRAINED, measure=_ablation),
 ]
 
@@ -428,16 +437,19 @@ def _masking_verdict(r: Results) -> str:
                                        "partly: random heads hurt too" if top_hurts else "differs")
                    + f" (k = {int(k)}, {n_retrieval} heads score > 0.1: top {top[k]:.2f}, random {rand[k]:.2f}, "
                      f"none {base:.2f})")
-    return "; ".join(out) + (" (rule: k = the number of retrieval heads, the paper's \"completely pruning\", or the next "
-                             "k run; masking the top k at least halves NIAH accuracy and k random heads keep 75% of it)")
+    return "; ".join(out) + (" (rule: k = the number of retrieval heads, the paper's \"completely pruning\", or "
+                             "the next k run; masking the top k at least halves NIAH accuracy and k random heads keep "
+                             "75% of it)")
 
 
 CLAIMS += [
     Claim(
-        finding="retrieval heads are sparse", source="Wu et al. 2024, Retrieval Head Mechanistically Explains Long-Context Factuality",
+        finding="retrieval heads are sparse", source="Wu et al. 2024, Retrieval Head Mechanistically Explains "
+                                                     "Long-Context Factuality",
         quote="only about 3% to 6% of the attention heads have a retrieval score larger than 0.1",
         where="§2 (Fig. 3's \"less than 5%\" is for scores above 0.5)",
-        paper="share of heads > 0.1 in the authors' released head scores: " + ", ".join(f"{k} {v}%" for k, v in WU_SHARES.items()),
+        paper=("share of heads > 0.1 in the authors' released head scores: "
+               + ", ".join(f"{k} {v}%" for k, v in WU_SHARES.items())),
         protocol="Wu's score (`retrieval-heads --score wu`, the default): greedy generation, a hit when the generated "
                  "token is in the needle and the head's most attended key is that needle token, hits / needle tokens, "
                  "only prompts retrieved (ROUGE-1 recall > 0.5) counted; 7-digit needles in 512-token Wikipedia "

@@ -103,12 +103,13 @@ def render(folder: Path = EVIDENCE) -> str:
     from poslens.known_claims import CLAIMS, OBSERVATIONS
 
     results = Results(folder)
-    lines = ["| finding (source) | the claim, as the paper states it | where | the paper's numbers | poslens (same definition "
-             "unless the protocol column says otherwise) | protocol: how poslens departs | verdict |",
+    lines = ["| finding (source) | the claim, as the paper states it | where | the paper's numbers | poslens (same "
+             "definition unless the protocol column says otherwise) | protocol: how poslens departs | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in CLAIMS:
         lines.append("| " + " | ".join(_cell(x) for x in (f"{c.finding} ({c.source})", f"“{c.quote}”", c.where, c.paper,
-                                                         _per_model(c, results), c.protocol, c.verdict(results))) + " |")
+                                                          _per_model(c, results), c.protocol, c.verdict(results)))
+                     + " |")
     lines += ["", "**poslens' own observations** (no published claim behind them; related work named for context):", "",
               "| observation | context | poslens |", "| --- | --- | --- |"]
     for o in OBSERVATIONS:
@@ -127,7 +128,8 @@ def readme_section(text: str) -> str:
 def write_readme(readme: Path, table: str) -> None:
     text = readme.read_text(encoding="utf-8")
     readme_section(text)
-    text = re.sub(rf"(<!-- {MARK} -->\n).*?(<!-- /{MARK} -->)", lambda m: m.group(1) + table + m.group(2), text, flags=re.S)
+    text = re.sub(rf"(<!-- {MARK} -->\n).*?(<!-- /{MARK} -->)", lambda m: m.group(1) + table + m.group(2), text,
+                  flags=re.S)
     readme.write_text(text, encoding="utf-8")
 
 

@@ -66,7 +66,8 @@ def merge(shard_dir, out, *, force: bool = False, device=None):
     # options read from files (--input, --entities) are recorded as given on the command line: read them again
     by_name = {o.name: o for o in spec.options}
     options = {(by_name[k].feeds or k) if k in by_name else k:
-               by_name[k].parse(v) if k in by_name and by_name[k].convert is not None else v for k, v in args["options"].items()}
+               by_name[k].parse(v) if k in by_name and by_name[k].convert is not None else v
+               for k, v in args["options"].items()}
     with parallel.session(store=ShardStore(shard_dir, record=record, serve=by_share)):
         return run_analysis(record["analysis"], args["models"], out, options=options, seed=args["seed"],
                             force=force, device=device)

@@ -90,8 +90,10 @@ class Outputs:
             self._remove_created_dir()
             raise
         for stale in self.out_dir.glob(f".{self.name}.partial-*"):
-            shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: nobody else writes NAME while we hold the lock
-        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-{os.getpid()}-{next(_COUNTER)}-", dir=self.out_dir))
+            # left by a killed run: nobody else writes NAME while we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
+        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.name}.partial-{os.getpid()}-{next(_COUNTER)}-",
+                                             dir=self.out_dir))
         return self
 
     def foreign(self) -> list[Path]:

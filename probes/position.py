@@ -31,8 +31,10 @@ from probes.targets import TARGETS, position_targets
 DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 9))
 
 
-def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train: int | None = None, n_test: int | None = None,
-                        alphas=DEFAULT_ALPHAS, cv_folds: int = 5, layers=None, subspaces=None, seed: int = 0) -> pd.DataFrame:
+def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train: int | None = None,
+                        n_test: int | None = None,
+                        alphas=DEFAULT_ALPHAS, cv_folds: int = 5, layers=None, subspaces=None,
+                        seed: int = 0) -> pd.DataFrame:
     require(model, Capability.HIDDEN_STATES, "position-probes")
     n_test = n_test if n_test is not None else max(1, len(docs) // 5)
     n_train = n_train if n_train is not None else len(docs) - n_test
@@ -58,7 +60,8 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
     targets = []
     for doc in docs:
         rows, Y = position_targets(doc.text, doc.spans)
-        targets.append((rows, np.concatenate([Y, np.stack([shuffle_rng.permutation(Y[:, j]) for j in range(Y.shape[1])], 1)], 1)))
+        targets.append((rows, np.concatenate([Y, np.stack([shuffle_rng.permutation(Y[:, j]) for j in range(Y.shape[1])],
+                                                          1)], 1)))
 
     def doc_stats(indices):
         """Per document, the ``Stats`` of each (layer, subspace)."""
@@ -69,9 +72,9 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
             for layer, hook in zip(layers, names):
                 X = acts[hook][rows].double().numpy()
                 if not np.isfinite(X).all():
-                    raise ValueError(f"position-probes: {hook} of {model.model_name} holds NaN/inf on document {indices[j]} "
-                                     f"({int((~np.isfinite(X)).sum())} values); a probe fitted on it would be meaningless "
-                                     "(check the weights and any attached hooks)")
+                    raise ValueError(f"position-probes: {hook} of {model.model_name} holds NaN/inf on "
+                                     f"document {indices[j]} ({int((~np.isfinite(X)).sum())} values); a probe fitted "
+                                     "on it would be meaningless (check the weights and any attached hooks)")
                 for name in subspaces:
                     per[layer, name] = Stats.of(X[:, spaces[name]], Y)
             out.append(per)
@@ -91,7 +94,8 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
                     state.update(_stats_state(f"{layer}/{name}/{s}/{g}", Stats.zeros(dims[name], n_targets)))
     state = parallel.fold_items(doc_stats, range(len(docs)), state, add, model=model, batch_size=1,
                                 desc=f"probes {model.model_name}")
-    acc = {(layer, name): [[_state_stats(state, f"{layer}/{name}/{s}/{g}") for g in range(cv_folds + 1)] for s in range(n_seeds)]
+    acc = {(layer, name): [[_state_stats(state, f"{layer}/{name}/{s}/{g}") for g in range(cv_folds + 1)]
+                           for s in range(n_seeds)]
            for layer in layers for name in subspaces}
 
     rows_out = []

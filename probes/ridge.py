@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FLAT = 1e-12  # a target whose sum of squares about its mean is below this fraction of its raw sum of squares is constant
+# a target whose sum of squares about its mean is below this fraction of its raw sum of squares is constant
+FLAT = 1e-12
 
 
 @dataclass
@@ -30,10 +31,12 @@ class Stats:
         return cls(X.T @ X, X.T @ Y, (Y * Y).sum(0), X.sum(0), Y.sum(0), len(X))
 
     def __add__(self, other: Stats) -> Stats:
-        return Stats(self.xx + other.xx, self.xy + other.xy, self.yy + other.yy, self.x + other.x, self.y + other.y, self.n + other.n)
+        return Stats(self.xx + other.xx, self.xy + other.xy, self.yy + other.yy, self.x + other.x, self.y + other.y,
+                     self.n + other.n)
 
     def __sub__(self, other: Stats) -> Stats:
-        return Stats(self.xx - other.xx, self.xy - other.xy, self.yy - other.yy, self.x - other.x, self.y - other.y, self.n - other.n)
+        return Stats(self.xx - other.xx, self.xy - other.xy, self.yy - other.yy, self.x - other.x, self.y - other.y,
+                     self.n - other.n)
 
     def add_(self, other: Stats) -> None:
         self.xx += other.xx

@@ -1,5 +1,5 @@
-"""Model families as plug-ins: each a folder of its own (its model, its reading and writing of checkpoints) that declares
-one ``Family`` record, registered with one line in ``MODULES``.
+"""Model families as plug-ins: each a folder of its own (its model, its reading and writing of checkpoints) that
+declares one ``Family`` record, registered with one line in ``MODULES``.
 
 A record says:
 
@@ -99,7 +99,8 @@ def get(name: str, where: str = "") -> Family:
 
     families()
     if name not in _REGISTRY:
-        raise CheckpointError(f"{where + ': ' if where else ''}unknown model family '{name}' (known: {sorted(_REGISTRY)})")
+        raise CheckpointError(f"{where + ': ' if where else ''}unknown model family '{name}' "
+                              f"(known: {sorted(_REGISTRY)})")
     return _REGISTRY[name]
 
 

@@ -80,13 +80,15 @@ def _unknown(checkpoint: Checkpoint) -> CheckpointError:
         model_type = checkpoint.model_type
         owners = [f.name for f in families.families() if model_type in f.hf_model_types]
         if owners:
-            return CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is the {owners[0]} family's, but this "
-                                   f"directory is none of the layouts that could read it ({listing('directory', owners)})")
+            return CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is the {owners[0]} family's, "
+                                   "but this directory is none of the layouts that could read it "
+                                   f"({listing('directory', owners)})")
         known = ", ".join(f"'{t}' ({f.name} family)" for f in families.families() for t in f.hf_model_types)
         return CheckpointError(f"{path / 'config.json'}: model_type {model_type!r} is not one poslens loads (known: "
                                f"{known}, and every architecture TransformerLens' bridge has an adapter for)")
     if checkpoint.is_dir:
-        return CheckpointError(f"{path}: a directory without poslens.json or config.json (or a format poslens does not know)")
+        return CheckpointError(f"{path}: a directory without poslens.json or config.json (or a format poslens does "
+                               "not know)")
     return CheckpointError(f"{path}: not a checkpoint poslens knows (expected a directory, a .pt file or a .gguf file)")
 
 
@@ -106,7 +108,8 @@ class Resolved:
 def _offline() -> bool:
     from huggingface_hub import constants
 
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE") or bool(constants.HF_HUB_OFFLINE)
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES",
+                                                                    "TRUE") or bool(constants.HF_HUB_OFFLINE)
 
 
 def resolve_hub(repo_id: str, revision: str | None = None) -> Resolved:
@@ -125,11 +128,13 @@ def resolve_hub(repo_id: str, revision: str | None = None) -> Resolved:
 
         where = cache or constants.HF_HUB_CACHE
         why = "HF_HUB_OFFLINE=1, so nothing is downloaded" if offline else "the hub could not be reached"
-        raise CheckpointError(f"hub id '{repo_id}' (revision {revision or 'main'}) is not in the hub cache {where} and {why}; "
-                              "download it once online, or pass a local path") from None
+        raise CheckpointError(f"hub id '{repo_id}' (revision {revision or 'main'}) is not in the hub cache {where} "
+                              f"and {why}; download it once online, or pass a local path") from None
     except (HfHubHTTPError, OSError, ValueError) as err:
-        raise CheckpointError(f"hub id '{repo_id}' (revision {revision or 'main'}): {type(err).__name__}: {err}") from None
-    return Resolved(snapshot, record={"hub": repo_id, "revision": snapshot.name, "requested_revision": revision or "main"})
+        raise CheckpointError(f"hub id '{repo_id}' "
+                              f"(revision {revision or 'main'}): {type(err).__name__}: {err}") from None
+    return Resolved(snapshot, record={"hub": repo_id, "revision": snapshot.name,
+                                      "requested_revision": revision or "main"})
 
 
 def resolve(source, *, revision: str | None = None) -> Resolved:
@@ -217,8 +222,8 @@ def _refuse_placement(place: dict, takes: tuple[str, ...], where: str, layout: s
     if refused:
         takers = [f"{f.name} ({x.name})" for f, x in families.layouts() if set(refused) <= set(x.placement)]
         given = ", ".join(f"{k}={place[k]!r}" for k in refused)
-        raise CheckpointError(f"{where}: {given} {'applies' if len(refused) == 1 else 'apply'} to the checkpoints of the "
-                              f"{' and '.join(takers)} family only, not to a {layout}")
+        raise CheckpointError(f"{where}: {given} {'applies' if len(refused) == 1 else 'apply'} to the "
+                              f"checkpoints of the {' and '.join(takers)} family only, not to a {layout}")
 
 
 def _read_poslens(path: Path, family: str | None, place: dict):
@@ -278,7 +283,8 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
     if res.path is not None:
         model.source = {"path": str(res.path.resolve()), "sha256": files_sha256(res.path), "format": fmt, **res.record}
     else:
-        model.source = {"path": None, "sha256": None, "format": f"{fmt}, from a transformers model in memory", **res.record}
+        model.source = {"path": None, "sha256": None, "format": f"{fmt}, from a transformers model in memory",
+                        **res.record}
     model.source["nonfinite"] = check_finite(model, where, allow_nonfinite)
     if place and (dtype is not None or device is not None):
         model = model.to(device=device, dtype=dtype)
@@ -297,8 +303,8 @@ def load_tokenizer(source):
     if tokenizer is None and (res.path.is_file() or _is_checkpoint(res.path)):
         tokenizer = getattr(load(source), "tokenizer", None)
     if tokenizer is None:
-        raise CheckpointError(f"{source}: holds no tokenizer (expected a directory with {' / '.join(hf_files.VOCABULARY_FILES)}, "
-                              "or a model that has one)")
+        raise CheckpointError(f"{source}: holds no tokenizer (expected a directory "
+                              f"with {' / '.join(hf_files.VOCABULARY_FILES)}, or a model that has one)")
     tokenizer.source = {"given": str(source), "path": str(res.path.resolve()), "kind": type(tokenizer).__name__}
     return tokenizer
 
@@ -331,11 +337,13 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
     if owner.save is not None:  # a family that writes its own layout (the generic family: a Hugging Face directory)
         return owner.save(model, directory, overwrite)
     if owner.export is None:
-        raise CheckpointError(f"{directory}: the {owner.name} family cannot be saved (it declares neither save nor export)")
+        raise CheckpointError(f"{directory}: the {owner.name} family cannot be saved (it declares neither save "
+                              "nor export)")
     targets = [directory / "model.safetensors", directory / "poslens.json", directory / "training.json"]
     existing = [str(t) for t in targets + [directory / f for f in hf_files.TOKENIZER_FILES] if t.exists()]
     if existing and not overwrite:
-        raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
+        raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True "
+                              "/ --force")
     config, state = owner.export(model)
     state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
     if dtype is not None:
@@ -366,7 +374,8 @@ def _families_by_model_type() -> dict:
 __getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
     "sha256_of": deprecated.Alias("interp.fingerprint.files_sha256"),
     "FAMILIES": deprecated.Alias("interp.families.get(name) (a Family record: build, export)", _families_by_name),
-    "HF_TYPES": deprecated.Alias("interp.families.families() and each Family's hf_model_types", _families_by_model_type),
+    "HF_TYPES": deprecated.Alias("interp.families.families() and each Family's hf_model_types",
+                                 _families_by_model_type),
     **{name: deprecated.Alias(f"interp.families.{name}.checkpoints",
                               lambda name=name: importlib.import_module(f"interp.loading.{name}"),
                               submodule=True)

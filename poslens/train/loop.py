@@ -85,8 +85,8 @@ def to_device(batch: tuple, device: torch.device) -> tuple:
     return tuple(x.to(device, non_blocking=True) if isinstance(x, torch.Tensor) else x for x in batch)
 
 
-def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, force: bool = False, progress: bool = True,
-          session_steps: int | None = None, device: str | torch.device = "cpu") -> dict | None:
+def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, force: bool = False,
+          progress: bool = True, session_steps: int | None = None, device: str | torch.device = "cpu") -> dict | None:
     """Train ``spec`` into ``out_dir`` on ``device``; returns the training record written beside the weights.
 
     Batches are drawn on the CPU from a generator seeded by (seed, step), so the data order does not depend
@@ -99,9 +99,11 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     state_path = out / STATE_FILE
     found = next((p for p in (state_path, out / LEGACY_STATE_FILE) if p.exists()), None)
     if (out / "model.safetensors").exists() and not (force or resume):
-        raise FileExistsError(f"{out} already holds a trained model; pass --resume to extend it or --force to start over")
+        raise FileExistsError(f"{out} already holds a trained model; pass --resume to extend it or --force to "
+                              "start over")
     if found is not None and not (resume or force):
-        raise FileExistsError(f"{out} holds an unfinished run ({found.name}); pass --resume to continue or --force to restart")
+        raise FileExistsError(f"{out} holds an unfinished run ({found.name}); pass --resume to continue or --force "
+                              "to restart")
     out.mkdir(parents=True, exist_ok=True)
 
     torch.manual_seed(args.seed)
@@ -112,7 +114,8 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     if resume and found is not None:
         state = read_state(found)
         if state["recipe"] != spec.name or state["args"]["seed"] != args.seed:
-            raise ValueError(f"{state_path} is a run of {state['recipe']} (seed {state['args']['seed']}), not {spec.name} (seed {args.seed})")
+            raise ValueError(f"{state_path} is a run of {state['recipe']} (seed {state['args']['seed']}), "
+                             f"not {spec.name} (seed {args.seed})")
         model.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
         opt.load_state_dict(state["optimizer"])
         step, history, tokens_seen, elapsed = state["step"], state["history"], state["tokens_seen"], state["elapsed"]
@@ -127,7 +130,8 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
         batch = to_device(spec.sample_batch(np.random.default_rng([args.seed, step]), args.batch_size), device)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args)
-        with torch.autocast("cpu" if model_device(model).type == "cpu" else "cuda", dtype=torch.bfloat16, enabled=args.bf16):
+        with torch.autocast("cpu" if model_device(model).type == "cpu" else "cuda", dtype=torch.bfloat16,
+                            enabled=args.bf16):
             loss = spec.loss(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
@@ -202,15 +206,16 @@ def read_state(path: Path) -> dict:
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # UnpicklingError for foreign objects, others for truncated files
-            raise ValueError(f"{path}: refused: a trainer state may hold only tensors, numbers, strings, lists and dicts "
-                             f"(unpickling anything else could run code); pass --force to restart the run "
+            raise ValueError(f"{path}: refused: a trainer state may hold only tensors, numbers, strings, lists "
+                             f"and dicts (unpickling anything else could run code); pass --force to restart the run "
                              f"({type(err).__name__}: {str(err).splitlines()[0]})") from None
     try:
         with safe_open(str(path), "pt") as fh:
             meta = json.loads((fh.metadata() or {})["poslens_trainer_state"])
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}
     except (SafetensorError, OSError, KeyError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not a poslens trainer state (truncated or corrupt?): {err}; pass --force to restart") from None
+        raise ValueError(f"{path}: not a poslens trainer state (truncated or corrupt?): {err}; pass --force "
+                         "to restart") from None
     state: dict[int, dict] = {}
     for key, value in tensors.items():
         if key.startswith("optimizer/"):

@@ -19,8 +19,8 @@ from interp.loading.hf_config import audit
 from interp.loading.strict import load_strict
 
 HF_MODEL_TYPES = ("bert",)
-READ = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size", "max_position_embeddings",
-        "type_vocab_size", "layer_norm_eps", "tie_word_embeddings")
+READ = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
+        "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "tie_word_embeddings")
 REQUIRE = {"hidden_act": ("gelu",), "position_embedding_type": ("absolute",), "is_decoder": (False,),
            "add_cross_attention": (False,), "model_type": HF_MODEL_TYPES, "quantization_config": (None,)}
 SKIPPED = ("pooler.", "bert.pooler.")
@@ -38,14 +38,16 @@ def config_from_hf(raw: dict, where: str) -> BertConfig:
     if missing:
         raise CheckpointError(f"{where}: config lacks {missing}")
     try:
-        return BertConfig(*(int(raw[k]) for k in READ[:6]), int(raw.get("type_vocab_size", 2)), float(raw.get("layer_norm_eps", 1e-12)))
+        return BertConfig(*(int(raw[k]) for k in READ[:6]), int(raw.get("type_vocab_size", 2)),
+                          float(raw.get("layer_norm_eps", 1e-12)))
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{where}: invalid bert config: {err}") from None
 
 
 def _build(cfg: BertConfig, state: dict, where: str) -> BertEncoder:
     model = BertEncoder(cfg)
-    state = {k: v for k, v in state.items() if not k.startswith(SKIPPED) and not k.endswith(("position_ids", "token_type_ids"))}
+    state = {k: v for k, v in state.items()
+             if not k.startswith(SKIPPED) and not k.endswith(("position_ids", "token_type_ids"))}
     load_strict(model, state, where, to_native=to_native, to_file=to_file)
     return model.eval()
 
@@ -55,13 +57,15 @@ def build(raw_config: dict, state: dict, where: str) -> BertEncoder:
 
 
 def export(model: BertEncoder) -> tuple[dict, dict[str, torch.Tensor]]:
-    return dataclasses.asdict(model.cfg), {to_file(k): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    return dataclasses.asdict(model.cfg), {to_file(k): v.detach().cpu().contiguous()
+                                           for k, v in model.state_dict().items()}
 
 
 _MAP = (
     ("embeddings.word_embeddings.", "word_embeddings."), ("embeddings.position_embeddings.", "position_embeddings."),
     ("embeddings.token_type_embeddings.", "token_type_embeddings."), ("embeddings.LayerNorm.", "embed_norm."),
-    ("attention.self.query.", "attn.query."), ("attention.self.key.", "attn.key."), ("attention.self.value.", "attn.value."),
+    ("attention.self.query.", "attn.query."), ("attention.self.key.", "attn.key."),
+    ("attention.self.value.", "attn.value."),
     ("attention.output.dense.", "attn.dense."), ("attention.output.LayerNorm.", "attn_norm."),
     ("intermediate.dense.", "intermediate."), ("output.dense.", "output."), ("output.LayerNorm.", "ffn_norm."),
 )

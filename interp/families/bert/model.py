@@ -57,7 +57,8 @@ class BertAttention(AttentionHooks):
         k = self.hook_k(self.key(x).view(shape))
         v = self.hook_v(self.value(x).view(shape))
         z = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=False,
-                   hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern, scale=1.0 / math.sqrt(self.cfg.head_dim))
+                   hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern,
+                   scale=1.0 / math.sqrt(self.cfg.head_dim))
         return self.dense(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
 
 
@@ -109,7 +110,8 @@ class BertEncoder(PosLensModel):
         tokens = self.check_tokens(tokens)
         n = tokens.shape[1]
         pos = torch.arange(n, device=tokens.device)
-        x = self.hook_embed(self.word_embeddings(tokens)) + self.hook_pos_embed(self.position_embeddings(pos)[None].expand(tokens.shape[0], -1, -1))
+        x = (self.hook_embed(self.word_embeddings(tokens))
+             + self.hook_pos_embed(self.position_embeddings(pos)[None].expand(tokens.shape[0], -1, -1)))
         x = self.hook_embed_out(self.embed_norm(x + self.token_type_embeddings.weight[0]))
         for block in self.blocks:
             x = block(x)

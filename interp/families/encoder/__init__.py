@@ -1,5 +1,6 @@
 """The disentangled encoders (seed 002): DSTG and its AP, RP and RoPE baselines, one model class whose config picks the
-variant (``config``, ``model``), read from the development code's ``state_dict.pt`` and ``save_pretrained`` directories (``checkpoints``)."""
+variant (``config``, ``model``), read from the development code's ``state_dict.pt`` and ``save_pretrained`` directories
+(``checkpoints``)."""
 
 from interp.families import Family, Layout, register
 from interp.families.encoder import checkpoints

@@ -40,18 +40,18 @@ as above with or without ``model.``.
 read by what it does at inference (``DEV_FORWARD``, ``DEV_DERIVED``, ``DEV_TRAINING``, ``DEV_INERT``):
 
 - the forward pass: ``hidden_size``, ``pos_size`` (default 384, read with ``posneobert`` only), ``num_hidden_layers``,
-  ``num_attention_heads``, ``vocab_size``, ``max_length`` (1024), ``norm_eps`` (1e-6), ``pad_token_id`` (0), the switches
-  ``posneobert`` (DSTG), ``rope`` (default true), ``relative_pos_bias``, ``AP_embeddings`` (true), ``untie_cls`` (read with
-  ``posneobert`` only), ``use_only_sem_for_decoding`` (DSTG head on the semantic stream, else on ``[AP | sem]``), and the
-  SwiGLU width by the development rule: ``8 * ceil(int(2 * (pos_intermediate_size + intermediate_size) / 3) / 8)`` for
-  DSTG, ``8 * ceil(int(2 * intermediate_size / 3) / 8)`` otherwise (``intermediate_size`` defaulting to ``4 *
-  hidden_size``, ``pos_intermediate_size`` to ``4 * pos_size``). Values this encoder does not implement are refused
-  with the field and value named: ``hidden_act`` other than SwiGLU (GELU, PosBERTSwiGLU's block-masked output),
-  ``rms_norm`` false (LayerNorm), ``mixed_feed_forward`` false with ``posneobert`` (separate FFNs), ``mix_attentions``
-  ``hadamard``, ``attention_activation`` ``softpick``, rotary AP queries (``posneobert`` with ``rope``), an AP + RP
-  baseline, and a ``pad_token_id`` other than 0 where there are AP rows (the development code reads rows
-  ``pad_token_id + 1..``). The fork's bucketed bias is 0 on the [CLS]/[SEP] rows and columns: configs without thetas
-  load with ``rp_skip_special``;
+  ``num_attention_heads``, ``vocab_size``, ``max_length`` (1024), ``norm_eps`` (1e-6), ``pad_token_id`` (0), the
+  switches ``posneobert`` (DSTG), ``rope`` (default true), ``relative_pos_bias``, ``AP_embeddings`` (true),
+  ``untie_cls`` (read with ``posneobert`` only), ``use_only_sem_for_decoding`` (DSTG head on the semantic stream, else
+  on ``[AP | sem]``), and the SwiGLU width by the development rule:
+  ``8 * ceil(int(2 * (pos_intermediate_size + intermediate_size) / 3) / 8)`` for DSTG,
+  ``8 * ceil(int(2 * intermediate_size / 3) / 8)`` otherwise (``intermediate_size`` defaulting to ``4 * hidden_size``,
+  ``pos_intermediate_size`` to ``4 * pos_size``). Values this encoder does not implement are refused with the field and
+  value named: ``hidden_act`` other than SwiGLU (GELU, PosBERTSwiGLU's block-masked output), ``rms_norm`` false
+  (LayerNorm), ``mixed_feed_forward`` false with ``posneobert`` (separate FFNs), ``mix_attentions`` ``hadamard``,
+  ``attention_activation`` ``softpick``, rotary AP queries (``posneobert`` with ``rope``), an AP + RP baseline, and a
+  ``pad_token_id`` other than 0 where there are AP rows (the development code reads rows ``pad_token_id + 1..``). The
+  fork's bucketed bias is 0 on the [CLS]/[SEP] rows and columns: configs without thetas load with ``rp_skip_special``;
 - derived: ``dim_head`` (``(hidden_size + pos_size) // heads`` with ``posneobert``, else ``hidden_size // heads``) must
   equal that derivation; it becomes DSTG's ``d_qk``, which the ``qkv_pos`` / ``qkv_sem`` shapes then check;
 - training or initialisation only: ``dropout_prob``, ``pos_dropout_prob``, ``attention_probs_dropout_prob``,
@@ -172,15 +172,17 @@ def infer_config(flat: dict, prefix: str, where: str) -> dict:
     ``num_attention_heads`` is left out when no key shows it; ``d_qk`` is filled in by ``_finish``.
     """
     if "encoder.weight" not in flat:
-        raise CheckpointError(f"{where}: no key '{prefix}encoder.weight' (the token embedding): cannot read the config off the shapes")
+        raise CheckpointError(f"{where}: no key '{prefix}encoder.weight' (the token embedding): cannot read the config "
+                              "off the shapes")
     vocab, hidden = tuple(flat["encoder.weight"].shape)
     layers = sorted({int(m[1]) for k in flat if (m := BLOCK.match(k))})
     if not layers:
         raise CheckpointError(f"{where}: no '{prefix}transformer_encoder.{{i}}.*' keys (no blocks)")
     first = f"transformer_encoder.{layers[0]}."
     if first + "qk.weight" in flat:
-        raise CheckpointError(f"{where}: key '{prefix}{first}qk.weight' is an early development layout (one qk projection over the "
-                              "concatenated [AP | semantic] stream, with cross-stream logits); poslens does not load it")
+        raise CheckpointError(f"{where}: key '{prefix}{first}qk.weight' is an early development layout (one qk "
+                              "projection over the concatenated [AP | semantic] stream, with cross-stream logits); "
+                              "poslens does not load it")
     rp_keys, theta_keys = _layer_keys(flat, "relative_pos_bias."), _layer_keys(flat, "cls_sep_override.")
     pe = flat.get("positional_embedding.weight", flat.get(FIXED_AP))
     fields: dict = {"vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers[-1] + 1}
@@ -188,18 +190,21 @@ def infer_config(flat: dict, prefix: str, where: str) -> dict:
         fields["variant"] = "disentangled"
     elif pe is not None:
         if rp_keys:
-            raise CheckpointError(f"{where}: has both '{prefix}positional_embedding.weight' and '{prefix}{rp_keys[0]}' in one stream "
-                                  "(an AP + RP baseline), which poslens does not load")
+            raise CheckpointError(f"{where}: has both '{prefix}positional_embedding.weight' and '{prefix}{rp_keys[0]}' "
+                                  "in one stream (an AP + RP baseline), which poslens does not load")
         fields["variant"] = "ap"
     else:
         fields["variant"] = "rp" if rp_keys else "rope"
     if fields["variant"] == "disentangled":
         if pe is None:
-            raise CheckpointError(f"{where}: has '{prefix}{first}qkv_pos.weight' (DSTG) but no '{prefix}positional_embedding.weight'")
-        pos_in = next((flat[first + f"{n}_pos.weight"] for n in ("qkv", "qk") if first + f"{n}_pos.weight" in flat), None)
+            raise CheckpointError(f"{where}: has '{prefix}{first}qkv_pos.weight' (DSTG) but no "
+                                  f"'{prefix}positional_embedding.weight'")
+        pos_in = next((flat[first + f"{n}_pos.weight"] for n in ("qkv", "qk") if first + f"{n}_pos.weight" in flat),
+                      None)
         if pe.dim() != 2 or (pos_in is not None and pos_in.dim() == 2 and pe.shape[1] != pos_in.shape[1]):
-            raise CheckpointError(f"{where}: key '{prefix}positional_embedding.weight' has shape {list(pe.shape)}, but the AP "
-                                  f"projections take pos_size={pos_in.shape[1] if pos_in is not None and pos_in.dim() == 2 else '?'} "
+            raise CheckpointError(f"{where}: key '{prefix}positional_embedding.weight' has shape {list(pe.shape)}, "
+                                  "but the AP projections take "
+                                  f"pos_size={pos_in.shape[1] if pos_in is not None and pos_in.dim() == 2 else '?'} "
                                   "inputs: expected [max_length + 1, pos_size] (the position table is corrupt)")
         fields["pos_size"] = int(pe.shape[1])
     if pe is not None:
@@ -219,7 +224,8 @@ def infer_config(flat: dict, prefix: str, where: str) -> dict:
     fields["untie_cls"] = bool(theta_keys)
     fields["rp_per_layer"] = any(BLOCK.match(k) for k in rp_keys + theta_keys)
     fields["mlm_head"] = "decoder.weight" in flat or "decoder.bias" in flat
-    if fields["variant"] == "disentangled" and "decoder.weight" in flat and flat["decoder.weight"].shape[-1] == hidden + fields["pos_size"]:
+    if (fields["variant"] == "disentangled" and "decoder.weight" in flat
+            and flat["decoder.weight"].shape[-1] == hidden + fields["pos_size"]):
         fields["mlm_input"] = "full"
     if fields["variant"] == "rope":
         fields["rope_style"] = "interleaved"
@@ -231,18 +237,22 @@ def infer_config(flat: dict, prefix: str, where: str) -> dict:
 def _finish(fields: dict, flat: dict, prefix: str, where: str, source: str) -> EncoderConfig:
     """Fill what needs the head count (d_qk), then build the config, naming what is missing or invalid."""
     if "num_attention_heads" not in fields:
-        raise CheckpointError(f"{where}: cannot read num_attention_heads off the shapes (only relative_pos_bias / cls_sep_override "
-                              "show it, and this file has neither); put a config.json with num_attention_heads beside it")
+        raise CheckpointError(f"{where}: cannot read num_attention_heads off the shapes (only relative_pos_bias / "
+                              "cls_sep_override show it, and this file has neither); put a config.json with "
+                              "num_attention_heads beside it")
     if "intermediate_size" not in fields:
-        raise CheckpointError(f"{where}: cannot read intermediate_size: no 2-d '{prefix}transformer_encoder.0.ffn.w3.weight'")
+        raise CheckpointError(f"{where}: cannot read intermediate_size: no 2-d "
+                              f"'{prefix}transformer_encoder.0.ffn.w3.weight'")
     if fields.get("variant") == "disentangled" and fields.get("d_qk") is None:
         h, p = fields["num_attention_heads"], fields["pos_size"]
-        key = next((k for k in ("transformer_encoder.0.qkv_pos.weight", "transformer_encoder.0.qk_pos.weight") if k in flat), None)
+        key = next((k for k in ("transformer_encoder.0.qkv_pos.weight", "transformer_encoder.0.qk_pos.weight")
+                    if k in flat), None)
         if key is not None and flat[key].dim() == 2:
             rows = int(flat[key].shape[0]) - (p if "qkv" in key else 0)
             if rows <= 0 or rows % (2 * h):
                 raise CheckpointError(f"{where}: key '{prefix}{key}' has {flat[key].shape[0]} rows, which is not "
-                                      f"2 * heads ({h}) * d_qk{' + pos_size (%d)' % p if 'qkv' in key else ''} for any whole d_qk")
+                                      f"2 * heads ({h}) * d_qk{' + pos_size (%d)' % p if 'qkv' in key else ''} for any "
+                                      "whole d_qk")
             fields["d_qk"] = rows // (2 * h)
     return make_config(fields, where, source)
 
@@ -257,23 +267,27 @@ def _swiglu_width(n: float) -> int:
 
 
 # The fork's NeoBERTConfig (LequeuISIR/transformers 8a10641) writes every field it has; by what each does at inference:
-DEV_FORWARD = ("hidden_size", "pos_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "pos_intermediate_size",
-               "mixed_feed_forward", "hidden_act", "rms_norm", "norm_eps", "rope", "posneobert", "relative_pos_bias", "untie_cls",
-               "mix_attentions", "attention_activation", "use_only_sem_for_decoding", "AP_embeddings", "max_length", "vocab_size",
-               "pad_token_id")
+DEV_FORWARD = ("hidden_size", "pos_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "pos_intermediate_size",
+               "mixed_feed_forward", "hidden_act", "rms_norm", "norm_eps", "rope", "posneobert", "relative_pos_bias",
+               "untie_cls",
+               "mix_attentions", "attention_activation", "use_only_sem_for_decoding", "AP_embeddings", "max_length",
+               "vocab_size", "pad_token_id")
 DEV_DERIVED = ("dim_head",)  # (hidden_size + pos_size) // heads with posneobert, else hidden_size // heads
 DEV_TRAINING = {
-    "dropout_prob": probability(0.1), "pos_dropout_prob": probability(0.1), "attention_probs_dropout_prob": probability(0.1),
+    "dropout_prob": probability(0.1), "pos_dropout_prob": probability(0.1),
+    "attention_probs_dropout_prob": probability(0.1),
     "embedding_init_range": scale(0.02), "decoder_init_range": scale(0.02),
     "positional_embed_init": choice("random", "random", "2dim_cosine", "fixed"),  # the AP table's initialisation
     "random_offset": flag(False),  # AP shifting while training
-    "dropout": probability(), "classifier_init_range": scale(),  # older development configs' names, recorded when present
+    # older development configs' names, recorded when present
+    "dropout": probability(), "classifier_init_range": scale(),
 }
 DEV_INERT = {
     "base_scale": number(1.0 / 960.0 ** 0.5),  # nGPT's scale, read only by NormNeoBERT
     "flash_attention": flag(True),  # a kernel choice
-    "ngpt": choice(False, why="ngpt=True builds nGPT's normalised blocks (NormNeoBERT), another architecture, which poslens does not "
-                              "load; the development code refuses it with posneobert"),
+    "ngpt": choice(False, why="ngpt=True builds nGPT's normalised blocks (NormNeoBERT), another architecture, which "
+                              "poslens does not load; the development code refuses it with posneobert"),
     "shared_pos_keys": choice(False, why="shared AP keys raise NotImplementedError in the development code"),
 }
 DEV_READ = DEV_FORWARD + DEV_DERIVED + tuple(DEV_TRAINING) + tuple(DEV_INERT) + ("kwargs", "poslens")
@@ -305,16 +319,18 @@ def _dim_head(hidden: int, pos: int, heads: int, posneobert: bool) -> tuple[int,
 
 def _check_derived(value, name: str, derived: tuple[int, str], where: str) -> None:
     if value != derived[0]:
-        raise CheckpointError(f"{where}: config field {name}={value!r} contradicts the fields it is derived from: the development code "
-                              f"computes it as {derived[1]} = {derived[0]}")
+        raise CheckpointError(f"{where}: config field {name}={value!r} contradicts the fields it is derived from: the "
+                              f"development code computes it as {derived[1]} = {derived[0]}")
 
 
 def _extra_kwargs(value, derived: tuple[int, str], where: str, path: str = "kwargs") -> dict:
-    """``kwargs``, the extra keyword arguments NeoBERTConfig keeps: ``{}`` for a config built from its named arguments. One
-    loaded with ``from_pretrained`` and saved again keeps there what was not a named argument (transformers' bookkeeping,
-    ``dim_head``, the previous ``kwargs``): those are accepted and checked as at the top level; anything else is named."""
+    """``kwargs``, the extra keyword arguments NeoBERTConfig keeps: ``{}`` for a config built from its named arguments.
+    One loaded with ``from_pretrained`` and saved again keeps there what was not a named argument (transformers'
+    bookkeeping, ``dim_head``, the previous ``kwargs``): those are accepted and checked as at the top level; anything
+    else is named."""
     if not isinstance(value, dict):
-        raise CheckpointError(f"{where}: config field {path}={value!r} is not an object (NeoBERTConfig's extra keyword arguments)")
+        raise CheckpointError(f"{where}: config field {path}={value!r} is not an object (NeoBERTConfig's extra keyword "
+                              "arguments)")
     for key, item in value.items():
         name = f"{path}.{key}"
         if key == "kwargs":
@@ -325,9 +341,9 @@ def _extra_kwargs(value, derived: tuple[int, str], where: str, path: str = "kwar
             if not DEV_TRAINING[key].accepts(item):
                 raise CheckpointError(f"{where}: config field {name}={item!r} is not {DEV_TRAINING[key].says}")
         elif key not in BENIGN:
-            raise CheckpointError(f"{where}: config field {name} (= {item!r}) is an extra keyword argument the encoder (neobert) family "
-                                  "does not know; the development code sets it on its config, where it may change the forward pass, "
-                                  "so poslens refuses it rather than ignore it")
+            raise CheckpointError(f"{where}: config field {name} (= {item!r}) is an extra keyword argument the encoder "
+                                  "(neobert) family does not know; the development code sets it on its config, where "
+                                  "it may change the forward pass, so poslens refuses it rather than ignore it")
     return value
 
 
@@ -335,8 +351,8 @@ def _refuse(where: str, name: str, value, why: str) -> CheckpointError:
     return CheckpointError(f"{where}: config field {name}={value!r}: {why}")
 
 
-ACTIVATIONS = {"posbertswiglu": "PosBERTSwiGLU masks its output projection block-diagonally (AP and semantic FFN outputs kept "
-                                "apart), which poslens' encoder does not implement",
+ACTIVATIONS = {"posbertswiglu": "PosBERTSwiGLU masks its output projection block-diagonally (AP and semantic FFN "
+                                "outputs kept apart), which poslens' encoder does not implement",
                "gelu": "a GELU MLP, which poslens' encoder does not implement (it has SwiGLU only)"}
 
 
@@ -344,19 +360,24 @@ def _check_forward(raw: dict, where: str, posneobert: bool) -> None:
     """Refuse the forward-pass options poslens' encoder does not implement, naming the field and its value."""
     act = raw.get("hidden_act", "SwiGLU")
     if not isinstance(act, str) or act.lower() != "swiglu":
-        raise _refuse(where, "hidden_act", act, ACTIVATIONS.get(str(act).lower(), "not an activation of the development code") +
+        raise _refuse(where, "hidden_act", act, ACTIVATIONS.get(str(act).lower(),
+                                                                "not an activation of the development code") +
                       "; poslens loads only 'SwiGLU'")
     if not _switch(raw, "rms_norm", True, where):
-        raise _refuse(where, "rms_norm", False, "LayerNorm instead of RMSNorm, which poslens' encoder does not implement")
+        raise _refuse(where, "rms_norm", False, "LayerNorm instead of RMSNorm, which poslens' encoder does not "
+                                                "implement")
     if posneobert and not _switch(raw, "mixed_feed_forward", True, where):
-        raise _refuse(where, "mixed_feed_forward", False, "separate AP and semantic FFNs, which poslens' encoder does not implement "
+        raise _refuse(where, "mixed_feed_forward", False,
+                      "separate AP and semantic FFNs, which poslens' encoder does not implement "
                       "(its FFN reads the concatenated stream)")
-    for name, ok, why in (("mix_attentions", "sum", "hadamard mixing raises NotImplementedError in the development code"),
+    for name, ok, why in (("mix_attentions", "sum",
+                           "hadamard mixing raises NotImplementedError in the development code"),
                           ("attention_activation", "softmax", "softpick is not implemented in poslens' encoder")):
         if raw.get(name, ok) != ok:
             raise _refuse(where, name, raw[name], f"{why}; poslens loads only {ok!r}")
     if posneobert and not _switch(raw, "AP_embeddings", True, where):
-        raise _refuse(where, "AP_embeddings", False, "posneobert without AP embeddings, which the development code refuses")
+        raise _refuse(where, "AP_embeddings", False,
+                      "posneobert without AP embeddings, which the development code refuses")
 
 
 def config_from_dev(raw: dict, where: str) -> dict:
@@ -392,7 +413,8 @@ def config_from_dev(raw: dict, where: str) -> dict:
     inter = _whole(raw, "intermediate_size", None, where, optional=True) or 4 * hidden
     if posneobert:
         if use_rope:
-            raise CheckpointError(f"{where}: config.json sets posneobert and rope (rotary on the AP queries), which poslens does not load")
+            raise CheckpointError(f"{where}: config.json sets posneobert and rope (rotary on the AP queries), which "
+                                  "poslens does not load")
         pos_inter = _whole(raw, "pos_intermediate_size", None, where, optional=True) or 4 * pos
         fields.update(variant="disentangled", pos_size=pos, d_qk=derived[0], rp_bias=rp,
                       untie_cls=_switch(raw, "untie_cls", False, where),
@@ -401,23 +423,27 @@ def config_from_dev(raw: dict, where: str) -> dict:
     else:
         if use_rope:
             if rp:
-                raise CheckpointError(f"{where}: config.json sets both rope and relative_pos_bias, which the development code refuses")
+                raise CheckpointError(f"{where}: config.json sets both rope and relative_pos_bias, which the "
+                                      "development code refuses")
             fields.update(variant="rope", rope_style="interleaved")
         elif rp:
             if ap:
-                raise CheckpointError(f"{where}: config.json sets relative_pos_bias with AP_embeddings (an AP + RP baseline), "
-                                      "which poslens does not load; set AP_embeddings false for the RP baseline")
+                raise CheckpointError(f"{where}: config.json sets relative_pos_bias with AP_embeddings (an AP + RP "
+                                      "baseline), which poslens does not load; set AP_embeddings false for the RP "
+                                      "baseline")
             fields.update(variant="rp", untie_cls=False)  # the development code reads untie_cls with posneobert only
         elif ap:
             fields["variant"] = "ap"
         else:
-            raise CheckpointError(f"{where}: config.json has no position information at all (rope, relative_pos_bias and "
-                                  "AP_embeddings all off); poslens does not load NoPE encoders")
+            raise CheckpointError(f"{where}: config.json has no position information at all (rope, "
+                                  "relative_pos_bias and AP_embeddings all off); poslens does not load NoPE encoders")
         fields["intermediate_size"] = _swiglu_width(inter)
     if pad and fields["variant"] in ("disentangled", "ap"):
-        raise _refuse(where, "pad_token_id", pad, f"the development code gives real tokens the AP rows pad_token_id + 1.. "
+        raise _refuse(where, "pad_token_id", pad,
+                      f"the development code gives real tokens the AP rows pad_token_id + 1.. "
                       f"({pad + 1}..), poslens' encoder rows 1..n; poslens loads AP encoders with pad_token_id 0 only")
-    if rp and not fields.get("untie_cls"):  # the fork's RelativePositionBucketedBias zeroes the [CLS]/[SEP] rows and columns
+    # the fork's RelativePositionBucketedBias zeroes the [CLS]/[SEP] rows and columns
+    if rp and not fields.get("untie_cls"):
         fields["rp_skip_special"] = True
     if fields["vocab_size"] == 30522:
         fields["tokenizer"] = "bert-uncased"
@@ -425,7 +451,8 @@ def config_from_dev(raw: dict, where: str) -> dict:
 
 
 def hf_config(cfg: EncoderConfig) -> dict:
-    """``config.json`` as the development NeoBERTConfig writes it (every field), with the exact config under ``poslens``."""
+    """``config.json`` as the development NeoBERTConfig writes it (every field), with the exact config under
+    ``poslens``."""
     dis = cfg.disentangled
     pos = cfg.pos_size if dis else 0
     # the development rule's inputs, best effort (exact only when intermediate_size is a multiple of 8);
@@ -433,12 +460,14 @@ def hf_config(cfg: EncoderConfig) -> dict:
     pos_inter = 4 * pos
     out = {"model_type": "neobert", "architectures": ["NeoBERTLMHead" if cfg.mlm_head else "NeoBERT"],
            "hidden_size": cfg.hidden_size, "pos_size": pos, "num_hidden_layers": cfg.num_hidden_layers,
-           "num_attention_heads": cfg.num_attention_heads, "dim_head": _dim_head(cfg.hidden_size, pos, cfg.num_attention_heads, dis)[0],
+           "num_attention_heads": cfg.num_attention_heads,
+           "dim_head": _dim_head(cfg.hidden_size, pos, cfg.num_attention_heads, dis)[0],
            "intermediate_size": -(-3 * cfg.intermediate_size // 2) - pos_inter, "pos_intermediate_size": pos_inter,
            "mixed_feed_forward": True, "hidden_act": "SwiGLU", "rms_norm": True, "norm_eps": cfg.norm_eps,
            "rope": cfg.variant == "rope", "posneobert": dis, "relative_pos_bias": bool(cfg.rp_bias),
            "untie_cls": bool(cfg.untie_cls), "mix_attentions": "sum", "attention_activation": "softmax",
-           "use_only_sem_for_decoding": cfg.mlm_input == "semantic" and dis, "AP_embeddings": cfg.variant in ("disentangled", "ap"),
+           "use_only_sem_for_decoding": cfg.mlm_input == "semantic" and dis,
+           "AP_embeddings": cfg.variant in ("disentangled", "ap"),
            "max_length": cfg.max_length, "vocab_size": cfg.vocab_size, "pad_token_id": cfg.pad_token_id}
     out.update({**defaults(DEV_TRAINING), **(cfg.training_only or {})})
     out.update({**defaults(DEV_INERT), "kwargs": {}, **(cfg.inert_config or {})})
@@ -523,9 +552,9 @@ def _check_buckets(module: RelativePositionBias, key: str, where: str) -> None:
     bad = (module.bucket_indices != want).nonzero()
     if len(bad):
         q, k = (int(i) for i in bad[0])
-        raise CheckpointError(f"{where}: key '{key}' is not the T5 bucketing of key - query ({module.num_buckets} buckets, max distance "
-                              f"{module.max_distance}): at query {q}, key {k} it holds {int(module.bucket_indices[q, k])}, "
-                              f"T5 gives {int(want[q, k])}")
+        raise CheckpointError(f"{where}: key '{key}' is not the T5 bucketing of key - query ({module.num_buckets} "
+                              f"buckets, max distance {module.max_distance}): at query {q}, key {k} it "
+                              f"holds {int(module.bucket_indices[q, k])}, T5 gives {int(want[q, k])}")
 
 
 def _overrides(raw: dict, where: str) -> dict:
@@ -535,7 +564,8 @@ def _overrides(raw: dict, where: str) -> dict:
     return dict(extra)
 
 
-def _config_for(flat: dict, prefix: str, weights: Path, sidecar: dict | None, sidecar_path: Path | None) -> tuple[EncoderConfig, str]:
+def _config_for(flat: dict, prefix: str, weights: Path, sidecar: dict | None,
+                sidecar_path: Path | None) -> tuple[EncoderConfig, str]:
     """Config of a development state dict: from the shapes, a development config.json, or config fields."""
     where = str(weights)
     inferred = infer_config(flat, prefix, where)
@@ -575,7 +605,8 @@ def _read_weights(path: Path) -> tuple[Path, dict]:
         try:
             return file, torch.load(file, map_location="cpu", weights_only=True)
         except Exception as err:  # torch raises several types for truncated or foreign files
-            raise CheckpointError(f"{file}: cannot be read as a torch checkpoint (truncated or corrupt?): {err}") from None
+            raise CheckpointError(f"{file}: cannot be read as a torch checkpoint (truncated or "
+                                  f"corrupt?): {err}") from None
     if (path / "model.safetensors.index.json").exists():
         raise CheckpointError(f"{path}: sharded encoder checkpoints (model.safetensors.index.json) are not supported")
     raise CheckpointError(f"{path}: has config.json but neither {' nor '.join(WEIGHT_FILES)}")
@@ -610,7 +641,8 @@ def build(raw_config: dict, state: dict, where: str) -> EncoderModel:
 
 
 def export(model: EncoderModel) -> tuple[dict, dict[str, torch.Tensor]]:
-    """(config, state dict in the development layout: ``model.``-prefixed backbone + ``decoder.*`` when there is a head)."""
+    """(config, state dict in the development layout: ``model.``-prefixed backbone + ``decoder.*`` when there is a
+    head)."""
     prefix = PREFIX if model.cfg.mlm_head else ""
     state = {_prefixed(to_file(k), prefix): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     return model.cfg.to_dict(), state
@@ -646,6 +678,7 @@ def read_dev_dir(checkpoint, place: dict) -> EncoderModel:
 
 def examples() -> list[EncoderModel]:
     """One tiny model of each variant (DSTG, ap, rp, rope)."""
-    base = dict(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_length=32)
+    base = dict(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                max_length=32)
     return [EncoderModel(EncoderConfig(**base, variant="disentangled", pos_size=8)),
             *(EncoderModel(EncoderConfig(**base, variant=v)) for v in ("ap", "rp", "rope"))]

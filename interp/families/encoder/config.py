@@ -1,7 +1,8 @@
-"""The encoder family's configuration: which variant (DSTG or a baseline), its widths, its positional terms and its head.
+"""The encoder family's configuration: which variant (DSTG or a baseline), its widths, its positional terms and its
+head.
 
-Fields that depend on the variant (``residual``, ``rp_bias``, ``untie_cls``, ``d_qk``) are filled in when left unset, and
-every field is checked in ``__post_init__``: a config that cannot build a model is refused here, naming the field.
+Fields that depend on the variant (``residual``, ``rp_bias``, ``untie_cls``, ``d_qk``) are filled in when left unset,
+and every field is checked in ``__post_init__``: a config that cannot build a model is refused here, naming the field.
 ``interp.families.encoder.model`` describes the variants' forward passes; two fields in more detail:
 
 **Residual.** ``residual="normalized"`` is the development code's DSTG block: the block *replaces* its input
@@ -88,39 +89,46 @@ class EncoderConfig:
         for field, allowed in self.CHOICES.items():
             if getattr(self, field) not in allowed:
                 raise ValueError(f"config {field}={getattr(self, field)!r} is not one of {allowed}")
-        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_length"):
+        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                      "max_length"):
             if int(getattr(self, field)) < 1:
                 raise ValueError(f"config {field}={getattr(self, field)} must be positive")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"config hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                              f"({self.num_attention_heads})")
         if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"config pad_token_id ({self.pad_token_id}) is outside the vocabulary [0, {self.vocab_size})")
+            raise ValueError(f"config pad_token_id ({self.pad_token_id}) is outside the vocabulary "
+                             f"[0, {self.vocab_size})")
 
     def _check_streams(self) -> None:
         """The AP stream and the query/key width: DSTG's own, the baselines' hidden_size / heads."""
         h = self.num_attention_heads
         if self.variant == "disentangled":
             if self.pos_size < 1 or self.pos_size % h:
-                raise ValueError(f"config pos_size ({self.pos_size}) must be a positive multiple of num_attention_heads ({h}) "
-                                 "for the disentangled variant")
+                raise ValueError(f"config pos_size ({self.pos_size}) must be a positive multiple of "
+                                 f"num_attention_heads ({h}) for the disentangled variant")
             if self.d_qk is None:
                 if (self.hidden_size + self.pos_size) % h:
-                    raise ValueError(f"config d_qk is unset and hidden_size + pos_size ({self.hidden_size + self.pos_size}) "
-                                     f"is not divisible by num_attention_heads ({h}); set d_qk")
+                    raise ValueError("config d_qk is unset and hidden_size + pos_size "
+                                     f"({self.hidden_size + self.pos_size}) is not divisible by num_attention_heads "
+                                     f"({h}); set d_qk")
                 self.d_qk = (self.hidden_size + self.pos_size) // h
             if self.d_qk < 1:
                 raise ValueError(f"config d_qk ({self.d_qk}) must be positive")
         else:
             if self.pos_size:
-                raise ValueError(f"config pos_size={self.pos_size}: only the disentangled variant has an AP stream (use 0)")
+                raise ValueError(f"config pos_size={self.pos_size}: only the disentangled variant has an AP "
+                                 "stream (use 0)")
             if self.d_qk is not None and self.d_qk != self.hidden_size // h:
-                raise ValueError(f"config d_qk={self.d_qk}: the {self.variant} variant uses hidden_size / heads = {self.hidden_size // h}")
+                raise ValueError(f"config d_qk={self.d_qk}: the {self.variant} variant uses hidden_size / heads "
+                                 f"= {self.hidden_size // h}")
             self.d_qk = self.hidden_size // h
             if self.mlm_input != "semantic":
-                raise ValueError(f"config mlm_input={self.mlm_input!r}: only the disentangled variant has streams to choose from")
+                raise ValueError(f"config mlm_input={self.mlm_input!r}: only the disentangled variant has streams to "
+                                 "choose from")
         if self.tie_word_embeddings and (not self.mlm_head or self.mlm_input == "full"):
-            raise ValueError("config tie_word_embeddings needs an MLM head reading hidden_size dims (mlm_head=True, mlm_input='semantic')")
+            raise ValueError("config tie_word_embeddings needs an MLM head reading hidden_size dims (mlm_head=True, "
+                             "mlm_input='semantic')")
 
     def _check_positions(self) -> None:
         """The relative bias, the CLS/SEP thetas and rotary widths each variant has or lacks."""
@@ -130,7 +138,8 @@ class EncoderConfig:
             raise ValueError(f"config variant={self.variant!r} has no RP bias and no CLS/SEP thetas "
                              f"(got rp_bias={self.rp_bias}, untie_cls={self.untie_cls})")
         if self.rp_skip_special and (not self.rp_bias or self.rp_at_special):
-            raise ValueError("config rp_skip_special=True needs the bucketed bias (rp_bias) and contradicts rp_at_special=True")
+            raise ValueError("config rp_skip_special=True needs the bucketed bias (rp_bias) and contradicts "
+                             "rp_at_special=True")
         if self.rp_per_layer and not self.has_rp_component:
             raise ValueError("config rp_per_layer=True but there is neither an RP bias nor CLS/SEP thetas")
         if self.variant == "rope" and self.d_qk % 2:
@@ -139,7 +148,8 @@ class EncoderConfig:
             if self.num_buckets < 4 or self.num_buckets % 2:
                 raise ValueError(f"config num_buckets ({self.num_buckets}) must be even and at least 4")
             if self.max_distance <= self.num_buckets // 4:
-                raise ValueError(f"config max_distance ({self.max_distance}) must exceed the exact buckets ({self.num_buckets // 4})")
+                raise ValueError(f"config max_distance ({self.max_distance}) must exceed the exact buckets "
+                                 f"({self.num_buckets // 4})")
 
     @property
     def disentangled(self) -> bool:
@@ -175,7 +185,8 @@ class EncoderConfig:
         if off.dim() == 0:
             off = off.expand(b)
         elif tuple(off.shape) != (b,):
-            raise InputError(f"position_offset must be an int or a [batch] tensor ([{b}]), got shape {tuple(off.shape)}")
+            raise InputError(f"position_offset must be an int or a [batch] tensor ([{b}]), got "
+                             f"shape {tuple(off.shape)}")
         lo, hi = int(off.min()), int(off.max())
         if lo < 0:
             raise InputError(f"position_offset must be >= 0, got {lo}")

@@ -111,7 +111,8 @@ class EncoderAttention(AttentionHooks):
     """What both layouts share: the per-layer RP modules (``rp_per_layer``), the logit hooks and ``attend``."""
 
     hook_logits_sem = Hook("[batch, head, q, k]", "semantic (content) logit q.k/sqrt(d_qk)")
-    hook_logits_rp = Hook("[batch, head, q, k]", "RP logit: T5 bucketed bias, and the CLS/SEP thetas on the special rows / "
+    hook_logits_rp = Hook("[batch, head, q, k]",
+                          "RP logit: T5 bucketed bias, and the CLS/SEP thetas on the special rows / "
                           "columns", when=lambda attn: attn.cfg.has_rp_component)
     hook_attn_scores = Hook("[batch, head, q, k]", "sum of the logit components, before the softmax")
     hook_pattern = Hook("[batch, head, q, k]", "attention probabilities")
@@ -121,7 +122,8 @@ class EncoderAttention(AttentionHooks):
         self.cfg = cfg
         self.scale = 1.0 / math.sqrt(cfg.d_qk)
         per_layer = cfg.rp_per_layer
-        self.relative_pos_bias = (RelativePositionBias(cfg.num_attention_heads, cfg.max_length, cfg.num_buckets, cfg.max_distance)
+        self.relative_pos_bias = (RelativePositionBias(cfg.num_attention_heads, cfg.max_length, cfg.num_buckets,
+                                                       cfg.max_distance)
                                   if cfg.rp_bias and per_layer else None)
         self.cls_sep_override = SpecialTokenThetas(cfg.num_attention_heads) if cfg.untie_cls and per_layer else None
 
@@ -182,7 +184,8 @@ class SingleStreamAttention(EncoderAttention):
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if self.rotary:
             turn = rope.rotate_interleaved if self.interleaved else rope.rotate_half_split
-            q, k = self.hook_rot_q(turn(q, positions, cfg.rope_theta)), self.hook_rot_k(turn(k, positions, cfg.rope_theta))
+            q, k = (self.hook_rot_q(turn(q, positions, cfg.rope_theta)),
+                    self.hook_rot_k(turn(k, positions, cfg.rope_theta)))
         z = self.hook_z(self.attend([(self.hook_logits_sem, q, k, False)], v, rp))
         return self.wo(z.reshape(b, n, -1))
 
@@ -201,11 +204,13 @@ class TwoStreamAttention(EncoderAttention):
     """DSTG: AP and semantic streams with their own q, k (``d_qk`` each) and values; logits AP + semantic (+ RP)."""
 
     hook_q_ap, hook_k_ap, hook_v_ap, hook_z_ap = head_hooks("AP queries", "AP keys", "AP values",
-                                                            "per-head AP output before wo_pos", d="d_qk", d_v="pos_size/head")
+                                                            "per-head AP output before wo_pos", d="d_qk",
+                                                            d_v="pos_size/head")
     hook_q_sem, hook_k_sem, hook_v_sem, hook_z_sem = head_hooks("semantic queries", "semantic keys", "semantic values",
                                                                 "per-head semantic output before wo_sem", d="d_qk",
                                                                 d_v="hidden_size/head")
-    hook_logits_ap = Hook("[batch, head, q, k]", "AP logit q_ap.k_ap/sqrt(d_qk); 0 on [CLS]/[SEP] rows and columns when they "
+    hook_logits_ap = Hook("[batch, head, q, k]",
+                          "AP logit q_ap.k_ap/sqrt(d_qk); 0 on [CLS]/[SEP] rows and columns when they "
                           "have thetas")
     hook_pattern = Hook("[batch, head, q, k]", "attention probabilities (one softmax for both value streams)")
 
@@ -275,11 +280,14 @@ class TwoStreamBlock(EncoderBlock):
     """DSTG: the AP and semantic parts are normalised apart; both streams leaving the block are hooked."""
 
     hook_resid_pre = Hook("[batch, pos, d_model]", "residual entering layer l: [AP | semantic]")
-    hook_attn_in = Hook("[batch, pos, d_model]", "normalised attention input (AP and semantic parts normalised apart); with "
+    hook_attn_in = Hook("[batch, pos, d_model]",
+                        "normalised attention input (AP and semantic parts normalised apart); with "
                         "residual='normalized' the attention output is added to this, not to the raw residual")
-    hook_attn_out = Hook("[batch, pos, d_model]", "attention output added to the residual: [wo_pos z_ap | wo_sem z_sem]")
+    hook_attn_out = Hook("[batch, pos, d_model]",
+                         "attention output added to the residual: [wo_pos z_ap | wo_sem z_sem]")
     hook_mlp_out = Hook("[batch, pos, d_model]", "SwiGLU output added to the residual (the only place the streams mix)")
-    hook_resid_ap = Hook("[batch, pos, pos_size]", "AP stream leaving layer l (hooked before the concatenation, so edits "
+    hook_resid_ap = Hook("[batch, pos, pos_size]",
+                         "AP stream leaving layer l (hooked before the concatenation, so edits "
                          "propagate)")
     hook_resid_sem = Hook("[batch, pos, hidden_size]", "semantic stream leaving layer l")
     two_streams = True
@@ -313,7 +321,8 @@ class EncoderModel(PosLensModel):
         Hook("[batch, pos, hidden_size]", "token embeddings (encoder.weight rows), before any positions are added"))
     hook_embed_ap = Hook("[batch, pos, pos_size]", "AP embeddings, rows offset+1..offset+n of positional_embedding",
                          when=lambda model: model.disentangled)
-    hook_pos_embed = Hook("[batch, pos, hidden_size]", "position embeddings (rows offset+1..offset+n) added to the tokens",
+    hook_pos_embed = Hook("[batch, pos, hidden_size]",
+                          "position embeddings (rows offset+1..offset+n) added to the tokens",
                           when=lambda model: model.added_positions)
     hook_final = Hook("[batch, pos, hidden_size]", "final-normed residual (the MLM head's input)",
                       when=lambda model: not model.disentangled)
@@ -332,16 +341,19 @@ class EncoderModel(PosLensModel):
         self.added_positions = cfg.variant == "ap"  # learned positions added to the token embeddings
         self.rotary = cfg.variant == "rope"
         self.head_reads_full = cfg.mlm_input == "full"
-        self.head_hooks = ("hook_final_ap", "hook_final_sem") if cfg.disentangled else ("hook_final",)  # what the MLM head reads
+        # what the MLM head reads
+        self.head_hooks = ("hook_final_ap", "hook_final_sem") if cfg.disentangled else ("hook_final",)
         self.tied = cfg.mlm_head and cfg.tie_word_embeddings
         self._tokenizer = None
 
         self.encoder = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.positional_embedding = None
         if self.disentangled or self.added_positions:
-            self.positional_embedding = nn.Embedding(cfg.max_length + 1, cfg.pos_size if self.disentangled else cfg.hidden_size)
+            self.positional_embedding = nn.Embedding(cfg.max_length + 1,
+                                                     cfg.pos_size if self.disentangled else cfg.hidden_size)
         shared = not cfg.rp_per_layer
-        self.relative_pos_bias = (RelativePositionBias(cfg.num_attention_heads, cfg.max_length, cfg.num_buckets, cfg.max_distance)
+        self.relative_pos_bias = (RelativePositionBias(cfg.num_attention_heads, cfg.max_length, cfg.num_buckets,
+                                                       cfg.max_distance)
                                   if cfg.rp_bias and shared else None)
         self.cls_sep_override = SpecialTokenThetas(cfg.num_attention_heads) if cfg.untie_cls and shared else None
         block = TwoStreamBlock if self.disentangled else SingleStreamBlock
@@ -358,7 +370,8 @@ class EncoderModel(PosLensModel):
 
         has = {Capability.AP_STREAM: self.positional_embedding is not None, Capability.ROTARY: self.rotary,
                Capability.LOGIT_COMPONENTS: self.disentangled or cfg.has_rp_component}  # the logit has parts
-        self.capabilities = frozenset({Capability.HIDDEN_STATES, Capability.ATTENTION} | {c for c, on in has.items() if on})
+        self.capabilities = frozenset({Capability.HIDDEN_STATES, Capability.ATTENTION}
+                                      | {c for c, on in has.items() if on})
         if init_weights:
             self.reset_parameters()
         self.setup()
@@ -388,21 +401,23 @@ class EncoderModel(PosLensModel):
         if isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, (Sequence, Tensor)) for t in tokens):
             lengths = [len(t) for t in tokens]
             if len(set(lengths)) > 1:
-                raise InputError(f"sequences in one batch must have the same length, got lengths {lengths}: this encoder takes "
-                                 "unpadded sequences only ([SEP] is read at the last index); group them by length")
+                raise InputError(f"sequences in one batch must have the same length, got lengths {lengths}: this "
+                                 "encoder takes unpadded sequences only ([SEP] is read at the last index); group them "
+                                 "by length")
             tokens = torch.stack([torch.as_tensor(t) for t in tokens])
         tokens = super().check_tokens(tokens)
         pads = (tokens == self.cfg.pad_token_id).nonzero()
         if len(pads):
             row, pos = (int(i) for i in pads[0])
-            raise InputError(f"pad id {self.cfg.pad_token_id} at batch row {row}, position {pos}: this encoder takes unpadded sequences "
-                             "only ([CLS]/[SEP] are found at indices 0 and n-1, and pads would take real positions); "
-                             "run sequences of different lengths separately")
+            raise InputError(f"pad id {self.cfg.pad_token_id} at batch row {row}, position {pos}: this encoder takes "
+                             "unpadded sequences only ([CLS]/[SEP] are found at indices 0 and n-1, and pads would take "
+                             "real positions); run sequences of different lengths separately")
         return tokens
 
     # -- forward -------------------------------------------------------------------------------------------
     def forward(self, tokens, position_offset=0, predict_at: Tensor | None = None) -> Tensor:
-        """MLM logits ``[batch, pos, vocab]`` (without an MLM head: the final-normed residual ``[batch, pos, d_model]``).
+        """MLM logits ``[batch, pos, vocab]`` (without an MLM head: the final-normed residual
+        ``[batch, pos, d_model]``).
 
         ``position_offset`` (int or ``[batch]``) shifts absolute positions: real tokens take AP rows
         ``k+1..k+n`` (rotary positions ``k..k+n-1`` in the rope baseline). ``predict_at`` (bool
@@ -420,7 +435,8 @@ class EncoderModel(PosLensModel):
             x = self.hook_embed_sem(self.encoder(tokens)) + rows
         else:
             x = self.hook_embed_sem(self.encoder(tokens))
-        rp = None if self.cfg.rp_per_layer else relative_logits(self.cfg, n, self.relative_pos_bias, self.cls_sep_override, x)
+        rp = None if self.cfg.rp_per_layer else relative_logits(self.cfg, n, self.relative_pos_bias,
+                                                                self.cls_sep_override, x)
         rope_positions = positions.float() if self.rotary else None
         for block in self.blocks:
             x = block(x, rope_positions, rp)
@@ -463,7 +479,8 @@ class EncoderModel(PosLensModel):
         return {"full": slice(0, self.d_model), "ap": slice(0, p), "semantic": slice(p, self.d_model)}
 
     def ap_embedding_matrix(self) -> Tensor:
-        """AP_STREAM: ``[max_length, width]``, the rows real positions 1..max_length use (row 0, the padding row, left out)."""
+        """AP_STREAM: ``[max_length, width]``, the rows real positions 1..max_length use (row 0, the padding row, left
+        out)."""
         return self.positional_embedding.weight[1:].detach()
 
     def ap_hook(self) -> str:
@@ -481,7 +498,8 @@ class EncoderModel(PosLensModel):
 
 
 __getattr__ = deprecated.renamed(__name__, {  # the variant classes before EncoderModel built every variant itself
-    **{name: deprecated.Alias(f"{__name__}.EncoderModel") for name in ("DSTGEncoder", "APEncoder", "RPEncoder", "RoPEEncoder")},
+    **{name: deprecated.Alias(f"{__name__}.EncoderModel")
+       for name in ("DSTGEncoder", "APEncoder", "RPEncoder", "RoPEEncoder")},
     "VARIANT_CLASSES": deprecated.Alias(f"{__name__}.EncoderModel (one class for every variant; cfg.variant picks it)",
                                         lambda: dict.fromkeys(VARIANTS, EncoderModel)),
 })

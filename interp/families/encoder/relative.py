@@ -43,7 +43,8 @@ def t5_buckets(relative_position: Tensor, num_buckets: int = 32, max_distance: i
     exact = half // 2
     direction = (relative_position > 0).long() * half
     dist = relative_position.abs()
-    far = exact + (torch.log(dist.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (half - exact)).long()
+    far = exact + (torch.log(dist.float().clamp(min=1) / exact) / math.log(max_distance / exact)
+                   * (half - exact)).long()
     return direction + torch.where(dist < exact, dist, far.clamp(max=half - 1))
 
 
@@ -63,7 +64,8 @@ class RelativePositionBias(nn.Module):
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.relative_attention_bias = nn.Parameter(torch.zeros(num_buckets, n_heads))
         pos = torch.arange(max_length)
-        self.register_buffer("bucket_indices", t5_buckets(pos[None, :] - pos[:, None], num_buckets, max_distance), persistent=True)
+        self.register_buffer("bucket_indices", t5_buckets(pos[None, :] - pos[:, None], num_buckets, max_distance),
+                             persistent=True)
 
     def forward(self, n: int) -> Tensor:
         """``[head, q, k]`` bias of the bucket of ``k - q``."""

@@ -54,9 +54,11 @@ def rope_types(hf_config) -> dict[str, str]:
     params = getattr(hf_config, "rope_parameters", None)
     if not isinstance(params, dict):
         return {}
-    if "rope_type" in params or "rope_theta" in params or not all(isinstance(v, dict) or v is None for v in params.values()):
+    if "rope_type" in params or "rope_theta" in params or not all(isinstance(v, dict) or v is None
+                                                                  for v in params.values()):
         return {"rope_parameters": str(params.get("rope_type", "default"))}
-    return {f"rope_parameters[{t}]": str(v.get("rope_type", "default")) for t, v in params.items() if isinstance(v, dict)}
+    return {f"rope_parameters[{t}]": str(v.get("rope_type", "default")) for t, v in params.items()
+            if isinstance(v, dict)}
 
 
 def check_rope(hf_config, where: str) -> None:
@@ -66,9 +68,10 @@ def check_rope(hf_config, where: str) -> None:
 
     for field, kind in rope_types(hf_config).items():
         if kind != "default" and kind not in ROPE_INIT_FUNCTIONS:
-            raise CheckpointError(f"{where}: {field} has rope_type {kind!r}, which transformers {transformers.__version__} "
-                                  f"does not implement (it implements default, {', '.join(sorted(ROPE_INIT_FUNCTIONS))}); "
-                                  "poslens cannot run its rotation")
+            raise CheckpointError(f"{where}: {field} has rope_type {kind!r}, which "
+                                  f"transformers {transformers.__version__} does not implement (it implements "
+                                  f"default, {', '.join(sorted(ROPE_INIT_FUNCTIONS))}); poslens cannot run its "
+                                  "rotation")
 
 
 def _hf_config(path: Path):
@@ -146,11 +149,12 @@ def structure(hf_model, hf_config, architecture: str) -> dict:
     name = lambda key: getattr(mapping.get(key), "name", None)  # noqa: E731
     layers = _module(hf_model, name("blocks"))
     if not isinstance(layers, torch.nn.ModuleList):
-        raise CheckpointError(f"{type(hf_model).__name__}: the bridge's adapter for {architecture} names no list of layers "
-                              f"that this model has ({name('blocks')!r})")
+        raise CheckpointError(f"{type(hf_model).__name__}: the bridge's adapter for {architecture} names no list "
+                              f"of layers that this model has ({name('blocks')!r})")
     pos_embed = _module(hf_model, name("pos_embed"))
     return dict(
-        architecture=architecture, layers=layers, embed=_module(hf_model, name("embed")) or hf_model.get_input_embeddings(),
+        architecture=architecture, layers=layers,
+        embed=_module(hf_model, name("embed")) or hf_model.get_input_embeddings(),
         pos_embed=pos_embed if isinstance(pos_embed, torch.nn.Embedding) else None,
         rotary=getattr(bridge_config, "positional_embedding_type", None) == "rotary", head=_head(hf_model),
     )
@@ -166,12 +170,14 @@ def load_generic(path, *, device=None, dtype=None):
     hf_config = _hf_config(path)
     architecture = bridge_architecture(hf_config)
     if architecture is None:
-        raise CheckpointError(f"{path / 'config.json'}: model_type {hf_config.model_type!r} has no TransformerLens bridge adapter")
+        raise CheckpointError(f"{path / 'config.json'}: model_type {hf_config.model_type!r} has no TransformerLens "
+                              "bridge adapter")
     check_rope(hf_config, str(path / "config.json"))
     declared = (getattr(hf_config, "architectures", None) or [None])[0]
     cls = getattr(transformers, declared, None) if declared else transformers.AutoModel
     if cls is None:
-        raise CheckpointError(f"{path / 'config.json'}: architectures names {declared!r}, which transformers does not have")
+        raise CheckpointError(f"{path / 'config.json'}: architectures names {declared!r}, which transformers does "
+                              "not have")
     for weights in sorted(path.glob("*.safetensors")):
         header_shapes(weights)  # a truncated file is one named line here, not transformers' traceback
     register_attention()
@@ -180,8 +186,9 @@ def load_generic(path, *, device=None, dtype=None):
     for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
         keys = sorted(map(str, info.get(kind) or []))
         if keys:
-            raise CheckpointError(f"{path}: as a {cls.__name__} the checkpoint has {len(keys)} {kind.replace('_', ' ')} "
-                                  f"(first: {', '.join(keys[:3])}); poslens never initialises weights at random")
+            raise CheckpointError(f"{path}: as a {cls.__name__} the checkpoint "
+                                  f"has {len(keys)} {kind.replace('_', ' ')} (first: {', '.join(keys[:3])}); poslens "
+                                  "never initialises weights at random")
     if device is not None:
         hf_model = hf_model.to(device)
     from interp.loading.hf_files import read_tokenizer
@@ -266,9 +273,11 @@ def rotary_specs(model) -> list:
     if sources is None:
         return [None] * model.n_layers
     declared = rope_types(model.hf.config)
-    held = {src: model.hf.get_submodule(src[0]).get_buffer(src[1]).detach().float().cpu().clone() for src in dict.fromkeys(sources)}
+    held = {src: model.hf.get_submodule(src[0]).get_buffer(src[1]).detach().float().cpu().clone()
+            for src in dict.fromkeys(sources)}
     seen = {}
-    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_rot_q", lambda q, hook: seen.setdefault("q", q.detach().float()))]):
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_rot_q", lambda q,
+                                 hook: seen.setdefault("q", q.detach().float()))]):
         model(torch.full((1, 3), model.d_vocab // 2, device=model.device))
     q = seen["q"]
     fits = []
@@ -300,12 +309,13 @@ def save_generic(model, directory, *, overwrite: bool = False) -> Path:
 
     directory, tokenizer = Path(directory), getattr(model, "tokenizer", None)
     if tokenizer is not None and not writable_tokenizer(tokenizer):
-        raise CheckpointError(f"{directory}: the model's tokenizer ({type(tokenizer).__name__}) is not one poslens can save; "
-                              "set model.tokenizer = None to save the weights alone")
+        raise CheckpointError(f"{directory}: the model's tokenizer ({type(tokenizer).__name__}) is not one poslens "
+                              "can save; set model.tokenizer = None to save the weights alone")
     names = ("config.json", "model.safetensors") + (TOKENIZER_FILES if tokenizer is not None else ())
     existing = [str(directory / f) for f in names if (directory / f).exists()]
     if existing and not overwrite:
-        raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True / --force")
+        raise FileExistsError(f"{directory} already holds a checkpoint ({', '.join(existing)}); pass overwrite=True "
+                              "/ --force")
     model.hf.save_pretrained(directory)
     if tokenizer is not None:
         write_tokenizer(tokenizer, directory)

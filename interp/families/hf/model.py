@@ -72,9 +72,11 @@ class PlainAttention(LayerAttention):
 class RotaryAttention(LayerAttention):
     """transformers rotates inside the layer: attention receives queries and keys already turned."""
 
-    hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation (rotary models: transformers rotates inside its "
+    hook_rot_q = Hook("[batch, pos, head, d_head]",
+                      "queries after rotation (rotary models: transformers rotates inside its "
                       "layers, so queries before rotation are not visible)")
-    hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation (rotary models; with a KV cache, every cached key)")
+    hook_rot_k = Hook("[batch, pos, kv_head, d_head]",
+                      "keys after rotation (rotary models; with a KV cache, every cached key)")
     hook_positions = Hook("[batch, head, pos]", "integer positions the layer rotates by (rotary models; read-only)")
 
     def queries_and_keys(self):
@@ -108,19 +110,23 @@ def poslens_attention(module, query: Tensor, key: Tensor, value: Tensor, attenti
     """transformers' attention-function protocol: ``query [batch, head, q, d]``, ``key`` / ``value``
     ``[batch, kv_head, k, d]`` -> ``(output [batch, q, head, d], None)``."""
     if kwargs.get("s_aux") is not None:
-        raise NotImplementedError(f"{type(module).__name__}: attention sinks (s_aux) are not supported by the poslens attention")
+        raise NotImplementedError(f"{type(module).__name__}: attention sinks (s_aux) are not supported by the poslens "
+                                  "attention")
     if dropout and module.training:
-        raise NotImplementedError(f"{type(module).__name__}: poslens attention runs without attention dropout (call model.eval())")
+        raise NotImplementedError(f"{type(module).__name__}: poslens attention runs without attention dropout (call "
+                                  "model.eval())")
     hooks: LayerAttention | None = getattr(_LAYER.get(), "attn", None)
     scaling = scaling if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     cache = current_kv_cache() if hooks is not None else None
-    if cache is not None:  # inside attention.decoding: the cache's keys and its mask replace transformers' (see HFModel.forward)
+    # inside attention.decoding: the cache's keys and its mask replace transformers' (see HFModel.forward)
+    if cache is not None:
         key, value = (x.transpose(1, 2) for x in cache.append(hooks, key.transpose(1, 2), value.transpose(1, 2)))
         attention_mask = cache.visible(hooks, query.shape[-2], key.shape[-2], kwargs.get("sliding_window"))
         attention_mask = attention_mask.to(query.device, query.dtype) if attention_mask is not None else None
     if hooks is None:
-        return attend(query, key, value, causal=causal, bias=attention_mask, scale=scaling, softcap=softcap).transpose(1, 2), None
+        return attend(query, key, value, causal=causal, bias=attention_mask, scale=scaling,
+                      softcap=softcap).transpose(1, 2), None
     hooks.calls += 1
     b, h, n_q, _ = query.shape
     hooks.positions(position_ids, b, h, n_q, key.shape[-2], query.device)
@@ -182,7 +188,8 @@ class HFModel(PosLensModel):
     supports_kv_cache = True  # generate_batch: transformers' DynamicCache; inside attention.decoding: poslens' KVCache
     positions_read_only = True  # transformers computes the rotation from its own position ids
     hook_embed = Hook("[batch, pos, d_model]", "output of the token-embedding module (before any scaling)")
-    hook_pos_embed = Hook("[batch, pos, d_model]", "learned absolute-position embeddings (models with a position table)",
+    hook_pos_embed = Hook("[batch, pos, d_model]",
+                          "learned absolute-position embeddings (models with a position table)",
                           when=lambda model: model.pos_table is not None)
 
     def __init__(self, hf_model: nn.Module, structure: dict, tokenizer=None):
@@ -212,7 +219,8 @@ class HFModel(PosLensModel):
         self.blocks = nn.ModuleList([Block(attention()) for _ in layers])
         self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
         self.capabilities = frozenset()
-        self.rotary_specs: list = [None] * self.n_layers  # each layer's RotarySpec, found by the loader (Capability.ROTARY)
+        # each layer's RotarySpec, found by the loader (Capability.ROTARY)
+        self.rotary_specs: list = [None] * self.n_layers
         self.setup()
         # transformers' modules call poslens' hook points through partials of module-level functions, never closures:
         # a deep copy (interp.controls) copies a partial's hook point with the model, so a copy fires its own hooks
@@ -225,9 +233,11 @@ class HFModel(PosLensModel):
 
     def describe(self) -> str:
         kind = {"causal": "causal LM", "masked": "masked LM", None: "no LM head"}[self.head]
-        pos = "rotary positions" if self.rotary else "learned absolute positions" if self.pos_table is not None else "no position table"
+        pos = ("rotary positions" if self.rotary
+               else "learned absolute positions" if self.pos_table is not None else "no position table")
         local = sum(w is not None for w in self.attention_windows)
-        windows = f" ({local} sliding-window layers of {max(w for w in self.attention_windows if w)} keys)" if local else ""
+        windows = (f" ({local} sliding-window layers of {max(w for w in self.attention_windows if w)} keys)"
+                   if local else "")
         return f"hf family ({self.architecture}), {kind}, {pos}{self._scaled()}, {self.n_layers} layers{windows}"
 
     def _scaled(self) -> str:
@@ -251,9 +261,10 @@ class HFModel(PosLensModel):
         return out
 
     def rotation(self, layer: int):
-        """The layer's ``interp.rope.RotarySpec`` as the loader read it off transformers' rotary embedding and checked on
-        the model's own queries, or None. Its ``inv_freq`` follows the rotary module: within a forward pass (hooks, edits)
-        it holds the frequencies of that pass, which dynamic and longrope scaling choose by the sequence length."""
+        """The layer's ``interp.rope.RotarySpec`` as the loader read it off transformers' rotary embedding and checked
+        on the model's own queries, or None. Its ``inv_freq`` follows the rotary module: within a forward pass (hooks,
+        edits) it holds the frequencies of that pass, which dynamic and longrope scaling choose by the sequence
+        length."""
         return self.rotary_specs[layer]
 
     def forward(self, tokens) -> Tensor:
@@ -262,7 +273,8 @@ class HFModel(PosLensModel):
         cache, where = current_kv_cache(), {}
         if cache is not None:  # poslens' KV cache (interp.attention.decoding): the tokens continue from its positions
             start = cache.past(self.blocks[0].attn)
-            where["position_ids"] = torch.arange(start, start + tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
+            where["position_ids"] = torch.arange(start, start + tokens.shape[1],
+                                                 device=tokens.device).expand(tokens.shape[0], -1)
         out = self.hf(input_ids=tokens, use_cache=False, **where)
         return out.logits if self.head is not None else out.last_hidden_state
 
@@ -285,8 +297,9 @@ class HFModel(PosLensModel):
         if not self.has_output_head:
             return self(tokens, **kwargs)
         if not self.head_separable:
-            raise CapabilityError(f"{self.model_name}: poslens cannot apply {self.architecture}'s output head apart from its "
-                                  "layers (its logits are not the output embedding of the last hidden state); run model(tokens)")
+            raise CapabilityError(f"{self.model_name}: poslens cannot apply {self.architecture}'s output head apart "
+                                  "from its layers (its logits are not the output embedding of the last hidden state); "
+                                  "run model(tokens)")
         got = []
 
         def stop(_module, args):
@@ -330,7 +343,8 @@ class HFModel(PosLensModel):
         tokens = torch.arange(1, 5, device=self.device)[None] % self.d_vocab
         whole = self(tokens).float()
         apart = self.unembed(self.final_hidden(tokens)).float()
-        return apart.shape == whole.shape and bool(torch.allclose(apart, whole, rtol=1e-4, atol=1e-4 * float(whole.abs().max())))
+        return apart.shape == whole.shape and bool(torch.allclose(apart, whole, rtol=1e-4,
+                                                                  atol=1e-4 * float(whole.abs().max())))
 
     @torch.no_grad()
     def generate_batch(self, prompts, max_new_tokens: int, stop_ids=(), budgets=None) -> list[list[int]]:

@@ -44,7 +44,8 @@ def config_from_dict(raw, where: str) -> IncrementConfig:
     for name in COMPUTED_FIELDS:
         if name in raw and raw[name] != getattr(cfg, name):
             raise CheckpointError(
-                f"{where}: model_config {name}={raw[name]} contradicts the other fields, which give {getattr(cfg, name)}"
+                f"{where}: model_config {name}={raw[name]} contradicts the other fields, which "
+                f"give {getattr(cfg, name)}"
             )
     return cfg
 
@@ -103,7 +104,8 @@ def read_checkpoint(checkpoint, place: dict) -> IncrementTransformer:
 def examples() -> list[IncrementTransformer]:
     """Tiny models that between them have every hook of the family: per-layer increments, and shared ones with learned
     decay."""
-    small = dict(dim=16, n_heads=2, n_layers=2, intermediate_dim=32, vocab_size=257, max_seq_len=32, pos_encoding="selective_rope")
+    small = dict(dim=16, n_heads=2, n_layers=2, intermediate_dim=32, vocab_size=257, max_seq_len=32,
+                 pos_encoding="selective_rope")
     return [IncrementTransformer(IncrementConfig(**small, per_layer_delta=True)),
             IncrementTransformer(IncrementConfig(**small, decay="learned"))]
 

@@ -166,7 +166,8 @@ class Attention(AttentionHooks):
         self.wk = nn.Linear(cfg.dim, d, bias=False)
         self.wv = nn.Linear(cfg.dim, d, bias=False)
         self.wo = nn.Linear(d, cfg.dim, bias=False)
-        self.polar = cfg.pos_encoding.endswith("pope")  # PoPE places each pair at its position (magnitude, phase); RoPE rotates it
+        # PoPE places each pair at its position (magnitude, phase); RoPE rotates it
+        self.polar = cfg.pos_encoding.endswith("pope")
 
     def forward(self, x: Tensor, positions: Tensor, bias: Tensor | None) -> Tensor:
         cfg = self.cfg
@@ -230,7 +231,8 @@ class Block(BlockHooks):
 class IncrementTransformer(PosLensModel):
     family = "increments"
     hook_embed = Hook("[batch, pos, d_model]", "token embeddings (the input of the shared DeltaMLP)")
-    hook_delta = Hook("[batch, pos] or [batch, head, pos]", "shared increments delta_t (gap from t-1 to t; shared variant)",
+    hook_delta = Hook("[batch, pos] or [batch, head, pos]",
+                      "shared increments delta_t (gap from t-1 to t; shared variant)",
                       when=lambda model: model.delta_mlp is not None)
     hook_decay_bias = Hook("[batch, head, q, k]", "ALiBi or learned-decay score bias (decay models only)",
                            when=lambda model: model.cfg.decay != "none")
@@ -247,7 +249,8 @@ class IncrementTransformer(PosLensModel):
         if cfg.selective and not cfg.per_layer_delta:
             n_out = cfg.n_heads if cfg.per_head_delta else 1
             self.delta_mlp = DeltaMLP(cfg.dim, cfg.effective_delta_hidden_dim, n_out, bounded=False)
-        self.forget_mlp = ForgetMLP(cfg.dim, cfg.effective_delta_hidden_dim, cfg.n_heads) if cfg.decay == "learned" else None
+        self.forget_mlp = ForgetMLP(cfg.dim, cfg.effective_delta_hidden_dim,
+                                    cfg.n_heads) if cfg.decay == "learned" else None
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
         self.final_norm = make_norm(cfg)
         self.integer_positions = not cfg.selective  # else increments: shared (delta_mlp) or each layer's own

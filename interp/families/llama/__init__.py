@@ -1,5 +1,6 @@
-"""The llama family: a hand-written LLaMA decoder with integer RoPE whose positions hooks can edit (``model``), read from
-Hugging Face ``llama`` directories, transformers models in memory and GGUF files such as SmolLM2's (``checkpoints``)."""
+"""The llama family: a hand-written LLaMA decoder with integer RoPE whose positions hooks can edit (``model``), read
+from Hugging Face ``llama`` directories, transformers models in memory and GGUF files such as SmolLM2's
+(``checkpoints``)."""
 
 from interp.families import Family, Layout, register
 from interp.families.llama import checkpoints

@@ -28,10 +28,12 @@ from interp.loading.strict import load_strict
 from interp.rope import SCALING_TYPES
 
 HF_MODEL_TYPES = ("llama",)
-READ = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
+READ = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "vocab_size",
         "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings", "head_dim", "attention_bias", "mlp_bias",
         "rope_theta", "rope_scaling", "rope_parameters")
-REQUIRE = {"hidden_act": ("silu",), "model_type": HF_MODEL_TYPES, "pretraining_tp": (1, None), "quantization_config": (None,)}
+REQUIRE = {"hidden_act": ("silu",), "model_type": HF_MODEL_TYPES, "pretraining_tp": (1, None),
+           "quantization_config": (None,)}
 
 
 def config_from_hf(raw: dict, where: str) -> LlamaConfig:
@@ -42,7 +44,8 @@ def config_from_hf(raw: dict, where: str) -> LlamaConfig:
         raise CheckpointError(f"{where}: config lacks {missing}")
     theta, scaling = rope_settings(raw, where, family="llama")
     try:
-        return LlamaConfig(raw["hidden_size"], raw["intermediate_size"], raw["num_hidden_layers"], raw["num_attention_heads"],
+        return LlamaConfig(raw["hidden_size"], raw["intermediate_size"], raw["num_hidden_layers"],
+                           raw["num_attention_heads"],
                            raw.get("num_key_value_heads") or raw["num_attention_heads"], raw["vocab_size"],
                            raw["max_position_embeddings"], theta, float(raw.get("rms_norm_eps", 1e-6)),
                            bool(raw.get("tie_word_embeddings", False)), raw.get("head_dim"), scaling,
@@ -56,7 +59,8 @@ def _untie(cfg: LlamaConfig, state: dict, where: str) -> dict:
     if cfg.tie_word_embeddings and "lm_head.weight" in state:
         head, embed = state["lm_head.weight"], state.get("model.embed_tokens.weight")
         if embed is None or head.shape != embed.shape or not torch.equal(head, embed):
-            raise CheckpointError(f"{where}: tie_word_embeddings is true but 'lm_head.weight' differs from 'model.embed_tokens.weight'")
+            raise CheckpointError(f"{where}: tie_word_embeddings is true but 'lm_head.weight' differs from "
+                                  "'model.embed_tokens.weight'")
         state = {k: v for k, v in state.items() if k != "lm_head.weight"}
     return state
 
@@ -89,7 +93,8 @@ def _read_gguf(path: str):
 
     file = Path(path)
     tok = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, local_files_only=True)
-    hf = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=torch.float32, local_files_only=True)
+    hf = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=torch.float32,
+                                              local_files_only=True)
     state = types.MappingProxyType({k: v.detach().clone() for k, v in hf.state_dict().items()})
     raw = hf.config.to_dict()
     if str(getattr((raw.get("quantization_config") or {}).get("quant_method"), "value", "")) == "gguf":

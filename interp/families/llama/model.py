@@ -78,7 +78,8 @@ class LlamaAttention(AttentionHooks):
         start = cache.past(self) if cache is not None else 0
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
         if hooked(self.hook_positions):
-            pos = self.hook_positions(torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
+            pos = self.hook_positions(torch.arange(start, start + n, device=x.device,
+                                                   dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
             q = rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling)
             k = rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling)
         else:  # the integer positions, unedited: cos / sin from the cached table (the same numbers)
@@ -87,8 +88,10 @@ class LlamaAttention(AttentionHooks):
         q, k = self.hook_rot_q(q), self.hook_rot_k(k)
         if cache is not None:
             k, v = cache.append(self, k, v)
-        z = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True, hook_scores=self.hook_attn_scores,
-                   hook_pattern=self.hook_pattern, bias=cache.visible(self, n, k.shape[1]) if cache is not None else None)
+        z = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True,
+                   hook_scores=self.hook_attn_scores,
+                   hook_pattern=self.hook_pattern,
+                   bias=cache.visible(self, n, k.shape[1]) if cache is not None else None)
         return self.o_proj(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
 
 
@@ -122,12 +125,13 @@ class LlamaTransformer(PosLensModel):
         self.blocks = nn.ModuleList([LlamaBlock(cfg) for _ in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.capabilities = frozenset({Capability.POSITIONS, Capability.ROTARY, Capability.ATTENTION, Capability.HIDDEN_STATES,
-                                       Capability.CAUSAL_LM})
+        self.capabilities = frozenset({Capability.POSITIONS, Capability.ROTARY, Capability.ATTENTION,
+                                       Capability.HIDDEN_STATES, Capability.CAUSAL_LM})
         self.setup()
 
     def describe(self) -> str:
-        scaled = f", {self.cfg.rope_scaling['rope_type']} scaling x{self.cfg.rope_scaling['factor']:g}" if self.cfg.rope_scaling else ""
+        scaled = (f", {self.cfg.rope_scaling['rope_type']} scaling x{self.cfg.rope_scaling['factor']:g}"
+                  if self.cfg.rope_scaling else "")
         return f"llama family, integer RoPE (theta {self.cfg.rope_theta:g}{scaled}), {self.n_layers} layers"
 
     def forward(self, tokens) -> Tensor:
@@ -142,7 +146,8 @@ class LlamaTransformer(PosLensModel):
 
     def rotation(self, layer: int) -> rope.RotarySpec:
         """Every layer turns the whole head by the integer positions, dim i paired with i + d/2."""
-        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.head_dim, self.cfg.rope_theta, scaling=self.cfg.rope_scaling),
+        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.head_dim, self.cfg.rope_theta,
+                                                        scaling=self.cfg.rope_scaling),
                                "half_split", rope_type=(self.cfg.rope_scaling or {}).get("rope_type", "default"))
 
     def residual_subspaces(self) -> dict[str, slice]:

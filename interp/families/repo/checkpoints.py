@@ -27,13 +27,16 @@ from interp.loading.strict import verify
 
 PE_MODES = {"none": "rope", "nope": "nope", "swigluex_multihead": "repo"}
 HF_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-             "vocab_size", "max_position_embeddings", "rope_theta", "rms_norm_eps", "attention_bias", "tie_word_embeddings")
+             "vocab_size", "max_position_embeddings", "rope_theta", "rms_norm_eps", "attention_bias",
+             "tie_word_embeddings")
 READ = HF_FIELDS + ("rope_scaling", "rope_parameters", "pe_config", "poslens")
 REQUIRE = {"hidden_act": ("silu",), "model_type": ("olmo2",), "quantization_config": (None,)}
-PE_KEYS = ("dynamic_pe_mode", "dynamic_pe_start_layer", "dynmaic_pe_start_layer", "dynamic_pe_layer_ids", "dynmaic_pe_layer_ids")
+PE_KEYS = ("dynamic_pe_mode", "dynamic_pe_start_layer", "dynmaic_pe_start_layer", "dynamic_pe_layer_ids",
+           "dynmaic_pe_layer_ids")
 # The rest of the authors' serialised PEConfig: a positional dropout that blends z toward the integer position during
 # training (annealed over that many steps) and an unused model_type. None acts at inference; read, checked, recorded.
-PE_TRAINING = {"dynamic_pe_init_pdrop": probability(1.0), "dynamic_pe_dropout_anneal_step": steps(0), "model_type": text("")}
+PE_TRAINING = {"dynamic_pe_init_pdrop": probability(1.0), "dynamic_pe_dropout_anneal_step": steps(0),
+               "model_type": text("")}
 INDEX = "model.safetensors.index.json"
 
 
@@ -44,14 +47,16 @@ def _pe_value(pe: dict, name: str, where: str, default):
         raise CheckpointError(f"{where}: pe_config has dynmaic_{name}={misspelled!r} but dynamic_{name}={correct!r}; "
                               "upstream reads the misspelled key, so they must agree")
     if misspelled is None and correct not in (None, default, ""):
-        raise CheckpointError(f"{where}: pe_config sets dynamic_{name}={correct!r} but not the misspelled dynmaic_{name} "
-                              f"that upstream reads (upstream would use {default!r}); add dynmaic_{name}")
+        raise CheckpointError(f"{where}: pe_config sets dynamic_{name}={correct!r} but not the misspelled "
+                              f"dynmaic_{name} that upstream reads (upstream would use {default!r}); add "
+                              f"dynmaic_{name}")
     return misspelled if misspelled is not None else default
 
 
 def config_from_hf(raw: dict, where: str) -> RepoConfig:
     if raw.get("model_type") != "olmo2":
-        raise CheckpointError(f"{where}: model_type is {raw.get('model_type')!r}, not 'olmo2' (not a RePo / OLMo-2 checkpoint)")
+        raise CheckpointError(f"{where}: model_type is {raw.get('model_type')!r}, not 'olmo2' (not a RePo / OLMo-2 "
+                              "checkpoint)")
     audit(raw, where, "repo (olmo2)", read=READ, require=REQUIRE)
     missing = [k for k in HF_FIELDS[:5] if k not in raw and k != "num_key_value_heads"]
     if missing:
@@ -68,7 +73,8 @@ def config_from_hf(raw: dict, where: str) -> RepoConfig:
     training = recorded(pe, PE_TRAINING, where, "pe_config")
     mode = pe.get("dynamic_pe_mode", "none")
     if mode not in PE_MODES:
-        raise CheckpointError(f"{where}: pe_config dynamic_pe_mode={mode!r} is not one poslens loads ({sorted(PE_MODES)})")
+        raise CheckpointError(f"{where}: pe_config dynamic_pe_mode={mode!r} is not one poslens loads "
+                              f"({sorted(PE_MODES)})")
     start = int(_pe_value(pe, "pe_start_layer", where, 0))
     ids = str(_pe_value(pe, "pe_layer_ids", where, "") or "")
     layer_ids = tuple(int(i) for i in ids.split(",")) if ids.strip() else None
@@ -76,8 +82,8 @@ def config_from_hf(raw: dict, where: str) -> RepoConfig:
     fields.update(rope_theta=theta, rope_scaling=scaling)
     tokenizer = (raw.get("poslens") or {}).get("tokenizer")
     try:
-        return RepoConfig(**fields, position_mode=PE_MODES[mode], start_layer=start, layer_ids=layer_ids, tokenizer=tokenizer,
-                          training_only=training)
+        return RepoConfig(**fields, position_mode=PE_MODES[mode], start_layer=start, layer_ids=layer_ids,
+                          tokenizer=tokenizer, training_only=training)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{where}: invalid config: {err}") from None
 
@@ -91,8 +97,10 @@ def hf_config(cfg: RepoConfig) -> dict:
            "rope_scaling": None, "torch_dtype": "float32", "use_cache": True}
     out.update({k: getattr(cfg, k) for k in HF_FIELDS})
     out["rope_scaling"] = dict(cfg.rope_scaling) if cfg.rope_scaling else None
-    out["pe_config"] = {"dynamic_pe_mode": mode, "dynamic_pe_start_layer": cfg.start_layer, "dynmaic_pe_start_layer": cfg.start_layer,
-                        "dynamic_pe_layer_ids": ids, "dynmaic_pe_layer_ids": ids, **defaults(PE_TRAINING), **(cfg.training_only or {})}
+    out["pe_config"] = {"dynamic_pe_mode": mode, "dynamic_pe_start_layer": cfg.start_layer,
+                        "dynmaic_pe_start_layer": cfg.start_layer,
+                        "dynamic_pe_layer_ids": ids, "dynmaic_pe_layer_ids": ids, **defaults(PE_TRAINING),
+                        **(cfg.training_only or {})}
     if cfg.tokenizer:
         out["poslens"] = {"tokenizer": cfg.tokenizer}
     return out
@@ -164,7 +172,8 @@ def _fill(model, found_shapes: dict, read, where: str, *, device, dtype, device_
     from accelerate.utils import set_module_tensor_to_device
 
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    note = f" (from the config: d_model={model.cfg.hidden_size}, layers={model.cfg.num_hidden_layers}, {model.describe()})"
+    note = (f" (from the config: d_model={model.cfg.hidden_size}, layers={model.cfg.num_hidden_layers}, "
+            f"{model.describe()})")
     native = verify(expected, found_shapes, where, to_native=to_native, to_file=to_file, config_note=note)
     for nkey, fkey in native.items():
         target = device
@@ -195,7 +204,8 @@ def load_hf_dir(path: Path, *, device=None, dtype=None, device_map=None, max_mem
     with accelerate.init_empty_weights(include_buffers=False):
         model = RepoTransformer(cfg, init_weights=False)
     if device_map == "auto" or isinstance(max_memory, dict):
-        device_map = accelerate.infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=["RepoBlock"],
+        device_map = accelerate.infer_auto_device_map(model, max_memory=max_memory,
+                                                      no_split_module_classes=["RepoBlock"],
                                                       dtype=dtype or torch.float32)
     handles: dict[Path, object] = {}
 

