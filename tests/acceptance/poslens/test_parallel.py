@@ -103,8 +103,8 @@ def _run(argv, capsys=None):
 
 
 @pytest.mark.parametrize("name, models, opts", [("compare-heads", [DSTG, "rp-encoder-small"], KL),
-                                               ("position-probes", [DSTG], PROBES),
-                                               ("head-profiles", [REPO, DSTG], PROFILES)])
+                                                ("position-probes", [DSTG], PROBES),
+                                                ("head-profiles", [REPO, DSTG], PROFILES)])
 def test_shards_of_separate_jobs_merge_into_the_single_run(tmp_path, name, models, opts):
     model_args = [a for m in models for a in ("--model", m)]
     assert main(["analyze", name, *model_args, "--out", str(tmp_path / "single"), *opts]) == 0
