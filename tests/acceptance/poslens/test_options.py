@@ -58,8 +58,8 @@ def _aliases():
 def test_an_error_names_the_spelling_the_user_typed_and_the_current_one(analysis, flag, alias, tmp_path, capsys):
     rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "-5", "--out", str(tmp_path / OUT)])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith(f"poslens: error: {alias} -5: ") and f"({alias} is now spelled {flag})" in err, \
-        err
+    assert rc == 2 and err.startswith(f"poslens: error: {alias} -5: ") \
+        and f"({alias} is now spelled {flag})" in err, err
     rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "7", flag, "7",
                "--out", str(tmp_path / OUT)])
     assert rc == 2 and f"{flag} and {alias} are one option ({flag}): give it once" in capsys.readouterr().err

@@ -73,8 +73,8 @@ def _fake_proc(root, states: dict[int, list[str]], parents: dict[int, int] | Non
 
 
 def test_running_threads_counts_other_processes_running_threads(tmp_path):
-    _fake_proc(tmp_path, {10: ["R", "S", "R"], 11: ["S"], 12: ["D", "R"], 13: ["R", "R"], 14: ["R"], 15: ["R"],
-                          16: ["R"]},
+    _fake_proc(tmp_path, {10: ["R", "S", "R"], 11: ["S"], 12: ["D", "R"], 13: ["R", "R"], 14: ["R"],
+                          15: ["R"], 16: ["R"]},
                parents={13: 7, 15: 7, 16: 7}, kernel={14})
     # pid 13 is this process: its own threads do not count, nor kernel threads (14)
     assert threads.running_threads(tmp_path, exclude=13) == 5

@@ -61,10 +61,11 @@ def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_i
 
 
 def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
-    """Queries and keys replaced, before rotation, by one constant vector per head: band b of query head h is (a[h, b],
-    0) and of key head g (b[g, b], 0). Rotation keeps a band's norm, so ``q_norm`` is a and ``k_norm`` b exactly; the
-    band's term between query t and key s is a b cos((t - s) w_b), so poslens' logit share is a b M_b over its sum over
-    bands, M_b the mean of |cos((t - s) w_b)| over the causal pairs of the rows read (40 rows: two blocks of rows)."""
+    """Queries and keys replaced, before rotation, by one constant vector per head: band b of query head h is
+    (a[h, b], 0) and of key head g (b[g, b], 0). Rotation keeps a band's norm, so ``q_norm`` is a and ``k_norm`` b
+    exactly; the band's term between query t and key s is a b cos((t - s) w_b), so poslens' logit share is a b M_b over
+    its sum over bands, M_b the mean of |cos((t - s) w_b)| over the causal pairs of the rows read (40 rows: two blocks
+    of rows)."""
     model = _llama(tmp_path, "planted")
     spec = model.rotation(0)
     n_bands, d = spec.n_bands, model.cfg.head_dim

@@ -365,8 +365,8 @@ def test_the_forks_config_gives_the_model_the_shapes_give_and_its_norm_eps(tmp_p
     torch.save(state, bare)
     ids = token_ids(model, n=13)
     with torch.no_grad():
-        torch.testing.assert_close(load(path)(ids, position_offset=3), load(bare)(ids, position_offset=3), atol=0,
-                                   rtol=0)
+        torch.testing.assert_close(load(path)(ids, position_offset=3), load(bare)(ids, position_offset=3),
+                                   atol=0, rtol=0)
         path, model, _ = _fork_files(tmp_path / "eps", config=authors_config(norm_eps=1e-5))
         torch.testing.assert_close(load(path)(ids), model(ids))
         assert not torch.allclose(load(path)(ids), load(bare)(ids), atol=1e-4)

@@ -49,10 +49,10 @@ def test_forward_patterns_and_capabilities_match_transformers(kind, checkpoints)
     expected = out.last_hidden_state if kind == "bert" else out.logits
     assert _rel(logits, expected) < 1e-4
     for layer in range(2):
-        torch.testing.assert_close(cache[f"blocks.{layer}.attn.hook_pattern"], out.attentions[layer], atol=1e-5,
-                                   rtol=1e-4)
-        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_pre"], out.hidden_states[layer], atol=1e-5,
-                                   rtol=1e-4)
+        torch.testing.assert_close(cache[f"blocks.{layer}.attn.hook_pattern"], out.attentions[layer],
+                                   atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_pre"], out.hidden_states[layer],
+                                   atol=1e-5, rtol=1e-4)
     heads = ({Capability.CAUSAL_LM} if kind not in ("bert", "bert-mlm")
              else {Capability.MASKED_LM} if kind == "bert-mlm" else set())
     position = {Capability.POSITIONS, Capability.ROTARY} if kind in ROTARY else {Capability.AP_STREAM}

@@ -68,8 +68,8 @@ def test_the_authors_whole_model_config_loads(tmp_path):
     ids = torch.randint(0, 257, (2, 15), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids), model(ids))
-        torch.testing.assert_close(loaded(ids), reference_logits(state, AUTHORS_MODEL_CONFIG, ids), atol=1e-4,
-                                   rtol=1e-4)
+        torch.testing.assert_close(loaded(ids), reference_logits(state, AUTHORS_MODEL_CONFIG, ids),
+                                   atol=1e-4, rtol=1e-4)
     assert loaded.cfg.to_dict() == AUTHORS_MODEL_CONFIG  # and poslens writes it back whole
 
 
