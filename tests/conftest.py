@@ -4,7 +4,8 @@ import pytest
 import torch
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
-os.environ.setdefault("POSLENS_FORMATS", "html")  # static export is tested where asked for: tests/acceptance/figures/test_render.py
+# static export is tested where asked for: tests/acceptance/figures/test_render.py
+os.environ.setdefault("POSLENS_FORMATS", "html")
 
 
 @pytest.fixture(autouse=True)

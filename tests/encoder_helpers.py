@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 from interp.families.encoder.model import EncoderConfig, EncoderModel
 
-SMALL = dict(vocab_size=64, hidden_size=24, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40, max_length=48)
+SMALL = dict(vocab_size=64, hidden_size=24, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
+             max_length=48)
 VARIANTS = {
     "disentangled": dict(variant="disentangled", pos_size=8, d_qk=8),
     "ap": dict(variant="ap"),
@@ -48,18 +49,23 @@ def token_ids(model, batch: int = 2, n: int = 11, seed: int = 1) -> torch.Tensor
 
 # Every attribute the fork's NeoBERTConfig (LequeuISIR/transformers 8a10641) sets, which transformers 4.39's
 # save_pretrained writes to config.json (none equals a PretrainedConfig default), and the bookkeeping it adds.
-FORK_FIELDS = ("hidden_size", "pos_size", "num_hidden_layers", "num_attention_heads", "dim_head", "pos_intermediate_size",
-               "intermediate_size", "pos_dropout_prob", "dropout_prob", "attention_probs_dropout_prob", "use_only_sem_for_decoding",
-               "mixed_feed_forward", "embedding_init_range", "decoder_init_range", "rms_norm", "rope", "posneobert", "norm_eps",
+FORK_FIELDS = ("hidden_size", "pos_size", "num_hidden_layers", "num_attention_heads", "dim_head",
+               "pos_intermediate_size", "intermediate_size", "pos_dropout_prob", "dropout_prob",
+               "attention_probs_dropout_prob",
+               "use_only_sem_for_decoding", "mixed_feed_forward", "embedding_init_range", "decoder_init_range",
+               "rms_norm", "rope", "posneobert", "norm_eps",
                "hidden_act", "vocab_size", "pad_token_id", "max_length", "flash_attention", "base_scale", "ngpt",
-               "positional_embed_init", "attention_activation", "untie_cls", "mix_attentions", "random_offset", "shared_pos_keys",
-               "relative_pos_bias", "AP_embeddings", "kwargs")
+               "positional_embed_init", "attention_activation", "untie_cls", "mix_attentions", "random_offset",
+               "shared_pos_keys", "relative_pos_bias", "AP_embeddings", "kwargs")
 BOOKKEEPING = ("model_type", "architectures", "transformers_version", "torch_dtype")
-FORK_TRAINING = {"dropout_prob": 0.1, "pos_dropout_prob": 0, "attention_probs_dropout_prob": 0.1, "embedding_init_range": 0.02,
-                 "decoder_init_range": 0.02, "positional_embed_init": "random", "random_offset": True}
-FORK_INERT = {"base_scale": 1.0 / 960.0 ** 0.5, "flash_attention": False, "ngpt": False, "shared_pos_keys": False, "kwargs": {}}
+FORK_TRAINING = {"dropout_prob": 0.1, "pos_dropout_prob": 0, "attention_probs_dropout_prob": 0.1,
+                 "embedding_init_range": 0.02, "decoder_init_range": 0.02, "positional_embed_init": "random",
+                 "random_offset": True}
+FORK_INERT = {"base_scale": 1.0 / 960.0 ** 0.5, "flash_attention": False, "ngpt": False, "shared_pos_keys": False,
+              "kwargs": {}}
 FORK_MODELS = {  # the tiny models authors_config describes: the fork builds the RP bias and thetas inside each block
-    "disentangled": dict(intermediate_size=88, norm_eps=1e-5, rp_per_layer=True),  # int(2 * (4*8 + 4*24) / 3) = 85 -> 88
+    # int(2 * (4*8 + 4*24) / 3) = 85 -> 88
+    "disentangled": dict(intermediate_size=88, norm_eps=1e-5, rp_per_layer=True),
     "ap": dict(intermediate_size=64, norm_eps=1e-5),  # int(2 * 4*24 / 3) = 64
     "rp": dict(intermediate_size=64, norm_eps=1e-5, rp_per_layer=True, untie_cls=False, rp_skip_special=True),
     "rope": dict(intermediate_size=64, norm_eps=1e-5, rope_style="interleaved"),
@@ -78,13 +84,16 @@ def authors_config(variant: str = "disentangled", **overrides) -> dict:
     dis = variant == "disentangled"
     pos = 8 if dis else 384  # the baselines keep the default pos_size, which they never read
     cfg = {"hidden_size": 24, "pos_size": pos, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "dim_head": (24 + pos) // 4 if dis else 24 // 4, "pos_intermediate_size": 4 * pos, "intermediate_size": 4 * 24,
+           "dim_head": (24 + pos) // 4 if dis else 24 // 4, "pos_intermediate_size": 4 * pos,
+           "intermediate_size": 4 * 24,
            "use_only_sem_for_decoding": dis, "mixed_feed_forward": True, "rms_norm": True, "rope": variant == "rope",
-           "posneobert": dis, "norm_eps": 1e-05, "hidden_act": "swiglu", "vocab_size": 64, "pad_token_id": 0, "max_length": 48,
+           "posneobert": dis, "norm_eps": 1e-05, "hidden_act": "swiglu", "vocab_size": 64, "pad_token_id": 0,
+           "max_length": 48,
            "attention_activation": "softmax", "untie_cls": dis, "mix_attentions": "sum",
            "relative_pos_bias": variant in ("disentangled", "rp"), "AP_embeddings": variant != "rp",
            **FORK_TRAINING, **FORK_INERT,
-           "model_type": "neobert", "architectures": ["NeoBERTLMHead"], "transformers_version": "4.39.0", "torch_dtype": "float32"}
+           "model_type": "neobert", "architectures": ["NeoBERTLMHead"], "transformers_version": "4.39.0",
+           "torch_dtype": "float32"}
     assert set(cfg) == set(FORK_FIELDS) | set(BOOKKEEPING)
     cfg.update(overrides)
     return cfg
@@ -95,10 +104,13 @@ def fork_reference_config(fork: dict) -> dict:
     dis, h = fork["posneobert"], fork["num_attention_heads"]
     variant = "disentangled" if dis else "rope" if fork["rope"] else "rp" if fork["relative_pos_bias"] else "ap"
     return {"num_attention_heads": h, "hidden_size": fork["hidden_size"], "pos_size": fork["pos_size"] if dis else 0,
-            "norm_eps": fork["norm_eps"], "variant": variant, "d_qk": fork["dim_head"], "num_hidden_layers": fork["num_hidden_layers"],
+            "norm_eps": fork["norm_eps"], "variant": variant, "d_qk": fork["dim_head"],
+            "num_hidden_layers": fork["num_hidden_layers"],
             "num_buckets": 32, "max_distance": 128, "untie_cls": dis and fork["untie_cls"], "rp_at_special": False,
-            "rp_skip_special": fork["relative_pos_bias"],  # RelativePositionBucketedBias zeroes rows / columns 0 and n-1
-            "rp_per_layer": True, "residual": "normalized" if dis else "prenorm", "rope_theta": 10000.0, "rope_style": "interleaved",
+            # RelativePositionBucketedBias zeroes rows / columns 0 and n-1
+            "rp_skip_special": fork["relative_pos_bias"],
+            "rp_per_layer": True, "residual": "normalized" if dis else "prenorm", "rope_theta": 10000.0,
+            "rope_style": "interleaved",
             "mlm_input": "semantic" if fork["use_only_sem_for_decoding"] else "full"}
 
 
@@ -108,7 +120,8 @@ def t5_reference_buckets(n: int, num_buckets: int = 32, max_distance: int = 128)
 
     context = torch.arange(n)[:, None]
     memory = torch.arange(n)[None, :]
-    return T5Attention._relative_position_bucket(memory - context, bidirectional=True, num_buckets=num_buckets, max_distance=max_distance)
+    return T5Attention._relative_position_bucket(memory - context, bidirectional=True, num_buckets=num_buckets,
+                                                 max_distance=max_distance)
 
 
 def old_layout(state: dict, n_heads: int, d_qk: int, *, theta_shape: str = "[H]", embedding_rab: bool = False) -> dict:
@@ -185,7 +198,8 @@ def reference_logits(state: dict, cfg: dict, ids: torch.Tensor, offset: int = 0)
 
     def rp_parts(prefix):
         """(bucketed bias [1, h, n, n] or 0, thetas or None) of one layer."""
-        table = s.get(prefix + "relative_pos_bias.relative_attention_bias", s.get(prefix + "relative_pos_bias.relative_attention_bias.weight"))
+        table = s.get(prefix + "relative_pos_bias.relative_attention_bias",
+                      s.get(prefix + "relative_pos_bias.relative_attention_bias.weight"))
         bias = 0.0
         if table is not None:
             bias = table[buckets].permute(2, 0, 1)[None]
@@ -227,7 +241,8 @@ def reference_logits(state: dict, cfg: dict, ids: torch.Tensor, offset: int = 0)
         else:
             xa = _rms(x, s[pre + "attention_norm.weight"], eps)
             dh = hidden // h
-            q, k, v = (xa @ s[pre + "qkv.weight"].T).view(b, n, h, 3 * dh).chunk(3, dim=-1)  # NeoBERT: per head q | k | v
+            # NeoBERT: per head q | k | v
+            q, k, v = (xa @ s[pre + "qkv.weight"].T).view(b, n, h, 3 * dh).chunk(3, dim=-1)
             if variant == "rope":
                 positions = (torch.arange(n) + offset).float().expand(b, n)
                 q = _rotate(q, positions, cfg["rope_theta"], cfg["rope_style"])
@@ -242,7 +257,8 @@ def reference_logits(state: dict, cfg: dict, ids: torch.Tensor, offset: int = 0)
         gate, up = (xf @ s[pre + "ffn.w12.weight"].T).chunk(2, dim=-1)
         x = (xf if cfg["residual"] == "normalized" else x) + (F.silu(gate) * up) @ s[pre + "ffn.w3.weight"].T
     if dis:
-        final_ap, final_sem = _rms(x[..., :p], s["pos_layer_norm.weight"], eps), _rms(x[..., p:], s["sem_layer_norm.weight"], eps)
+        final_ap, final_sem = (_rms(x[..., :p], s["pos_layer_norm.weight"], eps),
+                               _rms(x[..., p:], s["sem_layer_norm.weight"], eps))
         head_in = torch.cat([final_ap, final_sem], -1) if cfg["mlm_input"] == "full" else final_sem
         final = torch.cat([final_ap, final_sem], -1)
     else:

@@ -229,13 +229,15 @@ def _runs(el, size: float, bold: bool):
     for child in el:
         if child.tag == f"{_SVG}tspan":
             st = _style(child)
-            yield from _runs(child, _size(st.get("font-size"), size), st.get("font-weight", "bold" if bold else "") in ("bold", "700"))
+            yield from _runs(child, _size(st.get("font-size"), size),
+                             st.get("font-weight", "bold" if bold else "") in ("bold", "700"))
         if child.tail:
             yield child.tail, size, bold
 
 
 def _lines(text_el, size: float, bold: bool):
-    """``(x, y, runs)`` per line: plotly writes a multi-line text as ``<tspan class="line">``s with their own x, y, dy."""
+    """``(x, y, runs)`` per line: plotly writes a multi-line text as ``<tspan class="line">``s with their own x, y,
+    dy."""
     x, y = float(text_el.get("x", 0)), float(text_el.get("y", 0))
     x += _length(text_el.get("dx"), size)
     y += _length(text_el.get("dy"), size)
@@ -247,7 +249,8 @@ def _lines(text_el, size: float, bold: bool):
         lx = float(line.get("x", x)) + _length(line.get("dx"), size)
         ly = float(line.get("y", y)) + _length(line.get("dy"), size)
         st = _style(line)
-        out.append((lx, ly, list(_runs(line, _size(st.get("font-size"), size), st.get("font-weight") in ("bold", "700") or bold))))
+        out.append((lx, ly, list(_runs(line, _size(st.get("font-size"), size),
+                                       st.get("font-weight") in ("bold", "700") or bold))))
     return out
 
 
@@ -262,7 +265,8 @@ def text_boxes(svg_path) -> tuple[list[TextBox], tuple[float, float]]:
         rect = cp.find(f"{_SVG}rect")
         if rect is not None:
             x, y = float(rect.get("x", 0)), float(rect.get("y", 0))
-            clips[cp.get("id")] = (_matrix(rect.get("transform")), x, y, x + float(rect.get("width", 0)), y + float(rect.get("height", 0)))
+            clips[cp.get("id")] = (_matrix(rect.get("transform")), x, y, x + float(rect.get("width", 0)),
+                                   y + float(rect.get("height", 0)))
     boxes: list[TextBox] = []
 
     def walk(el, m, style, regions, trace=None, point=False):
@@ -328,9 +332,12 @@ their learned positions) are not compared with each other: where the data crowds
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
             if a.element == b.element or a.trace is not None and a.trace == b.trace:
-                continue  # lines of one text; texts one trace places by their data (``crowded_data_texts`` judges those)
-            if max(x for x, _ in a.corners) < min(x for x, _ in b.corners) or max(x for x, _ in b.corners) < min(x for x, _ in a.corners) \
-                    or max(y for _, y in a.corners) < min(y for _, y in b.corners) or max(y for _, y in b.corners) < min(y for _, y in a.corners):
+                # lines of one text; texts one trace places by their data (``crowded_data_texts`` judges those)
+                continue
+            if max(x for x, _ in a.corners) < min(x for x, _ in b.corners) \
+                    or max(x for x, _ in b.corners) < min(x for x, _ in a.corners) \
+                    or max(y for _, y in a.corners) < min(y for _, y in b.corners) \
+                    or max(y for _, y in b.corners) < min(y for _, y in a.corners):
                 continue
             common = _clip(a.corners, b.corners)
             share = abs(_area(common)) / min(a.area, b.area) if common and min(a.area, b.area) else 0.0

@@ -6,8 +6,9 @@ import torch
 import transformers as T
 
 VOCAB, POSITIONS = 300, 512  # the byte tokenizer's ids fit; wiki contexts of a few hundred tokens fit
-_DECODER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                vocab_size=VOCAB, max_position_embeddings=POSITIONS, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+_DECODER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=POSITIONS, pad_token_id=0,
+                bos_token_id=1, eos_token_id=2)
 CONFIGS = {
     "llama": (T.LlamaConfig, T.LlamaForCausalLM, _DECODER),
     "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, _DECODER),
@@ -15,13 +16,19 @@ CONFIGS = {
     "gemma2": (T.Gemma2Config, T.Gemma2ForCausalLM, {**_DECODER, "head_dim": 16}),
     "olmo2": (T.Olmo2Config, T.Olmo2ForCausalLM, _DECODER),
     "phi3": (T.Phi3Config, T.Phi3ForCausalLM, _DECODER),
-    "gpt2": (T.GPT2Config, T.GPT2LMHeadModel, dict(n_embd=64, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=POSITIONS)),
-    "gpt_neox": (T.GPTNeoXConfig, T.GPTNeoXForCausalLM, {k: v for k, v in _DECODER.items() if k != "num_key_value_heads"}),
-    "opt": (T.OPTConfig, T.OPTForCausalLM, dict(hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
-                                               vocab_size=VOCAB, max_position_embeddings=POSITIONS, word_embed_proj_dim=64,
-                                               pad_token_id=0, bos_token_id=1, eos_token_id=2)),
-    "bert": (T.BertConfig, T.BertModel, {k: v for k, v in _DECODER.items() if k not in ("num_key_value_heads", "bos_token_id", "eos_token_id")}),
-    "bert-mlm": (T.BertConfig, T.BertForMaskedLM, {k: v for k, v in _DECODER.items() if k not in ("num_key_value_heads", "bos_token_id", "eos_token_id")}),
+    "gpt2": (T.GPT2Config, T.GPT2LMHeadModel, dict(n_embd=64, n_layer=2, n_head=4, vocab_size=VOCAB,
+                                                   n_positions=POSITIONS)),
+    "gpt_neox": (T.GPTNeoXConfig, T.GPTNeoXForCausalLM, {k: v for k, v in _DECODER.items()
+                                                         if k != "num_key_value_heads"}),
+    "opt": (T.OPTConfig, T.OPTForCausalLM, dict(hidden_size=64, ffn_dim=128, num_hidden_layers=2,
+                                                num_attention_heads=4, vocab_size=VOCAB,
+                                                max_position_embeddings=POSITIONS, word_embed_proj_dim=64,
+                                                pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "bert": (T.BertConfig, T.BertModel, {k: v for k, v in _DECODER.items()
+                                         if k not in ("num_key_value_heads", "bos_token_id", "eos_token_id")}),
+    "bert-mlm": (T.BertConfig, T.BertForMaskedLM, {k: v for k, v in _DECODER.items()
+                                                   if k not in ("num_key_value_heads", "bos_token_id",
+                                                                "eos_token_id")}),
 }
 ROTARY = {"llama", "qwen2", "mistral", "gemma2", "olmo2", "phi3", "gpt_neox"}
 LEARNED = {"gpt2", "opt", "bert", "bert-mlm"}

@@ -21,7 +21,8 @@ def status(key):
 
 
 def main(mode: str, n: int, chunk: int) -> None:
-    m = tiny_repo("rope", vocab_size=32000, max_position_embeddings=8192, hidden_size=64, intermediate_size=128, num_hidden_layers=2)
+    m = tiny_repo("rope", vocab_size=32000, max_position_embeddings=8192, hidden_size=64, intermediate_size=128,
+                  num_hidden_layers=2)
     tokens = torch.randint(0, 32000, (1, n))
     with torch.no_grad():
         m(tokens[:, :16])

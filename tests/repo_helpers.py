@@ -30,13 +30,17 @@ AUTHORS_PE_CONFIG = {  # PEConfig as the authors' code serialises it: every fiel
 def authors_olmo2_config(model: RepoTransformer) -> dict:
     """config.json as the authors' convert_olmo2_to_hf.py leaves it (their transformers 4.52.4 ``save_pretrained`` of an
     Olmo2Config with a nested PEConfig): every attribute Olmo2Config sets, the token ids and dtype it keeps, the
-    bookkeeping; ``bos_token_id`` (None, a PretrainedConfig default) and ``_name_or_path`` (deleted there) are left out."""
+    bookkeeping; ``bos_token_id`` (None, a PretrainedConfig default) and ``_name_or_path`` (deleted there) are left
+    out."""
     c = model.cfg
-    return {"architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "eos_token_id": 256,
-            "hidden_act": "silu", "hidden_size": c.hidden_size, "initializer_range": 0.02, "intermediate_size": c.intermediate_size,
-            "max_position_embeddings": c.max_position_embeddings, "model_type": "olmo2", "num_attention_heads": c.num_attention_heads,
+    return {"architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+            "eos_token_id": 256, "hidden_act": "silu", "hidden_size": c.hidden_size, "initializer_range": 0.02,
+            "intermediate_size": c.intermediate_size,
+            "max_position_embeddings": c.max_position_embeddings, "model_type": "olmo2",
+            "num_attention_heads": c.num_attention_heads,
             "num_hidden_layers": c.num_hidden_layers, "num_key_value_heads": c.num_key_value_heads, "pad_token_id": 1,
-            "pe_config": dict(AUTHORS_PE_CONFIG), "rms_norm_eps": c.rms_norm_eps, "rope_scaling": None, "rope_theta": c.rope_theta,
+            "pe_config": dict(AUTHORS_PE_CONFIG), "rms_norm_eps": c.rms_norm_eps, "rope_scaling": None,
+            "rope_theta": c.rope_theta,
             "tie_word_embeddings": False, "torch_dtype": "float32", "transformers_version": "4.52.4", "use_cache": True,
             "vocab_size": c.vocab_size}
 
@@ -72,8 +76,8 @@ def reference_logits(state: dict, hf_config: dict, ids: torch.Tensor) -> torch.T
         q, k, v = (t.view(b, n, h, hd).transpose(1, 2) for t in (q, k, v))  # [b, h, n, hd]
         layer_mode = mode if i >= start else "none"
         if layer_mode == "swigluex_multihead":
-            z = (F.silu(x @ state[p + "self_attn.gate_map.weight"].T) * (x @ state[p + "self_attn.content_map.weight"].T)) \
-                @ state[p + "self_attn.final_map.weight"].T
+            z = (F.silu(x @ state[p + "self_attn.gate_map.weight"].T)
+                 * (x @ state[p + "self_attn.content_map.weight"].T)) @ state[p + "self_attn.final_map.weight"].T
             cos, sin = cos_sin(z.transpose(1, 2))  # [b, h, n, hd]
         else:
             cos, sin = cos_sin(torch.arange(n).float())
@@ -83,6 +87,7 @@ def reference_logits(state: dict, hf_config: dict, ids: torch.Tensor) -> torch.T
         attn = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
         o = attn.transpose(1, 2).reshape(b, n, d) @ state[p + "self_attn.o_proj.weight"].T
         x = x + _rms(o, state[p + "post_attention_layernorm.weight"])
-        m = (F.silu(x @ state[p + "mlp.gate_proj.weight"].T) * (x @ state[p + "mlp.up_proj.weight"].T)) @ state[p + "mlp.down_proj.weight"].T
+        m = (F.silu(x @ state[p + "mlp.gate_proj.weight"].T)
+             * (x @ state[p + "mlp.up_proj.weight"].T)) @ state[p + "mlp.down_proj.weight"].T
         x = x + _rms(m, state[p + "post_feedforward_layernorm.weight"])
     return _rms(x, state["model.norm.weight"]) @ state["lm_head.weight"].T

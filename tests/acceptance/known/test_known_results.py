@@ -62,16 +62,17 @@ def test_minilms_learned_position_table_is_low_dimensional_and_periodic():
     trained, control = (ap_spectrum(m).drop_duplicates("component").set_index("component")
                         for m in (model, shuffled_weights(model, seed=0)))
     assert trained.loc[2, "cumulative"] > 3 * control.loc[2, "cumulative"]
-    assert abs(int(trained.loc[1, "dominant_bin"]) - int(trained.loc[2, "dominant_bin"])) <= 2  # one frequency, two phases
+    # one frequency, two phases
+    assert abs(int(trained.loc[1, "dominant_bin"]) - int(trained.loc[2, "dominant_bin"])) <= 2
     assert trained.loc[3, "low_freq_power"] > 0.8 > control[["low_freq_power"]].max().item()
 
 
 def test_low_rotary_frequencies_carry_the_logit_and_high_ones_make_the_positional_heads(pair):
-    """Barbero et al. 2025: in trained models the lowest rotary frequencies have larger queries and keys than the highest
-    (their per-band mean 2-norm; keys about 1.7x / 4.0x in SmolLM2 / Gemma 3, queries 1.9x / only 1.1x); poslens' logit
-    share puts most of the logit there too, the positional (previous-token) heads lean on the highest, and without the
-    highest those heads stop attending to the previous token while without the lowest they keep doing so. Random weights
-    prefer no band."""
+    """Barbero et al. 2025: in trained models the lowest rotary frequencies have larger queries and keys than the
+    highest (their per-band mean 2-norm; keys about 1.7x / 4.0x in SmolLM2 / Gemma 3, queries 1.9x / only 1.1x);
+    poslens' logit share puts most of the logit there too, the positional (previous-token) heads lean on the highest,
+    and without the highest those heads stop attending to the previous token while without the lowest they keep doing
+    so. Random weights prefer no band."""
     from analyses.rope_frequencies import quarters, rope_frequencies
 
     trained, control = (rope_frequencies(m, n_docs=1, length=128, max_rows=32, niah_prompts=0) for m in pair)
@@ -83,7 +84,8 @@ def test_low_rotary_frequencies_carry_the_logit_and_high_ones_make_the_positiona
 
     def norms(df):
         usage = quarters(df).set_index("bands")
-        low, high = usage[usage.index.str.startswith("lowest")].iloc[0], usage[usage.index.str.startswith("highest")].iloc[0]
+        low, high = (usage[usage.index.str.startswith("lowest")].iloc[0],
+                     usage[usage.index.str.startswith("highest")].iloc[0])
         return low["mean_q_norm"] / high["mean_q_norm"], low["mean_k_norm"] / high["mean_k_norm"]
 
     q_ratio, k_ratio = norms(trained)
@@ -102,11 +104,11 @@ def test_low_rotary_frequencies_carry_the_logit_and_high_ones_make_the_positiona
 
 
 def test_masking_retrieval_heads_breaks_needle_retrieval_and_masking_random_heads_does_not(pair):
-    """Wu et al. 2024: few heads copy the needle (retrieval score > 0.1: 3-6% of heads in their models; on the one prompt
-    read here 5% of SmolLM2's and 15% of Gemma 3's, a minority, the paper's share not reached by Gemma); with the top 5%
-    masked the way they mask them (queries zeroed from the last prompt token on) a model no longer copies the needle;
-    with as many random heads of the same layers masked it still does (the answer fed in, the share of its tokens
-    predicted)."""
+    """Wu et al. 2024: few heads copy the needle (retrieval score > 0.1: 3-6% of heads in their models; on the one
+    prompt read here 5% of SmolLM2's and 15% of Gemma 3's, a minority, the paper's share not reached by Gemma); with
+    the top 5% masked the way they mask them (queries zeroed from the last prompt token on) a model no longer copies
+    the needle; with as many random heads of the same layers masked it still does (the answer fed in, the share of its
+    tokens predicted)."""
     from analyses.retrieval_heads import retrieval_heads
 
     df = retrieval_heads(pair[0], n_docs=1, niah_prompts=2, length=256, shares=(0.05,), n_random=1)
@@ -118,16 +120,19 @@ def test_masking_retrieval_heads_breaks_needle_retrieval_and_masking_random_head
 
 
 def test_window_attention_needs_the_first_tokens(pair):
-    """Xiao et al. 2024 (StreamingLLM): read through a window of recent keys, a trained model's loss rises far above full
-    attention's, and keeping the first 4 tokens brings it back; with random weights the first tokens change nothing."""
+    """Xiao et al. 2024 (StreamingLLM): read through a window of recent keys, a trained model's loss rises far above
+    full attention's, and keeping the first 4 tokens brings it back; with random weights the first tokens change
+    nothing."""
     from analyses.attention_window import attention_window
 
     def past(df):
         return df[(df["part"] == "loss") & (df["bucket"] == "past the window")].set_index("condition")["loss"]
 
-    trained, control = (past(attention_window(m, length=256, n_docs=1, window=32, sinks=(0, 4), max_rows=16)) for m in pair)
+    trained, control = (past(attention_window(m, length=256, n_docs=1, window=32, sinks=(0, 4), max_rows=16))
+                        for m in pair)
     rise = trained["window"] - trained["full"]
     assert rise > 1.0, trained.to_dict()
     assert trained["window + 4 sinks"] - trained["full"] < 0.25 * rise, trained.to_dict()
     # relative to each model's own loss: shuffled Gemma 3 predicts at a loss of hundreds of nats (its norms blow up)
-    assert abs(control["window"] - control["window + 4 sinks"]) / control["full"] < 0.2 * rise / trained["full"], control.to_dict()
+    assert abs(control["window"] - control["window + 4 sinks"]) / control["full"] \
+        < 0.2 * rise / trained["full"], control.to_dict()

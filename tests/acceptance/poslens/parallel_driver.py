@@ -9,7 +9,8 @@ import json
 import os
 import sys
 
-importlib.import_module("figures.save").find_chrome = lambda: None  # HTML only: PNG/PDF export would dominate the test's time
+# HTML only: PNG/PDF export would dominate the test's time
+importlib.import_module("figures.save").find_chrome = lambda: None
 
 from poslens.cli import main  # noqa: E402
 

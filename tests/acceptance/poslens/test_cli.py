@@ -22,8 +22,8 @@ def checkpoints(tmp_path_factory):
 
 def test_analyze_writes_csv_figure_and_provenance(checkpoints, tmp_path):
     out = tmp_path / "out"
-    rc = main(["analyze", "entity-spacing", "--model", str(checkpoints / "step_7.pt"), "--model", str(checkpoints / "shared"),
-               "--out", str(out), "--seed", "3", "--device", "cpu"])
+    rc = main(["analyze", "entity-spacing", "--model", str(checkpoints / "step_7.pt"),
+               "--model", str(checkpoints / "shared"), "--out", str(out), "--seed", "3", "--device", "cpu"])
     assert rc == 0
     df = pd.read_csv(out / "entity-spacing.csv")
     assert set(df["model"]) == {"step_7", "tiny-shared"} and set(df["layer"]) == {"L0", "L1", "shared"}
@@ -51,7 +51,8 @@ def test_same_seed_same_numbers(checkpoints, tmp_path):
     for d in ("a", "b"):
         main(["analyze", "word-boundaries", "--model", str(checkpoints / "step_7.pt"), "--out", str(tmp_path / d),
               "--max-gaps", "800", "--n-boot", "40", "--seed", "11"])
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a/word-boundaries.csv"), pd.read_csv(tmp_path / "b/word-boundaries.csv"))
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a/word-boundaries.csv"),
+                                  pd.read_csv(tmp_path / "b/word-boundaries.csv"))
 
 
 @pytest.mark.parametrize("extra, message", [

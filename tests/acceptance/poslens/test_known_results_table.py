@@ -21,7 +21,8 @@ def test_readme_table_is_the_one_generated_from_the_kept_csvs():
 def test_every_claim_quotes_a_place_and_the_papers_numbers():
     for c in CLAIMS:
         assert c.quote.strip() and c.where.strip() and c.paper.strip() and c.protocol.strip(), c.finding
-        assert any(w in c.where for w in ("§", "Table", "Fig")), f"{c.finding}: where does the paper say it? {c.where!r}"
+        assert any(w in c.where for w in ("§", "Table", "Fig")), \
+            f"{c.finding}: where does the paper say it? {c.where!r}"
     assert OBSERVATIONS, "findings without a published claim go to the observations table"
 
 
@@ -105,7 +106,8 @@ def test_readme_section_is_rewritten_in_place_and_nothing_else(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# x\nbefore\n<!-- known-results -->\nold\n<!-- /known-results -->\nafter\n", encoding="utf-8")
     known_results.write_readme(readme, "| new |\n")
-    assert readme.read_text(encoding="utf-8") == "# x\nbefore\n<!-- known-results -->\n| new |\n<!-- /known-results -->\nafter\n"
+    assert readme.read_text(encoding="utf-8") == ("# x\nbefore\n<!-- known-results -->\n| new |\n"
+                                                  "<!-- /known-results -->\nafter\n")
     (tmp_path / "bare.md").write_text("no markers\n")
     with pytest.raises(ValueError, match="no <!-- known-results -->"):
         known_results.write_readme(tmp_path / "bare.md", "| new |\n")
@@ -141,7 +143,8 @@ def _retrieval_csv(folder, n_retrieval, top_acc, random_acc, heads=100):
             rows.append(dict(model=model, score="wu", masking="query", part="heads", layer=h // 10, head=h % 10,
                              retrieval_score=0.5 if h < n_retrieval else 0.0, is_retrieval=h < n_retrieval,
                              n_counted=8, n_scored=8))
-        rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="none", k=0, niah_accuracy=1.0))
+        rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="none", k=0,
+                         niah_accuracy=1.0))
         for k in (2, 5, 10):
             rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="top", k=k,
                              niah_accuracy=top_acc if k >= n_retrieval else 1.0))
@@ -167,10 +170,13 @@ def _stream_csv(folder, window, sinks, recomputed, past=True):
     span = "past the trained length" if past else "all"
     for model in ("smollm2", "gemma3-270m"):
         base = dict(model=model, setting="streaming", stream_tokens=12288, trained_length=8192, recompute_stride=64)
-        for condition, loss in (("dense", 4.0), ("window", window), ("window + 1 sink", sinks), ("window + 4 sinks", sinks)):
-            rows.append(dict(base, condition=condition, bucket=span, loss=loss, cache_size=1024 if "window" in condition else None))
+        for condition, loss in (("dense", 4.0), ("window", window), ("window + 1 sink", sinks),
+                                ("window + 4 sinks", sinks)):
+            rows.append(dict(base, condition=condition, bucket=span, loss=loss,
+                             cache_size=1024 if "window" in condition else None))
             rows.append(dict(base, condition=condition, bucket="re-computed tokens", loss=loss, cache_size=None))
-        rows.append(dict(base, condition="re-computation", bucket="re-computed tokens", loss=recomputed, cache_size=None))
+        rows.append(dict(base, condition="re-computation", bucket="re-computed tokens", loss=recomputed,
+                         cache_size=None))
     pd.DataFrame(rows).to_csv(folder / "attention-window.csv", index=False)
 
 

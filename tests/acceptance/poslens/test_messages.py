@@ -26,18 +26,20 @@ def test_a_non_utf8_entities_file_is_named_with_its_line(tmp_path, capsys):
 
 
 def test_roc_auc_names_the_reference_and_why():
-    with pytest.raises(ValueError, match="layer L0 against gold needs both positive and negative labels, but all 3 are negative"):
+    with pytest.raises(ValueError, match="layer L0 against gold needs both positive and negative labels, "
+                                         "but all 3 are negative"):
         roc_auc([0, 0, 0], [0.1, 0.2, 0.3], "layer L0 against gold")
     model = tiny_model("per-layer", max_seq_len=256)
     one_word = [Document("t", "中华人民共和国", "test", ("中华人民共和国",))]  # no boundary inside
-    with pytest.raises(ValueError, match=r"ROC-AUC of layer L0 against the (jieba|gold) segmentation \(6 gaps in 1 documents\) "
-                                         r"needs both .* all 6 are negative"):
+    with pytest.raises(ValueError, match=r"ROC-AUC of layer L0 against the (jieba|gold) segmentation "
+                                         r"\(6 gaps in 1 documents\) needs both .* all 6 are negative"):
         word_boundaries(model, documents=one_word, length=128, n_boot=10)
 
 
 def test_zero_documents_is_reported_as_zero_documents():
     model = tiny_model("per-layer", max_seq_len=256)
-    with pytest.raises(ValueError, match=r"n_docs 0: must be at least 1"):  # refused by the declaration, before any work
+    # refused by the declaration, before any work
+    with pytest.raises(ValueError, match=r"n_docs 0: must be at least 1"):
         word_boundaries(model, n_docs=0, length=128, n_boot=10)
     with pytest.raises(ValueError, match=r"word-boundaries: documents= holds nothing"):
         word_boundaries(model, documents=[], length=128, n_boot=10)
@@ -50,7 +52,8 @@ def test_a_corrupt_dstg_position_table_is_blamed_on_itself(tmp_path, shape):
     _, state = export(tiny_encoder("disentangled"))
     state["model.positional_embedding.weight"] = torch.randn(shape)
     torch.save(state, tmp_path / "state_dict.pt")
-    with pytest.raises(CheckpointError, match=rf"'model\.positional_embedding\.weight' has shape {list(shape)}".replace("[", r"\[").replace("]", r"\]")) as err:
+    with pytest.raises(CheckpointError, match=rf"'model\.positional_embedding\.weight' has shape {list(shape)}"
+                       .replace("[", r"\[").replace("]", r"\]")) as err:
         load(tmp_path / "state_dict.pt")
     assert "qkv_pos" not in str(err.value).split("positional_embedding")[0]
 
@@ -60,9 +63,11 @@ def test_run_and_collect_names_close_hooks_and_hooks_that_never_run():
     tokens = torch.tensor([[1, 2, 3]])
     with pytest.raises(KeyError) as err:
         run_and_collect(model, tokens, ["hook_delta"])
-    assert str(err.value) == ("tiny-per-layer has no hook 'hook_delta'; did you mean blocks.0.hook_delta, blocks.1.hook_delta? "
+    assert str(err.value) == ("tiny-per-layer has no hook 'hook_delta'; "
+                              "did you mean blocks.0.hook_delta, blocks.1.hook_delta? "
                               "(model.hook_table() lists every hook this model has, with its shape and meaning)")
-    with pytest.raises(KeyError, match=r"no hook 'blocks\.0\.attn\.hook_patern'; did you mean blocks\.0\.attn\.hook_pattern"):
+    with pytest.raises(KeyError, match=r"no hook 'blocks\.0\.attn\.hook_patern'; "
+                                       r"did you mean blocks\.0\.attn\.hook_pattern"):
         run_and_collect(model, tokens, ["blocks.0.attn.hook_patern"])
     with pytest.raises(TypeError, match=r"got the string 'blocks\.0\.hook_delta'"):
         run_and_collect(model, tokens, "blocks.0.hook_delta")
@@ -71,7 +76,8 @@ def test_run_and_collect_names_close_hooks_and_hooks_that_never_run():
 @pytest.mark.parametrize("make", [lambda: tiny_model("per-layer"), lambda: tiny_encoder("disentangled")])
 def test_query_rows_refuses_fractions_and_rows_past_the_sequence(make):
     model = make()
-    tokens = token_ids(model, 1, 6) if hasattr(model, "cfg") and not hasattr(model, "increment_sources") else torch.tensor([[1, 2, 3, 4, 5, 6]])
+    tokens = (token_ids(model, 1, 6) if hasattr(model, "cfg") and not hasattr(model, "increment_sources")
+              else torch.tensor([[1, 2, 3, 4, 5, 6]]))
     seen = []
     hook = ("blocks.0.attn.hook_pattern", lambda t, hook: seen.append(t.shape))
     with pytest.raises(ValueError, match="query_rows takes integer positions, got 2.7"):
@@ -79,7 +85,8 @@ def test_query_rows_refuses_fractions_and_rows_past_the_sequence(make):
     with pytest.raises(ValueError, match="from 0, got -1"):
         model.query_rows([-1])
     with model.query_rows([1000]), model.hooks(fwd_hooks=[hook]):
-        with pytest.raises(IndexError, match=r"query position 1000, but this forward pass has 6 query positions \(0\.\.5\)"):
+        with pytest.raises(IndexError, match=r"query position 1000, "
+                                             r"but this forward pass has 6 query positions \(0\.\.5\)"):
             model(tokens)
     with model.query_rows(torch.tensor([2.0, 5.0])), model.hooks(fwd_hooks=[hook]):
         model(tokens)
@@ -113,6 +120,7 @@ def test_python_dash_m_poslens_runs_the_command_line():
 def test_an_input_error_names_the_option_and_file_once(tmp_path, capsys, content, said):
     given = tmp_path / "docs.jsonl"
     given.write_text(content)
-    assert main(["analyze", "kl-ablation", "--model", "dstg-small", "--input", str(given), "--out", str(tmp_path / "o")]) == 2
+    assert main(["analyze", "kl-ablation", "--model", "dstg-small", "--input", str(given),
+                 "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"poslens: error: --input {given}: ") and err.count(str(given)) == 1 and said in err

@@ -58,8 +58,10 @@ def _aliases():
 def test_an_error_names_the_spelling_the_user_typed_and_the_current_one(analysis, flag, alias, tmp_path, capsys):
     rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "-5", "--out", str(tmp_path / OUT)])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith(f"poslens: error: {alias} -5: ") and f"({alias} is now spelled {flag})" in err, err
-    rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "7", flag, "7", "--out", str(tmp_path / OUT)])
+    assert rc == 2 and err.startswith(f"poslens: error: {alias} -5: ") \
+        and f"({alias} is now spelled {flag})" in err, err
+    rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "7", flag, "7",
+               "--out", str(tmp_path / OUT)])
     assert rc == 2 and f"{flag} and {alias} are one option ({flag}): give it once" in capsys.readouterr().err
 
 
@@ -82,7 +84,8 @@ def test_default_length_is_lowered_to_the_model_and_recorded(tmp_path):
 @pytest.mark.parametrize("argv", [["--help"], ["analyze", "position-probes", "--help"], ["models"]])
 def test_help_and_models_import_no_heavy_module(argv):
     code = ("import sys\nfrom poslens.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformer_lens', 'transformers', 'scipy') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformer_lens', 'transformers', 'scipy') "
+            "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code % argv], capture_output=True, text=True, check=True)
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 

@@ -48,7 +48,8 @@ def test_two_concurrent_runs_one_wins_the_other_is_refused_naming_the_lock(tmp_p
     thread = threading.Thread(target=first)
     thread.start()
     assert started.wait(30)
-    with pytest.raises(OutputLocked, match=r"\.byte-increments\.lock: pid \d+ .* is writing the results of 'byte-increments'"):
+    with pytest.raises(OutputLocked, match=r"\.byte-increments\.lock: pid \d+ .* "
+                                           r"is writing the results of 'byte-increments'"):
         run_analysis("byte-increments", [b], tmp_path, formats=("html",), force=True)
     release.set()
     thread.join(60)
@@ -91,7 +92,8 @@ def test_a_run_that_fails_in_a_new_folder_leaves_no_folder(tmp_path, monkeypatch
 def test_a_stale_lock_from_a_dead_process_is_taken_over(tmp_path):
     import socket
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
     (tmp_path / ".byte-increments.lock").write_text(f"{dead} {socket.gethostname()}\n")
     (tmp_path / ".byte-increments.partial-123-0-x").mkdir()  # staging left by a killed run
     result = run_analysis("byte-increments", [tiny_model("shared")], tmp_path, formats=("html",))

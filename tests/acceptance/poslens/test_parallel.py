@@ -20,7 +20,8 @@ from poslens.cli import main
 ROOT = Path(__file__).resolve().parents[3]
 INC, REPO, DSTG = "increments-per-layer", "repo-small", "dstg-small"
 KL = ["--n-docs", "5", "--max-tokens", "64"]
-PROBES = ["--n-docs", "12", "--n-train", "8", "--n-test", "4", "--n-seeds", "2", "--max-tokens", "64", "--cv-folds", "2"]
+PROBES = ["--n-docs", "12", "--n-train", "8", "--n-test", "4", "--n-seeds", "2", "--max-tokens", "64",
+          "--cv-folds", "2"]
 # a causal LM (contexts and NIAH prompts) and a model whose logits decompose (contexts with KLs)
 CONTEXTS = ["--context-tokens", "64", "--max-rows", "16"]
 PROFILES = ["--n-contexts", "3", *CONTEXTS, "--n-samples", "3", "--niah-tokens", "224"]
@@ -39,7 +40,8 @@ def jobs(out: Path, entities: Path) -> list[list[str]]:
         ("position-probes", [DSTG], PROBES),
         ("head-profiles", [REPO, DSTG], PROFILES),
     ]
-    return [["analyze", name, "--out", str(out), *[a for m in models for a in ("--model", m)], *opts] for name, models, opts in spec]
+    return [["analyze", name, "--out", str(out), *[a for m in models for a in ("--model", m)], *opts]
+            for name, models, opts in spec]
 
 
 @pytest.fixture(autouse=True)
@@ -70,8 +72,9 @@ def test_torchrun_two_processes_give_the_one_process_tables(tmp_path):
                "--shard-dir", str(tmp_path / "shards"), "--flush-every", "2"]
     (tmp_path / "jobs.json").write_text(json.dumps(jobs(two, entities) + [sharded]))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                           "--master-port", str(free_port()), str(ROOT / "tests/acceptance/poslens/parallel_driver.py"), str(tmp_path / "jobs.json")],
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+                           str(ROOT / "tests/acceptance/poslens/parallel_driver.py"), str(tmp_path / "jobs.json")],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     names = [argv[1] for argv in jobs(one, entities)]
@@ -99,8 +102,9 @@ def _run(argv, capsys=None):
     return rc, err
 
 
-@pytest.mark.parametrize("name, models, opts", [("compare-heads", [DSTG, "rp-encoder-small"], KL), ("position-probes", [DSTG], PROBES),
-                                               ("head-profiles", [REPO, DSTG], PROFILES)])
+@pytest.mark.parametrize("name, models, opts", [("compare-heads", [DSTG, "rp-encoder-small"], KL),
+                                                ("position-probes", [DSTG], PROBES),
+                                                ("head-profiles", [REPO, DSTG], PROFILES)])
 def test_shards_of_separate_jobs_merge_into_the_single_run(tmp_path, name, models, opts):
     model_args = [a for m in models for a in ("--model", m)]
     assert main(["analyze", name, *model_args, "--out", str(tmp_path / "single"), *opts]) == 0
@@ -137,7 +141,8 @@ def _count_forwards(monkeypatch, cls, stop_after=None):
     return calls
 
 
-@pytest.mark.parametrize("name, opts, n_items, per_item", [("kl-ablation", KL, 5, 1), ("position-probes", PROBES, 12, 1),
+@pytest.mark.parametrize("name, opts, n_items, per_item", [("kl-ablation", KL, 5, 1),
+                                                           ("position-probes", PROBES, 12, 1),
                                                            ("head-profiles", ["--n-contexts", "5", *CONTEXTS], 5, 2)])
 def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch, name, opts, n_items, per_item):
     """``per_item``: forward passes per item (head-profiles: a context's masses, then its KLs)."""

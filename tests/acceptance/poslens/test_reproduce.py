@@ -9,7 +9,8 @@ from tests.helpers import tiny_model
 def plan(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     for variant in ("shared", "per-layer", "rope"):
-        save(tiny_model(variant, max_seq_len=512), root / variant, training={"steps": 3, "tokens_seen": 99, "final_validation_loss": 5.5})
+        save(tiny_model(variant, max_seq_len=512), root / variant,
+             training={"steps": 3, "tokens_seen": 99, "final_validation_loss": 5.5})
     inc = (str(root / "shared"), str(root / "per-layer"))
     return (
         Step("loss-neutrality", inc + (str(root / "rope"),), quick=dict(n_docs=2, n_boot=10), section="A"),
@@ -58,7 +59,8 @@ def test_every_step_of_the_plans_names_an_analysis_and_its_options():
     from poslens.reproduce import main_plan, real_plan
 
     PLAN, REAL_PLAN = main_plan(), real_plan()
-    assert [s.analysis for s in REAL_PLAN] == ["sink-rate", "induction", "rope-frequencies", "retrieval-heads", "attention-window"]
+    assert [s.analysis for s in REAL_PLAN] == ["sink-rate", "induction", "rope-frequencies", "retrieval-heads",
+                                               "attention-window"]
     assert [s.analysis for s in PLAN] == [a.name for a in all_analyses()]
     modules = [inspect.unwrap(get(s.analysis).body).__module__ for s in PLAN]
     assert list(dict.fromkeys(modules)) == list(MODULES)  # the report's order, one line each

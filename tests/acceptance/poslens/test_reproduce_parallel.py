@@ -2,8 +2,9 @@
 only rank 0 takes a lock or writes, refusals stop every rank before any work, and a failure on one rank ends
 the whole launch instead of leaving the other waiting in a collective.
 
-The plan is cut to four steps (``reproduce_driver.py`` puts it in place of ``main_plan()``): three data-parallel analyses
-(``head-profiles`` folds contexts, NIAH prompts and KLs in one call) and one that is not (``byte-increments``)."""
+The plan is cut to four steps (``reproduce_driver.py`` puts it in place of ``main_plan()``): three data-parallel
+analyses (``head-profiles`` folds contexts, NIAH prompts and KLs in one call) and one that is not
+(``byte-increments``)."""
 
 import json
 import os
@@ -27,22 +28,25 @@ TWO_GLOO = {"processes": 2, "backend": "gloo"}
 def plan(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     for variant in ("shared", "per-layer"):
-        save(tiny_model(variant, max_seq_len=512), root / variant, training={"steps": 3, "tokens_seen": 99, "final_validation_loss": 5.5})
+        save(tiny_model(variant, max_seq_len=512), root / variant,
+             training={"steps": 3, "tokens_seen": 99, "final_validation_loss": 5.5})
     inc = [str(root / "shared"), str(root / "per-layer")]
     return [
         dict(analysis="loss-neutrality", models=inc, quick=dict(n_docs=2, n_boot=10), section="A"),
         dict(analysis="byte-increments", models=inc, section="A"),
         dict(analysis="kl-ablation", models=["dstg-small"], options=dict(n_docs=4, length=64), section="B"),
-        dict(analysis="head-profiles", models=["dstg-small"], options=dict(n_docs=1, length=64, max_rows=16), section="B"),
+        dict(analysis="head-profiles", models=["dstg-small"], options=dict(n_docs=1, length=64, max_rows=16),
+             section="B"),
     ]
 
 
 def torchrun(tmp_path, spec: dict, timeout: int = 300):
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "POSLENS_FORMATS": "html"}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                           "--master-port", str(free_port()), str(ROOT / "tests/acceptance/poslens/reproduce_driver.py"),
-                           str(tmp_path / "spec.json")], env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+                           str(ROOT / "tests/acceptance/poslens/reproduce_driver.py"), str(tmp_path / "spec.json")],
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_two_processes_write_the_one_process_report(plan, tmp_path, monkeypatch):
@@ -88,7 +92,8 @@ def test_two_processes_write_the_one_process_report(plan, tmp_path, monkeypatch)
 def test_a_failure_on_rank_0_ends_the_launch_instead_of_leaving_rank_1_waiting(plan, tmp_path):
     out = tmp_path / "r"
     # rank 0 fails once byte-increments is written; rank 1 goes on into kl-ablation's collective
-    proc = torchrun(tmp_path, dict(plan=plan[:3], jobs=[[["reproduce", "--quick", "--out", str(out)], 0]], fail=[0, "byte-increments"]))
+    proc = torchrun(tmp_path, dict(plan=plan[:3], jobs=[[["reproduce", "--quick", "--out", str(out)], 0]],
+                                   fail=[0, "byte-increments"]))
     assert proc.returncode != 0  # within torchrun()'s timeout: nothing waited for gloo's own (30 minutes)
     assert "poslens: error: planted failure" in proc.stderr
     assert (out / "byte-increments.csv").exists() and not (out / "kl-ablation.csv").exists()

@@ -30,7 +30,8 @@ def _cells(text):
     return split[0], split[2:]
 
 
-@pytest.mark.parametrize("name", ["attention-mass", "niah-accuracy", "position-ranges", "position-patterns", "ap-spectrum", "kl-ablation"])
+@pytest.mark.parametrize("name", ["attention-mass", "niah-accuracy", "position-ranges", "position-patterns",
+                                  "ap-spectrum", "kl-ablation"])
 def test_compact_tables(results, name):
     """The Markdown holds the compact table's own header and values, row by row, to 3 digits."""
     table = compact(name, results[name])
@@ -57,12 +58,14 @@ def test_compact_tables_summarise_the_raw_numbers(results):
     raw = results["position-ranges"]
     pr = compact("position-ranges", raw).iloc[0]
     per_head = raw[raw["mode"] == pr["mode"]].groupby(["layer", "head"])["d"].mean()
-    assert pr["heads"] == len(per_head) and pr["d_max"] == pytest.approx(per_head.max()) and pr["d_min"] == pytest.approx(per_head.min())
+    assert pr["heads"] == len(per_head) and pr["d_max"] == pytest.approx(per_head.max()) \
+        and pr["d_min"] == pytest.approx(per_head.min())
 
 
 def test_attention_mass_table_has_the_three_parts(results):
     table = compact("attention-mass", results["attention-mass"])
-    assert list(table.columns[:5]) == ["model", "mode", "needle (% per token)", "query (% per token)", "rest (% per token)"]
+    assert list(table.columns[:5]) == ["model", "mode", "needle (% per token)", "query (% per token)",
+                                       "rest (% per token)"]
     raw = results["attention-mass"]
     first = raw[(raw["layer"].astype(str) == "all") & (raw["part"] == "needle")].iloc[0]
     assert table.iloc[0]["needle (% per token)"] == pytest.approx(100 * first["mean_per_token"])

@@ -53,7 +53,8 @@ def test_old_load_keyword_still_works_with_a_warning(monkeypatch):
         assert threads.choose(cores=2, load=1.1, ranks_here=1)["threads"] == 1
 
 
-def _fake_proc(root, states: dict[int, list[str]], parents: dict[int, int] | None = None, kernel: set[int] = frozenset()):
+def _fake_proc(root, states: dict[int, list[str]], parents: dict[int, int] | None = None,
+               kernel: set[int] = frozenset()):
     """A /proc with one directory per pid and a stat file per thread in the given states."""
     parents = parents or {}
     for pid, tids in states.items():
@@ -72,7 +73,8 @@ def _fake_proc(root, states: dict[int, list[str]], parents: dict[int, int] | Non
 
 
 def test_running_threads_counts_other_processes_running_threads(tmp_path):
-    _fake_proc(tmp_path, {10: ["R", "S", "R"], 11: ["S"], 12: ["D", "R"], 13: ["R", "R"], 14: ["R"], 15: ["R"], 16: ["R"]},
+    _fake_proc(tmp_path, {10: ["R", "S", "R"], 11: ["S"], 12: ["D", "R"], 13: ["R", "R"], 14: ["R"],
+                          15: ["R"], 16: ["R"]},
                parents={13: 7, 15: 7, 16: 7}, kernel={14})
     # pid 13 is this process: its own threads do not count, nor kernel threads (14)
     assert threads.running_threads(tmp_path, exclude=13) == 5
@@ -115,7 +117,8 @@ def test_a_busy_process_running_now_is_seen(monkeypatch):
 def test_bad_threads_is_one_line_before_any_model_loads(value, tmp_path, capsys):
     from poslens.cli import main
 
-    assert main(["analyze", "byte-increments", "--model", "no-such-model", "--out", str(tmp_path / "o"), "--threads", value]) == 2
+    assert main(["analyze", "byte-increments", "--model", "no-such-model", "--out", str(tmp_path / "o"),
+                 "--threads", value]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"poslens: error: --threads {value}: expected an integer >= 1"
     assert main(["reproduce", "--out", str(tmp_path / "r"), "--threads", value]) == 2
@@ -129,8 +132,8 @@ def test_threads_used_are_in_provenance(tmp_path):
 
     before = torch.get_num_threads()
     try:
-        assert main(["analyze", "byte-increments", "--model", "increments-shared", "--out", str(tmp_path), "--threads", "1",
-                     "--format", "html"]) == 0
+        assert main(["analyze", "byte-increments", "--model", "increments-shared", "--out", str(tmp_path),
+                     "--threads", "1", "--format", "html"]) == 0
         prov = json.loads((tmp_path / "byte-increments.provenance.json").read_text())
         assert prov["threads"] == {"torch": 1, "chosen": {"threads": 1, "reason": "--threads"}}
     finally:

@@ -64,7 +64,8 @@ def test_a_table_with_nan_in_an_undeclared_column_is_not_written(tmp_path, monke
         return df
 
     monkeypatch.setattr(poslens.run, "get", lambda name: dataclasses.replace(spec, body=poisoned))
-    with pytest.raises(ValueError, match=r"byte-increments: column 'mean' holds NaN/inf in 1 of \d+ rows \(row 2: model=tiny-shared"):
+    with pytest.raises(ValueError, match=r"byte-increments: column 'mean' holds NaN/inf in 1 of \d+ rows "
+                                         r"\(row 2: model=tiny-shared"):
         run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "out", formats=("html",))
     assert not (tmp_path / "out").exists()
 

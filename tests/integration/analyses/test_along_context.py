@@ -1,5 +1,5 @@
-"""along-context against planted ground truth (a layer whose queries are zero attends uniformly, so every statistic has a
-closed form along the context; Gemma 3's sliding layers are bounded by their window), against the statistics of each
+"""along-context against planted ground truth (a layer whose queries are zero attends uniformly, so every statistic has
+a closed form along the context; Gemma 3's sliding layers are bounded by their window), against the statistics of each
 layer's full hooked pattern computed in float64, its intervals against scipy on the same per-document numbers, and its
 refusals."""
 
@@ -63,7 +63,8 @@ def test_a_layer_with_zero_queries_gives_the_closed_forms_of_uniform_attention(u
         assert row["n_docs"] == 3 and row["tokens"] == 3 * len(t) and row["bucket_centre"] == pytest.approx(
             math.sqrt(row["bucket_start"] * row["bucket_end"]))
     later = df[(df["layer"] == 1) & (df["bucket_start"] >= 20)]
-    assert (later["entropy"] < later["bucket_centre"].add(1).apply(math.log) - 0.05).any()  # a trained-like layer is not uniform
+    # a trained-like layer is not uniform
+    assert (later["entropy"] < later["bucket_centre"].add(1).apply(math.log) - 0.05).any()
 
 
 def _expected_per_doc(model, ids, spans) -> np.ndarray:
@@ -132,8 +133,10 @@ def test_gemma3_local_layers_stay_inside_their_window_and_the_global_layer_reach
     far = full[full["bucket_start"] >= 20]
     assert far["window_mass_5"].max() < 0.99 and far["distance_mean"].max() > 5
     fig = figure(df)
-    assert [a.text for a in fig.layout.annotations][:2] == [f"{model.model_name}<br>local layers", f"{model.model_name}<br>global layers"]
-    drawn = [t for t in fig.data if t.name == "layer 3" and t.yaxis == "y2"]  # first row, second column: first-token mass
+    assert [a.text for a in fig.layout.annotations][:2] == [f"{model.model_name}<br>local layers",
+                                                            f"{model.model_name}<br>global layers"]
+    # first row, second column: first-token mass
+    drawn = [t for t in fig.data if t.name == "layer 3" and t.yaxis == "y2"]
     want = full.sort_values(["head", "bucket_start"])["first_mass"].to_numpy()
     got = np.array([v for v in drawn[0].y if v is not None], dtype=float)
     np.testing.assert_allclose(got, want)

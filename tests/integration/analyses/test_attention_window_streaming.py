@@ -17,8 +17,8 @@ def rope_small():
 
 @pytest.fixture(scope="module")
 def table(rope_small):
-    return attention_window(rope_small, setting="streaming", stream_tokens=1500, cache_size=128, sinks=(0, 4), n_buckets=5,
-                            dense_tokens=1200, recompute_stride=50, control=True)
+    return attention_window(rope_small, setting="streaming", stream_tokens=1500, cache_size=128, sinks=(0, 4),
+                            n_buckets=5, dense_tokens=1200, recompute_stride=50, control=True)
 
 
 def _row(df, condition, bucket):
@@ -47,7 +47,8 @@ def test_the_table_is_the_mean_of_each_tokens_loss_along_the_stream(rope_small, 
     row = _row(table, "window + 4 sinks, no start token", "all")
     assert row["n_tokens"] == 1498 and row["loss"] == pytest.approx(control.mean(), rel=1e-9) and not row["start_token"]
     assert not (table["bucket"] == "past the trained length").any()  # 1500 bytes, max_seq_len 2304
-    assert set(table["cache_size"].dropna()) == {128} and table.loc[table["condition"] == "dense", "cache_size"].isna().all()
+    assert set(table["cache_size"].dropna()) == {128} \
+        and table.loc[table["condition"] == "dense", "cache_size"].isna().all()
 
 
 def test_a_rotary_model_without_sinks_shows_dense_attention_failing_and_the_sinks_changing_nothing(table):

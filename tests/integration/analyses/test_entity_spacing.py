@@ -63,7 +63,8 @@ def test_planted_closer_real_order_is_recovered_and_matches_scipy():
     assert r.loc[("real", "L1"), "frac_real_smaller"] == pytest.approx((real < rev).mean())
     # invented names get no planted difference; layer 0 reads byte identity: both orders are identical
     assert r.loc[("invented", "L1"), "p_value"] == 1.0 and r.loc[("invented", "L1"), "frac_real_smaller"] == 0.0
-    assert r.loc[("real", "L0"), "p_value"] == 1.0 and r.loc[("real", "L0"), "mean_real"] == r.loc[("real", "L0"), "mean_reversed"]
+    assert r.loc[("real", "L0"), "p_value"] == 1.0 \
+        and r.loc[("real", "L0"), "mean_real"] == r.loc[("real", "L0"), "mean_reversed"]
     assert set(df.columns) >= {"layer", "mean_real", "mean_reversed", "frac_real_smaller", "p_value", "n_pairs"}
 
 

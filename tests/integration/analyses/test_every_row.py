@@ -24,7 +24,8 @@ def _ids(model, n, seed=0):
 
 def _patterns(model, ids):
     _, cache = model.run_with_cache(torch.tensor([ids]), names_filter=lambda n: n.endswith("hook_pattern"))
-    return torch.stack([cache[f"blocks.{l}.attn.hook_pattern"][0] for l in range(model.n_layers)]).double()  # [l, h, q, k]
+    # [l, h, q, k]
+    return torch.stack([cache[f"blocks.{l}.attn.hook_pattern"][0] for l in range(model.n_layers)]).double()
 
 
 def old_context_masses(model, ids, max_rows, local_window):
@@ -33,7 +34,8 @@ def old_context_masses(model, ids, max_rows, local_window):
     rows = torch.unique(torch.linspace(1, n - 1, min(max_rows, n - 1)).round().long())
     q, k = rows[:, None], torch.arange(n)[None, :]
     previous, local = (k == q - 1), ((q - k).abs() <= local_window) & (k != q)
-    out = {m: torch.zeros(model.n_layers, model.n_heads) for m in ("previous_token_mass", "first_token_mass", "local_mass")}
+    out = {m: torch.zeros(model.n_layers, model.n_heads)
+           for m in ("previous_token_mass", "first_token_mass", "local_mass")}
 
     def reduce(layer):
         def hook(pattern, hook):
@@ -65,7 +67,8 @@ def test_head_profile_masses_of_every_row_equal_the_full_pattern_and_sampled_row
     for m in old:
         torch.testing.assert_close(sampled[m], old[m], atol=1e-5, rtol=1e-5)
     assert float((sampled["first_token_mass"] - got["first_token_mass"]).abs().max()) > 1e-4  # 7 rows are not all 44
-    assert torch.equal(sampled_rows(45, 44), torch.arange(1, 45)) and torch.equal(sampled_rows(45, 0), torch.arange(1, 45))
+    assert torch.equal(sampled_rows(45, 44), torch.arange(1, 45)) \
+        and torch.equal(sampled_rows(45, 0), torch.arange(1, 45))
 
 
 def test_a_planted_previous_token_head_is_found_on_every_row():

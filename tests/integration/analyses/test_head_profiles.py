@@ -109,9 +109,11 @@ def test_needle_mass_equals_attention_mass_teacher_share_and_bad_options_are_nam
     samples = niah_samples(model.tokenizer, 2, 260, seed=5, preamble=False)
     hp = head_profiles(model, n_docs=1, length=64, max_rows=8, documents=samples).set_index(["layer", "head"])
     am = attention_mass(model, documents=samples, modes=("teacher",))
-    am = am[(am.part == "needle") & (am.layer.astype(str) != "all")].astype({"layer": int, "head": int}).set_index(["layer", "head"])
+    am = am[(am.part == "needle")
+            & (am.layer.astype(str) != "all")].astype({"layer": int, "head": int}).set_index(["layer", "head"])
     np.testing.assert_allclose(hp["needle_mass"], am.loc[hp.index, "total_share"], rtol=1e-5)
-    with pytest.raises(ValueError, match=r"niah_tokens 2000: longer than tiny-repo allows \(max_seq_len=1200 less 16 for the answer\)"):
+    with pytest.raises(ValueError, match=r"niah_tokens 2000: longer than tiny-repo allows "
+                                         r"\(max_seq_len=1200 less 16 for the answer\)"):
         head_profiles(model, niah_tokens=2000)
     with pytest.raises(ValueError, match="local_window 0: must be at least 1"):
         head_profiles(model, local_window=0)

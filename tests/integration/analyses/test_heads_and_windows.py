@@ -61,10 +61,11 @@ def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_i
 
 
 def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
-    """Queries and keys replaced, before rotation, by one constant vector per head: band b of query head h is (a[h, b], 0)
-    and of key head g (b[g, b], 0). Rotation keeps a band's norm, so ``q_norm`` is a and ``k_norm`` b exactly; the band's
-    term between query t and key s is a b cos((t - s) w_b), so poslens' logit share is a b M_b over its sum over bands,
-    M_b the mean of |cos((t - s) w_b)| over the causal pairs of the rows read (40 rows: two blocks of rows)."""
+    """Queries and keys replaced, before rotation, by one constant vector per head: band b of query head h is
+    (a[h, b], 0) and of key head g (b[g, b], 0). Rotation keeps a band's norm, so ``q_norm`` is a and ``k_norm`` b
+    exactly; the band's term between query t and key s is a b cos((t - s) w_b), so poslens' logit share is a b M_b over
+    its sum over bands, M_b the mean of |cos((t - s) w_b)| over the causal pairs of the rows read (40 rows: two blocks
+    of rows)."""
     model = _llama(tmp_path, "planted")
     spec = model.rotation(0)
     n_bands, d = spec.n_bands, model.cfg.head_dim
@@ -87,7 +88,8 @@ def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
     rows = np.unique(np.linspace(1, n - 1, 40).round()).astype(int)
     order = spec.by_frequency().tolist()
     omega = spec.inv_freq.double().numpy()
-    m = np.array([np.mean([abs(np.cos((t - s) * omega[k])) for t in rows for s in range(t + 1)]) for k in range(n_bands)])
+    m = np.array([np.mean([abs(np.cos((t - s) * omega[k])) for t in rows for s in range(t + 1)])
+                  for k in range(n_bands)])
     rep = heads // kv
     for head in range(heads):
         got = bands[bands["head"] == head].set_index("band")
@@ -186,16 +188,17 @@ def test_attention_window_reach_is_read_off_the_patterns_and_a_sliding_layer_sta
     far = (rows[:, None] - torch.arange(40)[None, :]) >= 4
     np.testing.assert_allclose(reach.loc[1, "mass_beyond_window"].sort_index().to_numpy(),
                                (p * far).sum(-1).mean(-1).numpy(), rtol=1e-5)
-    np.testing.assert_allclose(reach.loc[1, "sink_mass"].sort_index().to_numpy(), p[..., :2].sum(-1).mean(-1).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(reach.loc[1, "sink_mass"].sort_index().to_numpy(), p[..., :2].sum(-1).mean(-1).numpy(),
+                               rtol=1e-5)
 
 
 def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(monkeypatch):
     """A planted copier: head (1, 3) attends, at the steps that generate the value's first three digits, to those digits
     in the needle, and to token 0 elsewhere. Generations are planted too: prompts 0 and 1 answer right, prompt 2 gets 4
-    of the 7 digits first (ROUGE-1 recall 4/7 > 0.5: counted), prompt 3 three letters and then digits 4-6 (3/7: left out,
-    and its copier hits nothing); every answer is followed by a newline and the first three digits again, which Wu et
-    al. never score. So the head's score is 3/7 on the 3 retrieved prompts, not 9/28 (the failed prompt counted) nor more
-    (steps past the newline scored)."""
+    of the 7 digits first (ROUGE-1 recall 4/7 > 0.5: counted), prompt 3 three letters and then digits 4-6 (3/7: left
+    out, and its copier hits nothing); every answer is followed by a newline and the first three digits again, which Wu
+    et al. never score. So the head's score is 3/7 on the 3 retrieved prompts, not 9/28 (the failed prompt counted) nor
+    more (steps past the newline scored)."""
     from analyses.retrieval_heads import rouge1_recall, scored_steps, value_span
     from corpora.niah import niah_samples
     from interp.attention import current_query_rows
@@ -216,7 +219,8 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
     real_generate = model.generate
 
     def generate(tokens, max_new_tokens, stop_ids=()):
-        return list(planted.get(tuple(tokens), None) or real_generate(tokens, max_new_tokens, stop_ids))[:max_new_tokens]
+        return list(planted.get(tuple(tokens), None)
+                    or real_generate(tokens, max_new_tokens, stop_ids))[:max_new_tokens]
 
     monkeypatch.setattr(model, "generate", generate)
     seen = {}

@@ -65,7 +65,8 @@ def test_a_planted_sink_is_counted_and_uniform_heads_are_not(model):
         rows = np.unique(np.linspace(1, n - 1, min(64, n - 1)).round())
         expected = np.mean(1.0 / (rows + 1))
         assert g["first_token_mass"].to_numpy() == pytest.approx(expected, rel=1e-5)
-        # Gu's alpha_1 counts row 0 (A_00 = 1): at 32 tokens every row is read and it is the mean of 1 / (t + 1), t = 0..31
+        # Gu's alpha_1 counts row 0 (A_00 = 1): at 32 tokens every row is read and it is the mean of 1 / (t + 1),
+        # t = 0..31
         alpha = np.mean(1.0 / np.arange(1, n + 1)) if n == 32 else (1 + (n - 1) * expected) / n
         assert g["alpha_1"].to_numpy() == pytest.approx(alpha, rel=1e-5)
         assert (g["sink_share"] == float(alpha > 0.3)).all()
@@ -87,17 +88,18 @@ def _mass_pattern(q, n, m):
 
 
 def _plant_by_sequence(model, masses):
-    """Layer 1's head h reads as ``_mass_pattern`` with the mass ``masses[h][marked]``, where ``marked`` says whether the
-    sequence holds ``MARK``."""
+    """Layer 1's head h reads as ``_mass_pattern`` with the mass ``masses[h][marked]``, where ``marked`` says whether
+    the sequence holds ``MARK``."""
     seen = {}
     model.register_forward_pre_hook(lambda module, args: seen.update(ids=args[0]))
     for head, (low, high) in masses.items():
-        _plant(model, 1, head, lambda q, n, low=low, high=high: _mass_pattern(q, n, high if bool((seen["ids"] == MARK).any()) else low))
+        _plant(model, 1, head, lambda q, n, low=low, high=high: _mass_pattern(
+            q, n, high if bool((seen["ids"] == MARK).any()) else low))
 
 
 def _gu_reference(pattern: torch.Tensor) -> float:
-    """The authors' importance of key 0 from a full ``[T, T]`` pattern: each key's column summed with every row divided by
-    T - key (``eval_sink_open_source.py``'s ratios), key 0's entry."""
+    """The authors' importance of key 0 from a full ``[T, T]`` pattern: each key's column summed with every row divided
+    by T - key (``eval_sink_open_source.py``'s ratios), key 0's entry."""
     t = pattern.shape[-1]
     return float((pattern / torch.arange(t, 0, -1)[None, :]).sum(0)[0])
 
@@ -125,7 +127,8 @@ def test_gu_thresholds_each_sequence_and_counts_row_0_where_poslens_averages_fir
             assert rows["first_token_mass"].to_numpy() == pytest.approx((low + high) / 2, rel=1e-6)
             expected = np.mean([a > 0.3 for a in alphas]) if estimator == "gu" else float((low + high) / 2 > 0.3)
             assert rows["sink_share"].to_numpy() == pytest.approx(expected), (estimator, head)
-    gu, pl = (runs[e][(runs[e]["layer"] == 1) & (runs[e]["input"] == "text")].set_index(["start_token", "head"])["sink_share"]
+    gu, pl = (runs[e][(runs[e]["layer"] == 1)
+                      & (runs[e]["input"] == "text")].set_index(["start_token", "head"])["sink_share"]
               for e in ("gu", "poslens"))
     assert gu.xs(0, level="head").eq(0.5).all() and pl.xs(0, level="head").eq(0.0).all()
     assert gu.xs(1, level="head").eq(0.5).all() and pl.xs(1, level="head").eq(1.0).all()
@@ -147,9 +150,11 @@ def test_shuffled_weights_keep_each_tensors_values_and_lose_their_order(model):
     control = shuffled_weights(model, seed=3)
     for (name, a), b in zip(model.named_parameters(), control.parameters()):
         assert torch.equal(a.flatten().sort().values, b.flatten().sort().values), name
-    changed = [n for (n, a), b in zip(model.named_parameters(), control.parameters()) if a.numel() > 8 and not torch.equal(a, b)]
+    changed = [n for (n, a), b in zip(model.named_parameters(), control.parameters())
+               if a.numel() > 8 and not torch.equal(a, b)]
     assert len(changed) >= len([p for p in model.parameters() if p.numel() > 8 and p.unique().numel() > 1])
-    assert control.source["control"].startswith("every weight tensor") and control.model_name.endswith("(shuffled weights)")
+    assert control.source["control"].startswith("every weight tensor") \
+        and control.model_name.endswith("(shuffled weights)")
     assert control.source["weights_sha256"] != model.source.get("weights_sha256", "")
 
 

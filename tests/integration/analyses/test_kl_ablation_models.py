@@ -49,7 +49,8 @@ def test_kl_values_match_scipy_on_the_cached_components():
             p = softmax(total, -1)
             for c, comp in comps.items():
                 q = softmax(total - comp, -1)
-                expected[c][layer] += np.array([[entropy(p[h, r], q[h, r]) for r in range(p.shape[1])] for h in range(4)]).mean(1)
+                expected[c][layer] += np.array([[entropy(p[h, r], q[h, r]) for r in range(p.shape[1])]
+                                                for h in range(4)]).mean(1)
     for c in expected:
         got = np.array([[df.loc[(l, h), f"kl_{c}"] for h in range(4)] for l in range(2)])
         np.testing.assert_allclose(got, expected[c] / len(docs), rtol=1e-4, atol=1e-9)

@@ -112,7 +112,8 @@ def test_a_target_the_documents_cannot_give_is_refused_before_any_forward_pass(p
                                           r"\(the default probes what the documents give: token\)"):
         position_probes(model, documents=plain_documents(), targets=("segment",), n_seeds=1, cv_folds=2)
     with pytest.raises(OptionError, match="targets segment,intra: "):
-        position_probes(model, documents=plain_documents(), targets=("token", "segment", "intra"), n_seeds=1, cv_folds=2)
+        position_probes(model, documents=plain_documents(), targets=("token", "segment", "intra"), n_seeds=1,
+                        cv_folds=2)
     with pytest.raises(InputError, match="document '3' has fewer than two content tokens"):
         position_probes(model, documents=["a b c"] * 3 + ["z"], n_seeds=1, cv_folds=2)
     assert "forward" not in [kind for kind, _ in events]

@@ -25,7 +25,8 @@ def test_ranges_of_integer_rope_nope_and_increments():
 
 def test_planted_plateaus_and_jumps_are_counted():
     model = tiny_repo("repo")
-    planted = torch.cat([torch.zeros(40), torch.arange(1, 41).float(), 100 + torch.zeros(40), 200 + 0.5 * torch.arange(1, 177)])
+    planted = torch.cat([torch.zeros(40), torch.arange(1, 41).float(), 100 + torch.zeros(40),
+                         200 + 0.5 * torch.arange(1, 177)])
     model.add_hook("blocks.2.attn.hook_positions", lambda t, hook: planted[: t.shape[-1]].expand_as(t).clone())
     df = position_patterns(model, layers=[2], heads=[0, 3], length=256, jump_factor=5, plateau_factor=0.1)
     model.reset_hooks()

@@ -28,7 +28,8 @@ def files(tmp_path):
     txt = tmp_path / "story.txt"
     txt.write_text(TEXT, encoding="utf-8")
     jsonl = tmp_path / "docs.jsonl"
-    jsonl.write_text("\n".join(json.dumps({"id": f"d{i}", "text": TEXT[: 100 + 60 * i]}) for i in range(3)) + "\n", encoding="utf-8")
+    jsonl.write_text("\n".join(json.dumps({"id": f"d{i}", "text": TEXT[: 100 + 60 * i]}) for i in range(3)) + "\n",
+                     encoding="utf-8")
     return txt, jsonl
 
 
@@ -161,8 +162,8 @@ def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
     from poslens.cli import main
 
     out = tmp_path / "out"
-    assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]), "--context-tokens", "64",
-                 "--out", str(out)]) == 0
+    assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]),
+                 "--context-tokens", "64", "--out", str(out)]) == 0
     import pandas as pd
 
     df = pd.read_csv(out / "position-ranges.csv")
@@ -177,7 +178,8 @@ def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
     assert "--n-contexts 8: does not apply with your documents (--input)" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{oops}\n', encoding="utf-8")
-    assert main(["analyze", "kl-ablation", "--model", "dstg-small", "--input", str(bad), "--out", str(tmp_path / "o2")]) != 0
+    assert main(["analyze", "kl-ablation", "--model", "dstg-small", "--input", str(bad),
+                 "--out", str(tmp_path / "o2")]) != 0
     assert "bad.jsonl:2: not valid JSON" in capsys.readouterr().err
 
 
@@ -216,7 +218,8 @@ def test_char_spacing_input_is_recorded_by_path_size_and_sha256(tmp_path):
     save(tiny_model("per-layer", max_seq_len=128), tmp_path / "m")
     txt = tmp_path / "mine.txt"
     txt.write_text("Ada Lovelace wrote notes.", encoding="utf-8")
-    assert main(["analyze", "char-spacing", "--model", str(tmp_path / "m"), "--input", str(txt), "--out", str(tmp_path / "o")]) == 0
+    assert main(["analyze", "char-spacing", "--model", str(tmp_path / "m"), "--input", str(txt),
+                 "--out", str(tmp_path / "o")]) == 0
     import pandas as pd
 
     df = pd.read_csv(tmp_path / "o" / "char-spacing.csv")

@@ -102,7 +102,8 @@ def test_only_documents_with_gaps_count_and_a_missing_interval_says_why():
     """Five documents of which one has gaps between CJK characters: the AUC rests on one document, which the table
     says (n_docs 1 of n_docs_read 5), and its interval is missing for a stated reason."""
     docs = [Document(f"t:{i}", "plain English only, no CJK here", "test", None) for i in range(4)]
-    docs.insert(2, Document("t:cjk", "人工智能是计算机科学的一个分支", "test", ("人工智能", "是", "计算机", "科学", "的", "一个", "分支")))
+    docs.insert(2, Document("t:cjk", "人工智能是计算机科学的一个分支", "test",
+                            ("人工智能", "是", "计算机", "科学", "的", "一个", "分支")))
     model = tiny_model("per-layer", max_seq_len=256)
     df = word_boundaries(model, documents=docs, length=128, n_boot=20)
     assert (df["n_docs"] == 1).all() and (df["n_docs_read"] == 5).all()

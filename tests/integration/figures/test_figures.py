@@ -38,7 +38,8 @@ def test_entity_and_char_and_byte_figures_show_every_model(models, tmp_path):
     # the shared model's one row is placed alike on both scales: one panel; the per-layer model's scales differ: two
     assert len(text_traces) == 3 and all("".join(t.text) in ("a b.a b.", "a b.") for t in text_traces)
     titles = [a.text for a in fig.layout.annotations]
-    assert sum("alike" in t for t in titles) == 1 and sum("scale)" in t and "alike" not in t for t in titles) == 2, titles
+    assert sum("alike" in t for t in titles) == 1 \
+        and sum("scale)" in t and "alike" not in t for t in titles) == 2, titles
     table = pd.concat([byte_increments(m) for m in models])
     assert len(f_bytes.figure(table).data) == 3  # two range traces and the table
     paths = save(f_bytes.figure(table), tmp_path / "alone" / "bytes", "html")

@@ -29,8 +29,10 @@ def test_states_and_patterns_match_transformers(pair):
     out, cache = model.run_with_cache(ids)
     torch.testing.assert_close(out, ref.last_hidden_state, atol=1e-4, rtol=1e-4)
     for layer in (0, 5):
-        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_post"], ref.hidden_states[layer + 1], atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(cache[f"blocks.{layer}.attn.hook_pattern"], ref.attentions[layer], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_post"], ref.hidden_states[layer + 1],
+                                   atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(cache[f"blocks.{layer}.attn.hook_pattern"], ref.attentions[layer],
+                                   atol=1e-5, rtol=1e-5)
     assert model.undocumented_hooks() == []
 
 

@@ -86,7 +86,8 @@ def test_run_analysis_static_is_formats(tmp_path):
 
     model = tiny_model("shared")
     with pytest.warns(DeprecationWarning, match=re.escape(deprecated.message(
-            "poslens.run.run_analysis(static=)", "formats=['html'] for static=False, formats=None (the default) for True"))):
+            "poslens.run.run_analysis(static=)",
+            "formats=['html'] for static=False, formats=None (the default) for True"))):
         old = run_analysis("byte-increments", [model], tmp_path / "old", static=False)
     new = run_analysis("byte-increments", [model], tmp_path / "new", formats=["html"])
     names = sorted(p.name for p in (tmp_path / "old").iterdir())

@@ -41,17 +41,22 @@ def test_development_layout_keys_and_shapes():
     shapes = {k: tuple(v.shape) for k, v in state.items() if ".1." not in k}
     assert shapes == {
         "model.encoder.weight": (64, 24), "model.positional_embedding.weight": (49, 8),
-        "model.transformer_encoder.0.qkv_pos.weight": (2 * 32 + 8, 8), "model.transformer_encoder.0.qkv_sem.weight": (2 * 32 + 24, 24),
+        "model.transformer_encoder.0.qkv_pos.weight": (2 * 32 + 8, 8),
+        "model.transformer_encoder.0.qkv_sem.weight": (2 * 32 + 24, 24),
         "model.transformer_encoder.0.wo_pos.weight": (8, 8), "model.transformer_encoder.0.wo_sem.weight": (24, 24),
-        "model.transformer_encoder.0.pos_attention_norm.weight": (8,), "model.transformer_encoder.0.sem_attention_norm.weight": (24,),
-        "model.transformer_encoder.0.pos_ffn_norm.weight": (8,), "model.transformer_encoder.0.sem_ffn_norm.weight": (24,),
+        "model.transformer_encoder.0.pos_attention_norm.weight": (8,),
+        "model.transformer_encoder.0.sem_attention_norm.weight": (24,),
+        "model.transformer_encoder.0.pos_ffn_norm.weight": (8,),
+        "model.transformer_encoder.0.sem_ffn_norm.weight": (24,),
         "model.transformer_encoder.0.ffn.w12.weight": (80, 32), "model.transformer_encoder.0.ffn.w3.weight": (32, 40),
         "model.relative_pos_bias.relative_attention_bias": (32, 4), "model.relative_pos_bias.bucket_indices": (48, 48),
-        "model.cls_sep_override.thetas": (4, 4), "model.pos_layer_norm.weight": (8,), "model.sem_layer_norm.weight": (24,),
+        "model.cls_sep_override.thetas": (4, 4), "model.pos_layer_norm.weight": (8,),
+        "model.sem_layer_norm.weight": (24,),
         "decoder.weight": (64, 24), "decoder.bias": (64,),
     }
     _, rp_state = export(tiny_encoder("rp", mlm_head=False, rp_per_layer=True))
-    assert "transformer_encoder.1.relative_pos_bias.relative_attention_bias" in rp_state and "transformer_encoder.0.qkv.weight" in rp_state
+    assert "transformer_encoder.1.relative_pos_bias.relative_attention_bias" in rp_state \
+        and "transformer_encoder.0.qkv.weight" in rp_state
     assert not any(k.startswith(("model.", "decoder.")) for k in rp_state)
 
 
@@ -78,7 +83,8 @@ def test_older_key_variants_load_and_match_the_reference_read_the_old_way(tmp_pa
     assert "model.transformer_encoder.0.qk_pos.weight" in old and "model.cls_sep_override.theta_sep_in" in old
     assert "model.relative_pos_bias.relative_attention_bias.weight" in old and not any("qkv_" in k for k in old)
     ids = token_ids(model, n=10)
-    torch.testing.assert_close(reference_logits(old, config, ids), model(ids), atol=1e-4, rtol=1e-4)  # the helper reads qk per head
+    # the helper reads qk per head
+    torch.testing.assert_close(reference_logits(old, config, ids), model(ids), atol=1e-4, rtol=1e-4)
     _same(load(_write(tmp_path / "old", old)), model)
 
 
@@ -102,8 +108,9 @@ def test_baseline_state_dicts_take_heads_from_a_sidecar_or_the_rp_table(tmp_path
 
 def _dev_config(**extra):
     """config.json as the development NeoBERTConfig writes it, for the tiny DSTG (SwiGLU 88 by the 2/3 rule)."""
-    cfg = {"model_type": "neobert", "architectures": ["NeoBERTLMHead"], "hidden_size": 24, "pos_size": 8, "num_hidden_layers": 2,
-           "num_attention_heads": 4, "vocab_size": 64, "max_length": 48, "norm_eps": 1e-6, "pad_token_id": 0,
+    cfg = {"model_type": "neobert", "architectures": ["NeoBERTLMHead"], "hidden_size": 24, "pos_size": 8,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 64, "max_length": 48, "norm_eps": 1e-6,
+           "pad_token_id": 0,
            "posneobert": True, "rope": False, "relative_pos_bias": True, "AP_embeddings": True, "untie_cls": True,
            "use_only_sem_for_decoding": True, "mixed_feed_forward": True, "hidden_act": "SwiGLU", "rms_norm": True,
            "intermediate_size": None, "pos_intermediate_size": None, "ngpt": False, "shared_pos_keys": False,
@@ -139,7 +146,8 @@ def test_development_config_switches(tmp_path):
     (d / "config.json").write_text(json.dumps(_dev_config(use_only_sem_for_decoding=False)))
     _, state = export(tiny_encoder("disentangled", intermediate_size=88))
     save_file(state, str(d / "model.safetensors"))
-    with pytest.raises(CheckpointError, match=r"key 'decoder\.weight': expected shape \[64, 32\] \(from .*config\.json: variant=disentangled"):
+    with pytest.raises(CheckpointError, match=r"key 'decoder\.weight': expected shape \[64, 32\] "
+                                              r"\(from .*config\.json: variant=disentangled"):
         load(d)  # the config says the head reads [AP | sem]: 32 wide, the weights are 24 wide
     for edit, message in [(dict(ngpt=True), "config field ngpt=True is not False"),
                           (dict(hidden_act="gelu"), "hidden_act='gelu': a GELU MLP, .*poslens loads only 'SwiGLU'"),
@@ -176,8 +184,9 @@ def test_a_sidecar_overrides_and_contradictions_are_named(tmp_path):
     _same(load(path), model)
     (tmp_path / "m" / "config.json").write_text(json.dumps({"hidden_size": 32}))
     with pytest.raises(CheckpointError, match=r"(?s)state_dict\.pt: checkpoint does not match the model:.*"
-                                              r"key 'model\.encoder\.weight': expected shape \[64, 32\] \(from .*config\.json: "
-                                              r"variant=disentangled, hidden_size=32.*found \[64, 24\]"):
+                                              r"key 'model\.encoder\.weight': expected shape \[64, 32\] "
+                                              r"\(from .*config\.json: variant=disentangled, hidden_size=32.*"
+                                              r"found \[64, 24\]"):
         load(path)
     (tmp_path / "m" / "config.json").write_text(json.dumps({"hidden_sise": 24}))
     with pytest.raises(CheckpointError, match=r"has fields \['hidden_sise'\] that no encoder config has"):
@@ -189,13 +198,14 @@ def test_a_poslens_config_contradicting_the_weights(tmp_path):
     meta = json.loads((tmp_path / "m" / "poslens.json").read_text())
     meta["config"]["intermediate_size"] = 44
     (tmp_path / "m" / "poslens.json").write_text(json.dumps(meta))
-    with pytest.raises(CheckpointError, match=r"'model\.transformer_encoder\.0\.ffn\.w12\.weight': expected shape \[88, 32\] "
-                                              r"\(from poslens\.json.*found \[80, 32\]"):
+    with pytest.raises(CheckpointError, match=r"'model\.transformer_encoder\.0\.ffn\.w12\.weight': "
+                                              r"expected shape \[88, 32\] \(from poslens\.json.*found \[80, 32\]"):
         load(tmp_path / "m")
     meta["config"]["intermediate_size"] = 40
     meta["config"]["rp_per_layer"] = True
     (tmp_path / "m" / "poslens.json").write_text(json.dumps(meta))
-    with pytest.raises(CheckpointError, match=r"missing key 'model\.transformer_encoder\.0\.relative_pos_bias\.relative_attention_bias' "
+    with pytest.raises(CheckpointError, match=r"missing key 'model\.transformer_encoder\.0\."
+                                              r"relative_pos_bias\.relative_attention_bias' "
                                               r"\(expected shape \[32, 4\]\)"):
         load(tmp_path / "m")
 
@@ -210,34 +220,49 @@ def _edited(tmp_path, edit, *, variant="disentangled", old=False):
 
 
 def test_missing_unexpected_and_misshaped_keys_are_named(tmp_path):
-    with pytest.raises(CheckpointError, match=r"(?s)state_dict\.pt: .*missing key 'model\.transformer_encoder\.1\.sem_ffn_norm\.weight' "
+    with pytest.raises(CheckpointError, match=r"(?s)state_dict\.pt: .*missing key "
+                                              r"'model\.transformer_encoder\.1\.sem_ffn_norm\.weight' "
                                               r"\(expected shape \[24\]\)"):
         load(_edited(tmp_path, lambda s: s.pop("model.transformer_encoder.1.sem_ffn_norm.weight")))
-    with pytest.raises(CheckpointError, match=r"unexpected key 'model\.transformer_encoder\.0\.rogue\.weight' \(shape \[3\]\)"):
-        load(_edited(tmp_path, lambda s: s.__setitem__("model.transformer_encoder.0.rogue.weight", torch.zeros(3))))
-    with pytest.raises(CheckpointError, match=r"key 'model\.transformer_encoder\.1\.wo_sem\.weight': expected shape \[24, 24\].*found \[24, 20\]"):
-        load(_edited(tmp_path, lambda s: s.__setitem__("model.transformer_encoder.1.wo_sem.weight", torch.zeros(24, 20))))
+    with pytest.raises(CheckpointError, match=r"unexpected key 'model\.transformer_encoder\.0\.rogue\.weight' "
+                                              r"\(shape \[3\]\)"):
+        load(_edited(tmp_path, lambda s: s.__setitem__("model.transformer_encoder.0.rogue.weight",
+                                                       torch.zeros(3))))
+    with pytest.raises(CheckpointError, match=r"key 'model\.transformer_encoder\.1\.wo_sem\.weight': "
+                                              r"expected shape \[24, 24\].*found \[24, 20\]"):
+        load(_edited(tmp_path, lambda s: s.__setitem__("model.transformer_encoder.1.wo_sem.weight",
+                                                       torch.zeros(24, 20))))
     with pytest.raises(CheckpointError, match=r"missing key 'decoder\.bias' \(expected shape \[64\]\)"):
         load(_edited(tmp_path, lambda s: s.pop("decoder.bias")))
 
 
 def test_errors_on_older_keys_name_them_as_the_file_spells_them(tmp_path):
-    with pytest.raises(CheckpointError, match=r"missing key 'model\.transformer_encoder\.1\.v_sem\.weight' \(expected shape \[24, 24\]\)"):
+    with pytest.raises(CheckpointError, match=r"missing key 'model\.transformer_encoder\.1\.v_sem\.weight' "
+                                              r"\(expected shape \[24, 24\]\)"):
         load(_edited(tmp_path, lambda s: s.pop("model.transformer_encoder.1.v_sem.weight"), old=True))
-    with pytest.raises(CheckpointError, match=r"key 'model\.cls_sep_override\.theta_cls_in': expected shape \[4\].*found \[5\]"):
-        load(_edited(tmp_path, lambda s: s.__setitem__("model.cls_sep_override.theta_cls_in", torch.zeros(5)), old=True))
-    with pytest.raises(CheckpointError, match=r"missing key 'model\.cls_sep_override\.theta_sep_out' \(expected shape \[4\]\)"):
+    with pytest.raises(CheckpointError, match=r"key 'model\.cls_sep_override\.theta_cls_in': "
+                                              r"expected shape \[4\].*found \[5\]"):
+        load(_edited(tmp_path, lambda s: s.__setitem__("model.cls_sep_override.theta_cls_in", torch.zeros(5)),
+                     old=True))
+    with pytest.raises(CheckpointError, match=r"missing key 'model\.cls_sep_override\.theta_sep_out' "
+                                              r"\(expected shape \[4\]\)"):
         load(_edited(tmp_path, lambda s: s.pop("model.cls_sep_override.theta_sep_out"), old=True))
-    with pytest.raises(CheckpointError, match=r"'model\.transformer_encoder\.0\.qk\.weight' is an early development layout"):
-        load(_edited(tmp_path, lambda s: s.__setitem__("model.transformer_encoder.0.qk.weight", torch.zeros(64, 32))))
+    with pytest.raises(CheckpointError, match=r"'model\.transformer_encoder\.0\.qk\.weight' "
+                                              r"is an early development layout"):
+        load(_edited(tmp_path, lambda s: s.__setitem__("model.transformer_encoder.0.qk.weight",
+                                                       torch.zeros(64, 32))))
 
 
 def test_inconsistent_shapes_and_prefixes(tmp_path):
-    with pytest.raises(CheckpointError, match=r"'model\.transformer_encoder\.0\.qkv_pos\.weight' has 70 rows, which is not "
-                                              r"2 \* heads \(4\) \* d_qk \+ pos_size \(8\) for any whole d_qk"):
-        load(_edited(tmp_path, lambda s: s.__setitem__("model.transformer_encoder.0.qkv_pos.weight", torch.zeros(70, 8))))
-    with pytest.raises(CheckpointError, match=r"key 'pos_layer_norm\.weight' lacks the 'model\.' prefix the other keys carry"):
-        load(_edited(tmp_path, lambda s: s.__setitem__("pos_layer_norm.weight", s.pop("model.pos_layer_norm.weight"))))
+    with pytest.raises(CheckpointError, match=r"'model\.transformer_encoder\.0\.qkv_pos\.weight' has 70 rows, "
+                                              r"which is not 2 \* heads \(4\) \* d_qk \+ pos_size \(8\) "
+                                              r"for any whole d_qk"):
+        load(_edited(tmp_path, lambda s: s.__setitem__("model.transformer_encoder.0.qkv_pos.weight",
+                                                       torch.zeros(70, 8))))
+    with pytest.raises(CheckpointError, match=r"key 'pos_layer_norm\.weight' lacks the 'model\.' prefix "
+                                              r"the other keys carry"):
+        load(_edited(tmp_path, lambda s: s.__setitem__("pos_layer_norm.weight",
+                                                       s.pop("model.pos_layer_norm.weight"))))
     with pytest.raises(CheckpointError, match=r"key 'model\.encoder\.weight' holds a str, not a tensor"):
         load(_edited(tmp_path, lambda s: s.__setitem__("model.encoder.weight", "oops")))
 
@@ -246,8 +271,10 @@ def test_a_bucket_table_that_is_not_t5_is_refused(tmp_path):
     def tamper(s):
         s["model.relative_pos_bias.bucket_indices"] = s["model.relative_pos_bias.bucket_indices"].clone()
         s["model.relative_pos_bias.bucket_indices"][3, 1] = 20
-    with pytest.raises(CheckpointError, match=r"key 'model\.relative_pos_bias\.bucket_indices' is not the T5 bucketing of key - query "
-                                              r"\(32 buckets, max distance 128\): at query 3, key 1 it holds 20, T5 gives 2"):
+    with pytest.raises(CheckpointError, match=r"key 'model\.relative_pos_bias\.bucket_indices' "
+                                              r"is not the T5 bucketing of key - query "
+                                              r"\(32 buckets, max distance 128\): "
+                                              r"at query 3, key 1 it holds 20, T5 gives 2"):
         load(_edited(tmp_path, tamper))
 
 
@@ -256,15 +283,23 @@ def test_truncated_foreign_and_other_family_files(tmp_path):
     with pytest.raises(CheckpointError, match="is a 'encoder' checkpoint, not a 'increments' one"):
         load(path, family="increments")
     path.write_bytes(path.read_bytes()[:3000])
-    with pytest.raises(CheckpointError, match=r"state_dict\.pt: cannot be read as a torch checkpoint \(truncated or corrupt\?\)"):
+    with pytest.raises(CheckpointError, match=r"state_dict\.pt: cannot be read as a torch checkpoint "
+                                              r"\(truncated or corrupt\?\)"):
         load(path)
     torch.save({"model.layers.0.self_attn.q_proj.weight": torch.zeros(2, 2)}, tmp_path / "olmo.pt")
-    with pytest.raises(CheckpointError, match=r"olmo\.pt: a torch file of no layout poslens reads \(it reads: upstream step_N\.pt \(increments family: a dict with 'model_state_dict' and 'model_config'\); development state_dict\.pt \(encoder family: 'encoder\.weight' or 'transformer_encoder\.\{i\}\.\*' keys, optionally under 'model\.'\)\); found \['model\.layers\.0\.self_attn\.q_proj\.weight'\]"):
+    with pytest.raises(CheckpointError, match=r"olmo\.pt: a torch file of no layout poslens reads "
+                                              r"\(it reads: upstream step_N\.pt "
+                                              r"\(increments family: a dict with 'model_state_dict' and "
+                                              r"'model_config'\); "
+                                              r"development state_dict\.pt \(encoder family: 'encoder\.weight' or "
+                                              r"'transformer_encoder\.\{i\}\.\*' keys, optionally under 'model\.'\)\); "
+                                              r"found \['model\.layers\.0\.self_attn\.q_proj\.weight'\]"):
         load(tmp_path / "olmo.pt")
     save_pretrained(tiny_encoder("rp"), tmp_path / "hf")
     weights = tmp_path / "hf" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:400])
-    with pytest.raises(CheckpointError, match=r"model\.safetensors: cannot be read as safetensors \(truncated or corrupt\?\)"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: cannot be read as safetensors "
+                                              r"\(truncated or corrupt\?\)"):
         load(tmp_path / "hf")
     save(tiny_encoder("ap"), tmp_path / "p")
     with pytest.raises(CheckpointError, match="is a 'encoder' checkpoint, not a 'repo' one"):
@@ -285,7 +320,8 @@ def test_the_bert_vocabulary_size_attaches_the_tokenizer(tmp_path):
 # ---- the fork's whole NeoBERTConfig ----------------------------------------------------------------------------
 
 
-def _fork_files(directory, variant="disentangled", *, config=None, weights="state_dict.pt", state_edit=None, model=None):
+def _fork_files(directory, variant="disentangled", *, config=None, weights="state_dict.pt", state_edit=None,
+                model=None):
     """A checkpoint as the authors leave it: the trainer's state_dict.pt (or a save_pretrained weights file) with the
     fork's config.json beside it. Returns (the path to load, the model written, its state dict)."""
     model = model or authors_model(variant)
@@ -329,7 +365,8 @@ def test_the_forks_config_gives_the_model_the_shapes_give_and_its_norm_eps(tmp_p
     torch.save(state, bare)
     ids = token_ids(model, n=13)
     with torch.no_grad():
-        torch.testing.assert_close(load(path)(ids, position_offset=3), load(bare)(ids, position_offset=3), atol=0, rtol=0)
+        torch.testing.assert_close(load(path)(ids, position_offset=3), load(bare)(ids, position_offset=3),
+                                   atol=0, rtol=0)
         path, model, _ = _fork_files(tmp_path / "eps", config=authors_config(norm_eps=1e-5))
         torch.testing.assert_close(load(path)(ids), model(ids))
         assert not torch.allclose(load(path)(ids), load(bare)(ids), atol=1e-4)
@@ -351,7 +388,8 @@ def test_a_forks_save_pretrained_directory_loads_with_its_whole_config(tmp_path,
 
 
 def test_the_fixture_is_the_whole_fork_config():
-    """Every field section 3 of upstream-formats.md lists (the fork's NeoBERTConfig attributes), plus the bookkeeping."""
+    """Every field section 3 of upstream-formats.md lists (the fork's NeoBERTConfig attributes), plus the
+    bookkeeping."""
     assert len(FORK_FIELDS) == 34
     for variant in ("disentangled", "ap", "rp", "rope"):
         assert set(FORK_FIELDS) <= set(authors_config(variant))
@@ -359,16 +397,19 @@ def test_the_fixture_is_the_whole_fork_config():
 
 
 @pytest.mark.parametrize("variant, edit, message", [
-    ("disentangled", dict(dim_head=9), r"config field dim_head=9 contradicts the fields it is derived from: the development code "
-                                       r"computes it as \(hidden_size 24 \+ pos_size 8\) // num_attention_heads 4 = 8"),
+    ("disentangled", dict(dim_head=9),
+     r"config field dim_head=9 contradicts the fields it is derived from: the development code "
+     r"computes it as \(hidden_size 24 \+ pos_size 8\) // num_attention_heads 4 = 8"),
     ("ap", dict(dim_head=8), r"dim_head=8 contradicts .* as hidden_size 24 // num_attention_heads 4 = 6"),
     ("disentangled", dict(kwargs={"kwargs": {"dim_head": 6}}), r"config field kwargs\.kwargs\.dim_head=6 contradicts"),
-    ("disentangled", dict(ngpt=True), r"config field ngpt=True is not False \(ngpt=True builds nGPT's normalised blocks"),
+    ("disentangled", dict(ngpt=True),
+     r"config field ngpt=True is not False \(ngpt=True builds nGPT's normalised blocks"),
     ("ap", dict(ngpt=True), r"config field ngpt=True is not False"),
-    ("disentangled", dict(shared_pos_keys=True), r"shared_pos_keys=True is not False \(shared AP keys raise NotImplementedError"),
+    ("disentangled", dict(shared_pos_keys=True),
+     r"shared_pos_keys=True is not False \(shared AP keys raise NotImplementedError"),
     ("disentangled", dict(kwargs={"pos_sem_mixed_feed_forward": True}),
-     r"config field kwargs\.pos_sem_mixed_feed_forward \(= True\) is an extra keyword argument the encoder \(neobert\) family "
-     r"does not know"),
+     r"config field kwargs\.pos_sem_mixed_feed_forward \(= True\) is an extra keyword argument "
+     r"the encoder \(neobert\) family does not know"),
     ("disentangled", dict(kwargs=[]), r"config field kwargs=\[\] is not an object"),
     ("disentangled", dict(dropout_prob=1.5), r"config field dropout_prob=1\.5 is not a probability in \[0, 1\]"),
     ("disentangled", dict(kwargs={"dropout_prob": "x"}), r"config field kwargs\.dropout_prob='x' is not a probability"),
@@ -378,18 +419,23 @@ def test_the_fixture_is_the_whole_fork_config():
     ("disentangled", dict(embedding_init_range=-1), r"embedding_init_range=-1 is not a finite number >= 0"),
     ("disentangled", dict(base_scale="big"), r"base_scale='big' is not a finite number"),
     ("disentangled", dict(flash_attention=1), r"flash_attention=1 is not true or false"),
-    ("disentangled", dict(hidden_act="PosBERTSwiGLU"), r"hidden_act='PosBERTSwiGLU': PosBERTSwiGLU masks its output projection"),
+    ("disentangled", dict(hidden_act="PosBERTSwiGLU"),
+     r"hidden_act='PosBERTSwiGLU': PosBERTSwiGLU masks its output projection"),
     ("disentangled", dict(mixed_feed_forward=False), r"mixed_feed_forward=False: separate AP and semantic FFNs"),
     ("disentangled", dict(rms_norm=False), r"rms_norm=False: LayerNorm instead of RMSNorm"),
-    ("disentangled", dict(attention_activation="softpick"), r"attention_activation='softpick': softpick is not implemented"),
-    ("disentangled", dict(mix_attentions="hadamard"), r"mix_attentions='hadamard': hadamard mixing raises NotImplementedError"),
+    ("disentangled", dict(attention_activation="softpick"),
+     r"attention_activation='softpick': softpick is not implemented"),
+    ("disentangled", dict(mix_attentions="hadamard"),
+     r"mix_attentions='hadamard': hadamard mixing raises NotImplementedError"),
     ("disentangled", dict(AP_embeddings=False), r"AP_embeddings=False: posneobert without AP embeddings"),
-    ("disentangled", dict(pad_token_id=1), r"pad_token_id=1: the development code gives real tokens the AP rows pad_token_id \+ 1"),
+    ("disentangled", dict(pad_token_id=1),
+     r"pad_token_id=1: the development code gives real tokens the AP rows pad_token_id \+ 1"),
     ("disentangled", dict(rope=True), r"sets posneobert and rope \(rotary on the AP queries\)"),
     ("disentangled", dict(posneobert="yes"), r"config field posneobert='yes' is not true or false"),
     ("disentangled", dict(hidden_size=24.0), r"config field hidden_size=24\.0 is not a whole number"),
-    ("disentangled", dict(pos_rope_theta=5.0), r"config field 'pos_rope_theta' \(= 5\.0\) is not one the encoder \(neobert\) family "
-                                               r"understands and may change the forward pass"),
+    ("disentangled", dict(pos_rope_theta=5.0),
+     r"config field 'pos_rope_theta' \(= 5\.0\) is not one the encoder \(neobert\) family "
+     r"understands and may change the forward pass"),
 ])
 def test_the_forks_config_fields_are_checked_and_named(tmp_path, variant, edit, message):
     path, _, _ = _fork_files(tmp_path / "ckpt", variant, config=authors_config(variant, **edit))
@@ -401,16 +447,18 @@ def test_a_derived_dim_head_is_checked_against_the_weights(tmp_path):
     """The config is self-consistent (dim_head 8), the file's AP queries and keys are 4 wide per head."""
     model = tiny_encoder("disentangled", d_qk=4, intermediate_size=88, norm_eps=1e-5, rp_per_layer=True)
     path, _, _ = _fork_files(tmp_path / "ckpt", model=model)
-    with pytest.raises(CheckpointError, match=r"(?s)key 'model\.transformer_encoder\.0\.qkv_pos\.weight': expected shape \[72, 8\] "
+    with pytest.raises(CheckpointError, match=r"(?s)key 'model\.transformer_encoder\.0\.qkv_pos\.weight': "
+                                              r"expected shape \[72, 8\] "
                                               r"\(from .*config\.json: variant=disentangled.*d_qk=8.*found \[40, 8\]"):
         load(path)
 
 
 def test_inert_and_training_values_the_fork_accepts_load_and_are_kept(tmp_path):
+    # what from_pretrained + save_pretrained leave in kwargs
     resaved = {"dim_head": 8, "kwargs": {}, "architectures": ["NeoBERTLMHead"], "transformers_version": "4.39.0",
-               "torch_dtype": "float32", "model_type": "neobert"}  # what from_pretrained + save_pretrained leave in kwargs
-    edit = dict(flash_attention=True, base_scale=0.05, kwargs=resaved, dropout_prob=0.0, positional_embed_init="2dim_cosine",
-                random_offset=False)
+               "torch_dtype": "float32", "model_type": "neobert"}
+    edit = dict(flash_attention=True, base_scale=0.05, kwargs=resaved, dropout_prob=0.0,
+                positional_embed_init="2dim_cosine", random_offset=False)
     path, model, _ = _fork_files(tmp_path / "ckpt", config=authors_config(**edit))
     loaded = load(path)
     _same(loaded, model)
@@ -431,9 +479,11 @@ def test_fields_the_development_code_never_reads_for_a_baseline_are_accepted(tmp
 def test_a_fixed_ap_table_saved_as_the_pos_embs_buffer_loads(tmp_path):
     model = authors_model()
     with torch.no_grad():
-        model.positional_embedding.weight.fill_(1 / 48 ** 0.5)  # the fork's "fixed" table: 1/sqrt(max_length) everywhere
+        # the fork's "fixed" table: 1/sqrt(max_length) everywhere
+        model.positional_embedding.weight.fill_(1 / 48 ** 0.5)
     rename = lambda s: s.__setitem__("model.pos_embs", s.pop("model.positional_embedding.weight"))  # noqa: E731
-    path, _, _ = _fork_files(tmp_path / "ckpt", config=authors_config(positional_embed_init="fixed"), model=model, state_edit=rename)
+    path, _, _ = _fork_files(tmp_path / "ckpt", config=authors_config(positional_embed_init="fixed"), model=model,
+                             state_edit=rename)
     loaded = load(path)
     _same(loaded, model)
     assert loaded.cfg.training_only["positional_embed_init"] == "fixed"
@@ -447,9 +497,9 @@ def test_save_pretrained_writes_back_every_field_it_read(tmp_path):
     written = json.loads((tmp_path / "again" / "config.json").read_text())
     authors = authors_config(**edit)
     assert set(FORK_FIELDS) <= set(written)
-    kept = [*FORK_TRAINING, *FORK_INERT, "dim_head", "hidden_size", "pos_size", "num_hidden_layers", "num_attention_heads",
-            "posneobert", "rope", "relative_pos_bias", "untie_cls", "use_only_sem_for_decoding", "AP_embeddings", "max_length",
-            "vocab_size", "pad_token_id", "norm_eps"]
+    kept = [*FORK_TRAINING, *FORK_INERT, "dim_head", "hidden_size", "pos_size", "num_hidden_layers",
+            "num_attention_heads", "posneobert", "rope", "relative_pos_bias", "untie_cls", "use_only_sem_for_decoding",
+            "AP_embeddings", "max_length", "vocab_size", "pad_token_id", "norm_eps"]
     assert {k: written[k] for k in kept} == {k: authors[k] for k in kept}
     again = load(tmp_path / "again")
     _same(again, model)
@@ -467,7 +517,8 @@ def test_the_rp_baseline_gets_no_bucketed_bias_on_cls_and_sep_rows_and_columns(t
     assert loaded.cfg.rp_skip_special and not loaded.cfg.untie_cls
     ids = token_ids(model, batch=1, n=9)
     seen = {}
-    with torch.no_grad(), loaded.hooks(fwd_hooks=[("blocks.0.attn.hook_logits_rp", lambda t, hook: seen.setdefault("rp", t))]):
+    with torch.no_grad(), loaded.hooks(fwd_hooks=[("blocks.0.attn.hook_logits_rp",
+                                                   lambda t, hook: seen.setdefault("rp", t))]):
         loaded(ids)
     rp = seen["rp"][0]
     assert rp[:, [0, -1], :].abs().max() == 0 and rp[:, :, [0, -1]].abs().max() == 0

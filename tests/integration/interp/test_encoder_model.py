@@ -32,8 +32,8 @@ def test_logits_match_an_independent_reference_of_the_development_forward(case):
     ids = token_ids(model, batch=2, n=13)
     offset = 5 if variant != "rp" else 0
     with torch.no_grad():
-        torch.testing.assert_close(model(ids, position_offset=offset), reference_logits(state, config, ids, offset=offset),
-                                   atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(model(ids, position_offset=offset),
+                                   reference_logits(state, config, ids, offset=offset), atol=1e-4, rtol=1e-4)
 
 
 def test_residual_modes_and_rotary_layouts_really_differ():
@@ -87,14 +87,16 @@ def test_special_rows_and_columns_get_their_theta_in_the_rp_component_and_no_ap_
     inner = torch.arange(1, n - 1)
     for h in range(model.cfg.num_attention_heads):
         assert torch.all(rp[h, 0, inner] == th[0, h]) and torch.all(rp[h, n - 1, inner] == th[1, h])
-        assert torch.all(rp[h, :, 0] == th[2, h]) and torch.all(rp[h, :, n - 1] == th[3, h])  # columns win at the corners
+        # columns win at the corners
+        assert torch.all(rp[h, :, 0] == th[2, h]) and torch.all(rp[h, :, n - 1] == th[3, h])
     buckets = t5_reference_buckets(n)
     table = model.relative_pos_bias.relative_attention_bias.detach()
     torch.testing.assert_close(rp[:, 1:-1, 1:-1], table[buckets].permute(2, 0, 1)[:, 1:-1, 1:-1])
     assert torch.all(ap[:, [0, n - 1], :] == 0) and torch.all(ap[:, :, [0, n - 1]] == 0)
     q, k = cache["blocks.1.attn.hook_q_ap"][0], cache["blocks.1.attn.hook_k_ap"][0]
     torch.testing.assert_close(ap[:, 1:-1, 1:-1], (torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(8))[:, 1:-1, 1:-1])
-    total = cache["blocks.1.attn.hook_logits_ap"] + cache["blocks.1.attn.hook_logits_sem"] + cache["blocks.1.attn.hook_logits_rp"]
+    total = (cache["blocks.1.attn.hook_logits_ap"] + cache["blocks.1.attn.hook_logits_sem"]
+             + cache["blocks.1.attn.hook_logits_rp"])
     torch.testing.assert_close(cache["blocks.1.attn.hook_attn_scores"], total)
     torch.testing.assert_close(cache["blocks.1.attn.hook_pattern"], total.softmax(-1))
 
@@ -115,7 +117,8 @@ def test_rp_baseline_thetas_are_rp_and_the_content_logit_stays():
     assert torch.all(cache["blocks.0.attn.hook_logits_rp"][0, 2, 0, 1:5] == 12.0)
     sem = cache["blocks.0.attn.hook_logits_sem"][0]
     assert sem[:, 0, 3].abs().min() > 0  # not overwritten
-    torch.testing.assert_close(cache["blocks.0.attn.hook_attn_scores"][0], sem + cache["blocks.0.attn.hook_logits_rp"][0])
+    torch.testing.assert_close(cache["blocks.0.attn.hook_attn_scores"][0],
+                               sem + cache["blocks.0.attn.hook_logits_rp"][0])
 
 
 def test_planted_zero_sem_and_rp_leave_the_softmax_of_the_ap_logits():
@@ -131,7 +134,8 @@ def test_planted_zero_sem_and_rp_leave_the_softmax_of_the_ap_logits():
     for l in range(2):
         ap = seen[f"blocks.{l}.attn.hook_logits_ap"]
         torch.testing.assert_close(seen[f"blocks.{l}.attn.hook_pattern"], ap.softmax(-1))
-        assert torch.allclose(ap[:, :, 0].softmax(-1), torch.full_like(ap[:, :, 0], 0.1))  # the CLS row has no AP logit: uniform
+        # the CLS row has no AP logit: uniform
+        assert torch.allclose(ap[:, :, 0].softmax(-1), torch.full_like(ap[:, :, 0], 0.1))
 
 
 @pytest.mark.parametrize("component", ["ap", "sem", "rp"])
@@ -139,7 +143,8 @@ def test_editing_a_component_hook_changes_the_output(component):
     model = tiny_encoder("disentangled")
     ids = token_ids(model, n=8)
     base = model(ids)
-    with model.hooks(fwd_hooks=[(f"blocks.0.attn.hook_logits_{component}", lambda t, hook: t + 3 * torch.randn_like(t))]):
+    with model.hooks(fwd_hooks=[(f"blocks.0.attn.hook_logits_{component}",
+                                 lambda t, hook: t + 3 * torch.randn_like(t))]):
         edited = model(ids)
     assert not torch.allclose(base, edited, atol=1e-3)
 
@@ -204,7 +209,8 @@ def test_padded_or_ragged_input_is_refused_with_the_reason():
     model = tiny_encoder("disentangled")
     ids = token_ids(model, batch=2, n=6)
     ids[1, 4] = 0
-    with pytest.raises(InputError, match=r"pad id 0 at batch row 1, position 4: this encoder takes unpadded sequences only"):
+    with pytest.raises(InputError, match=r"pad id 0 at batch row 1, position 4: "
+                                         r"this encoder takes unpadded sequences only"):
         model(ids)
     with pytest.raises(InputError, match=r"same length, got lengths \[3, 2\]"):
         model([[5, 6, 7], [5, 6]])
@@ -218,25 +224,33 @@ HOOK_SHAPES = {  # b=2, n=7, hidden 24, pos 8, heads 4, d_qk 8, d_head 6
     "blocks.1.hook_resid_pre": None, "blocks.1.hook_attn_in": None, "blocks.1.hook_attn_out": None,
     "blocks.1.hook_resid_mid": None, "blocks.1.hook_mlp_in": None, "blocks.1.hook_mlp_out": None,
     "blocks.1.hook_resid_post": None, "blocks.1.hook_resid_ap": (2, 7, 8), "blocks.1.hook_resid_sem": (2, 7, 24),
-    "blocks.1.attn.hook_q_ap": (2, 7, 4, 8), "blocks.1.attn.hook_k_ap": (2, 7, 4, 8), "blocks.1.attn.hook_v_ap": (2, 7, 4, 2),
-    "blocks.1.attn.hook_q_sem": (2, 7, 4, 8), "blocks.1.attn.hook_k_sem": (2, 7, 4, 8), "blocks.1.attn.hook_v_sem": (2, 7, 4, 6),
+    "blocks.1.attn.hook_q_ap": (2, 7, 4, 8), "blocks.1.attn.hook_k_ap": (2, 7, 4, 8),
+    "blocks.1.attn.hook_v_ap": (2, 7, 4, 2),
+    "blocks.1.attn.hook_q_sem": (2, 7, 4, 8), "blocks.1.attn.hook_k_sem": (2, 7, 4, 8),
+    "blocks.1.attn.hook_v_sem": (2, 7, 4, 6),
     "blocks.1.attn.hook_q": (2, 7, 4, 6), "blocks.1.attn.hook_k": (2, 7, 4, 6), "blocks.1.attn.hook_v": (2, 7, 4, 6),
     "blocks.1.attn.hook_rot_q": (2, 7, 4, 6), "blocks.1.attn.hook_rot_k": (2, 7, 4, 6),
     "blocks.1.attn.hook_logits_ap": (2, 4, 7, 7), "blocks.1.attn.hook_logits_sem": (2, 4, 7, 7),
     "blocks.1.attn.hook_logits_rp": (2, 4, 7, 7), "blocks.1.attn.hook_attn_scores": (2, 4, 7, 7),
-    "blocks.1.attn.hook_pattern": (2, 4, 7, 7), "blocks.1.attn.hook_z_ap": (2, 7, 4, 2), "blocks.1.attn.hook_z_sem": (2, 7, 4, 6),
-    "blocks.1.attn.hook_z": (2, 7, 4, 6), "hook_final_ap": (2, 7, 8), "hook_final_sem": (2, 7, 24), "hook_final": (2, 7, 24),
+    "blocks.1.attn.hook_pattern": (2, 4, 7, 7), "blocks.1.attn.hook_z_ap": (2, 7, 4, 2),
+    "blocks.1.attn.hook_z_sem": (2, 7, 4, 6),
+    "blocks.1.attn.hook_z": (2, 7, 4, 6), "hook_final_ap": (2, 7, 8), "hook_final_sem": (2, 7, 24),
+    "hook_final": (2, 7, 24),
 }
 PRESENT = {
     "disentangled": {"hook_embed_sem", "hook_embed_ap", "hook_final_ap", "hook_final_sem", "blocks.1.hook_resid_ap",
                      "blocks.1.hook_resid_sem"} | {f"blocks.1.attn.hook_{n}" for n in
-                                                    ("q_ap", "k_ap", "v_ap", "q_sem", "k_sem", "v_sem", "logits_ap", "logits_sem",
-                                                     "logits_rp", "z_ap", "z_sem")},
-    "ap": {"hook_embed_sem", "hook_pos_embed", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in ("q", "k", "v", "logits_sem", "z")},
-    "rp": {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in ("q", "k", "v", "logits_sem", "logits_rp", "z")},
-    "rope": {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in ("q", "k", "v", "rot_q", "rot_k", "logits_sem", "z")},
+                                                    ("q_ap", "k_ap", "v_ap", "q_sem", "k_sem", "v_sem", "logits_ap",
+                                                     "logits_sem", "logits_rp", "z_ap", "z_sem")},
+    "ap": {"hook_embed_sem", "hook_pos_embed", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
+                                                                ("q", "k", "v", "logits_sem", "z")},
+    "rp": {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
+                                              ("q", "k", "v", "logits_sem", "logits_rp", "z")},
+    "rope": {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
+                                                ("q", "k", "v", "rot_q", "rot_k", "logits_sem", "z")},
 }
-COMMON = {k for k in HOOK_SHAPES if HOOK_SHAPES[k] is None} | {"blocks.1.attn.hook_attn_scores", "blocks.1.attn.hook_pattern"}
+COMMON = {k for k in HOOK_SHAPES if HOOK_SHAPES[k] is None} | {"blocks.1.attn.hook_attn_scores",
+                                                               "blocks.1.attn.hook_pattern"}
 
 
 @pytest.mark.parametrize("variant", list(PRESENT))
@@ -259,7 +273,8 @@ def test_each_variant_class_documents_exactly_the_hooks_it_has():
         model = tiny_encoder(variant)
         tables[variant] = {h.pattern for h in model.hook_table()}
         assert tables[variant] == {re.sub(r"^blocks\.\d+", "blocks.{l}", n) for n in model.hook_dict}, variant
-    assert "blocks.{l}.attn.hook_q_ap" in tables["disentangled"] and "blocks.{l}.attn.hook_q" not in tables["disentangled"]
+    assert "blocks.{l}.attn.hook_q_ap" in tables["disentangled"] \
+        and "blocks.{l}.attn.hook_q" not in tables["disentangled"]
     assert "blocks.{l}.attn.hook_rot_q" in tables["rope"] and "blocks.{l}.attn.hook_rot_q" not in tables["ap"]
     assert "blocks.{l}.attn.hook_logits_rp" in tables["rp"] and "blocks.{l}.attn.hook_logits_rp" not in tables["rope"]
 
@@ -280,7 +295,8 @@ def test_capabilities_and_their_methods():
     assert tuple(dstg.ap_embedding_matrix().shape) == (48, 8) and tuple(ap.ap_embedding_matrix().shape) == (48, 24)
     with pytest.raises(CapabilityError, match="next-token logits"):
         require(dstg, Capability.CAUSAL_LM, "generate")
-    assert (dstg.family, dstg.max_seq_len, dstg.d_vocab, dstg.n_layers, dstg.n_heads, dstg.d_model) == ("encoder", 48, 64, 2, 4, 32)
+    assert (dstg.family, dstg.max_seq_len, dstg.d_vocab, dstg.n_layers, dstg.n_heads, dstg.d_model) \
+        == ("encoder", 48, 64, 2, 4, 32)
     assert "DSTG (AP 8 | semantic 24" in dstg.describe() and "shared by all layers" in dstg.describe()
     assert "per layer" in tiny_encoder("rp", rp_per_layer=True).describe()
 
@@ -291,14 +307,16 @@ def test_query_rows_restricts_the_q_k_hooks_and_edits_still_apply():
     full, cache = model.run_with_cache(ids)
     rows = [2, 8]
     seen = {}
-    hooks = [(f"blocks.0.attn.hook_{w}", lambda t, hook: seen.__setitem__(hook.name, t.detach())) for w in ("logits_rp", "pattern")]
+    hooks = [(f"blocks.0.attn.hook_{w}", lambda t, hook: seen.__setitem__(hook.name, t.detach()))
+             for w in ("logits_rp", "pattern")]
     with model.query_rows(rows), model.hooks(fwd_hooks=hooks):
         out = model(ids)
     torch.testing.assert_close(out, full)
     assert tuple(seen["blocks.0.attn.hook_pattern"].shape) == (1, 4, 2, 9)
     torch.testing.assert_close(seen["blocks.0.attn.hook_pattern"], cache["blocks.0.attn.hook_pattern"][:, :, rows])
     torch.testing.assert_close(seen["blocks.0.attn.hook_logits_rp"], cache["blocks.0.attn.hook_logits_rp"][:, :, rows])
-    with model.query_rows([3]), model.hooks(fwd_hooks=[("blocks.1.attn.hook_pattern", lambda t, hook: torch.full_like(t, 1 / 9))]):
+    with model.query_rows([3]), model.hooks(fwd_hooks=[("blocks.1.attn.hook_pattern",
+                                                        lambda t, hook: torch.full_like(t, 1 / 9))]):
         edited = model(ids)
     assert not torch.allclose(edited[0, 3], full[0, 3], atol=1e-4)
     torch.testing.assert_close(edited[0, 0], full[0, 0])  # rows of the last layer other than 3 are untouched
@@ -337,8 +355,8 @@ def test_config_validation(overrides, message):
 def test_a_bert_uncased_config_attaches_the_wordpiece_tokenizer():
     from interp.tokenizers import WordPieceTokenizer
 
-    model = EncoderModel(EncoderConfig(**{**SMALL, "vocab_size": 30522, "hidden_size": 8, "num_hidden_layers": 1}, pos_size=4,
-                                       tokenizer="bert-uncased"))
+    model = EncoderModel(EncoderConfig(**{**SMALL, "vocab_size": 30522, "hidden_size": 8, "num_hidden_layers": 1},
+                                       pos_size=4, tokenizer="bert-uncased"))
     assert isinstance(model.tokenizer, WordPieceTokenizer)
     tokens = model.to_tokens("Hello world")
     assert tokens[0].tolist() == [101, 7592, 2088, 102]
@@ -346,7 +364,8 @@ def test_a_bert_uncased_config_attaches_the_wordpiece_tokenizer():
     assert tiny_encoder("ap").tokenizer is None
 
 
-@pytest.mark.parametrize("variant, overrides", [("disentangled", {}), ("disentangled", dict(rp_per_layer=True, rp_at_special=True)),
+@pytest.mark.parametrize("variant, overrides", [("disentangled", {}),
+                                                ("disentangled", dict(rp_per_layer=True, rp_at_special=True)),
                                                 ("ap", {}), ("rp", {}), ("rope", dict(rope_style="interleaved"))])
 def test_the_fused_path_attends_as_the_hooked_components_do(variant, overrides):
     """Without a component hook the logits are one dot product ([q_ap | q_sem].[k_ap | k_sem], the AP part zeroed at the

@@ -16,7 +16,8 @@ MODELS = {"repo": lambda: tiny_repo("repo"), "increments": lambda: tiny_model("p
 def test_collected_hooks_equal_a_full_cached_run_and_later_layers_never_run(family):
     model = MODELS[family]()
     tokens = torch.randint(5, min(model.d_vocab, 200), (2, 24), generator=torch.Generator().manual_seed(0))
-    names = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern", "blocks.0.attn.hook_z" if family != "encoder" else "blocks.0.hook_resid_pre"]
+    names = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern",
+             "blocks.0.attn.hook_z" if family != "encoder" else "blocks.0.hook_resid_pre"]
     last = f"blocks.{model.n_layers - 1}.hook_resid_post"
     _, cache = model.run_with_cache(tokens, names_filter=names + [last])  # what stream read before it stopped early
     later = []
@@ -25,7 +26,8 @@ def test_collected_hooks_equal_a_full_cached_run_and_later_layers_never_run(fami
     assert later == []
     for n in names:
         torch.testing.assert_close(got[n], cache[n], atol=0, rtol=0)
-    torch.testing.assert_close(run_and_collect(model, tokens, [last])[last], cache[last], atol=1e-5, rtol=1e-4)  # fused vs materialised layer 1
+    # fused vs materialised layer 1
+    torch.testing.assert_close(run_and_collect(model, tokens, [last])[last], cache[last], atol=1e-5, rtol=1e-4)
     assert later == [last]
     model.reset_hooks()
 
@@ -50,6 +52,7 @@ def test_activations_can_stay_where_the_model_ran_in_float32():
     kept = dict(stream(model, seqs, names, batch_size=2, to=None))
     _, cache = model.run_with_cache(torch.tensor([seqs[0]]), names_filter=names)
     for n in names:
-        assert kept[0][n].dtype == moved[0][n].dtype == torch.float32 and kept[0][n].device == next(model.parameters()).device
+        assert kept[0][n].dtype == moved[0][n].dtype == torch.float32 \
+            and kept[0][n].device == next(model.parameters()).device
         torch.testing.assert_close(kept[1][n], moved[1][n], atol=0, rtol=0)
         torch.testing.assert_close(kept[0][n], cache[n][0].float(), atol=0, rtol=0)

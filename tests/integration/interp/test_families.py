@@ -28,8 +28,9 @@ def _bert():
     from interp.families.bert.model import BertEncoder
 
     torch.manual_seed(0)
-    hf = BertModel(BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-                              max_position_embeddings=64, attn_implementation="eager"), add_pooling_layer=False)
+    hf = BertModel(BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                              intermediate_size=48, max_position_embeddings=64, attn_implementation="eager"),
+                   add_pooling_layer=False)
     return BertEncoder.from_hf(hf.eval())
 
 
@@ -80,11 +81,14 @@ def test_hooks_are_documented_and_run_with_cache_equals_the_forward(make):
     plain = _out(model, tokens)
     with torch.no_grad():
         cached, cache = model.run_with_cache(tokens)
-    if model.family == "hf":  # transformers' fp32 sdpa against the materialised pattern: 1e-4 relative, as the issue asks
+    # transformers' fp32 sdpa against the materialised pattern: 1e-4 relative, as the issue asks
+    if model.family == "hf":
         assert float((cached - plain).abs().max() / plain.abs().max()) < 1e-4
     else:
-        torch.testing.assert_close(cached, plain)  # hooked attention is materialised, the plain one fused: float tolerance
-    assert len(cache) > 0 and all(torch.isfinite(v).all() for k, v in cache.items() if v.is_floating_point() and "scores" not in k)
+        # hooked attention is materialised, the plain one fused: float tolerance
+        torch.testing.assert_close(cached, plain)
+    assert len(cache) > 0 and all(torch.isfinite(v).all() for k, v in cache.items()
+                                  if v.is_floating_point() and "scores" not in k)
 
 
 @pytest.mark.parametrize("make", FAMILIES)

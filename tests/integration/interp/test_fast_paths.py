@@ -25,7 +25,9 @@ def test_llama_position_hooks_still_move_the_rotation_and_untouched_positions_gi
     assert torch.equal(plain, per_head)
     want = model.blocks[0].attn.cfg
     pos = 2 * torch.arange(12, dtype=torch.float32).expand(2, want.num_attention_heads, 12)
-    torch.testing.assert_close(shifted_q[0], rope.rotate_half_split(cache["blocks.0.attn.hook_q"], pos, want.rope_theta), atol=0, rtol=0)
+    torch.testing.assert_close(shifted_q[0],
+                               rope.rotate_half_split(cache["blocks.0.attn.hook_q"], pos, want.rope_theta),
+                               atol=0, rtol=0)
     assert not torch.allclose(shifted, plain, atol=1e-4)
 
 
@@ -107,7 +109,8 @@ def test_materialised_causal_pattern_equals_a_masked_softmax_and_hides_a_blown_u
     hook.name = "blocks.0.attn.hook_pattern"
     hook.add_hook(lambda p, hook: seen.append(p))
     z = attend(q, k, v, causal=True, hook_pattern=hook)
-    scores = (q @ k.transpose(-1, -2) * (1 / math.sqrt(16))).masked_fill(~causal_mask(n_q, n_k, q.device), float("-inf"))
+    scores = (q @ k.transpose(-1, -2) * (1 / math.sqrt(16))).masked_fill(~causal_mask(n_q, n_k, q.device),
+                                                                         float("-inf"))
     want = torch.softmax(scores.float(), -1).to(dtype)
     torch.testing.assert_close(seen[0], want, atol=0, rtol=0, equal_nan=True)
     torch.testing.assert_close(z, want @ v, atol=0, rtol=0, equal_nan=True)
@@ -118,9 +121,11 @@ def test_scores_kept_by_a_hook_are_not_overwritten_by_the_in_place_softmax():
     model = _llama()
     tokens = torch.randint(1, 97, (1, 11), generator=torch.Generator().manual_seed(5))
     kept = []
-    handle = model.blocks[0].attn.hook_attn_scores.register_forward_hook(lambda m, i, out: kept.append(out))  # plain torch
+    # plain torch
+    handle = model.blocks[0].attn.hook_attn_scores.register_forward_hook(lambda m, i, out: kept.append(out))
     with torch.no_grad():  # where the softmax may run in place
-        _, cache = model.run_with_cache(tokens, names_filter=["blocks.1.attn.hook_attn_scores", "blocks.1.attn.hook_pattern",
+        _, cache = model.run_with_cache(tokens, names_filter=["blocks.1.attn.hook_attn_scores",
+                                                              "blocks.1.attn.hook_pattern",
                                                               "blocks.0.attn.hook_pattern"])
     handle.remove()
     for scores, pattern in ((kept[0], cache["blocks.0.attn.hook_pattern"]),
@@ -136,9 +141,11 @@ def test_grouped_keys_and_values_give_the_bits_of_repeated_ones_fused_or_materia
     from interp.attention import attend
 
     g = torch.Generator().manual_seed(6)
-    q, k, v = torch.randn(2, 6, n_q, 16, generator=g), torch.randn(2, 2, n_k, 16, generator=g), torch.randn(2, 2, n_k, 16, generator=g)
+    q, k, v = (torch.randn(2, 6, n_q, 16, generator=g), torch.randn(2, 2, n_k, 16, generator=g),
+               torch.randn(2, 2, n_k, 16, generator=g))
     k3, v3 = k.repeat_interleave(3, 1), v.repeat_interleave(3, 1)
     assert torch.equal(attend(q, k, v, causal=True), attend(q, k3, v3, causal=True))
     hook = HookPoint()
     hook.add_hook(lambda p, hook: p)
-    assert torch.equal(attend(q, k, v, causal=True, hook_pattern=hook), attend(q, k3, v3, causal=True, hook_pattern=hook))
+    assert torch.equal(attend(q, k, v, causal=True, hook_pattern=hook),
+                       attend(q, k3, v3, causal=True, hook_pattern=hook))

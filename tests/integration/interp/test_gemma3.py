@@ -24,7 +24,8 @@ def pair(tmp_path_factory):
     model = load("gemma3-270m")
     spec = CHUNKED["gemma3-270m"]
     gguf = assemble(spec["parts"], spec["sha256"], tmp_path_factory.mktemp("gguf") / spec["file"], spec["pip"])
-    hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager")
+    hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                              attn_implementation="eager")
     gguf.unlink()
     return model, hf.eval()
 

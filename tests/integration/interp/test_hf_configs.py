@@ -19,10 +19,12 @@ def _edit(directory, fn):
     path.write_text(json.dumps(config))
 
 
-LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 16}
 
 
-@pytest.mark.parametrize("scaling", [None, {"rope_type": "linear", "factor": 4.0}, LLAMA3], ids=["default", "linear", "llama3"])
+@pytest.mark.parametrize("scaling", [None, {"rope_type": "linear", "factor": 4.0}, LLAMA3],
+                         ids=["default", "linear", "llama3"])
 def test_llama_rope_scalings_match_transformers(tmp_path, scaling):
     extra = {"rope_parameters": {"rope_theta": 5000.0, **scaling}} if scaling else {"rope_theta": 5000.0}
     hf = tiny_hf_llama(tmp_path, attention_bias=True, head_dim=16, max_position_embeddings=128, **extra)
@@ -63,7 +65,8 @@ def test_llama_refuses_what_it_does_not_understand(tmp_path, edit, message):
 
 def test_transformers4_spelling_of_rope_loads_the_same(tmp_path):
     hf = tiny_hf_llama(tmp_path, rope_parameters={"rope_theta": 5000.0, "rope_type": "linear", "factor": 2.0})
-    _edit(tmp_path, lambda c: c.update(rope_theta=5000.0, rope_scaling={"type": "linear", "factor": 2.0}, rope_parameters=None))
+    _edit(tmp_path, lambda c: c.update(rope_theta=5000.0, rope_scaling={"type": "linear", "factor": 2.0},
+                                       rope_parameters=None))
     ids = torch.randint(0, 97, (1, 30))
     with torch.no_grad():
         torch.testing.assert_close(load(tmp_path)(ids), hf(ids).logits, atol=2e-5, rtol=1e-4)
@@ -73,7 +76,8 @@ def test_olmo2_reads_rope_parameters_and_refuses_unknown_fields(tmp_path):
     model = tiny_repo("repo")
     save_repo_dir(model, tmp_path)
     ids = torch.randint(0, 257, (1, 20))
-    _edit(tmp_path, lambda c: (c.pop("rope_theta"), c.pop("rope_scaling"), c.update(rope_parameters={"rope_type": "default", "rope_theta": 10000.0})))
+    _edit(tmp_path, lambda c: (c.pop("rope_theta"), c.pop("rope_scaling"),
+                               c.update(rope_parameters={"rope_type": "default", "rope_theta": 10000.0})))
     assert torch.equal(load(tmp_path)(ids), model(ids))
     _edit(tmp_path, lambda c: c["rope_parameters"].update(rope_theta=500000.0))
     assert not torch.allclose(load(tmp_path)(ids), model(ids))  # theta is really read from there
@@ -91,7 +95,8 @@ def test_bert_directory_matches_transformers_and_refuses_other_position_types(tm
     ids = torch.randint(1, 97, (2, 12))
     with torch.no_grad():
         torch.testing.assert_close(load(tmp_path)(ids), hf(ids).last_hidden_state, atol=1e-5, rtol=1e-5)
-    for edit, message in [(lambda c: c.update(position_embedding_type="relative_key"), "position_embedding_type='relative_key'"),
+    for edit, message in [(lambda c: c.update(position_embedding_type="relative_key"),
+                           "position_embedding_type='relative_key'"),
                           (lambda c: c.update(is_decoder=True), "is_decoder=True"),
                           (lambda c: c.update(hidden_act="gelu_new"), "hidden_act='gelu_new'"),
                           (lambda c: c.update(layer_norm_type="rms"), "config field 'layer_norm_type'")]:
@@ -109,7 +114,8 @@ def test_encoder_directory_refuses_unknown_fields(tmp_path):
     save_pretrained(model, tmp_path)
     ids = token_ids(model)
     assert torch.equal(load(tmp_path)(ids), model(ids))
-    _edit(tmp_path, lambda c: c.update(rope_theta=500000.0))  # the development schema has no such field: not silently 10000
+    # the development schema has no such field: not silently 10000
+    _edit(tmp_path, lambda c: c.update(rope_theta=500000.0))
     with pytest.raises(CheckpointError, match="config field 'rope_theta' .* encoder"):
         load(tmp_path)
 
@@ -124,6 +130,7 @@ def test_a_refused_config_names_config_json_before_any_weight_is_read(tmp_path, 
     else:
         write_tiny_hf("bert", tmp_path)
     _edit(tmp_path, lambda c: c.update(hidden_act="mish"))
-    monkeypatch.setattr(hf_files, "read_state", lambda *a, **k: pytest.fail("weights read before the config was checked"))
+    monkeypatch.setattr(hf_files, "read_state",
+                        lambda *a, **k: pytest.fail("weights read before the config was checked"))
     with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'config.json'}: .*hidden_act='mish'"):
         load(tmp_path)

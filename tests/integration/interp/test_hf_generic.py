@@ -34,7 +34,8 @@ def checkpoints(tmp_path_factory):
 
 
 def _load(kind, path):
-    # olmo2, llama and plain BertModel directories are claimed by the hand-written families; the generic loader reads them too
+    # olmo2, llama and plain BertModel directories are claimed by the hand-written families; the generic loader reads
+    # them too
     return load_generic(path) if kind in ("olmo2", "llama", "bert") else interp.load(path)
 
 
@@ -48,16 +49,20 @@ def test_forward_patterns_and_capabilities_match_transformers(kind, checkpoints)
     expected = out.last_hidden_state if kind == "bert" else out.logits
     assert _rel(logits, expected) < 1e-4
     for layer in range(2):
-        torch.testing.assert_close(cache[f"blocks.{layer}.attn.hook_pattern"], out.attentions[layer], atol=1e-5, rtol=1e-4)
-        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_pre"], out.hidden_states[layer], atol=1e-5, rtol=1e-4)
-    heads = {Capability.CAUSAL_LM} if kind not in ("bert", "bert-mlm") else {Capability.MASKED_LM} if kind == "bert-mlm" else set()
+        torch.testing.assert_close(cache[f"blocks.{layer}.attn.hook_pattern"], out.attentions[layer],
+                                   atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(cache[f"blocks.{layer}.hook_resid_pre"], out.hidden_states[layer],
+                                   atol=1e-5, rtol=1e-4)
+    heads = ({Capability.CAUSAL_LM} if kind not in ("bert", "bert-mlm")
+             else {Capability.MASKED_LM} if kind == "bert-mlm" else set())
     position = {Capability.POSITIONS, Capability.ROTARY} if kind in ROTARY else {Capability.AP_STREAM}
     assert model.capabilities == {Capability.ATTENTION, Capability.HIDDEN_STATES} | heads | position
     if kind in ROTARY:
         pos = cache["blocks.1.attn.hook_positions"]
         assert pos.shape == (2, 4, 12) and torch.equal(pos, torch.arange(12.0).expand(2, 4, 12))
     else:
-        table = {"gpt2": "transformer.wpe.weight", "opt": "model.decoder.embed_positions.weight"}.get(kind, "embeddings.position_embeddings.weight")
+        table = {"gpt2": "transformer.wpe.weight",
+                 "opt": "model.decoder.embed_positions.weight"}.get(kind, "embeddings.position_embeddings.weight")
         weight = {k.removeprefix("bert."): v for k, v in ref.state_dict().items()}[table]
         assert torch.equal(model.ap_embedding_matrix(), weight[2:] if kind == "opt" else weight)
         assert model.ap_embedding_matrix().shape[0] == 512
@@ -142,11 +147,13 @@ def test_a_checkpoint_missing_its_head_is_refused_not_randomly_filled(tmp_path):
         interp.load(tmp_path)
 
 
-@pytest.mark.parametrize("model_type", ["my_new_arch", "distilbert"])  # unknown to transformers / known, no bridge adapter
+# unknown to transformers / known, no bridge adapter
+@pytest.mark.parametrize("model_type", ["my_new_arch", "distilbert"])
 def test_a_type_the_bridge_does_not_know_is_refused_by_name(model_type, tmp_path):
     from transformers import DistilBertConfig
 
-    config = DistilBertConfig(dim=64, n_layers=2, n_heads=4).to_dict() if model_type == "distilbert" else {"hidden_size": 8}
+    config = (DistilBertConfig(dim=64, n_layers=2, n_heads=4).to_dict() if model_type == "distilbert"
+              else {"hidden_size": 8})
     (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
     assert not is_generic_hf_dir(tmp_path)
     with pytest.raises(CheckpointError, match=f"model_type '{model_type}' is not one poslens loads"):
@@ -162,11 +169,13 @@ def test_the_family_is_in_the_readme_tables():
 def test_kv_cache_decoding_matches_transformers_generate(kind, checkpoints):
     model, ref = _load(kind, checkpoints[kind]), reference(kind, checkpoints[kind])
     prompts = [[5, 17, 250, 3, 99, 42], [9, 8, 7, 6, 5, 4]]
-    expected = ref.generate(torch.tensor(prompts), max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)[:, 6:]
+    expected = ref.generate(torch.tensor(prompts), max_new_tokens=6, do_sample=False, pad_token_id=0,
+                            eos_token_id=None)[:, 6:]
     got = model.generate_batch(prompts, 6, budgets=[6, 3])
     assert got == [expected[0].tolist(), expected[1, :3].tolist()]
     stop = expected[0, 2].item()
-    assert model.generate(prompts[0], 6, stop_ids=(stop,)) == expected[0].tolist()[: expected[0].tolist().index(stop) + 1]
+    assert model.generate(prompts[0], 6, stop_ids=(stop,)) \
+        == expected[0].tolist()[: expected[0].tolist().index(stop) + 1]
 
 
 def test_a_plain_olmo2_directory_read_by_the_repo_family_matches_transformers(checkpoints):
@@ -222,8 +231,9 @@ def test_a_bert_head_directory_with_its_vocab_saves_and_loads_back_with_transfor
 
 
 def test_a_transformers_model_in_memory_is_copied_not_changed():
-    """``interp.load(module)``: the same logits as the module, provenance that says it came from memory, and the caller's
-    model untouched (its attention implementation, its weights, its device) by the load or by edits of the result."""
+    """``interp.load(module)``: the same logits as the module, provenance that says it came from memory, and the
+    caller's model untouched (its attention implementation, its weights, its device) by the load or by edits of the
+    result."""
     from tests.hf_helpers import tiny_hf
 
     module = tiny_hf("gpt2")
@@ -232,7 +242,8 @@ def test_a_transformers_model_in_memory_is_copied_not_changed():
     ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(0))
     model = interp.load(module)
     assert model.family == "hf" and model.source["path"] is None
-    assert model.source["format"] == "huggingface GPT2LMHeadModel directory (generic family), from a transformers model in memory"
+    assert model.source["format"] == ("huggingface GPT2LMHeadModel directory (generic family), "
+                                      "from a transformers model in memory")
     with torch.no_grad():
         torch.testing.assert_close(model(ids), module(ids).logits, atol=2e-5, rtol=1e-4)
         next(model.parameters()).add_(1.0)
@@ -245,5 +256,6 @@ def test_a_transformers_model_in_memory_is_copied_not_changed():
 def test_a_poslens_directory_of_a_family_that_reads_none_is_refused_by_name(tmp_path):
     (tmp_path / "poslens.json").write_text(json.dumps({"format": "poslens-checkpoint", "family": "hf", "config": {}}))
     (tmp_path / "model.safetensors").write_bytes(b"")
-    with pytest.raises(CheckpointError, match=r"poslens\.json: names the hf family, which does not read poslens directories"):
+    with pytest.raises(CheckpointError, match=r"poslens\.json: names the hf family, "
+                                              r"which does not read poslens directories"):
         interp.load(tmp_path)

@@ -112,7 +112,8 @@ def test_positions_stay_float32_under_bf16_autocast(variant):
     model = tiny_model(variant, max_seq_len=600)
     ids = torch.randint(0, 257, (1, 600))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        _, cache = model.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_positions") or n.endswith("hook_delta"))
+        _, cache = model.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_positions")
+                                        or n.endswith("hook_delta"))
     pos = cache["blocks.1.attn.hook_positions"][0, 0]
     assert pos.dtype == torch.float32
     delta = cache["blocks.1.hook_delta" if variant == "per-layer" else "hook_delta"][0]

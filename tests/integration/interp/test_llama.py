@@ -19,7 +19,8 @@ def pair():
 
     model = load("smollm2")
     path = package_file(*SMOLLM2)
-    hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation="eager")
+    hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
+                                              attn_implementation="eager")
     return model, hf.eval()
 
 
@@ -39,7 +40,8 @@ def test_hooks_fire_with_documented_shapes_and_real_values(pair):
     fired = []
     model.add_hook(lambda name: name.endswith("hook_pattern"), lambda t, hook: fired.append(hook.name))
     with torch.no_grad():
-        _, cache = model.run_with_cache(ids, names_filter=lambda n: n.startswith("blocks.3.") or n == "blocks.29.hook_resid_post")
+        _, cache = model.run_with_cache(ids, names_filter=lambda n: n.startswith("blocks.3.")
+                                        or n == "blocks.29.hook_resid_post")
         ref = hf(ids, output_attentions=True, output_hidden_states=True)
     model.reset_hooks()
     assert fired == [f"blocks.{l}.attn.hook_pattern" for l in range(30)]

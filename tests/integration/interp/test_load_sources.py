@@ -89,7 +89,8 @@ def test_hub_llama_matches_transformers(hub):
 
 
 def test_missing_hub_ids_paths_and_revisions_give_clear_errors(hub, tmp_path, monkeypatch):
-    with pytest.raises(CheckpointError, match=r"hub id 'nobody/nothing' \(revision main\) is not in the hub cache .*HF_HUB_OFFLINE=1"):
+    with pytest.raises(CheckpointError, match=r"hub id 'nobody/nothing' \(revision main\) "
+                                              r"is not in the hub cache .*HF_HUB_OFFLINE=1"):
         load("nobody/nothing")
     _hub_repo(hub, "SakanaAI/RePo-tiny", {"main": COMMIT_A})
     save_repo_dir(tiny_repo("rope"), hub / "models--SakanaAI--RePo-tiny" / "snapshots" / COMMIT_A)
@@ -195,7 +196,8 @@ def test_load_is_entered_once_and_registry_entries_are_data(monkeypatch):
 def test_listing_models_imports_neither_torch_nor_the_loaders():
     code = ("import sys, interp.catalog as r; names = [e.name for e in r.entries()]; "
             "print(len(names), 'torch' in sys.modules, 'interp.loading' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=True).stdout.split()
     assert int(out[0]) >= 10 and out[1:] == ["False", "False"]
 
 
@@ -203,5 +205,7 @@ def test_device_map_is_refused_before_reading_a_format_that_cannot_split(tmp_pat
     import interp.loading as loading
 
     monkeypatch.setattr(loading, "load_file", lambda *a, **k: pytest.fail("weights read before the option was checked"))
-    with pytest.raises(CheckpointError, match=r"rope-small: device_map='auto' applies to the checkpoints of the repo \(huggingface olmo2 directory\) family only, not to a poslens-checkpoint"):
+    with pytest.raises(CheckpointError, match=r"rope-small: device_map='auto' applies to the checkpoints of the repo "
+                                              r"\(huggingface olmo2 directory\) family only, "
+                                              r"not to a poslens-checkpoint"):
         load("rope-small", device_map="auto")

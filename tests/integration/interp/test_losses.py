@@ -21,7 +21,8 @@ BUNDLED = sorted(p for p in (Path(interp.__file__).parent / "checkpoints").iterd
 HF_KINDS = ["llama", "gemma2", "gpt2", "opt", "bert-mlm", "gemma3", "cohere", "granite"]
 EXTRA = {  # architectures whose forward does something after the output embedding
     "gemma3": (T.Gemma3TextConfig, T.Gemma3ForCausalLM, {**_DECODER, "head_dim": 16, "final_logit_softcapping": 3.0,
-                                                          "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]}),
+                                                         "sliding_window": 4,
+                                                         "layer_types": ["sliding_attention", "full_attention"]}),
     "cohere": (T.CohereConfig, T.CohereForCausalLM, {**_DECODER, "logit_scale": 0.37}),
     "granite": (T.GraniteConfig, T.GraniteForCausalLM, {**_DECODER, "logits_scaling": 4.0}),
 }

@@ -19,7 +19,8 @@ def test_nan_and_inf_weights_are_refused_by_name_unless_allowed(tmp_path):
         name = next(n for n, _ in model.named_parameters() if n.startswith("blocks.1."))
         dict(model.named_parameters())[name].view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
     save(model, tmp_path / "m")
-    with pytest.raises(CheckpointError, match=rf"non-finite weights in 1 tensor\(s\): {name} \(1 NaN, 1 inf of \d+\).*allow_nonfinite=True"):
+    with pytest.raises(CheckpointError, match=rf"non-finite weights in 1 tensor\(s\): {name} "
+                                              r"\(1 NaN, 1 inf of \d+\).*allow_nonfinite=True"):
         load(tmp_path / "m")
     with pytest.warns(UserWarning, match=name):
         loaded = load(tmp_path / "m", allow_nonfinite=True)
@@ -63,7 +64,8 @@ def test_position_probes_name_the_hook_with_nan_activations():
 
     model.add_hook("blocks.1.hook_resid_post", poison)
     try:
-        with pytest.raises(ValueError, match=r"position-probes: blocks\.1\.hook_resid_post of .* holds NaN/inf on document 0"):
+        with pytest.raises(ValueError, match=r"position-probes: blocks\.1\.hook_resid_post of .* "
+                                             r"holds NaN/inf on document 0"):
             fit_position_probes(model, docs, n_seeds=1, n_train=6, n_test=2, layers=[0, 1], cv_folds=2)
     finally:
         model.reset_hooks()

@@ -24,7 +24,8 @@ def test_repo_positions_are_final_map_of_the_raw_residual():
     x = cache["blocks.2.hook_resid_pre"]
     z = attn.final_map(torch.nn.functional.silu(attn.gate_map(x)) * attn.content_map(x)).transpose(1, 2)
     torch.testing.assert_close(cache["blocks.2.attn.hook_positions"], z)
-    torch.testing.assert_close(cache["blocks.0.attn.hook_positions"][0, 1], torch.arange(12).float())  # below start layer
+    # below start layer
+    torch.testing.assert_close(cache["blocks.0.attn.hook_positions"][0, 1], torch.arange(12).float())
     assert cache["blocks.2.attn.hook_repo_p"].shape == (1, 12, 8)
     assert model.undocumented_hooks() == [] and model.position_modes() == ["rope", "repo", "repo"]
     assert Capability.POSITIONS in model.capabilities
@@ -94,8 +95,8 @@ def _edit_config(path, fn):
 
 def test_config_says_repo_but_maps_are_missing(tmp_path):
     save_pretrained(tiny_repo("rope"), tmp_path / "m")
-    _edit_config(tmp_path / "m", lambda c: c["pe_config"].update(dynamic_pe_mode="swigluex_multihead", dynmaic_pe_start_layer=1,
-                                                                   dynamic_pe_start_layer=1))
+    _edit_config(tmp_path / "m", lambda c: c["pe_config"].update(dynamic_pe_mode="swigluex_multihead",
+                                                                 dynmaic_pe_start_layer=1, dynamic_pe_start_layer=1))
     with pytest.raises(CheckpointError, match="missing key 'model.layers.1.self_attn.gate_map.weight'"):
         load(tmp_path / "m")
 
@@ -112,7 +113,8 @@ def test_start_layer_spellings(tmp_path):
     _edit_config(tmp_path / "m", lambda c: c["pe_config"].update(dynamic_pe_start_layer=2))
     with pytest.raises(CheckpointError, match="dynmaic_pe_start_layer=1 but dynamic_pe_start_layer=2"):
         load(tmp_path / "m")
-    _edit_config(tmp_path / "m", lambda c: (c["pe_config"].pop("dynmaic_pe_start_layer"), c["pe_config"].update(dynamic_pe_start_layer=1)))
+    _edit_config(tmp_path / "m", lambda c: (c["pe_config"].pop("dynmaic_pe_start_layer"),
+                                            c["pe_config"].update(dynamic_pe_start_layer=1)))
     with pytest.raises(CheckpointError, match="not the misspelled dynmaic_pe_start_layer"):
         load(tmp_path / "m")
 
@@ -143,7 +145,8 @@ def test_device_maps_go_through_accelerate(tmp_path):
     model = tiny_repo("repo")
     save_pretrained(model, tmp_path / "m", shard_size=30_000)
     ids = torch.randint(0, 257, (1, 9))
-    explicit = {"embed_tokens": "cpu", "blocks.0": "cpu", "blocks.1": "cpu", "blocks.2": "cpu", "norm": "cpu", "lm_head": "cpu"}
+    explicit = {"embed_tokens": "cpu", "blocks.0": "cpu", "blocks.1": "cpu", "blocks.2": "cpu", "norm": "cpu",
+                "lm_head": "cpu"}
     torch.testing.assert_close(load(tmp_path / "m", device_map=explicit)(ids), model(ids))
     auto = load(tmp_path / "m", device_map="auto", max_memory={"cpu": "1GiB"})
     torch.testing.assert_close(auto(ids), model(ids))
@@ -206,7 +209,8 @@ def test_cached_decoding_matches_the_full_forward(mode):
     assert cache.past(model.blocks[0].attn) == 12
 
     seen = []
-    hooks = [(f"blocks.{l}.attn.hook_pattern", lambda p, hook: seen.append(p.shape) or p) for l in range(model.n_layers)]
+    hooks = [(f"blocks.{l}.attn.hook_pattern", lambda p, hook: seen.append(p.shape) or p)
+             for l in range(model.n_layers)]
     cache = KVCache()
     with torch.no_grad(), decoding(cache), model.hooks(fwd_hooks=hooks):  # the materialised path, with the offset mask
         steps = [model(ids[:, :7])[:, -1]] + [model(ids[:, t : t + 1])[:, -1] for t in range(7, 12)]
@@ -255,8 +259,8 @@ def test_the_authors_whole_config_json_loads(tmp_path):
         torch.testing.assert_close(loaded(ids), model(ids))
         torch.testing.assert_close(loaded(ids), reference_logits(state, authors, ids), atol=2e-4, rtol=2e-4)
     assert loaded.position_modes() == ["rope", "repo", "repo"]
-    assert model_record(loaded)["training_only_config"] == {"dynamic_pe_init_pdrop": 0.8, "dynamic_pe_dropout_anneal_step": 2000,
-                                                           "model_type": ""}
+    assert model_record(loaded)["training_only_config"] == {"dynamic_pe_init_pdrop": 0.8,
+                                                            "dynamic_pe_dropout_anneal_step": 2000, "model_type": ""}
 
 
 @pytest.mark.parametrize("field, value, message", [

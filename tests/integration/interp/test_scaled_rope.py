@@ -41,9 +41,10 @@ CASES = {  # name: (architecture, rope parameters, family expected)
 def _config(arch, rope, theta=10000.0):
     config_cls, _ = ARCH[arch]
     extra = {"original_max_position_embeddings": OMAX} if arch == "phi3" else {}
-    return config_cls(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      vocab_size=VOCAB, max_position_embeddings=MAXPOS, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                      tie_word_embeddings=False, rope_parameters={**rope, "rope_theta": theta}, **extra)
+    return config_cls(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=MAXPOS, pad_token_id=0,
+                      bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                      rope_parameters={**rope, "rope_theta": theta}, **extra)
 
 
 def _write(name, directory, seed=0):
@@ -83,7 +84,8 @@ def test_each_rope_type_loads_on_its_family_and_gives_transformers_logits(name, 
     fmt, described = model.source["format"], model.describe()
     if family == "hf":
         assert f"rope_type {rope['rope_type']}" in described and "transformers' rotary embedding" in described
-        declined = "not the llama family's" in fmt and f"rope_type '{rope['rope_type']}' is not one the llama family implements" in fmt
+        declined = ("not the llama family's" in fmt
+                    and f"rope_type '{rope['rope_type']}' is not one the llama family implements" in fmt)
         assert declined == (arch == "llama"), fmt  # a Qwen2 or Phi-3 directory was never the llama family's to take
         assert str(tmp_path / "config.json") in fmt or arch != "llama"
     else:
@@ -113,7 +115,8 @@ def test_the_rotation_follows_transformers_rotary_module_at_every_length(name, t
     seen, frequencies = {}, []
     token = torch.full((1, _length(name)), 7)
     for n in (SHORT, _length(name)):
-        with torch.no_grad(), model.hooks(fwd_hooks=[("blocks.1.attn.hook_rot_q", lambda q, hook: seen.__setitem__("q", q))]):
+        with torch.no_grad(), model.hooks(fwd_hooks=[("blocks.1.attn.hook_rot_q",
+                                                      lambda q, hook: seen.__setitem__("q", q))]):
             model(token[:, :n])
             ref(token[:, :n])
         rotary = ref.model.rotary_emb
@@ -124,7 +127,8 @@ def test_the_rotation_follows_transformers_rotary_module_at_every_length(name, t
         torch.testing.assert_close(back, back[:, :1].expand_as(back), atol=1e-4, rtol=1e-4)
         frequencies.append(spec.inv_freq.clone())
     changes = rope["rope_type"] in ("dynamic", "longrope")
-    assert (not torch.equal(*frequencies)) == changes  # the long pass ran with other frequencies exactly where it should
+    # the long pass ran with other frequencies exactly where it should
+    assert (not torch.equal(*frequencies)) == changes
     if "attention_factor" in rope:
         assert spec.attention_scaling == pytest.approx(rope["attention_factor"])
 
@@ -136,8 +140,8 @@ def _gemma3(directory):
     config = T.Gemma3TextConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
                                 num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, vocab_size=VOCAB,
                                 max_position_embeddings=MAXPOS, sliding_window=6, rope_parameters=rope,
-                                layer_types=["sliding_attention", "sliding_attention", "full_attention"], pad_token_id=0,
-                                bos_token_id=2, eos_token_id=1)
+                                layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                                pad_token_id=0, bos_token_id=2, eos_token_id=1)
     torch.manual_seed(0)
     hf = T.Gemma3ForCausalLM(config).eval()
     with torch.no_grad():
@@ -179,8 +183,10 @@ def test_rope_frequencies_reports_the_frequencies_and_scaling_transformers_ran(n
         np.testing.assert_allclose(rows["wavelength"].to_numpy(), 2 * np.pi / want)
         assert rows["attention_scaling"].tolist() == [scaling] * BANDS and set(rows["rope_type"]) == {kind}
     if name == "gemma3":
-        assert set(bands[bands["layer"] == 2]["rope_type"]) == {"yarn"} and set(bands[bands["layer"] == 0]["rope_type"]) == {"default"}
-        assert bands[bands["layer"] == 2]["attention_scaling"].iloc[0] > 1 == bands[bands["layer"] == 0]["attention_scaling"].iloc[0]
+        assert set(bands[bands["layer"] == 2]["rope_type"]) == {"yarn"} \
+            and set(bands[bands["layer"] == 0]["rope_type"]) == {"default"}
+        assert bands[bands["layer"] == 2]["attention_scaling"].iloc[0] > 1 \
+            == bands[bands["layer"] == 0]["attention_scaling"].iloc[0]
 
 
 def _edit(directory, fn):
@@ -194,8 +200,9 @@ def _edit(directory, fn):
 def test_a_rope_type_transformers_does_not_implement_is_refused_by_name(arch, tmp_path):
     _write("llama-yarn" if arch == "llama" else "qwen2-yarn", tmp_path)
     _edit(tmp_path, lambda c: c["rope_parameters"].update(rope_type="ntk-by-parts"))
-    with pytest.raises(CheckpointError, match=rf"{tmp_path / 'config.json'}: rope_parameters has rope_type 'ntk-by-parts', "
-                                              r"which transformers .* does not implement \(it implements default, dynamic"):
+    with pytest.raises(CheckpointError, match=rf"{tmp_path / 'config.json'}: "
+                                              r"rope_parameters has rope_type 'ntk-by-parts', which transformers .* "
+                                              r"does not implement \(it implements default, dynamic"):
         load(tmp_path)
 
 
@@ -203,8 +210,9 @@ def test_asking_the_llama_family_for_a_yarn_checkpoint_says_why_not(tmp_path):
     from interp.families.llama.model import LlamaTransformer
 
     ref = _write("llama-yarn", tmp_path)
-    with pytest.raises(CheckpointError, match=r"the llama family does not read it: .*config.json: rope_type 'yarn' is not one "
-                                              r"the llama family implements .* load it without family= and the hf family reads it"):
+    with pytest.raises(CheckpointError, match=r"the llama family does not read it: .*config.json: "
+                                              r"rope_type 'yarn' is not one the llama family implements .* "
+                                              r"load it without family= and the hf family reads it"):
         load(tmp_path, family="llama")
     with pytest.raises(CheckpointError, match="the llama family does not read it: LlamaForCausalLM: rope_type 'yarn'"):
         LlamaTransformer.from_hf(ref)

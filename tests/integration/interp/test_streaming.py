@@ -85,7 +85,8 @@ def _transformers_streaming(hf, x, C: int, sinks: int) -> np.ndarray:
                 if layer.keys.shape[-2] > C:
                     recent = layer.keys[:, :, sinks + 1:]
                     cos, sin = hf.model.rotary_emb(recent, torch.full((1, recent.shape[-2]), -1))
-                    layer.keys = torch.cat([layer.keys[:, :, :sinks], apply_rotary_pos_emb(recent, recent, cos, sin)[0]], -2)
+                    layer.keys = torch.cat([layer.keys[:, :, :sinks],
+                                            apply_rotary_pos_emb(recent, recent, cos, sin)[0]], -2)
                     layer.values = torch.cat([layer.values[:, :, :sinks], layer.values[:, :, sinks + 1:]], -2)
     return np.array(out)
 
@@ -99,14 +100,15 @@ def test_two_layers_stream_as_transformers_cache_with_eviction_and_re_indexed_po
     for chunk in (1, 3, 8):
         np.testing.assert_allclose(stream_nll(model, x, C, sinks, chunk), want, rtol=1e-5, atol=1e-5)
     hf, model = _pair("qwen2", "hf")  # transformers' own modules, through the hf family
-    np.testing.assert_allclose(stream_nll(model, x, C, sinks, 4), _transformers_streaming(hf, x, C, sinks), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stream_nll(model, x, C, sinks, 4), _transformers_streaming(hf, x, C, sinks),
+                               rtol=1e-5, atol=1e-6)
     if sinks:  # the sinks change what the tokens past the cache see
         assert np.abs(want - stream_nll(model, x, C, 0, 4))[C + 1:].max() > 0.01
 
 
 def _tiny_gemma3(directory):
-    """Gemma 3's layout in small: three sliding layers (6 keys, theta 1e4) to one global layer (theta 1e6, linear scaling
-    by 8), one key head; the real model's per-layer rotations are what a key is turned back and forth by."""
+    """Gemma 3's layout in small: three sliding layers (6 keys, theta 1e4) to one global layer (theta 1e6, linear
+    scaling by 8), one key head; the real model's per-layer rotations are what a key is turned back and forth by."""
     import transformers as T
 
     rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
@@ -114,8 +116,8 @@ def _tiny_gemma3(directory):
     config = T.Gemma3TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
                                 num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, vocab_size=300,
                                 max_position_embeddings=512, sliding_window=6, rope_parameters=rope,
-                                layer_types=["sliding_attention"] * 3 + ["full_attention"], pad_token_id=0, bos_token_id=2,
-                                eos_token_id=1)
+                                layer_types=["sliding_attention"] * 3 + ["full_attention"], pad_token_id=0,
+                                bos_token_id=2, eos_token_id=1)
     torch.manual_seed(0)
     hf = T.Gemma3ForCausalLM(config).eval()
     with torch.no_grad():
@@ -137,7 +139,8 @@ def test_chunks_give_token_by_token_streaming_in_every_family_that_streams(tmp_p
     with torch.no_grad():
         dense = F.cross_entropy(hf(input_ids=x[None]).logits[0, :-1], x[1:], reduction="none").numpy()
     np.testing.assert_allclose(stream_nll(gemma3, x, None, 0, 7), dense, rtol=1e-5, atol=1e-6)
-    models = ((gemma3, 1e-5), (load(tiny_hf("gemma2", sliding_window=6), family="hf"), 1e-5), (tiny_repo("rope").double(), 1e-5))
+    models = ((gemma3, 1e-5), (load(tiny_hf("gemma2", sliding_window=6), family="hf"), 1e-5),
+              (tiny_repo("rope").double(), 1e-5))
     for model, tol in models:
         one = stream_nll(model, x, 11, 3, chunk=1)
         for chunk in (2, 8):

@@ -13,7 +13,8 @@ def test_parts_are_exact_and_length_is_in_model_tokens(preamble):
         a, b = s.span("needle")
         assert bytes(s.token_ids[a:b]).decode().strip() == NEEDLE.format(key=s.key, value=s.value)
         q0, q1 = s.span("query")
-        assert q1 == len(s.token_ids) and bytes(s.token_ids[q0:q1]).decode().startswith("\nWhat is the special magic number for " + s.key)
+        assert q1 == len(s.token_ids) and bytes(s.token_ids[q0:q1]).decode().startswith(
+            "\nWhat is the special magic number for " + s.key)
         assert s.parts[0] == -1 and set(np.unique(s.parts)) == {-1, 0, 1, 2}
         assert s.text.endswith("mentioned in the provided text is") and s.answer == " " + s.value
         assert s.value not in s.text.replace(NEEDLE.format(key=s.key, value=s.value), "")

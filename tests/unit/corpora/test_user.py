@@ -11,7 +11,8 @@ from interp.tokenizers import ByteTokenizer, WordPieceTokenizer
 def test_txt_jsonl_and_directory(tmp_path):
     (tmp_path / "a.txt").write_text("first document", encoding="utf-8")
     assert read_documents(tmp_path / "a.txt") == [Document("a.txt", "first document")]
-    lines = [json.dumps({"text": "one"}), "", json.dumps({"id": "x", "text": "two"}), json.dumps({"text": "three", "id": 7})]
+    lines = [json.dumps({"text": "one"}), "", json.dumps({"id": "x", "text": "two"}),
+             json.dumps({"text": "three", "id": 7})]
     (tmp_path / "d.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert read_documents(tmp_path / "d.jsonl") == [Document("1", "one"), Document("x", "two"), Document("7", "three")]
     folder = tmp_path / "dir"

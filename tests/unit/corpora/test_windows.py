@@ -74,7 +74,8 @@ def test_user_texts_are_cut_into_windows_as_before(model):
     docs = [Document(f"d{i}", t) for i, t in enumerate(TEXTS)]
     new = analysis_windows(model, "kl-ablation", docs, length=24)
     assert digest(new) == OLD[model.kind, "user"]
-    assert analysis_windows(model, "kl-ablation", docs, length=24, n_docs=99, seed=7) == new  # the built-in's options unused
+    # the built-in's options unused
+    assert analysis_windows(model, "kl-ablation", docs, length=24, n_docs=99, seed=7) == new
     ids = [w.ids for w in new]
     assert analysis_windows(model, "kl-ablation", ids, length=24) == [Window(str(i), x) for i, x in enumerate(ids)]
 
@@ -115,6 +116,7 @@ def test_the_old_names_give_the_same_windows():
     assert user_windows(model, "x", docs, 24) == analysis_windows(model, "x", docs, length=24)
     with pytest.raises(InputError, match="x: documents= holds texts, and this analysis reads tokens"):
         user_windows(model, "x", docs, 24, accepts=("tokens",))
-    assert text_contexts(model, "x", 4, 65, 3) == [w.ids for w in analysis_windows(model, "x", length=65, n_docs=4, seed=3)]
+    assert text_contexts(model, "x", 4, 65, 3) \
+        == [w.ids for w in analysis_windows(model, "x", length=65, n_docs=4, seed=3)]
     assert text_contexts(model, "x", 4, 24, 3, docs) == [w.ids for w in analysis_windows(model, "x", docs, length=24)]
     assert digest(user_probe_documents(model.tokenizer, TEXTS, 400)) == OLD["bytes", "whole"]

@@ -27,7 +27,8 @@ def _expand(text: str) -> list[str]:
     match = re.search(r"\{(\w+(?:,\w+)+)\}", text)
     if match is None:
         return [text]
-    return [out for part in match.group(1).split(",") for out in _expand(text[: match.start()] + part + text[match.end():])]
+    return [out for part in match.group(1).split(",")
+            for out in _expand(text[: match.start()] + part + text[match.end():])]
 
 
 def readme_rows() -> list[tuple[str, str, str]]:
@@ -160,7 +161,8 @@ def test_the_kept_known_results_are_read_under_the_new_names_quietly():
         warnings.simplefilter("error", PoslensDeprecationWarning)
         results = Results(EVIDENCE)
         rope, retrieval, sink = results["rope-frequencies"], results["retrieval-heads"], results["sink-rate"]
-    assert {"n_docs", "length", "niah_prompts"} <= set(rope.columns) and not {"n_contexts", "n_samples"} & set(rope.columns)
+    assert {"n_docs", "length", "niah_prompts"} <= set(rope.columns) \
+        and not {"n_contexts", "n_samples"} & set(rope.columns)
     assert {"niah_prompts", "length"} <= set(retrieval.columns) and "n_docs" in sink.columns
 
 
@@ -288,7 +290,8 @@ def test_hf_files_model_type(tmp_path):
     (tmp_path / "broken" / "config.json").write_text("{", encoding="utf-8")
     with pytest.warns(DeprecationWarning, match="interp.loading.hf_files.model_type is deprecated"):
         from interp.loading.hf_files import model_type
-    assert [model_type(tmp_path), model_type(tmp_path / "broken"), model_type(tmp_path / "nothing")] == ["llama", None, None]
+    assert [model_type(tmp_path), model_type(tmp_path / "broken"),
+            model_type(tmp_path / "nothing")] == ["llama", None, None]
 
 
 def test_old_is_hf_dir_takes_a_path(tmp_path):
@@ -333,7 +336,8 @@ def test_output_stem_with_its_unused_name(tmp_path):
     csv = tmp_path / "position-ranges.csv"
     with pytest.warns(DeprecationWarning, match=re.escape("output_stem(csv, name, ...) is deprecated")):
         old = output_stem(csv, "position-ranges", tmp_path / "out", "paper", "3.3in", None)
-    assert old == output_stem(csv, tmp_path / "out", "paper", "3.3in", None) == tmp_path / "out" / "position-ranges-paper-3.3in"
+    assert old == output_stem(csv, tmp_path / "out", "paper", "3.3in", None) \
+        == tmp_path / "out" / "position-ranges-paper-3.3in"
 
 
 def test_figures_save_static(tmp_path):
@@ -380,7 +384,8 @@ def test_session_shard_keywords_make_the_store(tmp_path):
     new = _run_share(share=(1, 3), store=ShardStore(tmp_path / "new", record=record, flush_every=2, standalone=True))
     assert old is None and new is None  # a standalone share writes its part and reduces nothing
     written = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in (tmp_path / "old").glob("*.json")}
-    assert written and written == {p.name: json.loads(p.read_text(encoding="utf-8")) for p in (tmp_path / "new").glob("*.json")}
+    assert written and written == {p.name: json.loads(p.read_text(encoding="utf-8"))
+                                   for p in (tmp_path / "new").glob("*.json")}
     assert written["share-1-of-3.json"]["args_hash"] == record["args_hash"]
     with pytest.raises(ValueError, match="--shard I/N needs --shard-dir"), pytest.warns(DeprecationWarning):
         _run_share(shard="0/2")

@@ -51,8 +51,8 @@ def test_bad_position_shape_is_named():
         rope.rotate_interleaved(torch.randn(1, 2, 1, 4), torch.zeros(2), 10000.0)
 
 
-@pytest.mark.parametrize("scaling", [None, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                            "original_max_position_embeddings": 16}])
+@pytest.mark.parametrize("scaling", [None, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cached_integer_positions_give_the_bits_of_per_head_positions(scaling, dtype):
     x = torch.randn(2, 7, 3, 16).to(dtype)
@@ -61,4 +61,5 @@ def test_cached_integer_positions_give_the_bits_of_per_head_positions(scaling, d
         want = rope.rotate_half_split(x, pos, 500.0, scaling)
         got = rope.rotate_half_split_range(x, start, 500.0, scaling)
         assert got.dtype == dtype and torch.equal(got, want)
-    assert not torch.equal(rope.rotate_half_split_range(x, 0, 500.0, scaling), rope.rotate_half_split_range(x, 0, 50.0, scaling))
+    assert not torch.equal(rope.rotate_half_split_range(x, 0, 500.0, scaling),
+                           rope.rotate_half_split_range(x, 0, 50.0, scaling))
