@@ -176,3 +176,83 @@ def test_along_context_column_as_plotly_draws_it(along, tmp_path):
     svg = figures.save(fig, tmp_path / "along", "svg", width=fig.layout.width, height=fig.layout.height)[0]
     assert text_overlaps(svg) == []
     assert text_boxes(svg)[1][1] <= PAGE + 0.5
+
+
+# ---- head-profiles on a page ------------------------------------------------------------------------------
+
+def head_profiles_table(seed: int = 0) -> pd.DataFrame:
+    """The small run's shape: a RePo decoder of 4 x 4 heads whose position ranges run from 1 to 47 positions (the
+    log axis' span that put plotly's digits 8, 9, 10 on each other) and an encoder without them."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for model in ("repo-small", "dstg-small"):
+        for layer in range(4):
+            for head in range(4):
+                decoder = model == "repo-small"
+                rows.append(dict(model=model, layer=layer, head=head, n_layers=4, depth=layer / 3,
+                                 previous_token_mass=rng.uniform(0, 0.3), first_token_mass=rng.uniform(0, 0.2),
+                                 local_mass=rng.uniform(0.2, 0.8), needle_mass=rng.uniform(0, 1) if decoder else np.nan,
+                                 retrieval_score=rng.choice([0, 0.125, 0.5]) if decoder else np.nan,
+                                 position_range=(47.0 if layer == 0 else 1.0 if (layer, head) == (1, 0) else rng.uniform(1.8, 6.2))
+                                 if decoder else np.nan,
+                                 group="mixed"))
+    return pd.DataFrame(rows)
+
+
+def test_head_profiles_log_axis_labels_values_apart_at_seven_inches():
+    df = head_profiles_table()
+    fig = render("head-profiles", df, template="paper", width="7in")
+    _, _, _, plot_h = _plot_box(fig)
+    axis = next(fig.layout[k] for k in _axes(fig, "y") if fig.layout[k].type == "log")
+    lo, hi = axis.range
+    assert lo <= math.log10(df["position_range"].min()) and math.log10(df["position_range"].max()) <= hi
+    assert axis.tickmode == "array" and len(axis.tickvals) >= 2
+    for value, label in zip(axis.tickvals, axis.ticktext):
+        assert float(label) == pytest.approx(value)  # written out: "50", not a lone "5" standing for 50
+    panel = (axis.domain[1] - axis.domain[0]) * plot_h
+    gaps = np.diff(np.log10(axis.tickvals)) * panel / (hi - lo)
+    assert gaps.min() > 1.3 * PAPER_TICK_PX, gaps  # a line of tick text and more between neighbouring labels
+
+
+@needs_browser
+def test_head_profiles_texts_apart_at_seven_inches(tmp_path):
+    from tests.figure_checks import outside_axes, text_overlaps
+
+    fig = render("head-profiles", head_profiles_table(), template="paper", width="7in")
+    assert outside_axes(fig) == []
+    svg = figures.save(fig, tmp_path / "profiles", "svg", width=fig.layout.width, height=fig.layout.height)[0]
+    assert text_overlaps(svg) == []
+
+
+# ---- position-probes' R^2 axis ----------------------------------------------------------------------------
+
+def probes_table(low: float) -> pd.DataFrame:
+    """One model, two subspaces, three targets over four layers; the segment target's shuffled control at layer 2
+    scores ``low`` (std 0.04)."""
+    rows = []
+    for space in ("full", "ap"):
+        for target in ("token", "segment", "intra"):
+            for layer in range(4):
+                for control in ("none", "shuffled"):
+                    r2 = 0.6 - 0.05 * layer if control == "none" else -0.02
+                    if control == "shuffled" and target == "segment" and layer == 2 and space == "ap":
+                        r2 = low
+                    rows.append(dict(model="dstg-small", layer=layer, subspace=space, target=target, control=control,
+                                     r2_mean=r2, r2_std=0.04, r2_missing="", alpha=1.0, n_train=8, n_test=4, n_seeds=2))
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("template", ["default", "paper"])
+def test_position_probes_axis_holds_a_control_below_minus_point_two(template):
+    fig = render("position-probes", probes_table(-0.27), template=template, width="3.3in" if template == "paper" else None)
+    lo, hi = fig.layout.yaxis.range
+    assert lo <= -0.27 - 0.04 and hi >= 1.0
+    assert list(render("position-probes", probes_table(-0.05)).layout.yaxis.range) == [-0.2, 1.02]  # the usual axis
+
+
+@needs_browser
+def test_position_probes_draws_every_error_bar_inside_its_axis():
+    from tests.figure_checks import outside_axes
+
+    assert outside_axes(render("position-probes", probes_table(-0.27))) == []
+    assert outside_axes(render("position-probes", probes_table(-0.9), template="paper", width="7in")) == []
