@@ -203,7 +203,7 @@ def summary(df):
                  answer_nll=("answer_nll", "mean"), draws=("draw", "size")).reset_index())
 
 
-@runs(small=Run(("repo-small",), dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1,), n_random=1)),
+@runs(small=Run(("repo-small",), dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1, 0.2), n_random=1)),
       main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
                quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
       # Wu et al.'s score and masking (the defaults)

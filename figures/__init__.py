@@ -1,4 +1,5 @@
-"""Plotly figures, one module per analysis: ``figures.<name>.figure(df) -> go.Figure``.
+"""Plotly figures, one module per analysis: ``figures.<name>.figure(df) -> go.Figure``; a figure that lays itself out
+differently in a narrow column takes ``width=`` too (the px it is drawn at, None on a screen).
 
 ``render(name, df, template=, width=, title=)`` builds an analysis' figure from its table (the CSV is enough),
 ``save(fig, stem, formats)`` writes HTML (plotly.js inline, or once per folder in ``shared_plotlyjs()``: both work offline) and PDF / SVG / PNG

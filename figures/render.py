@@ -9,6 +9,7 @@ text), floats round-trip exactly.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import pkgutil
 from pathlib import Path
@@ -44,13 +45,15 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
     lays the figure out for its printed width (``figures.layout.fit``): titles wrapped to their panels, gaps that
     hold their tick labels and titles, tables and ternaries sized to their content, texts placed by their data sized
     to their spacing and, without a height, the height the content needs, at most a page (9 in) where the panels
-    can shrink to it. A height too small for the texts and panels is refused with the least that fits.
+    can shrink to it. A height too small for the texts and panels is refused with the least that fits. A figure
+    whose ``figure`` takes ``width=`` is given the width in px (None without one), to lay itself out for it.
     """
     if template not in TEMPLATES:
         raise ValueError(f"--template {template!r}: expected one of {', '.join(TEMPLATES)}")
-    fig = figure_module(name).figure(df)
     w = parse_length(width, "--width") if width is not None else None
     h = parse_length(height, "--height") if height is not None else None
+    draw = figure_module(name).figure
+    fig = draw(df, width=w) if "width" in inspect.signature(draw).parameters else draw(df)
     if template == "paper":
         fig.update_layout(template=PAPER, title_text=title)
         if fig.layout.legend.y is None:  # a figure that placed its legend (below ternaries, say) keeps it there

@@ -1,6 +1,6 @@
 """Figures rebuilt from saved results equal the analysis-time figures; static export renders for real.
 
-Every registered analysis runs once (tiny models, small options) through ``run_analysis``; the figure it made is
+Every registered analysis runs once (its small run, or a case in ``_cases``) through ``run_analysis``; the figure it made is
 captured and compared with ``render(name, read_table(csv))``. Where a Chrome/Chromium is found, every figure
 is then written as PDF, SVG and PNG at a column's width through one browser and the files are checked.
 """
@@ -20,14 +20,11 @@ import pytest
 import figures
 from analyses import all_analyses
 from analyses.char_spacing import DEFAULT_TEXTS
-from corpora.documents import Window
 from figures.render import figure_module, known, read_result, read_table, render, rerender
 from figures.style import MODEL_COLORS, PALETTE, PAPER, model_colors
 from poslens.cli import main
 from poslens.run import run_analysis
-from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
-from tests.repo_helpers import tiny_repo
 
 ROOT = Path(__file__).resolve().parents[3]
 BROWSER = figures.find_browser()
@@ -35,40 +32,23 @@ needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chrome/Chromium f
                                    "`plotly_get_chrome`): static export not tested")
 
 
-def _docs(enc):
-    return [Window("", token_ids(enc, 1, 20, seed=s)[0].tolist()) for s in range(3)]
-
-
 def _cases():
-    """Inputs the figures here are checked on, over the analyses' own small runs: tiny models built here, the
-    increments models shared by loss-neutrality and word-boundaries (one colour per model across figures), the
-    analysis' own sentences (what a user plots: their spacing decides the font) with a token "NA" read back as text,
-    the user's token windows, two lengths, layers and shares."""
+    """The few analyses drawn here from other inputs than their own small run (``@runs(small=...)``), each for what
+    it stresses in a figure that the small run does not:
+
+    - loss-neutrality and word-boundaries on the same two models, built here under names no palette fixes: one
+      colour per model across figures (the colour is hashed from the name), and two models' bars;
+    - char-spacing on the user's own sentences, one of them ending in a token "NA" that must be read back from the
+      CSV as text: their characters' spacing sizes the font of the paper figure;
+    - niah-accuracy at two lengths and on two models: a line per model across lengths, not a lone point.
+
+    Every other analysis is drawn from its small run, so a new analysis needs no line here."""
     inc = [tiny_model("shared", max_seq_len=512), tiny_model("per-layer", max_seq_len=512)]
-    repo = [tiny_repo("repo"), tiny_repo("rope")]
-    enc = tiny_encoder("disentangled")
-    docs = _docs(enc)
     return {
-        "byte-increments": (inc, {}),
-        "word-boundaries": (inc, dict(n_docs=3, max_gaps=400, n_boot=10)),
-        "entity-spacing": (inc, dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")), invented=(("Zor", "Vex"),))),
-        "char-spacing": (inc, dict(documents={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]})),
         "loss-neutrality": (inc, dict(n_docs=2, length=32, n_boot=10)),
-        "attention-mass": (repo[:1], dict(n_docs=1, length=300, preamble=False)),
-        "niah-accuracy": (repo, dict(lengths=(300, 400), n_docs=1)),
-        "position-ranges": (repo[:1] + [inc[1]], dict(n_docs=1, length=300)),
-        "position-patterns": (repo[:1], dict(layers=[1, 2], length=64, source="wiki")),
-        "ap-spectrum": ([enc], dict(n_components=3)),
-        "kl-ablation": ([enc], dict(documents=docs)),
-        "compare-heads": ([enc, tiny_encoder("rp", seed=1)], dict(documents=docs)),
-        "position-probes": (["dstg-small"], dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2, length=64)),
-        "head-profiles": (repo[:1] + ["dstg-small"], dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
-        "sink-rate": (repo[:1], dict(lengths=(32, 64), n_docs=1, max_rows=16)),
-        "induction": (repo + ["dstg-small"], dict(half=16, n_docs=1)),
-        "rope-frequencies": (repo, dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
-        "retrieval-heads": (repo, dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1, 0.2), n_random=2)),
-        "attention-window": (repo, dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
-        "along-context": (repo, dict(n_docs=2, length=64)),
+        "word-boundaries": (inc, dict(n_docs=3, max_gaps=400, n_boot=10)),
+        "char-spacing": (inc, dict(documents={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]})),
+        "niah-accuracy": (["repo-small", "rope-small"], dict(lengths=(300, 400), n_docs=1)),
     }
 
 
