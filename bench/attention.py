@@ -46,7 +46,9 @@ def child(length: int) -> dict:
         extract = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"length": seq.shape[1], "bare_s": bare, "extract_s": extract, "bare_growth_mb": (after_bare - base) / 1024,
-            "extract_growth_mb": (peak - base) / 1024, "full_cache_mb": CONFIG["num_hidden_layers"] * CONFIG["num_attention_heads"] * seq.shape[1] ** 2 * 4 / 2**20}
+            "extract_growth_mb": (peak - base) / 1024,
+            "full_cache_mb": CONFIG["num_hidden_layers"] * CONFIG["num_attention_heads"] * seq.shape[1] ** 2 * 4
+                             / 2**20}
 
 
 def main() -> str:
@@ -54,32 +56,37 @@ def main() -> str:
 
     runs = []
     for n in LENGTHS:
-        out = subprocess.run([sys.executable, "-m", "bench.attention", "--child", str(n)], capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-m", "bench.attention", "--child", str(n)], capture_output=True,
+                             text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    lines = ["| context | bare forward | attention-mass extraction | ratio | memory growth, bare | memory growth, extraction | full-pattern cache would need |",
+    lines = ["| context | bare forward | attention-mass extraction | ratio | memory growth, bare | "
+             "memory growth, extraction | full-pattern cache would need |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
-        lines.append(f"| {r['length']} | {r['bare_s']:.2f} s | {r['extract_s']:.2f} s | **{r['extract_s'] / r['bare_s']:.2f}x** | "
-                     f"{r['bare_growth_mb']:.0f} MB | {r['extract_growth_mb']:.0f} MB | {r['full_cache_mb']:.0f} MB |")
+        lines.append(f"| {r['length']} | {r['bare_s']:.2f} s | {r['extract_s']:.2f} s | "
+                     f"**{r['extract_s'] / r['bare_s']:.2f}x** | {r['bare_growth_mb']:.0f} MB | "
+                     f"{r['extract_growth_mb']:.0f} MB | {r['full_cache_mb']:.0f} MB |")
     prev, last = runs[-2], runs[-1]
     extra = max(r["extract_growth_mb"] - r["bare_growth_mb"] for r in runs)
-    body = (f"RePo decoder, 8 layers x 8 heads, d_model 256 (random weights, same cost as trained ones), one NIAH prompt with "
-            f"a 7-digit answer, teacher-forced; each length in a fresh process; {machine()}.\n\n" + "\n".join(lines) +
-            f"\n\nExtraction needs at most {extra:.0f} MB more than the bare forward pass at any length; at {last['length']} "
-            f"tokens that is {extra / last['full_cache_mb']:.1%} of what a cache of every layer's pattern would hold. What "
-            f"extraction adds over the bare forward is {prev['extract_growth_mb'] - prev['bare_growth_mb']:.0f} MB at "
-            f"{prev['length']} and {last['extract_growth_mb'] - last['bare_growth_mb']:.0f} MB at {last['length']} tokens "
-            f"(peak-RSS growth, noisy by tens of MB), while the pattern cache grows from {prev['full_cache_mb']:.0f} to "
-            f"{last['full_cache_mb']:.0f} MB.\n\n"
-            "The masses are read by `interp.attention.model_span_masses`: each layer runs scaled-dot-product attention of "
-            "the answer rows with the part indicators `[keys, parts]` as values (exact to 1e-5 against the materialised "
-            "pattern; tests/integration/interp/test_span_masses.py), and the forward pass stops after the last layer's attention, so "
-            "neither the last MLP nor the unembedding runs: extraction can cost less than the bare forward. GPU: not "
-            "measured here (no device was lent to this work; `bench/gpu.py` re-measures when one is). Expected there: the "
-            "old path's extra cost (a second score matmul and softmax on the rows, an index_copy, four boolean-index "
-            "gathers and a device-to-host copy per layer) is replaced by one small fused kernel per layer "
-            "(8 rows x keys x parts) with one copy at the end, which should bring the H100 ratios of the GPU section "
-            "(measured with the old path) to about the bare forward or below; an estimate, not a measurement.\n")
+    body = ("RePo decoder, 8 layers x 8 heads, d_model 256 (random weights, same cost as trained ones), one NIAH "
+            f"prompt with a 7-digit answer, teacher-forced; each length in a fresh process; {machine()}.\n\n"
+            + "\n".join(lines) +
+            f"\n\nExtraction needs at most {extra:.0f} MB more than the bare forward pass at any length; at "
+            f"{last['length']} tokens that is {extra / last['full_cache_mb']:.1%} of what a cache of every layer's "
+            "pattern would hold. What extraction adds over the bare forward is "
+            f"{prev['extract_growth_mb'] - prev['bare_growth_mb']:.0f} MB at {prev['length']} and "
+            f"{last['extract_growth_mb'] - last['bare_growth_mb']:.0f} MB at {last['length']} tokens (peak-RSS growth, "
+            f"noisy by tens of MB), while the pattern cache grows from {prev['full_cache_mb']:.0f} to "
+            f"{last['full_cache_mb']:.0f} MB.\n\nThe masses are read by `interp.attention.model_span_masses`: each "
+            "layer runs scaled-dot-product attention of the answer rows with the part indicators `[keys, parts]` as "
+            "values (exact to 1e-5 against the materialised pattern; tests/integration/interp/test_span_masses.py), "
+            "and the forward pass stops after the last layer's attention, so neither the last MLP nor the unembedding "
+            "runs: extraction can cost less than the bare forward. GPU: not measured here (no device was lent to this "
+            "work; `bench/gpu.py` re-measures when one is). Expected there: the old path's extra cost (a second score "
+            "matmul and softmax on the rows, an index_copy, four boolean-index gathers and a device-to-host copy per "
+            "layer) is replaced by one small fused kernel per layer (8 rows x keys x parts) with one copy at the end, "
+            "which should bring the H100 ratios of the GPU section (measured with the old path) to about the bare "
+            "forward or below; an estimate, not a measurement.\n")
     write_section("attention", "Attention-mass extraction at long context", body)
     return body
 

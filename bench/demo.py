@@ -1,5 +1,5 @@
-"""The main job's wall time: ``poslens reproduce`` (what ``make demo`` runs), each run a fresh process, on an idle machine
-and beside one busy process (a single-threaded loop that keeps one core busy, started early enough for the load
+"""The main job's wall time: ``poslens reproduce`` (what ``make demo`` runs), each run a fresh process, on an idle
+machine and beside one busy process (a single-threaded loop that keeps one core busy, started early enough for the load
 average to show it, as another user's job would), with the threads poslens chooses and, as the baseline measured
 in the same run, with torch's default of one thread per core (``--threads`` = the core count). Each run's thread
 count and the reason come from its provenance. The budget is 5 minutes on 2 cores.
@@ -21,8 +21,8 @@ from bench.report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET_S = 300.0
-BEFORE = ("Before (df4a0bd, as issue 18 measured it): 243 s idle and 1191 s beside one busy process, torch choosing one thread "
-          "per core whatever else ran; the last row is that choice today.")
+BEFORE = ("Before (df4a0bd, as issue 18 measured it): 243 s idle and 1191 s beside one busy process, torch choosing "
+          "one thread per core whatever else ran; the last row is that choice today.")
 
 
 def _load() -> float:
@@ -56,7 +56,8 @@ def main() -> str:
         deadline = time.time() + 180
         while _load() < 0.9 and time.time() < deadline:  # the 1-minute load average needs about a minute to see it
             time.sleep(5)
-        for label, threads in (("beside one busy process", None), ("beside one busy process, torch's default threads", cores)):
+        for label, threads in (("beside one busy process", None),
+                               ("beside one busy process, torch's default threads", cores)):
             wall, record = reproduce(threads)
             rows.append((label, record, wall))
             print(f"{label}: {wall:.0f} s", flush=True)
@@ -67,7 +68,8 @@ def main() -> str:
              "| --- | --- | --- | --- | --- |"]
     for label, record, wall in rows:
         why = record.get("chosen", {}).get("reason") or "given with --threads"
-        lines.append(f"| {label} | {record['torch']} ({why}) | {wall:.0f} s | {wall / idle:.2f}x | **{wall / BUDGET_S:.2f}x** |")
+        lines.append(f"| {label} | {record['torch']} ({why}) | {wall:.0f} s | {wall / idle:.2f}x | "
+                     f"**{wall / BUDGET_S:.2f}x** |")
     return "\n".join(lines)
 
 
@@ -84,7 +86,7 @@ if __name__ == "__main__":
 
         write_section("demo", "The main job's wall time, idle and beside a busy process",
                       f"`poslens reproduce` (`make demo`) in a fresh process per row; {platform.machine()}, "
-                      f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}, {dt.date.today()}. The busy process is one "
-                      f"single-threaded loop started before the run, as another user's job would be. The idle row waits for "
-                      f"the load average to fall below 0.3 first.\n\n{table}\n\n{BEFORE}")
+                      f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}, {dt.date.today()}. The busy "
+                      "process is one single-threaded loop started before the run, as another user's job would be. The "
+                      f"idle row waits for the load average to fall below 0.3 first.\n\n{table}\n\n{BEFORE}")
     print(table)

@@ -24,8 +24,8 @@ import torch
 from bench.report import machine, write_section
 
 FIRST, WINDOWS = (1, 4), (0, 16, 512)
-WANTED = ("first_mass", "self_mass", "previous_mass", "window_mass", "far_mass", "distance_mean", "distance_std", "entropy",
-          "top_key", "top_mass")
+WANTED = ("first_mass", "self_mass", "previous_mass", "window_mass", "far_mass", "distance_mean", "distance_std",
+          "entropy", "top_key", "top_mass")
 
 
 def reference_statistics(p: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -118,12 +118,13 @@ def main(argv=None) -> None:
     if args.write:
         worst = max(r[w] for r in rows for w in WANTED if w != "top_key")
         keys = sum(int(r["top_key"]) for r in rows)
-        write_section("exactness", "All-row attention statistics on the real models against transformers' eager patterns",
+        write_section("exactness",
+                      "All-row attention statistics on the real models against transformers' eager patterns",
                       f"{machine()}; `python -m bench.exactness --length {args.length}`. Largest difference of each "
                       "statistic over every layer, head and query row (distances relative to their largest value; the "
-                      "spread compared as a variance; top_key: rows whose most attended key differs, among rows whose top "
-                      f"two weights differ by more than 1e-4).\n\n{table}\n\nLargest difference {worst:.1e} (target "
-                      f"1e-5); {keys} clear top keys differ.")
+                      "spread compared as a variance; top_key: rows whose most attended key differs, among rows whose "
+                      f"top two weights differ by more than 1e-4).\n\n{table}\n\nLargest difference {worst:.1e} "
+                      f"(target 1e-5); {keys} clear top keys differ.")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ def _model():
     from poslens.train.recipes.increments import SMALL_BYTES
 
     torch.manual_seed(0)  # same size as the bundled model when it is not there
-    return IncrementTransformer(IncrementConfig(**SMALL_BYTES, pos_encoding="selective_rope", per_layer_delta=True)).eval()
+    return IncrementTransformer(IncrementConfig(**SMALL_BYTES, pos_encoding="selective_rope",
+                                                per_layer_delta=True)).eval()
 
 
 def _windows(n: int) -> np.ndarray:
@@ -64,7 +65,8 @@ def child(mode: str, n: int) -> dict:
     (bare if mode == "bare" else extract)(model, windows)
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"mode": mode, "n": n, "seconds": seconds, "peak_rss_mb": peak / 1024, "growth_mb": (peak - rss_before) / 1024}
+    return {"mode": mode, "n": n, "seconds": seconds, "peak_rss_mb": peak / 1024,
+            "growth_mb": (peak - rss_before) / 1024}
 
 
 def run_child(mode: str, n: int) -> dict:
@@ -86,8 +88,10 @@ def main(n: int = 16) -> str:
 | extraction (per-layer increments + all attention patterns), {n} windows | {e['seconds']:.2f} s |
 | **time ratio extraction / bare** | **{e['seconds'] / b['seconds']:.2f}x** |
 | peak RSS, extraction of {n} windows | {e['peak_rss_mb']:.0f} MB (grew {e['growth_mb']:.0f} MB while extracting) |
-| peak RSS, extraction of {4 * n} windows | {e4['peak_rss_mb']:.0f} MB (grew {e4['growth_mb']:.0f} MB while extracting) |
-| **peak memory ratio {4 * n} / {n} windows** | **{e4['peak_rss_mb'] / e['peak_rss_mb']:.3f}x** (streaming: should stay near 1) |
+| peak RSS, extraction of {4 * n} windows | {e4['peak_rss_mb']:.0f} MB (grew {e4['growth_mb']:.0f} MB while \
+extracting) |
+| **peak memory ratio {4 * n} / {n} windows** | **{e4['peak_rss_mb'] / e['peak_rss_mb']:.3f}x** (streaming: should \
+stay near 1) |
 """
     write_section("extraction", "Increment and pattern extraction vs the bare forward pass", body)
     return body

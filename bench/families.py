@@ -83,7 +83,8 @@ def minilm() -> dict:
     from interp.package_files import package_file
 
     hand, generic = interp.load("minilm"), interp.load(package_file(*MINILM))
-    ids = hand.tokenizer.encode("The quick brown fox jumps over the lazy dog near the river bank. " * 40)[: MINILM_TOKENS]
+    ids = hand.tokenizer.encode("The quick brown fox jumps over the lazy dog near the river bank. "
+                                * 40)[: MINILM_TOKENS]
     seq = torch.tensor([ids])
     out = {"tokens": seq.shape[1]}
     with torch.no_grad():
@@ -109,11 +110,11 @@ def main() -> str:
     ]
     lines = ["| workload | hand-written | generic `hf` | generic / hand-written |", "| --- | --- | --- | --- |"]
     lines += [f"| {name} | {h:.3f} s | {g:.3f} s | {g / h:.2f}x |" for name, h, g in rows]
-    body = (f"SmolLM2-135M at {s['tokens']} tokens (one NIAH prompt), MiniLM at {b['tokens']} tokens; medians of {REPEATS}, "
-            f"both families interleaved in one process; {machine()}.\n\n" + "\n".join(lines) +
-            f"\n\nAgreement: SmolLM2 logits {s['logits_rel']:.1e} relative, attention mass {s['mass_abs']:.1e} absolute, greedy "
-            f"continuations {'identical' if s['same_generation'] else 'DIFFERENT'}; MiniLM hidden states {b['hidden_rel']:.1e} relative, "
-            f"position table {'identical' if b['ap_equal'] else 'DIFFERENT'}.\n")
+    body = (f"SmolLM2-135M at {s['tokens']} tokens (one NIAH prompt), MiniLM at {b['tokens']} tokens; medians of "
+            f"{REPEATS}, both families interleaved in one process; {machine()}.\n\n" + "\n".join(lines) +
+            f"\n\nAgreement: SmolLM2 logits {s['logits_rel']:.1e} relative, attention mass {s['mass_abs']:.1e} "
+            f"absolute, greedy continuations {'identical' if s['same_generation'] else 'DIFFERENT'}; MiniLM hidden "
+            f"states {b['hidden_rel']:.1e} relative, position table {'identical' if b['ap_equal'] else 'DIFFERENT'}.\n")
     write_section("families", "Hand-written llama / bert families vs the generic family", body)
     return body
 

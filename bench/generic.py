@@ -59,7 +59,8 @@ def child(mode: str, directory: str, length: int) -> dict:
         from analyses.attention_mass import answer_attention
 
         model = interp.load(directory)
-        run = (lambda: model(seq)) if mode == "poslens bare" else (lambda: answer_attention(model, s.token_ids, s.answer_ids, s.parts))
+        run = (lambda: model(seq)) if mode == "poslens bare" else (
+            lambda: answer_attention(model, s.token_ids, s.answer_ids, s.parts))
     else:
         from transformer_lens.model_bridge import TransformerBridge
 
@@ -86,26 +87,29 @@ def main(repeats: int = 2) -> str:
         runs: dict[str, list[dict]] = {m: [] for m in MODES}
         for _ in range(repeats):
             for mode in MODES:
-                out = subprocess.run([sys.executable, "-m", "bench.generic", "--child", mode, tmp], capture_output=True, text=True,
-                                     check=True, env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
+                out = subprocess.run([sys.executable, "-m", "bench.generic", "--child", mode, tmp], capture_output=True,
+                                     text=True, check=True, env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
                 runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
     med = {m: {k: statistics.median(r[k] for r in runs[m]) for k in ("seconds", "peak_mb")} for m in MODES}
     n = runs[MODES[0]][0]["length"]
     full = CONFIG["num_hidden_layers"] * CONFIG["num_attention_heads"] * n * n * 4 / 2**20
-    lines = ["| workload | time | time ratio | peak memory above the loaded model | memory ratio |", "| --- | --- | --- | --- | --- |"]
-    for mode, against in (("poslens bare", "poslens bare"), ("poslens mass", "poslens bare"), ("bridge bare", "poslens bare"),
-                          ("bridge cache", "poslens mass")):
+    lines = ["| workload | time | time ratio | peak memory above the loaded model | memory ratio |",
+             "| --- | --- | --- | --- | --- |"]
+    for mode, against in (("poslens bare", "poslens bare"), ("poslens mass", "poslens bare"),
+                          ("bridge bare", "poslens bare"), ("bridge cache", "poslens mass")):
         a, b = med[mode], med[against]
-        lines.append(f"| {mode} | {a['seconds']:.2f} s | {a['seconds'] / b['seconds']:.2f}x {against} | {a['peak_mb']:.0f} MB | "
-                     f"{a['peak_mb'] / b['peak_mb']:.2f}x {against} |")
-    body = (f"Generic `hf` family on a random Qwen2 directory (4 layers x 4 heads, 2 KV heads, d_model 256), one NIAH prompt of "
-            f"{n} tokens with a teacher-forced 8-token answer; each number the median of {repeats} fresh processes; {machine()}.\n\n"
+        lines.append(f"| {mode} | {a['seconds']:.2f} s | {a['seconds'] / b['seconds']:.2f}x {against} | "
+                     f"{a['peak_mb']:.0f} MB | {a['peak_mb'] / b['peak_mb']:.2f}x {against} |")
+    body = ("Generic `hf` family on a random Qwen2 directory (4 layers x 4 heads, 2 KV heads, d_model 256), one NIAH "
+            f"prompt of {n} tokens with a teacher-forced 8-token answer; each number the median of {repeats} fresh "
+            f"processes; {machine()}.\n\n"
             + "\n".join(lines) + f"\n\nattention-mass on the generic family peaks at "
-            f"{med['poslens mass']['peak_mb'] / med['poslens bare']['peak_mb']:.2f}x the bare forward's memory; the bridge's pattern cache "
-            f"holds {full:.0f} MB of patterns (every layer's [head, N, N]) and peaks at "
+            f"{med['poslens mass']['peak_mb'] / med['poslens bare']['peak_mb']:.2f}x the bare forward's memory; the "
+            f"bridge's pattern cache holds {full:.0f} MB of patterns (every layer's [head, N, N]) and peaks at "
             f"{med['bridge cache']['peak_mb'] / med['poslens mass']['peak_mb']:.1f}x what attention-mass needs, taking "
-            f"{med['bridge cache']['seconds'] / med['poslens mass']['seconds']:.1f}x its time. Times come from a shared 2-core machine "
-            f"(other jobs running): read the time ratios to within about 40%; the memory ratios do not depend on load.\n")
+            f"{med['bridge cache']['seconds'] / med['poslens mass']['seconds']:.1f}x its time. Times come from a "
+            "shared 2-core machine (other jobs running): read the time ratios to within about 40%; the memory ratios "
+            "do not depend on load.\n")
     write_section("generic", "Generic family at 4096 tokens vs the TransformerLens bridge", body)
     return body
 

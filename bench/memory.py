@@ -68,7 +68,8 @@ def peak(root: Path, name: str, n: int, runs: dict | None = None) -> tuple[float
 
 def main(only=None, against: str | None = None) -> str:
     trees = {"this": ROOT} | ({"before": Path(against)} if against else {})
-    lines = ["| analysis | tree | peak RSS MB at 50 docs | at 400 docs | 400 / 50 | wall s at 400 |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| analysis | tree | peak RSS MB at 50 docs | at 400 docs | 400 / 50 | wall s at 400 |",
+             "| --- | --- | --- | --- | --- | --- |"]
     runs = plan()
     for name in only or runs:
         for label, root in trees.items():

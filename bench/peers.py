@@ -5,9 +5,10 @@ filter, ``run_with_hooks`` with hooks that reduce at once) and Hugging Face tran
 patterns are read, sdpa otherwise; ``output_attentions`` / ``output_hidden_states``; forward hooks that reduce).
 Workloads: (a) every layer's attention pattern of one sequence; (b) attention mass of the 8 answer rows of a
 NIAH prompt on needle / query / rest, every layer and head; (c) every layer's residual stream of many
-documents reduced to probe statistics (per layer sum x and X^T X in float64; poslens through ``interp.extract.moments``). Models: SmolLM2-135M (poslens' ``smollm2``,
-de-quantised to fp32 and saved as a Hugging Face directory every tool loads) and a random LLaMA with the shape of a
-1B model (Llama-3.2-1B: d_model 2048, 16 layers, 32 heads / 8 KV heads, SwiGLU 8192; SmolLM2's tokenizer).
+documents reduced to probe statistics (per layer sum x and X^T X in float64; poslens through
+``interp.extract.moments``). Models: SmolLM2-135M (poslens' ``smollm2``, de-quantised to fp32 and saved as a Hugging
+Face directory every tool loads) and a random LLaMA with the shape of a 1B model (Llama-3.2-1B: d_model 2048, 16 layers,
+32 heads / 8 KV heads, SwiGLU 8192; SmolLM2's tokenizer).
 
 Protocol on the CPU: each measurement is a fresh process (import, load, a 64-token warm-up, then one timed call
 with the peak-RSS mark reset just before it: ``/proc/self/clear_refs``), one torch thread, repeated in
@@ -36,10 +37,12 @@ from bench.report import reset_peak_rss, rss_mb
 
 TOOLS = ("poslens", "transformerlens", "transformers")
 CACHE = Path(os.environ.get("POSLENS_BENCH_DIR", Path.home() / ".cache" / "poslens-bench"))
-LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
-SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
-                    max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
+LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5,
+                tie_word_embeddings=True)
+SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                    num_key_value_heads=3, max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5,
+                    tie_word_embeddings=True)
 SHAPES = {"llama-1b": LLAMA_1B, "smollm2-shaped": SMOLLM2_135M}  # random weights: cost does not depend on their values
 MEMORY_LIMIT_GB = 12.0  # of the 24 GB machine, shared with other work
 N_ANSWER = 8
@@ -74,7 +77,8 @@ def model_dir(name: str) -> Path:
         hf.load_state_dict(gguf_model.state_dict())
     elif name in SHAPES:
         torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **SHAPES[name])
+        cfg = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                          **SHAPES[name])
         hf = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     else:
         raise ValueError(f"unknown bench model {name!r}")
@@ -168,11 +172,13 @@ def _mass(tool, model, data):
         out[layer] = (pattern[0][:, rows].float() @ indicators).mean(1)
 
     if tool == "transformerlens":
-        hooks = [(f"blocks.{l}.attn.hook_pattern", (lambda l: lambda p, hook: reduce(l, p))(l)) for l in range(len(model.blocks))]
+        hooks = [(f"blocks.{l}.attn.hook_pattern", (lambda l: lambda p, hook: reduce(l, p))(l))
+                 for l in range(len(model.blocks))]
         model.run_with_hooks(tokens, fwd_hooks=hooks)
     else:
         layers = model.model.layers
-        handles = [layer.self_attn.register_forward_hook((lambda l: lambda m, a, o: reduce(l, o[1]))(l)) for l, layer in enumerate(layers)]
+        handles = [layer.self_attn.register_forward_hook((lambda l: lambda m, a, o: reduce(l, o[1]))(l))
+                   for l, layer in enumerate(layers)]
         model(tokens)
         for h in handles:
             h.remove()
@@ -199,12 +205,14 @@ def _hidden(tool, model, data, batch_size=8):
         for start in range(0, len(docs), batch_size):
             batch = docs[start : start + batch_size]
             if tool == "transformerlens":
-                _, cache = model.run_with_cache(batch, names_filter=lambda n: n.endswith("hook_resid_post") and n.count(".") == 2)
+                _, cache = model.run_with_cache(batch, names_filter=lambda n: n.endswith("hook_resid_post")
+                                                and n.count(".") == 2)
                 for l in range(len(model.blocks)):
                     add(l, cache[f"blocks.{l}.hook_resid_post"])
             else:
                 hs = model(batch, output_hidden_states=True).hidden_states
-                for l in range(len(hs) - 1):  # hidden_states[0] is the embedding, [-1] the last layer after the final norm
+                # hidden_states[0] is the embedding, [-1] the last layer after the final norm
+                for l in range(len(hs) - 1):
                     add(l, hs[l + 1])
     last = max(sums)  # compared up to the layer below: the last one differs by convention (HF applies the final norm)
     return [float(grams[l].trace()) for l in sorted(sums) if l < last], None
@@ -235,7 +243,8 @@ def child(tool: str, model_name: str, workload: str, length: int, n_docs: int) -
     return {"seconds": seconds, "memory_mb": max(peak - base, 0.0), "check": check}
 
 
-def gpu_child(tool: str, model_name: str, cells: list, repeats: int, device: str = "cuda", dtype=torch.bfloat16) -> list[dict]:
+def gpu_child(tool: str, model_name: str, cells: list, repeats: int, device: str = "cuda",
+              dtype=torch.bfloat16) -> list[dict]:
     """Every cell of one model for one tool on the GPU: a warm-up at full size, then ``repeats`` timed calls."""
     global DEVICE, DTYPE
     DEVICE, DTYPE = device, dtype
@@ -307,7 +316,8 @@ def measure(model_name: str, workload: str, length: int, n_docs: int, repeats: i
     result = {"model": model_name, "workload": workload, "length": length, "n_docs": n_docs, "skipped": skipped}
     for tool, rs in runs.items():
         if rs:
-            result[tool] = {"seconds": statistics.median(r["seconds"] for r in rs), "memory_mb": statistics.median(r["memory_mb"] for r in rs),
+            result[tool] = {"seconds": statistics.median(r["seconds"] for r in rs),
+                            "memory_mb": statistics.median(r["memory_mb"] for r in rs),
                             "check": rs[0]["check"], "n": len(rs)}
     return _agree(result)
 
@@ -328,7 +338,8 @@ def measure_gpu(model_name: str, cells: list, repeats: int, timeout: int, order)
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             per_tool[tool] = (json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else
-                              [{"skipped": f"failed: {(out.stderr.strip().splitlines() or ['?'])[-1][:120]}"}] * len(cells))
+                              [{"skipped": f"failed: {(out.stderr.strip().splitlines() or ['?'])[-1][:120]}"}]
+                              * len(cells))
         except subprocess.TimeoutExpired:
             per_tool[tool] = [{"skipped": f"over {timeout} s"}] * len(cells)
         print(tool, model_name, json.dumps(per_tool[tool])[:300], file=sys.stderr, flush=True)
@@ -359,7 +370,8 @@ PLANS = {
     "gpu-smollm2": [("smollm2-shaped", *cell) for cell in GPU_CELLS],
     "gpu-llama-1b": [("llama-1b", *cell) for cell in GPU_CELLS],
 }
-LABELS = {"patterns": "(a) all layers' attention patterns, one sequence", "mass": "(b) attention mass of 8 answer rows on 3 spans",
+LABELS = {"patterns": "(a) all layers' attention patterns, one sequence",
+          "mass": "(b) attention mass of 8 answer rows on 3 spans",
           "hidden": "(c) every layer's hidden states -> probe statistics"}
 
 
@@ -370,7 +382,8 @@ def _cell(result, tool):
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| model | workload | tokens | poslens | TransformerLens | transformers | time vs fastest peer | memory vs least peer | agree |",
+    lines = ["| model | workload | tokens | poslens | TransformerLens | transformers | time vs fastest peer | "
+             "memory vs least peer | agree |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         peers = [t for t in TOOLS[1:] if t in r]
@@ -383,8 +396,8 @@ def table(results: list[dict]) -> str:
         else:
             t_ratio = m_ratio = "-"
         agree = f"{r['agree']:.1e}" if "agree" in r else "-"
-        lines.append(f"| {r['model']} | {LABELS[r['workload']]} | {tokens} | {_cell(r, 'poslens')} | {_cell(r, 'transformerlens')} | "
-                     f"{_cell(r, 'transformers')} | {t_ratio} | {m_ratio} | {agree} |")
+        lines.append(f"| {r['model']} | {LABELS[r['workload']]} | {tokens} | {_cell(r, 'poslens')} | "
+                     f"{_cell(r, 'transformerlens')} | {_cell(r, 'transformers')} | {t_ratio} | {m_ratio} | {agree} |")
     return "\n".join(lines)
 
 
@@ -399,17 +412,19 @@ def _report(plan: str, repeats: int, results: list[dict]) -> str:
     if plan.startswith("gpu"):
         import transformers
 
-        where = (f"{when}, on one {torch.cuda.get_device_name()} (bf16 weights for every tool), torch {torch.__version__}, "
-                 f"transformers {transformers.__version__}, {repeats} timed calls per cell after a full-size warm-up, medians. ")
+        where = (f"{when}, on one {torch.cuda.get_device_name()} (bf16 weights for every tool), torch "
+                 f"{torch.__version__}, transformers {transformers.__version__}, {repeats} timed calls per cell after "
+                 "a full-size warm-up, medians. ")
     else:
         from bench.report import FILE
 
         gpu = ("GPU rows: the `gpu-` sections" if "<!-- peers-gpu-" in FILE.read_text(encoding="utf-8") else
-               "GPU rows: not measured yet, no GPU was lent to this work; `--plan gpu-smollm2` / `gpu-llama-1b` measure them on one")
+               "GPU rows: not measured yet, no GPU was lent to this work; `--plan gpu-smollm2` / `gpu-llama-1b` "
+               "measure them on one")
         where = (f"{when}, on the CPU ({platform.machine()}), torch {torch.__version__}, one torch thread per process, "
                  f"{repeats} repeats per cell in alternating tool order, medians ({gpu}). ")
-    body = (where + __doc__.split("\n\n", 1)[1].replace("\n", " ") + " Times and memory are medians per tool; ratios are "
-            "poslens over the fastest (least) peer of the same row.\n\n" + table(results) + "\n")
+    body = (where + __doc__.split("\n\n", 1)[1].replace("\n", " ") + " Times and memory are medians per tool; ratios "
+            "are poslens over the fastest (least) peer of the same row.\n\n" + table(results) + "\n")
     if plan != "smoke":
         device = "GPU" if plan.startswith("gpu") else "CPU"
         write_section(f"peers-{plan}", f"poslens against TransformerLens and transformers: {plan} ({device})", body)

@@ -74,7 +74,8 @@ def main(n_docs: int = 100) -> str:
     t_ours, r_ours = ours(xs, ys, train, test, 5)
     t_sk, r_sk = sklearn(xs, ys, train, test, 5)
     rows = sum(len(x) for x in xs)
-    body = f"""MiniLM layer 3 hidden states (d=384), {n_docs} documents ({rows:,} token rows), {len(train)} train / {len(test)} test documents,
+    body = f"""MiniLM layer 3 hidden states (d=384), {n_docs} documents ({rows:,} token rows), {len(train)} train / \
+{len(test)} test documents,
 5 document folds, the same {len(ALPHAS)}-value alpha grid, 3 targets; {machine()}.
 
 | | time | R^2 token / segment / intra |

@@ -10,11 +10,13 @@ from pathlib import Path
 import torch
 
 FILE = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-HEADER = "# Benchmarks\n\nWritten by `make bench` (`python -m bench`). Every number is a ratio against a baseline measured in the same run.\n"
+HEADER = ("# Benchmarks\n\nWritten by `make bench` (`python -m bench`). Every number is a ratio against a baseline "
+          "measured in the same run.\n")
 
 
 def machine() -> str:
-    return f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, {dt.date.today()}"
+    return (f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
+            f"{dt.date.today()}")
 
 
 def rss_mb(field: str = "VmRSS") -> float:

@@ -84,7 +84,8 @@ def main(model: str = "smollm2", small: bool = False) -> str:
         busy.kill()
         busy.wait()
     base = sum(w for _, _, w in runs["idle, --threads 1 (what the load average chose)"])
-    lines = ["| machine state | " + " | ".join(f"{a}: threads, wall" for a in ANALYSES) + " | total | vs --threads 1 idle |",
+    lines = ["| machine state | " + " | ".join(f"{a}: threads, wall" for a in ANALYSES)
+             + " | total | vs --threads 1 idle |",
              "| --- " * (len(ANALYSES) + 3) + "|"]
     for label, rows in runs.items():
         total = sum(w for _, _, w in rows)
@@ -111,9 +112,11 @@ if __name__ == "__main__":
         import torch
 
         write_section("script", "Analyses one after another: threads chosen per command",
-                      f"`python -m bench.script{' --small' if args.small else ''}`: {', '.join(ANALYSES)} on {args.model} "
-                      f"{'with ' + '; '.join(f'{a} ' + ' '.join(options(a, args.model)) for a in ANALYSES) if args.small else 'at their defaults'}, each a fresh "
-                      f"`poslens analyze` right after the one before; {platform.machine()}, "
-                      f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}, {dt.date.today()}. Issue 27 measured "
-                      f"943 s for the four at 313ba53, each on 1 thread (provenance: `2 usable cores, 1 busy (load 1.0)`).\n\n{table}")
+                      f"`python -m bench.script{' --small' if args.small else ''}`: {', '.join(ANALYSES)} on "
+                      f"{args.model} "
+                      f"{'with ' + '; '.join(f'{a} ' + ' '.join(options(a, args.model)) for a in ANALYSES) if args.small else 'at their defaults'}, "  # noqa: E501
+                      f"each a fresh `poslens analyze` right after the one before; {platform.machine()}, "
+                      f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}, {dt.date.today()}. Issue 27 "
+                      "measured 943 s for the four at 313ba53, each on 1 thread (provenance: `2 usable cores, 1 busy "
+                      f"(load 1.0)`).\n\n{table}")
     print(table)

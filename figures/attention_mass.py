@@ -16,23 +16,30 @@ def figure(df) -> go.Figure:
     normalised = n_layers.nunique() > 1  # models of different depth share a normalised-depth axis
     fig = make_subplots(rows=3, cols=1, row_heights=[0.36, 0.3, 0.34], vertical_spacing=0.09,
                         specs=[[{"type": "xy"}], [{"type": "xy"}], [{"type": "table"}]],
-                        subplot_titles=("mean attention per token of each part (x 0.01), averaged over heads and layers",
-                                        "share of attention on the needle, per layer (mean over heads; normalised depth when models differ in depth)", ""))
+                        subplot_titles=("mean attention per token of each part (x 0.01), "
+                                        "averaged over heads and layers",
+                                        "share of attention on the needle, per layer (mean over heads; normalised "
+                                        "depth when models differ in depth)", ""))
     colors = model_colors(m for m, _ in keys)
     modes = list(dict.fromkeys(mode for _, mode in keys))
     for model, mode in keys:
         shape = ["", "/", ".", "x"][modes.index(mode) % 4]
         g = agg[(agg["model"] == model) & (agg["mode"] == mode)].set_index("part").loc[list(PARTS)]
-        fig.add_trace(go.Bar(x=list(PARTS), y=100 * g["mean_per_token"], name=f"{model} ({mode})", marker_color=colors[model], marker_pattern_shape=shape,
-                             legendgroup=f"{model}{mode}", hovertemplate="%{x}: %{y:.3f} x 0.01<extra>" + f"{model} {mode}</extra>"),
+        fig.add_trace(go.Bar(x=list(PARTS), y=100 * g["mean_per_token"], name=f"{model} ({mode})",
+                             marker_color=colors[model], marker_pattern_shape=shape, legendgroup=f"{model}{mode}",
+                             hovertemplate="%{x}: %{y:.3f} x 0.01<extra>" + f"{model} {mode}</extra>"),
                       row=1, col=1)
-        per_layer = df[(df["model"] == model) & (df["mode"] == mode) & (df["part"] == "needle") & (df["layer"].astype(str) != "all")]
+        per_layer = df[(df["model"] == model) & (df["mode"] == mode) & (df["part"] == "needle")
+                       & (df["layer"].astype(str) != "all")]
         per_layer = per_layer.assign(layer=per_layer["layer"].astype(int)).groupby("layer")["total_share"].mean()
         x = per_layer.index / max(1, n_layers[model] - 1) if normalised else per_layer.index
         fig.add_trace(go.Scatter(x=x, y=per_layer.values, customdata=per_layer.index,
-                                 hovertemplate="layer %{customdata}: %{y:.3f}<extra>" + f"{model} ({mode})</extra>", mode="lines+markers", marker_color=colors[model],
-                                 line=dict(color=colors[model], dash=["solid", "dot", "dash", "dashdot"][modes.index(mode) % 4]),
-                                 legendgroup=f"{model}{mode}", showlegend=False, name=f"{model} ({mode})"), row=2, col=1)
+                                 hovertemplate="layer %{customdata}: %{y:.3f}<extra>" + f"{model} ({mode})</extra>",
+                                 mode="lines+markers", marker_color=colors[model],
+                                 line=dict(color=colors[model],
+                                           dash=["solid", "dot", "dash", "dashdot"][modes.index(mode) % 4]),
+                                 legendgroup=f"{model}{mode}", showlegend=False,
+                                 name=f"{model} ({mode})"), row=2, col=1)
     fig.update_xaxes(title_text="depth = layer / (n_layers\u00a0-\u00a01)" if normalised else "layer", row=2, col=1)
     header = ["model", "answer", "accuracy", "needle", "query", "rest", "needle share", "query share", "rest share"]
     cells = [[] for _ in header]
@@ -43,6 +50,8 @@ def figure(df) -> go.Figure:
         values += [f"{g.loc[p, 'total_share']:.3f}" for p in PARTS]
         for c, v in zip(cells, values):
             c.append(v)
-    fig.add_trace(go.Table(header=dict(values=header, align="left"), cells=dict(values=cells, align="left")), row=3, col=1)
-    fig.update_layout(template=TEMPLATE, barmode="group", height=1000, title="Attention mass on NIAH parts (mean per token x 0.01, as in Table 4)")
+    fig.add_trace(go.Table(header=dict(values=header, align="left"),
+                           cells=dict(values=cells, align="left")), row=3, col=1)
+    fig.update_layout(template=TEMPLATE, barmode="group", height=1000,
+                      title="Attention mass on NIAH parts (mean per token x 0.01, as in Table 4)")
     return fig

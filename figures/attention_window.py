@@ -9,8 +9,8 @@ from plotly.subplots import make_subplots
 
 from figures.style import OKABE_ITO, TEMPLATE, model_colors
 
-# conditions in their own colours and dashes (the models' colours belong to the panel below): full / dense attention grey,
-# the plain window purple, then blues for more sinks; re-computation green markers
+# conditions in their own colours and dashes (the models' colours belong to the panel below): full / dense attention
+# grey, the plain window purple, then blues for more sinks; re-computation green markers
 STYLES = [("#666666", "solid"), (OKABE_ITO["purple"], "solid"), (OKABE_ITO["sky"], "dash"), (OKABE_ITO["blue"], "dot"),
           (OKABE_ITO["yellow"], "dashdot")]
 RECOMPUTE_COLOR = OKABE_ITO["green"]
@@ -32,22 +32,28 @@ def figure(df) -> go.Figure:
         g = loss[(loss["model"] == model) & (loss["bucket"] != "past the window")]
         window = int(df.loc[df["model"] == model, "window"].iloc[0])
         for condition, c in g.groupby("condition", sort=False):
-            fig.add_trace(go.Scatter(x=c["position"], y=c["loss"], mode="lines+markers", name=condition, legendgroup=condition,
-                                     showlegend=j == 1, line=dict(color=shade[condition][0], dash=shade[condition][1]), marker=dict(size=5),
+            fig.add_trace(go.Scatter(x=c["position"], y=c["loss"], mode="lines+markers",
+                                     name=condition, legendgroup=condition, showlegend=j == 1,
+                                     line=dict(color=shade[condition][0], dash=shade[condition][1]),
+                                     marker=dict(size=5),
                                      customdata=c[["bucket", "n_tokens"]].values,
-                                     hovertemplate="positions %{customdata[0]}: %{y:.3f} nats (%{customdata[1]} tokens)<extra>"
-                                                   + condition + "</extra>"), row=1, col=j)
+                                     hovertemplate="positions %{customdata[0]}: %{y:.3f} nats "
+                                                   "(%{customdata[1]} tokens)<extra>" + condition + "</extra>"),
+                          row=1, col=j)
         fig.add_vline(x=window, line=dict(dash="dash", width=1, color="#888"), row=1, col=j)
         fig.update_xaxes(title_text="position in the document", row=1, col=j)
     fig.update_yaxes(title_text="next-token loss (nats)", row=1, col=1)
-    per_layer = reach.groupby(["model", "layer"], sort=False).agg(depth=("depth", "first"), beyond=("mass_beyond_window", "mean"),
+    per_layer = reach.groupby(["model", "layer"], sort=False).agg(depth=("depth", "first"),
+                                                                  beyond=("mass_beyond_window", "mean"),
                                                                   attention=("attention", "first")).reset_index()
     for model, g in per_layer.groupby("model", sort=False):
         fig.add_trace(go.Scatter(x=g["depth"], y=g["beyond"], mode="lines+markers", name=f"{model}: past the window",
-                                 line=dict(color=colors[model]), marker=dict(size=6, symbol=["circle-open" if a != "full" else "circle"
-                                                                                            for a in g["attention"]]),
+                                 line=dict(color=colors[model]),
+                                 marker=dict(size=6, symbol=["circle-open" if a != "full" else "circle"
+                                                             for a in g["attention"]]),
                                  customdata=g[["layer", "attention"]].values,
-                                 hovertemplate="layer %{customdata[0]} (%{customdata[1]}): %{y:.1%}<extra>" + model + "</extra>"),
+                                 hovertemplate="layer %{customdata[0]} (%{customdata[1]}): %{y:.1%}<extra>" + model
+                                               + "</extra>"),
                       row=2, col=1)
     fig.update_xaxes(title_text="depth = layer / (n_layers\u00a0-\u00a01)", range=[-0.03, 1.03], row=2, col=1)
     fig.update_yaxes(title_text="mass past the window", tickformat=".0%", rangemode="tozero", row=2, col=1)
@@ -83,14 +89,17 @@ def streaming_figure(df) -> go.Figure:
         for condition, c in g.groupby("condition", sort=False):
             shown.add(condition)
             sparse, control = condition == "re-computation", condition.endswith(CONTROL)
-            fig.add_trace(go.Scatter(x=c["position"], y=c["loss"], mode="markers" if sparse else "lines+markers", name=condition,
+            fig.add_trace(go.Scatter(x=c["position"], y=c["loss"],
+                                     mode="markers" if sparse else "lines+markers", name=condition,
                                      legendgroup=condition, showlegend=j == 1,
                                      line=dict(color=shade[condition][0], dash=shade[condition][1]),
                                      marker=dict(size=8 if sparse else 5, color=shade[condition][0],
-                                                 symbol="diamond" if sparse else "circle-open" if control else "circle"),
+                                                 symbol="diamond" if sparse else "circle-open" if control
+                                                 else "circle"),
                                      customdata=c[["bucket", "n_tokens"]].values,
-                                     hovertemplate="positions %{customdata[0]}: %{y:.3f} nats (%{customdata[1]} tokens)<extra>"
-                                                   + condition + "</extra>"), row=1, col=j)
+                                     hovertemplate="positions %{customdata[0]}: %{y:.3f} nats "
+                                                   "(%{customdata[1]} tokens)<extra>" + condition + "</extra>"),
+                          row=1, col=j)
         trained, stream = int(first["trained_length"]), int(first["stream_tokens"])
         if trained < stream:
             fig.add_vline(x=trained, line=dict(dash="dash", width=1, color="#444"), row=1, col=j,
@@ -106,9 +115,11 @@ def streaming_figure(df) -> go.Figure:
         for condition, c in bars.groupby("condition", sort=False):
             fig.add_trace(go.Bar(x=c["bucket"], y=c["loss"], name=condition, legendgroup=condition,
                                  showlegend=condition not in shown and j == 1,
-                                 marker=dict(color=shade[condition][0], pattern_shape="/" if condition.endswith(CONTROL) else ""),
+                                 marker=dict(color=shade[condition][0],
+                                             pattern_shape="/" if condition.endswith(CONTROL) else ""),
                                  customdata=c[["n_tokens"]].values,
-                                 hovertemplate="%{x}: %{y:.3f} nats (%{customdata[0]} tokens)<extra>" + condition + "</extra>"),
+                                 hovertemplate="%{x}: %{y:.3f} nats (%{customdata[0]} tokens)<extra>" + condition
+                                               + "</extra>"),
                           row=2, col=j)
         fig.update_xaxes(categoryorder="array", categoryarray=spans, row=2, col=j)
     fig.update_yaxes(title_text="next-token loss (nats)", row=1, col=1)

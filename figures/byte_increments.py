@@ -15,7 +15,8 @@ def figure(df) -> go.Figure:
     for (model, source), g in groups:
         g = g.set_index("category").loc[categories]
         fig.add_trace(go.Scatter(
-            x=g["mean"], y=categories, mode="markers", name=f"{model} ({source})", marker=dict(size=10, color=colors[model]),
+            x=g["mean"], y=categories, mode="markers", name=f"{model} ({source})",
+            marker=dict(size=10, color=colors[model]),
             error_x=dict(type="data", symmetric=False, array=g["max"] - g["mean"], arrayminus=g["mean"] - g["min"]),
             hovertemplate="%{y}: mean %{x:.3f}<extra>" + f"{model} {source}" + "</extra>"), row=1, col=1)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
@@ -26,6 +27,7 @@ def figure(df) -> go.Figure:
         g = g.set_index("category").loc[categories]
         cells.append([f"{lo:.2f}–{hi:.2f} (mean {mu:.2f})" if n > 1 else f"{mu:.2f}"
                       for lo, hi, mu, n in zip(g["min"], g["max"], g["mean"], g["n_ids"])])
-    fig.add_trace(go.Table(header=dict(values=header, align="left"), cells=dict(values=cells, align="left")), row=2, col=1)
+    fig.add_trace(go.Table(header=dict(values=header, align="left"),
+                           cells=dict(values=cells, align="left")), row=2, col=1)
     fig.update_layout(template=TEMPLATE, title="Learned increment δ by byte category", height=820)
     return fig

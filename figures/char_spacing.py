@@ -18,7 +18,8 @@ def _panels(df) -> list[tuple[str, object]]:
     for (model, text), g in df.groupby(["model", "text_id"], sort=False):
         scales = list(dict.fromkeys(g["scale"]))
         by_scale = {s: g[g["scale"] == s] for s in scales}
-        same = len(scales) > 1 and all(np.allclose(by_scale[s]["position"].to_numpy(), by_scale[scales[0]]["position"].to_numpy())
+        same = len(scales) > 1 and all(np.allclose(by_scale[s]["position"].to_numpy(),
+                                                   by_scale[scales[0]]["position"].to_numpy())
                                        for s in scales[1:])
         if same:
             out.append((f"{model}: {text} ({' and '.join(scales)} scale alike)", by_scale[scales[0]]))
@@ -39,13 +40,16 @@ def figure(df) -> go.Figure:
             for ci, gc in g.groupby("char_index"):
                 gc = gc.set_index("layer").loc[layers]
                 fig.add_trace(go.Scatter(x=gc["position"], y=[y_of[x] for x in layers], mode="lines", hoverinfo="skip",
-                                         line=dict(color="rgba(31,119,180,0.25)", width=1), showlegend=False), row=row, col=1)
+                                         line=dict(color="rgba(31,119,180,0.25)", width=1),
+                                         showlegend=False), row=row, col=1)
         fig.add_trace(go.Scatter(
             x=g["position"], y=[y_of[x] for x in g["layer"]], mode="text", text=g["char"], textfont=dict(size=16),
             showlegend=False, customdata=g[["layer", "increment", "scaled"]].values,
-            hovertemplate="%{text} %{customdata[0]}: δ=%{customdata[1]:.3f} (scaled %{customdata[2]:.2f})<extra></extra>"),
+            hovertemplate="%{text} %{customdata[0]}: δ=%{customdata[1]:.3f} (scaled "
+                          "%{customdata[2]:.2f})<extra></extra>"),
             row=row, col=1)
-        fig.update_yaxes(tickvals=list(y_of.values()), ticktext=list(y_of), range=[-0.6, len(layers) - 0.4], row=row, col=1)
+        fig.update_yaxes(tickvals=list(y_of.values()), ticktext=list(y_of),
+                         range=[-0.6, len(layers) - 0.4], row=row, col=1)
         fig.update_xaxes(showticklabels=False, row=row, col=1)
     fig.update_layout(template=TEMPLATE, height=max(320, sum(TITLE_PX + ROW_PX * n for n in rows)),
                       title="Characters spaced by their learned increments")

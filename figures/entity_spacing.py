@@ -16,8 +16,10 @@ def figure(df) -> go.Figure:
                         vertical_spacing=0.12 / max(1, len(panels) - 1) if len(panels) > 1 else 0.1)
     for row, ((model, name), g) in enumerate(panels, start=1):
         g = g.set_index("layer").loc[layer_order(g["layer"])]
-        labels = [f"{layer}<br>{_p(p)}<br>{f:.0%} real<rev" for layer, p, f in zip(g.index, g["p_value"], g["frac_real_smaller"])]
-        for col, color, label in (("mean_real", OKABE_ITO["blue"], "real order"), ("mean_reversed", OKABE_ITO["vermillion"], "reversed")):
+        labels = [f"{layer}<br>{_p(p)}<br>{f:.0%} real<rev"
+                  for layer, p, f in zip(g.index, g["p_value"], g["frac_real_smaller"])]
+        for col, color, label in (("mean_real", OKABE_ITO["blue"], "real order"),
+                                  ("mean_reversed", OKABE_ITO["vermillion"], "reversed")):
             fig.add_trace(go.Bar(x=labels, y=g[col], name=label, marker_color=color, showlegend=row == 1,
                                  hovertemplate="%{y:.3f}<extra>" + label + "</extra>"), row=row, col=1)
     fig.update_layout(template=TEMPLATE, barmode="group", height=300 * len(panels) + 80,

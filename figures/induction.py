@@ -17,7 +17,8 @@ def figure(df) -> go.Figure:
             marker=dict(color=g["depth"], colorscale="Viridis", cmin=0, cmax=1, size=7, opacity=0.8,
                         showscale=i == len(models), colorbar=dict(title="depth", len=0.8)),
             customdata=g[["layer", "head"]].values,
-            hovertemplate="L%{customdata[0]}H%{customdata[1]}: induction %{y:.3f}, previous token %{x:.3f}<extra></extra>"),
+            hovertemplate="L%{customdata[0]}H%{customdata[1]}: induction %{y:.3f}, previous token "
+                          "%{x:.3f}<extra></extra>"),
             row=1, col=i)
         fig.update_xaxes(title_text="previous-token score", range=[-0.03, 1.03], row=1, col=i)
     fig.update_yaxes(title_text="induction score", range=[-0.03, 1.03], row=1, col=1)

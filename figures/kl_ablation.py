@@ -5,7 +5,8 @@ from plotly.subplots import make_subplots
 
 from figures.style import OKABE_ITO, TEMPLATE
 
-GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")  # analyses.kl_ablation.GROUPS (tested equal)
+# analyses.kl_ablation.GROUPS (tested equal)
+GROUPS = ("AP-oriented", "semantic-oriented", "RP-supported", "RP-oriented")
 GROUP_COLORS = {"AP-oriented": OKABE_ITO["vermillion"], "semantic-oriented": OKABE_ITO["blue"],
                 "RP-supported": OKABE_ITO["green"], "RP-oriented": OKABE_ITO["orange"], "none": "#999"}
 
@@ -33,10 +34,12 @@ def ternaries(df, title: str) -> go.Figure:
             n = ", ".join(str(int(counts.loc[m, group])) if group in counts else "0" for m in models)
             fig.add_trace(go.Scatterternary(
                 a=gg["influence_ap"], b=gg["influence_sem"], c=gg["influence_rp"], mode="markers",
-                name=f"{group} ({n} heads)", marker=dict(size=9, color=GROUP_COLORS.get(group, "#999"), line=dict(width=0.5, color="white")),
+                name=f"{group} ({n} heads)", marker=dict(size=9, color=GROUP_COLORS.get(group, "#999"),
+                                                         line=dict(width=0.5, color="white")),
                 legendgroup=group, showlegend=group not in shown,
                 text=[f"L{l}H{h}" for l, h in zip(gg["layer"], gg["head"])],
-                hovertemplate="%{text}: AP %{a:.2f} / sem %{b:.2f} / RP %{c:.2f}<extra>" + group + "</extra>"), row=1, col=i)
+                hovertemplate="%{text}: AP %{a:.2f} / sem %{b:.2f} / RP %{c:.2f}<extra>" + group + "</extra>"),
+                          row=1, col=i)
             shown.add(group)
     inner = dict(tickvals=[0.25, 0.5, 0.75])
     for i, model in enumerate(models, start=1):

@@ -155,7 +155,8 @@ def _fit_data_texts(fig, cell: Cell, width: float) -> float | None:
     the panel's rows of texts, or None when it has none."""
     import numpy as np
 
-    traces = [t for t in _traces_on(fig, *cell.ref) if t.type == "scatter" and t.mode == "text" and t.x is not None and t.y is not None]
+    traces = [t for t in _traces_on(fig, *cell.ref)
+              if t.type == "scatter" and t.mode == "text" and t.x is not None and t.y is not None]
     if not traces:
         return None
     xs = [np.asarray(t.x, dtype=float) for t in traces]
@@ -167,8 +168,10 @@ def _fit_data_texts(fig, cell: Cell, width: float) -> float | None:
             rows.add(row)
             gaps.extend(np.diff(np.sort(x[y == row])).tolist())
     size = min(DATA_TEXT_PX, max(trace.textfont.size or PAPER_TEXT_PX for trace in traces))
-    glyphs = [str(g) for t in traces if t.text is not None for g in np.atleast_1d(np.asarray(t.text, dtype=object)) if g]
-    advance = max(TEXT_ADVANCE, float(np.mean([text_width(g, 1.0) / max(1, len(g)) for g in glyphs]))) if glyphs else TEXT_ADVANCE
+    glyphs = [str(g) for t in traces if t.text is not None
+              for g in np.atleast_1d(np.asarray(t.text, dtype=object)) if g]
+    advance = (max(TEXT_ADVANCE, float(np.mean([text_width(g, 1.0) / max(1, len(g)) for g in glyphs]))) if glyphs
+               else TEXT_ADVANCE)
     gaps = [g for g in gaps if g > 0]
     if gaps and span > 0:
         size = min(size, float(np.median(gaps)) * width / (1.05 * span) / advance)
@@ -285,7 +288,8 @@ def _fit_table(trace, width: float) -> float:
     default = pio.templates[PAPER].data.table[0]
     total = row_height(head, trace.header.height or default.header.height)
     for i in range(max((len(c) for c in body), default=0)):
-        total += row_height([col[i] if i < len(col) else "" for col in body], trace.cells.height or default.cells.height)
+        total += row_height([col[i] if i < len(col) else "" for col in body],
+                            trace.cells.height or default.cells.height)
     return total + 4
 
 
@@ -300,7 +304,8 @@ def fit(fig, width: float, height: float | None = None, base_height: float | Non
     titles_of = [_subplot_titles(fig, band) for band in bands]
     legend = _legend_items(fig)
     bottom_legend = bool(legend) and fig.layout.legend.y is not None and fig.layout.legend.y <= 0.1
-    colorbar = any(getattr(getattr(t, "marker", None), "showscale", None) or getattr(t, "showscale", None) for t in fig.data)
+    colorbar = any(getattr(getattr(t, "marker", None), "showscale", None) or getattr(t, "showscale", None)
+                   for t in fig.data)
     base = (base_height or fig.layout.height or 0.6 * width) - margin.t - margin.b
     flex_total = sum(b.y[1] - b.y[0] for b in bands) or 1
 
@@ -311,8 +316,10 @@ def fit(fig, width: float, height: float | None = None, base_height: float | Non
             for cell in band.cells:
                 if cell.kind == "xy" and cell.x[0] == left_edge:
                     ya = fig.layout[cell.ref[1]]
-                    ticks = _tick_labels(ya, _traces_on(fig, *cell.ref), "y") if ya.showticklabels is not False else []
-                    w = max((text_width(line, PAPER_TICK_PX) for t in ticks for line in lines(t)), default=0) + TICK_ROOM
+                    ticks = (_tick_labels(ya, _traces_on(fig, *cell.ref), "y") if ya.showticklabels is not False
+                             else [])
+                    w = max((text_width(line, PAPER_TICK_PX) for t in ticks for line in lines(t)),
+                            default=0) + TICK_ROOM
                     title = ya.title.text
                     w += (_height(title, PAPER_TEXT_PX) + STANDOFF) if title else 0
                     room = max(room, w + 2)
@@ -350,7 +357,8 @@ def fit(fig, width: float, height: float | None = None, base_height: float | Non
                     band.fixed = max(band.fixed or 0.0, _fit_table(cell.ref, px(cell)))
                 elif cell.kind == "ternary":
                     t = fig.layout[cell.ref]
-                    corners = max(text_width(line, PAPER_TEXT_PX) for ax in (t.baxis, t.caxis) for line in lines(ax.title.text) or [""])
+                    corners = max(text_width(line, PAPER_TEXT_PX)
+                                  for ax in (t.baxis, t.caxis) for line in lines(ax.title.text) or [""])
                     inset = TERNARY_CORNER + corners / 2 + 2
                     side = px(cell) - 2 * inset
                     band.above = max(band.above, _height(t.aaxis.title.text, PAPER_TEXT_PX) + 10)

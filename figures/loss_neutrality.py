@@ -11,7 +11,8 @@ def figure(df) -> go.Figure:
     for model, g in df.groupby("model", sort=False):
         fig.add_trace(go.Bar(
             x=g["language"], y=g["loss"], name=model, marker_color=colors[model],
-            error_y=dict(type="data", symmetric=False, array=g["ci_high"] - g["loss"], arrayminus=g["loss"] - g["ci_low"]),
+            error_y=dict(type="data", symmetric=False, array=g["ci_high"] - g["loss"],
+                         arrayminus=g["loss"] - g["ci_low"]),
             hovertemplate="%{x}: %{y:.4f} nats/byte<extra>" + model + "</extra>"))
     steps = {m: g["trained_steps"].iloc[0] for m, g in df.groupby("model")}
     budget = ", ".join(f"{m}: {int(s)} steps" for m, s in steps.items() if s == s and s is not None)

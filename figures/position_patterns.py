@@ -25,7 +25,8 @@ def figure(df) -> go.Figure:
                 f"{int(s.n_jumps)} jumps, longest plateau {int(s.longest_plateau)}</extra>"), row=row, col=1)
             jumps = gh[gh["is_jump"]]
             fig.add_trace(go.Scatter(x=jumps["token_index"], y=jumps["position"], mode="markers", showlegend=False,
-                                     marker=dict(color=palette[j % 7], size=6, symbol="x"), hoverinfo="skip"), row=row, col=1)
+                                     marker=dict(color=palette[j % 7], size=6, symbol="x"),
+                                     hoverinfo="skip"), row=row, col=1)
         fig.update_yaxes(title_text="z", row=row, col=1)
     fig.update_xaxes(title_text="token index", row=len(panels), col=1)
     fig.update_layout(template=TEMPLATE, height=260 * len(panels) + 120,

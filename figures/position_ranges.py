@@ -59,20 +59,23 @@ def figure(df) -> go.Figure:
         fig.add_trace(go.Violin(x=[label] * len(shown), y=shown["d"], name=model, box_visible=True, spanmode="hard",
                                 points="all", pointpos=0, marker=dict(size=4), line_color=colors[model],
                                 customdata=shown[["layer", "head", "mode"]].values,
-                                hovertemplate="layer %{customdata[0]} head %{customdata[1]} (%{customdata[2]}): d=%{y:.2f}<extra></extra>"))
+                                hovertemplate="layer %{customdata[0]} head %{customdata[1]} (%{customdata[2]}): "
+                                              "d=%{y:.2f}<extra></extra>"))
         if len(zeros):
-            fig.add_trace(go.Scatter(x=[label] * len(zeros), y=[floor] * len(zeros), mode="markers+text", name=f"{model} d = 0",
+            fig.add_trace(go.Scatter(x=[label] * len(zeros), y=[floor] * len(zeros),
+                                     mode="markers+text", name=f"{model} d = 0",
                                      marker=dict(symbol="triangle-down-open", size=9, color=colors[model]),
-                                     text=[f"  {len(zeros)} heads"] + [""] * (len(zeros) - 1), textposition="middle right",
-                                     textfont=dict(color=colors[model]),
+                                     text=[f"  {len(zeros)} heads"] + [""] * (len(zeros) - 1),
+                                     textposition="middle right", textfont=dict(color=colors[model]),
                                      customdata=zeros[["layer", "head", "mode"]].values,
-                                     hovertemplate="layer %{customdata[0]} head %{customdata[1]} (%{customdata[2]}): d = 0 "
-                                                   "(every token at one position)<extra></extra>"))
+                                     hovertemplate="layer %{customdata[0]} head %{customdata[1]} (%{customdata[2]}): "
+                                                   "d = 0 (every token at one position)<extra></extra>"))
     labelled, grid = log_ticks(lo, hi)
     text = [written_out(v) for v in labelled]
     if len(zero_heads):
         labelled, text = [floor] + labelled, ["0"] + text
-        fig.add_hline(y=10 ** lo, line=dict(color="#888", width=1, dash="dot"))  # the axis break: log values above, 0 below
+        # the axis break: log values above, 0 below
+        fig.add_hline(y=10 ** lo, line=dict(color="#888", width=1, dash="dot"))
     fig.update_layout(template=TEMPLATE, title="Position range per head, d = max z - min z (mean over contexts)",
                       yaxis_title="d (log scale)",
                       showlegend=False, height=520)

@@ -41,12 +41,13 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
     """The figure of analysis ``name`` for its table ``df``.
 
     ``width`` and ``height`` are lengths ("3.3in", "7in", "8cm", px); with only a width, the height keeps the
-    figure's aspect (paper: the height its content needs). ``template="paper"`` applies ``poslens-paper``, drops the title (unless ``title`` is given) and
-    lays the figure out for its printed width (``figures.layout.fit``): titles wrapped to their panels, gaps that
-    hold their tick labels and titles, tables and ternaries sized to their content, texts placed by their data sized
-    to their spacing and, without a height, the height the content needs, at most a page (9 in) where the panels
-    can shrink to it. A height too small for the texts and panels is refused with the least that fits. A figure
-    whose ``figure`` takes ``width=`` is given the width in px (None without one), to lay itself out for it.
+    figure's aspect (paper: the height its content needs). ``template="paper"`` applies ``poslens-paper``, drops the
+    title (unless ``title`` is given) and lays the figure out for its printed width (``figures.layout.fit``): titles
+    wrapped to their panels, gaps that hold their tick labels and titles, tables and ternaries sized to their content,
+    texts placed by their data sized to their spacing and, without a height, the height the content needs, at most a
+    page (9 in) where the panels can shrink to it. A height too small for the texts and panels is refused with the least
+    that fits. A figure whose ``figure`` takes ``width=`` is given the width in px (None without one), to lay itself
+    out for it.
     """
     if template not in TEMPLATES:
         raise ValueError(f"--template {template!r}: expected one of {', '.join(TEMPLATES)}")
@@ -63,8 +64,9 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
         try:
             fit(fig, w or own_w, h, base_height=max(own_h * w / own_w, 0.5 * w) if w else own_h)
         except TooSmall as err:
-            raise ValueError(f"--height {height}: too small for the {name} figure at {(w or own_w) / 96:.2f} in wide; its "
-                             f"titles, labels and panels need at least {err.need / 96:.2f} in ({err.need:.0f} px)") from None
+            raise ValueError(f"--height {height}: too small for the {name} figure at {(w or own_w) / 96:.2f} in wide; "
+                             f"its titles, labels and panels need at least {err.need / 96:.2f} in "
+                             f"({err.need:.0f} px)") from None
         if title:
             fig.update_layout(margin_t=fig.layout.margin.t + 24, height=fig.layout.height + (0 if h else 24))
         return fig
@@ -146,6 +148,7 @@ def rerender(csv, *, formats=None, width=None, height=None, template: str = "def
     clash = [p for p in targets if p.exists()]
     if clash and not force:
         verb = "exists" if len(clash) == 1 else "exist"
-        raise FileExistsError(f"{', '.join(str(p) for p in clash)} already {verb}; pass --force to overwrite, or --out DIR")
+        raise FileExistsError(f"{', '.join(str(p) for p in clash)} already {verb}; pass --force to overwrite, "
+                              "or --out DIR")
     w = fig.layout.width if width is not None else None
     return save(fig, stem, formats, width=w, height=fig.layout.height if w else None)

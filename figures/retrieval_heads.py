@@ -13,17 +13,18 @@ def figure(df) -> go.Figure:
     models = list(dict.fromkeys(df["model"]))
     colors = model_colors(models)
     score, masking_kind = df["score"].iloc[0], df["masking"].iloc[0]
-    masked = {"query": "queries zeroed from the last prompt token on (the authors')", "query-all": "queries zeroed everywhere",
-              "output": "outputs zeroed"}[masking_kind]
+    masked = {"query": "queries zeroed from the last prompt token on (the authors')",
+              "query-all": "queries zeroed everywhere", "output": "outputs zeroed"}[masking_kind]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("retrieval score of every head, by rank", "NIAH accuracy with k heads masked"))
     for model, g in heads.groupby("model", sort=False):
         g = g.sort_values("rank")
-        fig.add_trace(go.Scatter(x=(g["rank"] + 1) / len(g), y=g["retrieval_score"].fillna(0), mode="lines+markers", name=model,
+        fig.add_trace(go.Scatter(x=(g["rank"] + 1) / len(g), y=g["retrieval_score"].fillna(0),
+                                 mode="lines+markers", name=model,
                                  legendgroup=model, line=dict(color=colors[model]), marker=dict(size=3),
                                  customdata=g[["layer", "head", "rank"]].astype(float).values,
-                                 hovertemplate="L%{customdata[0]}H%{customdata[1]} (rank %{customdata[2]}): %{y:.2f}<extra>"
-                                               + model + "</extra>"), row=1, col=1)
+                                 hovertemplate="L%{customdata[0]}H%{customdata[1]} (rank %{customdata[2]}): "
+                                               "%{y:.2f}<extra>" + model + "</extra>"), row=1, col=1)
     threshold = float(df["threshold"].iloc[0])
     fig.add_hline(y=threshold, line=dict(dash="dash", width=1, color="#888"), row=1, col=1)
     fig.update_xaxes(title_text="share of heads, best first", tickformat=".0%", range=[0, 1.02], row=1, col=1)
@@ -34,18 +35,21 @@ def figure(df) -> go.Figure:
         for condition, dash in (("top", "solid"), ("random", "dot")):
             c = g[g["condition"] == condition]
             mean = c.groupby("k", as_index=False).agg(acc=("niah_accuracy", "mean"))
-            fig.add_trace(go.Scatter(x=[0] + mean["k"].tolist(), y=[none] + mean["acc"].tolist(), mode="lines+markers",
-                                     name=f"{model}, {'top retrieval heads' if condition == 'top' else 'random heads, same layers'}",
-                                     legendgroup=model, line=dict(color=colors[model], dash=dash),
-                                     hovertemplate="k=%{x}: %{y:.0%}<extra>" + f"{model} {condition}</extra>"), row=1, col=2)
+            fig.add_trace(go.Scatter(
+                x=[0] + mean["k"].tolist(), y=[none] + mean["acc"].tolist(), mode="lines+markers",
+                name=f"{model}, {'top retrieval heads' if condition == 'top' else 'random heads, same layers'}",
+                legendgroup=model, line=dict(color=colors[model], dash=dash),
+                hovertemplate="k=%{x}: %{y:.0%}<extra>" + f"{model} {condition}</extra>"), row=1, col=2)
             if condition == "random" and c["draw"].nunique() > 1:
-                fig.add_trace(go.Scatter(x=c["k"], y=c["niah_accuracy"], mode="markers", showlegend=False, legendgroup=model,
+                fig.add_trace(go.Scatter(x=c["k"], y=c["niah_accuracy"], mode="markers",
+                                         showlegend=False, legendgroup=model,
                                          marker=dict(color=colors[model], size=5, symbol="circle-open"),
-                                         hovertemplate="k=%{x}, one draw: %{y:.0%}<extra>" + model + "</extra>"), row=1, col=2)
+                                         hovertemplate="k=%{x}, one draw: %{y:.0%}<extra>" + model + "</extra>"),
+                              row=1, col=2)
     fig.update_xaxes(title_text="heads masked (k)", rangemode="tozero", row=1, col=2)
     fig.update_yaxes(title_text="NIAH accuracy", range=[-0.03, 1.03], tickformat=".0%", row=1, col=2)
     label = "Wu et al.'s score" if score == "wu" else "poslens' teacher-forced score"
     fig.update_layout(template=TEMPLATE, height=460, width=1000,
-                      title=f"Retrieval heads (Wu et al. 2024): few heads copy the needle, and masking them breaks retrieval"
-                            f"<br><sup>{label}; masked heads' {masked}</sup>")
+                      title="Retrieval heads (Wu et al. 2024): few heads copy the needle, and masking them breaks "
+                            f"retrieval<br><sup>{label}; masked heads' {masked}</sup>")
     return fig

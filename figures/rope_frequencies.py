@@ -32,14 +32,17 @@ def figure(df) -> go.Figure:
                 customdata=mean[["band", "n"]].astype(float).values,
                 hovertemplate="band %{customdata[0]} (wavelength %{x:.3g} tokens): mean norm %{y:.3g}, over "
                               "%{customdata[1]} heads x layers<extra>" + f"{label}, {what}</extra>"), row=1, col=1)
-        for who, heads, w in (("all heads", g, 2), ("previous-token heads", g[g["previous_token_mass"] >= POSITIONAL], 1)):
+        for who, heads, w in (("all heads", g, 2),
+                              ("previous-token heads", g[g["previous_token_mass"] >= POSITIONAL], 1)):
             if heads.empty:
                 continue
             share = heads.groupby("band").agg(wavelength=("wavelength", "mean"), share=("poslens_logit_share", "mean"),
                                               n=("head", "size")).reset_index()
             fig.add_trace(go.Scatter(
-                x=share["wavelength"], y=share["share"], mode="lines", name=f"{label}: logit share ({who})", legendgroup=model,
-                line=dict(color=colors[model], width=w, dash=("solid" if kind == "full" else "dash") if who == "all heads" else "dot"),
+                x=share["wavelength"], y=share["share"], mode="lines",
+                name=f"{label}: logit share ({who})", legendgroup=model,
+                line=dict(color=colors[model], width=w,
+                          dash=("solid" if kind == "full" else "dash") if who == "all heads" else "dot"),
                 customdata=share[["band", "n"]].astype(float).values,
                 hovertemplate="band %{customdata[0]} (wavelength %{x:.3g} tokens): %{y:.2%} of the logit, mean of "
                               "%{customdata[1]} heads x layers<extra>" + f"{label}, {who}</extra>"), row=2, col=1)
@@ -51,8 +54,10 @@ def figure(df) -> go.Figure:
     order = list(dict.fromkeys(eff["condition"]))
     for i, (model, g) in enumerate(eff.groupby("model", sort=False)):
         base = float(g.loc[g["condition"] == "none", "loss"].iloc[0])
-        y = [order.index(c) + (i - (len(models) - 1) / 2) * 0.22 for c in g["condition"]]  # a dot per model, none hidden
-        for col, x, text in ((1, g["loss"] - base, "%{customdata}: %{x:+.3f} nats"), (2, g["niah_accuracy"], "%{customdata}: %{x:.0%}")):
+        # a dot per model, none hidden
+        y = [order.index(c) + (i - (len(models) - 1) / 2) * 0.22 for c in g["condition"]]
+        for col, x, text in ((1, g["loss"] - base, "%{customdata}: %{x:+.3f} nats"),
+                             (2, g["niah_accuracy"], "%{customdata}: %{x:.0%}")):
             fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=model, legendgroup=model, showlegend=False,
                                      marker=dict(color=colors[model], size=8, symbol=i % 8), customdata=g["condition"],
                                      hovertemplate=text + "<extra>" + model + "</extra>"), row=3, col=col)
@@ -63,5 +68,6 @@ def figure(df) -> go.Figure:
     fig.update_xaxes(range=[-0.05, 1.05], tickformat=".0%", row=3, col=2)
     fraction = eff["fraction"].max()
     fig.update_layout(template=TEMPLATE, height=1000, width=900,
-                      title=f"Rotary bands: what each carries, and the highest / lowest {fraction:.0%} removed or unrotated")
+                      title=f"Rotary bands: what each carries, and the highest / lowest {fraction:.0%} removed or "
+                            "unrotated")
     return fig

@@ -56,7 +56,8 @@ def parse_formats(text) -> tuple[str, ...]:
     out = [f.strip().lower().lstrip(".") for item in items for f in str(item).split(",") if f.strip()]
     bad = [f for f in out if f not in FORMATS]
     if bad or not out:
-        raise ValueError(f"--format {','.join(bad) or repr(text)}: expected any of {','.join(FORMATS)}, comma-separated")
+        raise ValueError(f"--format {','.join(bad) or repr(text)}: expected any of {','.join(FORMATS)}, "
+                         "comma-separated")
     return tuple(dict.fromkeys(out))
 
 
@@ -70,15 +71,17 @@ def resolve_formats(formats=None, *, log=None) -> tuple[str, ...]:
         formats = parse_formats(formats)
         static = [f for f in formats if f in STATIC]
         if static and find_browser() is None:
-            where = f"BROWSER_PATH={os.environ['BROWSER_PATH']} is not an executable" if os.environ.get("BROWSER_PATH") \
-                else "no Chrome or Chromium found"
-            raise BrowserMissing(f"--format {','.join(static)} needs a browser for kaleido and {where}: {BROWSER_ADVICE}")
+            where = f"BROWSER_PATH={os.environ['BROWSER_PATH']} is not an executable" \
+                if os.environ.get("BROWSER_PATH") else "no Chrome or Chromium found"
+            raise BrowserMissing(f"--format {','.join(static)} needs a browser for kaleido and {where}: "
+                                 f"{BROWSER_ADVICE}")
         return formats
     if find_browser() is not None:
         return DEFAULT_FORMATS
     if not _noted:
         _noted = True
-        (log or (lambda s: print(s, file=sys.stderr)))(f"poslens: HTML only, no PDF/PNG (no Chrome or Chromium found): {BROWSER_ADVICE}")
+        (log or (lambda s: print(s, file=sys.stderr)))("poslens: HTML only, no PDF/PNG (no Chrome or Chromium found): "
+                                                       f"{BROWSER_ADVICE}")
     return ("html",)
 
 
@@ -155,7 +158,8 @@ def cjk_font_available() -> bool | None:
     if shutil.which("fc-list") is None:
         return None
     try:
-        return bool(subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True, timeout=20).stdout.strip())
+        return bool(subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True,
+                                   timeout=20).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -165,8 +169,9 @@ def _note_cjk(fig, stem: Path) -> None:
     global _cjk_noted
     if not _cjk_noted and _has_cjk(fig) and cjk_font_available() is False:
         _cjk_noted = True
-        print(f"poslens: note: {stem.name} has Chinese / Japanese / Korean text and no font here draws it, so its PDF / SVG / "
-              f"PNG show empty boxes in their place (the HTML uses the reader's fonts): {CJK_ADVICE}", file=sys.stderr)
+        print(f"poslens: note: {stem.name} has Chinese / Japanese / Korean text and no font here draws it, so its "
+              f"PDF / SVG / PNG show empty boxes in their place (the HTML uses the reader's fonts): {CJK_ADVICE}",
+              file=sys.stderr)
 
 
 _browser: _Browser | None = None
@@ -256,7 +261,8 @@ def save(fig, stem, formats=None, *, width: float | None = None, height: float |
         if fmt == "html":
             fig.write_html(path, include_plotlyjs=_PLOTLYJS.get(), full_html=True)
         else:
-            opts = {"format": fmt, "width": width or fig.layout.width or 700, "height": height or fig.layout.height or 500}
+            opts = {"format": fmt, "width": width or fig.layout.width or 700,
+                    "height": height or fig.layout.height or 500}
             if fmt == "png":
                 opts["scale"] = scale or (300 / 96 if width else 2)
             items.append({"fig": fig, "path": path, "opts": opts})

@@ -1,6 +1,6 @@
-"""Share of sink heads per layer against depth (the layer's mean ``sink_share``: under Gu et al.'s estimator the share of
-(head, sequence) pairs with alpha_1 > epsilon), one panel per input x start-token condition, a line per model and length
-(longer contexts darker)."""
+"""Share of sink heads per layer against depth (the layer's mean ``sink_share``: under Gu et al.'s estimator the share
+of (head, sequence) pairs with alpha_1 > epsilon), one panel per input x start-token condition, a line per model and
+length (longer contexts darker)."""
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -20,7 +20,8 @@ def figure(df) -> go.Figure:
         rate=("sink_share", "mean"), depth=("depth", "first")).reset_index()
     for j, (inp, start) in enumerate(conditions):
         r, c = j // cols + 1, j % cols + 1
-        for model, g in per_layer[(per_layer["input"] == inp) & (per_layer["start_token"] == start)].groupby("model", sort=False):
+        for model, g in per_layer[(per_layer["input"] == inp)
+                                  & (per_layer["start_token"] == start)].groupby("model", sort=False):
             for k, n in enumerate(lengths):
                 gg = g[g["length"] == n]
                 if gg.empty:
@@ -29,11 +30,14 @@ def figure(df) -> go.Figure:
                     x=gg["depth"], y=gg["rate"], mode="lines+markers", name=f"{model}, {n} tokens",
                     legendgroup=f"{model}{n}", showlegend=j == 0,
                     line=dict(color=colors[model], width=1 + 1.5 * k / max(1, len(lengths) - 1),
-                              dash=("dot", "dash", "solid")[min(2, k + 3 - len(lengths))] if len(lengths) <= 3 else "solid"),
+                              dash=("dot", "dash", "solid")[min(2, k + 3 - len(lengths))] if len(lengths) <= 3
+                              else "solid"),
                     marker=dict(size=4), customdata=gg[["layer"]].values,
-                    hovertemplate="layer %{customdata[0]}: %{y:.0%} sink heads<extra>" + f"{model}, {n} tokens</extra>"),
+                    hovertemplate="layer %{customdata[0]}: %{y:.0%} sink heads<extra>"
+                                  + f"{model}, {n} tokens</extra>"),
                     row=r, col=c)
-        fig.update_xaxes(range=[-0.05, 1.05], title_text="depth = layer / (n_layers\u00a0-\u00a01)" if r == rows else None, row=r, col=c)
+        fig.update_xaxes(range=[-0.05, 1.05],
+                         title_text="depth = layer / (n_layers\u00a0-\u00a01)" if r == rows else None, row=r, col=c)
     fig.update_yaxes(range=[-0.05, 1.05], tickformat=".0%")
     fig.update_yaxes(title_text="sink heads in the layer" if df["estimator"].iloc[0] == "poslens"
                      else "sink heads in the layer (per sequence)", col=1)

@@ -20,10 +20,11 @@ PALETTE = [OKABE_ITO[c] for c in ("blue", "orange", "green", "vermillion", "sky"
 COLORS = PALETTE  # traces that are not models (heads, orders, groups) cycle through the same colours
 
 MODEL_COLORS = {  # bundled models: distinct inside every figure of `poslens reproduce`
-    "increments-per-layer": OKABE_ITO["blue"], "increments-shared": OKABE_ITO["sky"], "rope-bytes": OKABE_ITO["vermillion"],
-    "repo-small": OKABE_ITO["green"], "rope-small": OKABE_ITO["vermillion"], "nope-small": OKABE_ITO["purple"],
-    "smollm2": OKABE_ITO["black"], "dstg-small": OKABE_ITO["orange"], "ap-encoder-small": OKABE_ITO["sky"],
-    "rp-encoder-small": OKABE_ITO["purple"], "rope-encoder-small": OKABE_ITO["vermillion"], "minilm": OKABE_ITO["black"],
+    "increments-per-layer": OKABE_ITO["blue"], "increments-shared": OKABE_ITO["sky"],
+    "rope-bytes": OKABE_ITO["vermillion"], "repo-small": OKABE_ITO["green"], "rope-small": OKABE_ITO["vermillion"],
+    "nope-small": OKABE_ITO["purple"], "smollm2": OKABE_ITO["black"], "dstg-small": OKABE_ITO["orange"],
+    "ap-encoder-small": OKABE_ITO["sky"], "rp-encoder-small": OKABE_ITO["purple"],
+    "rope-encoder-small": OKABE_ITO["vermillion"], "minilm": OKABE_ITO["black"],
 }
 
 TEMPLATE = "plotly_white"  # the interactive report's look
@@ -34,7 +35,8 @@ PAPER_TICK_PX = 28 / 3  # 7 pt
 
 
 def model_colors(models) -> dict[str, str]:
-    """``{model: colour}`` for the models of one figure: fixed for bundled names, hashed (then the next free one) otherwise."""
+    """``{model: colour}`` for the models of one figure: fixed for bundled names, hashed (then the next free one)
+    otherwise."""
     models = list(dict.fromkeys(models))
     out = {m: MODEL_COLORS[m] for m in models if m in MODEL_COLORS}
     used = set(out.values())
@@ -72,7 +74,8 @@ def layer_order(labels) -> list[str]:
 def _paper_template() -> go.layout.Template:
     axis = dict(showline=True, linecolor="#222", linewidth=0.75, ticks="outside", ticklen=3, tickwidth=0.75,
                 tickcolor="#222", showgrid=True, gridcolor="#e6e6e6", gridwidth=0.5, zeroline=False,
-                title=dict(font=dict(size=PAPER_TEXT_PX), standoff=4), tickfont=dict(size=PAPER_TICK_PX), automargin=True)
+                title=dict(font=dict(size=PAPER_TEXT_PX), standoff=4), tickfont=dict(size=PAPER_TICK_PX),
+                automargin=True)
     template = go.layout.Template(pio.templates["simple_white"])
     template.layout.update(
         font=dict(family=PAPER_FONT, size=PAPER_TEXT_PX, color="#111"), colorway=PALETTE, title=dict(text=None),

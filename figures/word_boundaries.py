@@ -14,7 +14,8 @@ def figure(df) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=list(g.index), y=g["auc"], mode="lines+markers", name=f"{model} vs {ref}",
             line=dict(color=colors[model], dash="solid" if ref == "gold" else "dot"),
-            error_y=dict(type="data", symmetric=False, array=g["ci_high"] - g["auc"], arrayminus=g["auc"] - g["ci_low"]),
+            error_y=dict(type="data", symmetric=False, array=g["ci_high"] - g["auc"],
+                         arrayminus=g["auc"] - g["ci_low"]),
             hovertemplate="%{x}: AUC %{y:.3f}<extra>" + f"{model} vs {ref}" + "</extra>"))
     fig.add_hline(y=0.5, line=dict(color="grey", dash="dash"), annotation_text="chance")
     agree = df[df["layer"] == "jieba"]

@@ -59,7 +59,8 @@ class RunShape:
     dtype_bytes: int = 4
     logits: bool = True  # the logits of every position are built (and a loss taken over them)
     loss_chunk: int | None = None  # positions per loss chunk when logits are not built whole (None: ``loss_chunk()``)
-    attention_rows: int = 0  # query rows whose [head, row, key] scores are materialised per layer (0: fused kernel only)
+    # query rows whose [head, row, key] scores are materialised per layer (0: fused kernel only)
+    attention_rows: int = 0
 
     def with_run(self, **run) -> RunShape:
         return replace(self, **run)
@@ -146,7 +147,8 @@ def estimate(shape: RunShape) -> Estimate:
     mlp = 3 * tokens * s.d_ff * b
     scores = 3 * s.batch * s.heads * min(s.attention_rows, s.length) * s.length * 4
     layer = 2 * tokens * s.d_model * b + qkv + attn_out + max(mlp, scores)
-    per_row = s.vocab * (b + 4 + 4 if b != 4 else 8)  # the logits, their float32 copy (none in float32), their log-softmax
+    # the logits, their float32 copy (none in float32), their log-softmax
+    per_row = s.vocab * (b + 4 + 4 if b != 4 else 8)
     if s.logits:
         logits = tokens * per_row
     else:
@@ -164,7 +166,8 @@ def parse_size(text: str) -> int:
     try:
         return int(float(t[:-1] if scale > 1 else t) * scale)
     except ValueError:
-        raise ValueError(f"POSLENS_FREE_MEMORY={text!r}: expected a size such as 512M, 8G or a number of bytes") from None
+        raise ValueError(f"POSLENS_FREE_MEMORY={text!r}: expected a size such as 512M, 8G or a number of "
+                         "bytes") from None
 
 
 def _meminfo_available() -> int | None:
@@ -241,10 +244,10 @@ def release() -> None:
 
 def planned_run(analysis, options: dict, max_len: int | None = None) -> dict | None:
     """``length``, ``batch``, ``attention_rows`` and ``logits`` of one model's run of ``analysis`` with ``options``
-    (given values, else the declared defaults): the length is the largest option declared ``Fits(max_seq_len)`` times its
-    copies plus its margin, lowered to ``max_len`` as ``Fits`` lowers a default. None where no option declares a length.
-    ``logits`` is False where the analysis' module declares ``BUILDS_LOGITS = False``: no pass of it builds every
-    position's logits (none at all, or losses in chunks)."""
+    (given values, else the declared defaults): the length is the largest option declared ``Fits(max_seq_len)`` times
+    its copies plus its margin, lowered to ``max_len`` as ``Fits`` lowers a default. None where no option declares a
+    length. ``logits`` is False where the analysis' module declares ``BUILDS_LOGITS = False``: no pass of it builds
+    every position's logits (none at all, or losses in chunks)."""
     import inspect
 
     lengths = []
@@ -307,4 +310,5 @@ def check_run(analysis, options: dict, *, model=None, config: dict | None = None
         shape = RunShape.from_model(model, **plan) if model is not None else RunShape.from_config(config, **plan)
     except (TypeError, ValueError, KeyError, StopIteration):
         return  # a config this estimate cannot read: nothing to refuse on
-    check(estimate(shape), device, loaded=model is not None, what=f"{analysis.name} on {name or getattr(model, 'model_name', '?')}")
+    check(estimate(shape), device, loaded=model is not None,
+          what=f"{analysis.name} on {name or getattr(model, 'model_name', '?')}")

@@ -107,7 +107,8 @@ def heads_of(model, heads, who: str) -> list[int]:
 
 
 def as_tuple(value):
-    """An intervention field's ints as a sorted tuple (None stays None), so that equal edits compare and record alike."""
+    """An intervention field's ints as a sorted tuple (None stays None), so that equal edits compare and record
+    alike."""
     return None if value is None else tuple(sorted({int(v) for v in value}))
 
 
@@ -118,14 +119,18 @@ def register(cls: type[Intervention]) -> type[Intervention]:
     if not cls.name or cls.name in REGISTRY:
         raise ValueError(f"{who} needs a unique name, got {cls.name!r}")
     if not dataclasses.is_dataclass(cls) or not issubclass(cls, Intervention):
-        raise TypeError(f"{who}: @register goes above @dataclasses.dataclass(frozen=True) on a subclass of Intervention")
+        raise TypeError(f"{who}: @register goes above @dataclasses.dataclass(frozen=True) on a subclass of "
+                        "Intervention")
     if not written_doc(cls):
-        raise ValueError(f"{who} ({cls.name!r}) needs a docstring: its first paragraph says what it edits (the README's row)")
+        raise ValueError(f"{who} ({cls.name!r}) needs a docstring: its first paragraph says what it edits "
+                         "(the README's row)")
     if not isinstance(cls.needs, tuple) or not all(isinstance(c, Capability) for c in cls.needs):
-        raise TypeError(f"{who} ({cls.name!r}): needs must be a tuple of interp.capabilities.Capability, got {cls.needs!r}")
+        raise TypeError(f"{who} ({cls.name!r}): needs must be a tuple of interp.capabilities.Capability, "
+                        f"got {cls.needs!r}")
     if not isinstance(cls.example, dict):
         raise TypeError(f"{who} ({cls.name!r}) needs an example: a dict of the keyword arguments of a small instance "
-                        f"(fields: {', '.join(f.name for f in dataclasses.fields(cls)) or 'none'}), got {cls.example!r}")
+                        f"(fields: {', '.join(f.name for f in dataclasses.fields(cls)) or 'none'}), "
+                        f"got {cls.example!r}")
     try:
         cls(**cls.example)
     except (TypeError, ValueError) as err:
@@ -141,7 +146,8 @@ def written_doc(cls) -> str:
 
 
 def registered() -> dict[str, type[Intervention]]:
-    """Every registered intervention by name, the modules of ``MODULES`` imported first (so a line added to it counts)."""
+    """Every registered intervention by name, the modules of ``MODULES`` imported first (so a line added to it
+    counts)."""
     _load()
     return dict(REGISTRY)
 
@@ -186,6 +192,6 @@ from interp.interventions.queries import MaskHeadQueries  # noqa: E402
 from interp.interventions.rotary import RemoveRotaryBands, UnrotateRotaryBands  # noqa: E402
 from interp.interventions.window import KeyWindow  # noqa: E402
 
-__all__ = ["Intervention", "KeyWindow", "MaskHeadQueries", "MaskHeads", "REGISTRY", "RemoveAPBands", "RemoveRotaryBands",
-           "ShiftPositions", "ShufflePositions", "StretchPositions", "UnrotateRotaryBands", "applied", "get", "register",
-           "registered"]
+__all__ = ["Intervention", "KeyWindow", "MaskHeadQueries", "MaskHeads", "REGISTRY", "RemoveAPBands",
+           "RemoveRotaryBands", "ShiftPositions", "ShufflePositions", "StretchPositions", "UnrotateRotaryBands",
+           "applied", "get", "register", "registered"]

@@ -34,7 +34,8 @@ class RemoveAPBands(Intervention):
         object.__setattr__(self, "bins", as_tuple(self.bins))
         given = [n for n in ("bins", "above", "below") if getattr(self, n) is not None]
         if len(given) != 1:
-            raise ValueError(f"RemoveAPBands: give exactly one of bins=, above= or below= (got {', '.join(given) or 'none'})")
+            raise ValueError("RemoveAPBands: give exactly one of bins=, above= or below= "
+                             f"(got {', '.join(given) or 'none'})")
 
     def removed(self, n_positions: int) -> list[int]:
         if self.bins is not None:
@@ -64,8 +65,8 @@ class RemoveAPBands(Intervention):
                 gap = (t - rows[b, 0].float()).abs().amax(-1)
                 start = int(gap.argmin())
                 if float(gap[start]) > 1e-4 * float(t.abs().max()) or start + rows.shape[1] > t.shape[0]:
-                    raise ValueError(f"RemoveAPBands: the position rows entering {model.model_name} at {hook.name} are not "
-                                     "rows of its table (edited by an earlier hook?)")
+                    raise ValueError(f"RemoveAPBands: the position rows entering {model.model_name} at {hook.name} are "
+                                     "not rows of its table (edited by an earlier hook?)")
                 out[b] = rows[b] - delta[start:start + rows.shape[1]].to(rows.device, rows.dtype)
             return out
 

@@ -73,7 +73,8 @@ class ShufflePositions(_Positions):
     example = dict(seed=1)
 
     def edit(self, pos):
-        """The same permutation of the sequence axis for every batch row and head, drawn from ``seed`` and the length."""
+        """The same permutation of the sequence axis for every batch row and head, drawn from ``seed`` and the
+        length."""
         import torch
 
         g = torch.Generator().manual_seed(int(self.seed))

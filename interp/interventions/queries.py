@@ -52,14 +52,15 @@ class MaskHeadQueries(Intervention):
         for layer, head in sorted(self.heads):
             by_layer.setdefault(layer, []).append(head)
         if self.from_position:
-            return [(f"blocks.{layer}.attn.hook_attn_scores", self._scores_hook(heads)) for layer, heads in by_layer.items()]
+            return [(f"blocks.{layer}.attn.hook_attn_scores", self._scores_hook(heads))
+                    for layer, heads in by_layer.items()]
         hooks = []
         for layer, heads in by_layer.items():
             names = [f"blocks.{layer}.attn.{h}" for h in ("hook_rot_q", "hook_q")]
             name = next((n for n in names if n in model.hook_dict), None)
             if name is None:
-                raise ValueError(f"MaskHeadQueries: {model.model_name} ({model.describe()}) offers no queries to zero in "
-                                 f"layer {layer} (neither {names[0]} nor {names[1]})")
+                raise ValueError(f"MaskHeadQueries: {model.model_name} ({model.describe()}) offers no queries to zero "
+                                 f"in layer {layer} (neither {names[0]} nor {names[1]})")
 
             def zero(q, hook, heads=heads):
                 keep = q.new_ones(q.shape[-2])
@@ -76,8 +77,9 @@ class MaskHeadQueries(Intervention):
 
         def flatten(scores, hook):
             if current_query_rows() is not None:
-                raise ValueError("MaskHeadQueries with from_position edits every query row from there on; it cannot run "
-                                 "inside model.query_rows (the rows not listed come from a fused kernel that never sees it)")
+                raise ValueError("MaskHeadQueries with from_position edits every query row from there on; it cannot "
+                                 "run inside model.query_rows (the rows not listed come from a fused kernel that never "
+                                 "sees it)")
             n_q, n_k = scores.shape[-2:]
             rows = torch.arange(n_k - n_q, n_k, device=scores.device) >= self.from_position  # cached keys come first
             if not bool(rows.any()):

@@ -46,9 +46,11 @@ class _Bands(Intervention):
         object.__setattr__(self, "heads", as_tuple(self.heads))
         object.__setattr__(self, "highest", _fraction(self.highest, "highest", who))
         object.__setattr__(self, "lowest", _fraction(self.lowest, "lowest", who))
-        given = [n for n, on in (("bands", self.bands is not None), ("highest", self.highest > 0), ("lowest", self.lowest > 0)) if on]
+        given = [n for n, on in (("bands", self.bands is not None), ("highest", self.highest > 0),
+                                 ("lowest", self.lowest > 0)) if on]
         if len(given) != 1:
-            raise ValueError(f"{who}: give exactly one of bands=, highest= or lowest= (got {', '.join(given) or 'none'})")
+            raise ValueError(f"{who}: give exactly one of bands=, highest= or lowest= "
+                             f"(got {', '.join(given) or 'none'})")
 
     def chosen(self, spec) -> list[int]:
         """The bands of one layer's ``RotarySpec`` this edit takes, in the spec's own numbering."""
@@ -56,7 +58,8 @@ class _Bands(Intervention):
         if self.bands is not None:
             bad = [b for b in self.bands if not 0 <= b < spec.n_bands]
             if bad:
-                raise ValueError(f"{type(self).__name__} bands: {bad[0]} is not a band of a layer with {spec.n_bands} bands")
+                raise ValueError(f"{type(self).__name__} bands: {bad[0]} is not a band of a layer with "
+                                 f"{spec.n_bands} bands")
             return [order[b] for b in self.bands]
         share = self.highest or self.lowest
         k = min(spec.n_bands, max(1, math.floor(share * spec.n_bands + 0.5)))
@@ -66,7 +69,8 @@ class _Bands(Intervention):
         """``(layer, spec, bands)`` for every chosen layer that rotates."""
         who = type(self).__name__
         require(model, Capability.ROTARY, who, kind="intervention")
-        out = [(l, spec, self.chosen(spec)) for l in layers_of(model, self.layers, who) if (spec := model.rotation(l)) is not None]
+        out = [(l, spec, self.chosen(spec)) for l in layers_of(model, self.layers, who)
+               if (spec := model.rotation(l)) is not None]
         if not out:
             raise ValueError(f"{who}: none of the layers chosen in {model.model_name} rotates")
         return out
@@ -132,11 +136,12 @@ class UnrotateRotaryBands(_Bands):
                     split = [g for g in groups if any(h not in heads for h in range(g * rep, (g + 1) * rep))]
                     if split:
                         g = split[0]
-                        raise ValueError(f"{who} heads: query heads {g * rep}..{(g + 1) * rep - 1} share key head {g}, whose "
-                                         "keys would turn for all of them; choose whole groups")
+                        raise ValueError(f"{who} heads: query heads {g * rep}..{(g + 1) * rep - 1} share key head {g}, "
+                                         "whose keys would turn for all of them; choose whole groups")
                     pos, chosen = pos[:, ::rep], groups
                 if x.shape[1] != pos.shape[-1]:  # a KV cache hands over every cached key: positions 0..n-1
-                    pos = torch.arange(x.shape[1], device=x.device, dtype=torch.float32).expand(pos.shape[0], pos.shape[1], -1)
+                    pos = torch.arange(x.shape[1], device=x.device,
+                                       dtype=torch.float32).expand(pos.shape[0], pos.shape[1], -1)
                 idx = torch.tensor(chosen, device=x.device)
                 out = x.clone()
                 out[:, :, idx] = spec.rotate(x[:, :, idx], -pos[:, idx], bands)

@@ -55,7 +55,7 @@ MODULE = textwrap.dedent('''
             share = cache[f"blocks.{layer}.attn.hook_pattern"][..., 0].mean(dim=(0, 2))
             rows += [dict(model=model.model_name, layer=layer, head=h, first_token_share=float(s)) for h, s in enumerate(share)]
         return pd.DataFrame(rows)
-''')
+''')  # noqa: E501 (the module's own source: wrapping it would change the string)
 
 FIGURE = textwrap.dedent('''
     import plotly.graph_objects as go
@@ -121,8 +121,8 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
     models, argv = plan()[NAME]
     assert (models, argv) == (["repo-small"], ["--length", "32"])
     out = tmp_path / "memory"
-    assert main(["analyze", NAME, "--out", str(out), "--format", "html", "--force", *[a for m in models for a in ("--model", m)],
-                 *argv, "--n-docs", "3"]) == 0
+    assert main(["analyze", NAME, "--out", str(out), "--format", "html", "--force",
+                 *[a for m in models for a in ("--model", m)], *argv, "--n-docs", "3"]) == 0
     written = pd.read_csv(out / f"{NAME}.csv")
     assert set(written["model"]) == {"repo-small"} and len(written) == 16
     assert (out / f"{NAME}.html").exists()
@@ -141,8 +141,8 @@ def test_a_declaration_naming_what_the_analysis_lacks_fails_when_its_module_is_i
     from analyses.runs import runs
 
     spec = analyses.get("induction")
-    with pytest.raises(ValueError, match=r"@runs\(main=\.\.\.\) of analysis 'induction': quick names length, not an option "
-                                         r"of 'induction' \(options: half, n_docs, seed\)"):
+    with pytest.raises(ValueError, match=r"@runs\(main=\.\.\.\) of analysis 'induction': quick names length, not an "
+                                         r"option of 'induction' \(options: half, n_docs, seed\)"):
         runs(main=Run(("repo-small",), dict(half=8), quick=dict(length=8), section=HEADS))(spec.function)
     with pytest.raises(ValueError, match="the main job needs the report's section="):
         runs(main=Run(("repo-small",)))(spec.function)
@@ -164,4 +164,5 @@ def test_modules_order_the_analyses_whatever_order_they_were_imported_in(monkeyp
     assert [name for name, _ in backwards][:3] == ["along-context", "attention-window", "retrieval-heads"]
     monkeypatch.setattr(registry, "_REGISTRY", dict(backwards))  # as if the modules had been imported last to first
     assert [a.name for a in analyses.all_analyses()] == first
-    assert first[:2] == ["loss-neutrality", "byte-increments"] and first[7:9] == ["position-ranges", "position-patterns"]
+    assert first[:2] == ["loss-neutrality", "byte-increments"] \
+        and first[7:9] == ["position-ranges", "position-patterns"]

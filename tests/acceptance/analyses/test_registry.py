@@ -115,7 +115,8 @@ def test_a_model_without_a_needed_capability_is_refused_by_the_registry(name):
 def test_modules_are_modules_and_old_keywords_still_work_with_a_warning():
     import analyses.word_boundaries as module
 
-    assert module.__name__ == "analyses.word_boundaries" and module.word_boundaries.analysis is analyses.get("word-boundaries")
+    assert module.__name__ == "analyses.word_boundaries" \
+        and module.word_boundaries.analysis is analyses.get("word-boundaries")
     with pytest.warns(DeprecationWarning, match="'n_contexts=' is now 'n_docs='"):
         df = analyses.run("position-ranges", model("repo-small"), n_contexts=1, length=64, source="wiki")
     assert df["context"].nunique() == 1
@@ -143,19 +144,20 @@ def test_defaults_adapt_to_the_model_and_the_users_input_and_provenance_records_
     from tests.repo_helpers import tiny_repo
 
     short = tiny_repo("repo", max_position_embeddings=512)
-    run_analysis("head-profiles", [short], tmp_path, options=dict(n_docs=1, length=48, max_rows=8, niah_prompts=1), seed=0,
-                 formats="html")
+    run_analysis("head-profiles", [short], tmp_path, options=dict(n_docs=1, length=48, max_rows=8, niah_prompts=1),
+                 seed=0, formats="html")
     prov = json.loads((tmp_path / "head-profiles.provenance.json").read_text())
     assert prov["arguments"]["niah_tokens"] == 512 - 16
     with pytest.raises(OptionError, match="niah_tokens 600: longer than tiny-repo allows"):
         analyses.get("head-profiles").bind(short, {"niah_tokens": 600})
-    assert analyses.get("head-profiles").bind(load("dstg-small"), {"niah_tokens": 600})["niah_tokens"] == 600  # never read there
+    # never read there
+    assert analyses.get("head-profiles").bind(load("dstg-small"), {"niah_tokens": 600})["niah_tokens"] == 600
 
     docs = [f"Document {i}. It has a first sentence. And a second one, about topic {i}." for i in range(12)]
-    run_analysis("position-probes", ["dstg-small"], tmp_path, options=dict(documents=docs, n_seeds=1, cv_folds=2, length=64),
-                 seed=0, formats="html")
+    run_analysis("position-probes", ["dstg-small"], tmp_path,
+                 options=dict(documents=docs, n_seeds=1, cv_folds=2, length=64), seed=0, formats="html")
     prov = json.loads((tmp_path / "position-probes.provenance.json").read_text())
     assert (prov["arguments"]["n_train"], prov["arguments"]["n_test"]) == (9, 3)
     with pytest.raises(ValueError, match="n_train"):
-        run_analysis("position-probes", ["dstg-small"], tmp_path / "x", options=dict(documents=docs, n_train=20, length=64),
-                     seed=0, formats="html")
+        run_analysis("position-probes", ["dstg-small"], tmp_path / "x",
+                     options=dict(documents=docs, n_train=20, length=64), seed=0, formats="html")

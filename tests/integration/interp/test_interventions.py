@@ -77,7 +77,8 @@ def test_applied_records_the_intervention_and_refuses_a_missing_head():
         inside = model(ids)
     torch.testing.assert_close(inside, model.run_with_hooks(ids, fwd_hooks=MaskHeads({(2, 3)}).fwd_hooks(model)))
     assert model_record(model)["interventions"] == [{"intervention": "mask-heads", "heads": [[2, 3]]}]
-    with pytest.raises(ValueError, match=r"MaskHeads heads: \(3, 0\) is not a head of tiny-repo \(3 layers x 4 heads\)"):
+    with pytest.raises(ValueError, match=r"MaskHeads heads: \(3, 0\) is not a head of tiny-repo "
+                                         r"\(3 layers x 4 heads\)"):
         MaskHeads({(3, 0)}).fwd_hooks(model)
     assert interventions.REGISTRY["mask-heads"] is MaskHeads
 
@@ -177,7 +178,8 @@ def test_masking_a_query_equals_zeroing_its_query_projection_rows(llama):
     with pytest.raises(ValueError, match=r"MaskHeadQueries heads: \(2, 0\) is not a head of"):
         MaskHeadQueries({(2, 0)}).fwd_hooks(llama)
     assert interventions.REGISTRY["mask-head-queries"] is MaskHeadQueries
-    assert MaskHeadQueries([(1, 2)]).record() == {"intervention": "mask-head-queries", "heads": [[1, 2]], "from_position": 0}
+    assert MaskHeadQueries([(1, 2)]).record() == {"intervention": "mask-head-queries", "heads": [[1, 2]],
+                                                  "from_position": 0}
     with pytest.raises(ValueError, match="from_position=-1: a position"):
         MaskHeadQueries({(1, 2)}, from_position=-1)
 
@@ -236,7 +238,8 @@ def test_unrotating_every_band_is_attention_without_positions(llama, generic):
     ids = torch.randint(3, 250, (2, 12))
     every = UnrotateRotaryBands(highest=1.0)
     torch.testing.assert_close(llama.run_with_hooks(ids, fwd_hooks=every.fwd_hooks(llama)),
-                               llama.run_with_hooks(ids, fwd_hooks=StretchPositions(factor=0.0).fwd_hooks(llama)), rtol=1e-4, atol=1e-4)
+                               llama.run_with_hooks(ids, fwd_hooks=StretchPositions(factor=0.0).fwd_hooks(llama)),
+                               rtol=1e-4, atol=1e-4)
     model, hf = generic
     with torch.no_grad():
         want = hf(ids, position_ids=torch.zeros_like(ids)).logits
@@ -248,7 +251,8 @@ def test_unrotating_every_band_is_attention_without_positions(llama, generic):
 def test_unrotating_splits_no_key_group_and_decodes_with_the_cache(generic):
     model, _ = generic  # 4 query heads on 2 key heads
     with pytest.raises(ValueError, match="query heads 0..1 share key head 0"):
-        model.run_with_hooks(torch.randint(3, 250, (1, 6)), fwd_hooks=UnrotateRotaryBands(lowest=0.5, heads=(0,)).fwd_hooks(model))
+        model.run_with_hooks(torch.randint(3, 250, (1, 6)),
+                             fwd_hooks=UnrotateRotaryBands(lowest=0.5, heads=(0,)).fwd_hooks(model))
     prompt = torch.randint(3, 250, (1, 10))
     with interventions.applied(model, UnrotateRotaryBands(lowest=0.5, heads=(2, 3))):
         cached = model.generate(prompt, 5)
@@ -287,13 +291,15 @@ def test_a_window_in_one_layer_equals_reading_the_last_window_tokens_alone(tmp_p
     torch.testing.assert_close(model.run_with_hooks(ids, fwd_hooks=KeyWindow(window=20).fwd_hooks(model)), model(ids))
 
 
-@pytest.mark.parametrize("make", [lambda: tiny_repo("repo"), lambda: tiny_encoder("rp")], ids=["causal", "bidirectional"])
+@pytest.mark.parametrize("make", [lambda: tiny_repo("repo"), lambda: tiny_encoder("rp")],
+                         ids=["causal", "bidirectional"])
 def test_a_window_with_sinks_leaves_no_mass_elsewhere(make):
     model = make()
     ids = token_ids(model, 1, 16) if model.family == "encoder" else torch.randint(3, 250, (1, 16))
     patterns = {}
     hooks = KeyWindow(window=3, sinks=2).fwd_hooks(model) + [
-        (f"blocks.{l}.attn.hook_pattern", lambda p, hook: patterns.setdefault(hook.name, p)) for l in range(model.n_layers)]
+        (f"blocks.{l}.attn.hook_pattern", lambda p, hook: patterns.setdefault(hook.name, p))
+        for l in range(model.n_layers)]
     model.run_with_hooks(ids, fwd_hooks=hooks)
     q, k = torch.arange(16)[:, None], torch.arange(16)[None, :]
     visible = torch.ones(16, 16, dtype=torch.bool) if model.family == "encoder" else k <= q
@@ -312,15 +318,17 @@ def test_a_window_with_sinks_leaves_no_mass_elsewhere(make):
 def test_position_edits_shift_stretch_and_shuffle(llama, generic):
     ids = torch.randint(3, 250, (1, 12))
     # rotary attention sees differences of positions: a shift changes nothing
-    torch.testing.assert_close(llama.run_with_hooks(ids, fwd_hooks=ShiftPositions(offset=37.0).fwd_hooks(llama)), llama(ids),
-                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(llama.run_with_hooks(ids, fwd_hooks=ShiftPositions(offset=37.0).fwd_hooks(llama)),
+                               llama(ids), rtol=1e-4, atol=1e-4)
     seen = []
     shuffle = ShufflePositions(seed=3, layers=(0,))
-    llama.run_with_hooks(ids, fwd_hooks=shuffle.fwd_hooks(llama) + [("blocks.0.attn.hook_rot_q", lambda q, hook: seen.append(q))])
+    llama.run_with_hooks(ids, fwd_hooks=shuffle.fwd_hooks(llama)
+                         + [("blocks.0.attn.hook_rot_q", lambda q, hook: seen.append(q))])
     order = torch.randperm(12, generator=torch.Generator().manual_seed(3))
     _, cache = llama.run_with_cache(ids, names_filter="blocks.0.attn.hook_q")
     torch.testing.assert_close(seen[0], llama.rotation(0).rotate(cache["blocks.0.attn.hook_q"], order[None].float()))
-    assert not torch.allclose(llama.run_with_hooks(ids, fwd_hooks=StretchPositions(factor=2.0).fwd_hooks(llama)), llama(ids), atol=1e-3)
+    assert not torch.allclose(llama.run_with_hooks(ids, fwd_hooks=StretchPositions(factor=2.0).fwd_hooks(llama)),
+                              llama(ids), atol=1e-3)
     with pytest.raises(ValueError, match="positions are read-only"):
         ShiftPositions(offset=1.0).fwd_hooks(generic[0])
 

@@ -15,7 +15,8 @@ from tests.repo_helpers import tiny_repo
 
 ROOT = Path(__file__).resolve().parents[3]
 MB = memory.MB
-measurable = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs")
+measurable = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(),
+                                reason="needs Linux's /proc/self/clear_refs")
 
 
 def _probe(mode: str, n: int, chunk: int) -> dict:
@@ -43,9 +44,11 @@ def _shape(**run):
 
 def test_a_run_that_cannot_fit_is_refused_with_the_estimate_and_the_free_memory(monkeypatch):
     est = memory.estimate(_shape(length=8192, logits=True))
-    assert 8192 * 32000 * 8 < est.total(loaded=True) < 8192 * 32000 * 8 + 64 * MB  # the logits and their log-softmax dominate
+    # the logits and their log-softmax dominate
+    assert 8192 * 32000 * 8 < est.total(loaded=True) < 8192 * 32000 * 8 + 64 * MB
     monkeypatch.setenv("POSLENS_FREE_MEMORY", "1G")
-    with pytest.raises(memory.MemoryRefused, match=r"needs about 1\.9\d GB .*logits 1\.95 GB \(whole\).*only 1\.00 GB is free"):
+    with pytest.raises(memory.MemoryRefused,
+                       match=r"needs about 1\.9\d GB .*logits 1\.95 GB \(whole\).*only 1\.00 GB is free"):
         memory.check(est, loaded=True, what="rope-frequencies on tiny-rope")
     memory.check(memory.estimate(_shape(length=8192, logits=False, loss_chunk=64)), loaded=True, what="chunked")
 
@@ -75,8 +78,9 @@ def test_loss_chunks_adapt_to_free_memory_and_token_losses_uses_them(monkeypatch
 
 
 def test_the_estimate_reads_a_hugging_face_config_before_any_weights():
-    cfg = {"hidden_size": 640, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 2048,
-           "num_hidden_layers": 18, "vocab_size": 262144, "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}
+    cfg = {"hidden_size": 640, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+           "intermediate_size": 2048, "num_hidden_layers": 18, "vocab_size": 262144, "max_position_embeddings": 32768,
+           "torch_dtype": "bfloat16"}
     shape = memory.RunShape.from_config(cfg, length=8192, logits=True)
     assert shape.dtype_bytes == 2 and shape.kv_heads == 1 and shape.d_head == 256
     assert 250e6 < shape.params < 300e6  # Gemma 3 270M
@@ -91,7 +95,8 @@ def test_a_run_that_cannot_fit_is_refused_before_its_weights_load_and_after_load
     write_tiny_hf("llama", tmp_path / "tiny")
     monkeypatch.setenv("POSLENS_FREE_MEMORY", "2M")
     monkeypatch.setattr(run, "resolve_models", lambda *a, **k: pytest.fail("the weights were loaded"))
-    with pytest.raises(memory.MemoryRefused, match=r"rope-frequencies on .*tiny needs about .* weights .* logits .*\(whole\)|"
+    with pytest.raises(memory.MemoryRefused, match=r"rope-frequencies on .*tiny needs about .* weights .* logits "
+                                                   r".*\(whole\)|"
                                                    r"rope-frequencies on .*tiny needs about .*only 2 MB is free"):
         run.run_analysis("rope-frequencies", [str(tmp_path / "tiny")], tmp_path / "out", options={"length": 400})
     monkeypatch.undo()
@@ -100,20 +105,24 @@ def test_a_run_that_cannot_fit_is_refused_before_its_weights_load_and_after_load
     from analyses import get
 
     monkeypatch.setattr(run.parallel, "call", lambda *a, **k: ran.append(1))
-    with pytest.raises(memory.MemoryRefused, match=r"attention-window on tiny-rope needs about \d+ MB \(activations \d+ MB, "
-                                                   r"logits \d+ MB \(in chunks of 16 positions\);.*only 2 MB is free"):
-        run.run_analysis("attention-window", [tiny_repo("rope", vocab_size=32000)], tmp_path / "out2", options={"length": 1024})
+    with pytest.raises(memory.MemoryRefused, match=r"attention-window on tiny-rope needs about \d+ MB "
+                                                   r"\(activations \d+ MB, logits \d+ MB \(in chunks of 16 positions\);"
+                                                   r".*only 2 MB is free"):
+        run.run_analysis("attention-window", [tiny_repo("rope", vocab_size=32000)], tmp_path / "out2",
+                         options={"length": 1024})
     assert ran == [] and not (tmp_path / "out2" / "attention-window.csv").exists()
     monkeypatch.setenv("POSLENS_FREE_MEMORY", "4G")
     assert memory.planned_run(get("rope-frequencies"), {"length": 300}, 1200)["logits"] is False
 
 
-def test_statistics_only_analyses_plan_no_logits_and_the_cli_prints_a_refusal_without_a_traceback(tmp_path, monkeypatch, capsys):
+def test_statistics_only_analyses_plan_no_logits_and_the_cli_prints_a_refusal_without_a_traceback(tmp_path, monkeypatch,
+                                                                                                   capsys):
     from analyses import get
     from poslens.cli import main
     from tests.hf_helpers import write_tiny_hf
 
-    for name, length in (("along-context", "length"), ("sink-rate", "lengths")):  # Gemma 3 at 32k: 64 GB it never builds
+    # Gemma 3 at 32k: 64 GB it never builds
+    for name, length in (("along-context", "length"), ("sink-rate", "lengths")):
         assert memory.planned_run(get(name), {length: 32768}, 32768)["logits"] is False
     assert memory.planned_run(get("head-profiles"), {}, 1024)["logits"] is True  # its needles are generated
     write_tiny_hf("llama", tmp_path / "tiny")

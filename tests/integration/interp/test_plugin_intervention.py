@@ -49,7 +49,8 @@ def test_an_intervention_from_a_temporary_module_is_found_applied_and_recorded(p
 
     assert "scale-embeddings" not in interventions.REGISTRY  # nothing imported it yet: the MODULES line does
     ScaleEmbeddings = interventions.get("scale-embeddings")
-    assert list(interventions.registered())[-1] == "scale-embeddings" and ScaleEmbeddings.__module__ == "toy_intervention"
+    assert list(interventions.registered())[-1] == "scale-embeddings" \
+        and ScaleEmbeddings.__module__ == "toy_intervention"
 
     model = tiny_repo("repo")
     ids = torch.randint(0, 257, (2, 12), generator=torch.Generator().manual_seed(0))
@@ -71,13 +72,14 @@ def test_an_intervention_from_a_temporary_module_joins_the_readme_table_and_the_
     from tests.unit.interp.test_intervention_declarations import check_record_is_the_whole_edit
 
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{intervention_docs.START}old\n{intervention_docs.END}\n{hook_docs.START}hooks\n{hook_docs.END}\n",
-                      encoding="utf-8")
+    readme.write_text(f"# x\n{intervention_docs.START}old\n{intervention_docs.END}\n"
+                      f"{hook_docs.START}hooks\n{hook_docs.END}\n", encoding="utf-8")
     assert intervention_docs.sync_readme(readme)
     rows = intervention_docs.readme_section(readme.read_text(encoding="utf-8")).splitlines()
-    assert rows[-1] == ("| `ScaleEmbeddings(factor)` | `scale-embeddings` | The token embeddings multiplied by `factor` before the "
-                        "first block. | any model | `ScaleEmbeddings(factor=3.0)` |")
-    assert rows[2:-1] == [intervention_docs.row(cls) for name, cls in interventions.REGISTRY.items() if name != "scale-embeddings"]
+    assert rows[-1] == ("| `ScaleEmbeddings(factor)` | `scale-embeddings` | The token embeddings multiplied by "
+                        "`factor` before the first block. | any model | `ScaleEmbeddings(factor=3.0)` |")
+    assert rows[2:-1] == [intervention_docs.row(cls) for name, cls in interventions.REGISTRY.items()
+                          if name != "scale-embeddings"]
     assert hook_docs.readme_section(readme.read_text(encoding="utf-8")) == "hooks\n"  # the hooks' section untouched
 
     edit, needed = refusal_plan()[-1]

@@ -38,7 +38,8 @@ def test_quick_options_win_over_the_run_and_the_models_own_over_both(monkeypatch
 def test_an_analysis_without_a_real_run_runs_its_main_one_and_one_with_neither_is_named(monkeypatch):
     spec = get("head-profiles")
     main = spec.main
-    assert read_back("head-profiles", script.options("head-profiles", "gemma3-270m")) == plain({**main.options, **main.quick})
+    assert read_back("head-profiles", script.options("head-profiles", "gemma3-270m")) \
+        == plain({**main.options, **main.quick})
     assert read_back("head-profiles", script.options("head-profiles", "smollm2")) == plain(
         {**main.options, **main.quick, **main.per_model["smollm2"]}) != plain({**main.options, **main.quick})
     monkeypatch.setattr(spec, "main", None)
