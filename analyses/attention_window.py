@@ -193,8 +193,8 @@ def summary(df):
 
 
 @runs(small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
-      main=Run(DECODERS, dict(length=512, n_docs=4, window=128), quick=dict(length=128, n_docs=1, window=32, max_rows=16),
-               section=HEADS),
+      main=Run(DECODERS, dict(length=512, n_docs=4, window=128),
+               quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
       # StreamingLLM's experiment: each model streamed past its trained positions (SmolLM2 8192, Gemma 3 32768: about 45
       # minutes of one CPU core); cache 1024, with the no-start-token control
       real=Run(PRETRAINED, dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True),

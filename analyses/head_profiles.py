@@ -209,7 +209,8 @@ def summary(df):
 
 @runs(small=Run(("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
       main=Run(("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
-               dict(n_docs=4, length=256, niah_prompts=8, niah_tokens=480), quick=dict(n_docs=1, niah_prompts=1, max_rows=32),
+               dict(n_docs=4, length=256, niah_prompts=8, niah_tokens=480),
+               quick=dict(n_docs=1, niah_prompts=1, max_rows=32),
                per_model={"smollm2": dict(n_docs=2, length=256, niah_prompts=2, niah_tokens=256)}, section=HEADS),
       memory=Run(("repo-small",), dict(length=128, niah_prompts=2, niah_tokens=256)))
 @analysis("head-profiles", needs=[Capability.ATTENTION], headline=headline, summary=summary)

@@ -98,7 +98,8 @@ def _default_targets(model, options) -> tuple[str, ...]:
 
 
 @runs(small=Run(("dstg-small",), dict(n_docs=10, n_train=6, n_test=4, n_seeds=1, cv_folds=2, length=48)),
-      main=Run(ENCODERS + ("minilm", "repo-small", "increments-per-layer"), dict(n_docs=100, n_train=80, n_test=20, n_seeds=5),
+      main=Run(ENCODERS + ("minilm", "repo-small", "increments-per-layer"),
+               dict(n_docs=100, n_train=80, n_test=20, n_seeds=5),
                quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2), section=DSTG),
       memory=Run(("dstg-small",), dict(length=64, n_seeds=1, cv_folds=2)))
 @analysis("position-probes", needs=[Capability.HIDDEN_STATES], headline=headline, summary=summary)

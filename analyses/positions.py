@@ -174,8 +174,8 @@ def patterns_summary(df):
 
 
 @runs(small=Run(("repo-small",), dict(length=64, layers=(1, 2), source="wiki")),
-      main=Run(("repo-small", "increments-per-layer"), dict(length=256), per_model={"repo-small": dict(length=256, layers=(1, 3))},
-               section=REPO))
+      main=Run(("repo-small", "increments-per-layer"), dict(length=256),
+               per_model={"repo-small": dict(length=256, layers=(1, 3))}, section=REPO))
 @analysis("position-patterns", needs=[Capability.POSITIONS], headline=patterns_headline, summary=patterns_summary)
 def position_patterns(model, *,
                       layers: Annotated[tuple[int, ...], Help("layer(s) to plot, comma-separated or repeated "

@@ -130,7 +130,8 @@ def summary(df):
 
 
 @runs(small=Run(("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
-      main=Run(DECODERS, dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=HEADS),
+      main=Run(DECODERS, dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
+               section=HEADS),
       # Gu et al.'s estimator (the default) at their T = 64 and at two longer evaluation lengths (their Fig. 3)
       # the README's stored run sampled 256 rows past T = 256 (every row is the default now): kept so it re-makes
       real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256, 1024), n_docs=16, max_rows=256),

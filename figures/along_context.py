@@ -14,8 +14,8 @@ from plotly.subplots import make_subplots
 
 from figures.style import TEMPLATE
 
-TITLES = {"first_mass": "first-token mass", "previous_mass": "previous-token mass", "distance_mean": "mean distance (tokens)",
-          "entropy": "entropy (nats)"}
+TITLES = {"first_mass": "first-token mass", "previous_mass": "previous-token mass",
+          "distance_mean": "mean distance (tokens)", "entropy": "entropy (nats)"}
 SCALE = "Viridis"
 NARROW = 5 * 96  # px: under this width, the column layout
 
@@ -37,13 +37,15 @@ def _depth_color(share: float) -> str:
 
 
 def figure(df, width: float | None = None) -> go.Figure:
-    """``width``: the px the figure is drawn at, where known (``figures.render``); under ``NARROW``, the column layout."""
+    """``width``: the px the figure is drawn at, where known (``figures.render``); under ``NARROW``, the column
+    layout."""
     narrow = width is not None and width < NARROW
     stats = _stats(df)
-    panels = [(m, t) for m, g in df.groupby("model", sort=False) for t in ("local", "global") if (g["layer_type"] == t).any()]
+    panels = [(m, t) for m, g in df.groupby("model", sort=False) for t in ("local", "global")
+              if (g["layer_type"] == t).any()]
     titles = [f"{m}<br>{t} layers" for m, t in panels]
-    fig = make_subplots(rows=len(stats), cols=len(panels), column_titles=titles, shared_xaxes=True, shared_yaxes=narrow,
-                        vertical_spacing=0.025, horizontal_spacing=0.04 if narrow else 0.05)
+    fig = make_subplots(rows=len(stats), cols=len(panels), column_titles=titles, shared_xaxes=True,
+                        shared_yaxes=narrow, vertical_spacing=0.025, horizontal_spacing=0.04 if narrow else 0.05)
     for c, (model, kind) in enumerate(panels, 1):
         g = df[(df["model"] == model) & (df["layer_type"] == kind)].sort_values(["layer", "head", "bucket_start"])
         depth_of = max(1, int(df.loc[df["model"] == model, "layer"].max()))
@@ -55,12 +57,15 @@ def figure(df, width: float | None = None) -> go.Figure:
                     x += list(gh["bucket_centre"]) + [None]
                     y += list(gh[stat]) + [None]
                     custom += [[layer, head, a, b, lo, hi] for a, b, lo, hi in
-                               zip(gh["bucket_start"], gh["bucket_end"], gh[f"{stat}_low"], gh[f"{stat}_high"])] + [[None] * 6]
+                               zip(gh["bucket_start"], gh["bucket_end"], gh[f"{stat}_low"],
+                                   gh[f"{stat}_high"])] + [[None] * 6]
                 fig.add_trace(go.Scatter(
                     x=x, y=y, mode="lines", line=dict(color=color, width=1), opacity=0.8, showlegend=False,
                     customdata=np.array(custom, dtype=object), name=f"layer {layer}",
-                    hovertemplate=("layer %{customdata[0]} head %{customdata[1]}, positions %{customdata[2]}-%{customdata[3]}: "
-                                   "%{y:.3g} [%{customdata[4]:.3g}, %{customdata[5]:.3g}]<extra>" + f"{model}</extra>")),
+                    hovertemplate=("layer %{customdata[0]} head %{customdata[1]}, "
+                                   "positions %{customdata[2]}-%{customdata[3]}: "
+                                   "%{y:.3g} [%{customdata[4]:.3g}, %{customdata[5]:.3g}]<extra>"
+                                   + f"{model}</extra>")),
                     row=r, col=c)
         mean = g.groupby("bucket_start", sort=True).agg(x=("bucket_centre", "first"), **{s: (s, "mean") for s in stats})
         for r, stat in enumerate(stats, 1):
@@ -81,7 +86,8 @@ def figure(df, width: float | None = None) -> go.Figure:
     n = df.groupby("model", sort=False)[["length", "n_docs"]].max()
     said = ", ".join(f"{m}: {int(r['length'])} tokens x {int(r['n_docs'])} document{'s' if r['n_docs'] > 1 else ''}"
                      for m, r in n.iterrows())
-    how = "" if df["interval"].iloc[0] == "none" else f"; hover: {df['confidence'].iloc[0]:.0%} t-interval over documents"
+    how = ("" if df["interval"].iloc[0] == "none"
+           else f"; hover: {df['confidence'].iloc[0]:.0%} t-interval over documents")
     title = f"Heads along the context, every query row<br><sup>{said}{how}</sup>"
     if narrow:
         return _column(fig, len(stats), width, title)
@@ -89,8 +95,8 @@ def figure(df, width: float | None = None) -> go.Figure:
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                              marker=dict(color=[0, 1], colorscale=[[0, _depth_color(0)], [1, _depth_color(1)]],
                                          cmin=0, cmax=1, showscale=True,
-                                         colorbar=dict(title="depth", tickvals=[0, 1], ticktext=["first", "last"], len=0.25, y=0.96,
-                                                       yanchor="top", x=1.02))), row=1, col=1)
+                                         colorbar=dict(title="depth", tickvals=[0, 1], ticktext=["first", "last"],
+                                                       len=0.25, y=0.96, yanchor="top", x=1.02))), row=1, col=1)
     fig.update_layout(legend=dict(x=1.02, xanchor="left", y=1.0, yanchor="top"))
     fig.update_layout(template=TEMPLATE, height=190 * len(stats) + 170, width=max(700, 330 * len(panels)),
                       margin=dict(t=130), title=title)
@@ -102,11 +108,12 @@ def _column(fig: go.Figure, rows: int, width: float, title: str) -> go.Figure:
     the panels, its three entries spanning the width."""
     fig.update_xaxes(dtick=2, tickangle=0)
     for rank, (name, share) in enumerate((("first layer", 0.0), ("last layer", 1.0))):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=_depth_color(share), width=2), name=name,
-                                 showlegend=True, legendrank=rank + 1, hoverinfo="skip"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=_depth_color(share), width=2),
+                                 name=name, showlegend=True, legendrank=rank + 1, hoverinfo="skip"), row=1, col=1)
     fig.update_traces(selector=dict(legendgroup="mean"), name="mean of heads")
     items = sum(1 for t in fig.data if t.showlegend)
-    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.02, yanchor="top", entrywidthmode="fraction",
-                                  entrywidth=1 / items, traceorder="normal"))
-    fig.update_layout(template=TEMPLATE, width=width, height=80 * rows + 110, margin=dict(t=100, l=70, r=10), title=title)
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.02, yanchor="top",
+                                  entrywidthmode="fraction", entrywidth=1 / items, traceorder="normal"))
+    fig.update_layout(template=TEMPLATE, width=width, height=80 * rows + 110, margin=dict(t=100, l=70, r=10),
+                      title=title)
     return fig

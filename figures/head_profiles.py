@@ -19,7 +19,8 @@ def figure(df) -> go.Figure:
     panels = [(c, t) for c, t in PANELS if c in df and df[c].notna().any()]
     cols = 2
     n_rows = -(-len(panels) // cols)
-    fig = make_subplots(rows=n_rows, cols=cols, subplot_titles=[t for _, t in panels], vertical_spacing=0.12 / max(1, n_rows - 1) + 0.06)
+    fig = make_subplots(rows=n_rows, cols=cols, subplot_titles=[t for _, t in panels],
+                        vertical_spacing=0.12 / max(1, n_rows - 1) + 0.06)
     for i, (model, g) in enumerate(df.groupby("model", sort=False)):
         color = COLORS[i % len(COLORS)]
         for j, (col, _title) in enumerate(panels):
@@ -31,7 +32,8 @@ def figure(df) -> go.Figure:
                 x=gg["depth"], y=gg[col], mode="markers", marker=dict(color=color, size=6, opacity=0.6),
                 name=f"{model} ({int(g['n_layers'].iloc[0])} layers)", legendgroup=model, showlegend=j == 0,
                 customdata=gg[["layer", "head", "group"]].values,
-                hovertemplate="layer %{customdata[0]} head %{customdata[1]} (%{customdata[2]}): %{y:.3f}<extra>" + model + "</extra>"),
+                hovertemplate="layer %{customdata[0]} head %{customdata[1]} (%{customdata[2]}): %{y:.3f}<extra>"
+                              + model + "</extra>"),
                 row=r, col=c)
             mean = gg.groupby("depth")[col].mean()
             fig.add_trace(go.Scatter(x=mean.index, y=mean.values, mode="lines", line=dict(color=color, width=1.5),
@@ -42,7 +44,8 @@ def figure(df) -> go.Figure:
                                  ticktext=[written_out(v) for v in labelled],
                                  minor=dict(tickmode="array", tickvals=grid, showgrid=True, ticks=""), row=r, col=c)
     for j in range(len(panels)):
-        fig.update_xaxes(range=[-0.05, 1.05], title_text="depth = layer / (n_layers\u00a0-\u00a01)" if j >= len(panels) - cols else None,
+        fig.update_xaxes(range=[-0.05, 1.05],
+                         title_text="depth = layer / (n_layers\u00a0-\u00a01)" if j >= len(panels) - cols else None,
                          row=j // cols + 1, col=j % cols + 1)
     fig.update_layout(template=TEMPLATE, height=300 * n_rows + 140,
                       title="Head profiles across models (dots: heads; lines: mean over a layer's heads)")

@@ -25,8 +25,8 @@ def figure(df) -> go.Figure:
                 shuffled = control == "shuffled"
                 fig.add_trace(go.Scatter(
                     x=gg["layer"], y=gg["r2_mean"], mode="lines+markers",
-                    name=f"{model} [{space}]" + (" shuffled" if shuffled else ""), legendgroup=f"{model}{space}{control}",
-                    showlegend=j == 1, opacity=0.35 if shuffled else 1.0,
+                    name=f"{model} [{space}]" + (" shuffled" if shuffled else ""),
+                    legendgroup=f"{model}{space}{control}", showlegend=j == 1, opacity=0.35 if shuffled else 1.0,
                     line=dict(color=colors[model], dash="longdashdot" if shuffled else dashes.get(space, "solid")),
                     error_y=dict(type="data", array=gg["r2_std"], visible=True)), row=1, col=j)
         fig.update_xaxes(title_text="layer", row=1, col=j)
