@@ -41,12 +41,15 @@ def along_context_table(seed: int = 0) -> pd.DataFrame:
                 u = rng.uniform(0.05, 1.0)
                 for a, b in zip(starts, ends):
                     centre = math.sqrt(a * b)
-                    values = dict(first_mass=u / (1 + math.log(centre)), previous_mass=rng.uniform(0, 1) if a == 1 else u / 5,
-                                  window_mass_16=1.0 if b < 16 else u, window_mass_512=1.0 if b < 512 or local else u / 2,
+                    values = dict(first_mass=u / (1 + math.log(centre)),
+                                  previous_mass=rng.uniform(0, 1) if a == 1 else u / 5,
+                                  window_mass_16=1.0 if b < 16 else u,
+                                  window_mass_512=1.0 if b < 512 or local else u / 2,
                                   distance_mean=centre * u if not local or b < 512 else 120 * u,
                                   entropy=u * 2 * math.log1p(centre))
                     row = dict(model=model, layer=layer, head=head, layer_type="local" if local else "global",
-                               layer_window=512.0 if local else np.nan, bucket_start=a, bucket_end=b, bucket_centre=centre)
+                               layer_window=512.0 if local else np.nan, bucket_start=a, bucket_end=b,
+                               bucket_centre=centre)
                     for stat, v in values.items():
                         row.update({stat: v, f"{stat}_low": v * 0.9, f"{stat}_high": v * 1.1})
                     rows.append({**row, "n_docs": 3, "tokens": 3 * (b - a + 1), "length": length, "interval": "t",
@@ -193,7 +196,8 @@ def head_profiles_table(seed: int = 0) -> pd.DataFrame:
                                  previous_token_mass=rng.uniform(0, 0.3), first_token_mass=rng.uniform(0, 0.2),
                                  local_mass=rng.uniform(0.2, 0.8), needle_mass=rng.uniform(0, 1) if decoder else np.nan,
                                  retrieval_score=rng.choice([0, 0.125, 0.5]) if decoder else np.nan,
-                                 position_range=(47.0 if layer == 0 else 1.0 if (layer, head) == (1, 0) else rng.uniform(1.8, 6.2))
+                                 position_range=(47.0 if layer == 0 else 1.0 if (layer, head) == (1, 0)
+                                                 else rng.uniform(1.8, 6.2))
                                  if decoder else np.nan,
                                  group="mixed"))
     return pd.DataFrame(rows)
@@ -244,7 +248,8 @@ def probes_table(low: float) -> pd.DataFrame:
 
 @pytest.mark.parametrize("template", ["default", "paper"])
 def test_position_probes_axis_holds_a_control_below_minus_point_two(template):
-    fig = render("position-probes", probes_table(-0.27), template=template, width="3.3in" if template == "paper" else None)
+    fig = render("position-probes", probes_table(-0.27), template=template,
+                 width="3.3in" if template == "paper" else None)
     lo, hi = fig.layout.yaxis.range
     assert lo <= -0.27 - 0.04 and hi >= 1.0
     assert list(render("position-probes", probes_table(-0.05)).layout.yaxis.range) == [-0.2, 1.02]  # the usual axis

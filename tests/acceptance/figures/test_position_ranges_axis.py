@@ -22,7 +22,8 @@ def table(heads: dict[str, list[tuple[str, float]]]) -> pd.DataFrame:
 
 
 BUNDLED = table({  # the shape of the bundled run: RePo's few positions, RoPE's 508, NoPE layers at 0
-    "repo-small": [("rope", 508.25)] * 4 + [("repo", d) for d in (3.2, 3.4, 3.9, 4.1, 4.6, 5.0, 5.1, 6.2, 9.1, 9.8, 12.0, 32.0)],
+    "repo-small": [("rope", 508.25)] * 4 + [("repo", d)
+                                            for d in (3.2, 3.4, 3.9, 4.1, 4.6, 5.0, 5.1, 6.2, 9.1, 9.8, 12.0, 32.0)],
     "nope-small": [("rope", 508.25)] * 4 + [("nope", 0.0)] * 12,
     "rope-small": [("rope", 508.25)] * 16,
     "increments-per-layer": [("increments", d) for d in np.linspace(505, 592, 16)],
@@ -43,7 +44,8 @@ def drawn_ticks(axis) -> list[tuple[float, str]]:
                 for m in digits if lo <= math.log10(m * 10.0 ** k) <= hi]
     if isinstance(axis.dtick, str) and axis.dtick.startswith("L"):  # a linear step on the log axis, values written out
         step = float(axis.dtick[1:])
-        return [(i * step, f"{i * step:g}") for i in range(math.ceil(10.0 ** lo / step), math.floor(10.0 ** hi / step) + 1)]
+        return [(i * step, f"{i * step:g}")
+                for i in range(math.ceil(10.0 ** lo / step), math.floor(10.0 ** hi / step) + 1)]
     step = float(axis.dtick)
     return [(10.0 ** (float(axis.tick0) + i * step), f"{10.0 ** (float(axis.tick0) + i * step):g}")
             for i in range(math.ceil((lo - float(axis.tick0)) / step), math.floor((hi - float(axis.tick0)) / step) + 1)]

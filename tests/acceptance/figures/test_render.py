@@ -1,8 +1,8 @@
 """Figures rebuilt from saved results equal the analysis-time figures; static export renders for real.
 
-Every registered analysis runs once (its small run, or a case in ``_cases``) through ``run_analysis``; the figure it made is
-captured and compared with ``render(name, read_table(csv))``. Where a Chrome/Chromium is found, every figure
-is then written as PDF, SVG and PNG at a column's width through one browser and the files are checked.
+Every registered analysis runs once (its small run, or a case in ``_cases``) through ``run_analysis``; the figure it
+made is captured and compared with ``render(name, read_table(csv))``. Where a Chrome/Chromium is found, every figure is
+then written as PDF, SVG and PNG at a column's width through one browser and the files are checked.
 """
 
 import json
@@ -47,7 +47,8 @@ def _cases():
     return {
         "loss-neutrality": (inc, dict(n_docs=2, length=32, n_boot=10)),
         "word-boundaries": (inc, dict(n_docs=3, max_gaps=400, n_boot=10)),
-        "char-spacing": (inc, dict(documents={"english": DEFAULT_TEXTS["english"] + " NA", "chinese": DEFAULT_TEXTS["chinese"]})),
+        "char-spacing": (inc, dict(documents={"english": DEFAULT_TEXTS["english"] + " NA",
+                                              "chinese": DEFAULT_TEXTS["chinese"]})),
         "niah-accuracy": (["repo-small", "rope-small"], dict(lengths=(300, 400), n_docs=1)),
     }
 
@@ -115,7 +116,8 @@ def _close(a, b, path="fig") -> list[str]:
         if math.isnan(float(a)) and math.isnan(float(b)):
             return []
         return [] if math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-15) else [f"{path}: {a} != {b}"]
-    return [] if a == b and type(a) is type(b) or (a == b and {type(a), type(b)} <= {str, np.str_}) else [f"{path}: {a!r} != {b!r}"]
+    return ([] if a == b and type(a) is type(b) or (a == b and {type(a), type(b)} <= {str, np.str_})
+            else [f"{path}: {a!r} != {b!r}"])
 
 
 @pytest.mark.parametrize("name", sorted(a.name for a in all_analyses()))
@@ -161,8 +163,8 @@ def pio_template():
 def test_model_colours_are_fixed_for_bundled_models_and_distinct_within_a_figure():
     reproduce_groups = [("increments-shared", "increments-per-layer", "rope-bytes"),
                         ("repo-small", "rope-small", "nope-small", "increments-per-layer", "smollm2"),
-                        ("dstg-small", "ap-encoder-small", "rp-encoder-small", "rope-encoder-small", "minilm", "repo-small",
-                         "increments-per-layer")]
+                        ("dstg-small", "ap-encoder-small", "rp-encoder-small", "rope-encoder-small", "minilm",
+                         "repo-small", "increments-per-layer")]
     for group in reproduce_groups:
         colors = model_colors(group)
         assert len(set(colors.values())) == len(group) and all(colors[m] == MODEL_COLORS[m] for m in group)
@@ -223,7 +225,8 @@ def test_static_format_without_a_browser_fails_before_the_analysis(tmp_path, mon
     rc = main(["analyze", "byte-increments", "--model", "increments-per-layer", "--out", str(tmp_path / "o"),
                "--format", "html,svg"])
     err = capsys.readouterr().err
-    assert rc == 2 and "--format svg needs a browser" in err and "plotly_get_chrome" in err and "apt-get install chromium" in err
+    assert (rc == 2 and "--format svg needs a browser" in err and "plotly_get_chrome" in err
+            and "apt-get install chromium" in err)
     assert not loaded and not (tmp_path / "o").exists()
     monkeypatch.setattr(sys.modules["figures.save"], "_noted", False)
     monkeypatch.delenv("POSLENS_FORMATS", raising=False)
@@ -290,13 +293,15 @@ def test_every_figure_renders_as_pdf_svg_and_png_at_column_width(results, tmp_pa
 def test_double_column_pdf_and_analyze_format_pdf_svg(results, tmp_path, capsys):
     written = rerender(results["attention-mass"][0], formats="pdf", width="7in", height="4in", out=tmp_path)
     assert written[0].name == "attention-mass-7inx4in.pdf"
-    out = subprocess.run(["pdfinfo", str(written[0])], capture_output=True, text=True).stdout if shutil.which("pdfinfo") else ""
+    out = (subprocess.run(["pdfinfo", str(written[0])], capture_output=True, text=True).stdout
+           if shutil.which("pdfinfo") else "")
     assert abs(_pdf_page_width_pt(written[0]) - 504) < 1.0 and ("x 288 pts" in out or not out)
     ckpt = tmp_path / "m"
     from interp.loading import save
 
     save(tiny_model("shared", max_seq_len=512), ckpt)
-    assert main(["analyze", "byte-increments", "--model", str(ckpt), "--out", str(tmp_path / "o"), "--format", "pdf,svg"]) == 0
+    assert main(["analyze", "byte-increments", "--model", str(ckpt), "--out", str(tmp_path / "o"),
+                 "--format", "pdf,svg"]) == 0
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
         "byte-increments.csv", "byte-increments.pdf", "byte-increments.provenance.json", "byte-increments.svg"]
     prov = json.loads((tmp_path / "o" / "byte-increments.provenance.json").read_text())
@@ -369,7 +374,7 @@ def test_text_check_sees_overlap_clipping_and_the_page_edge(tmp_path):
       <text x="190" y="90" {style}>past</text>
       <text transform="rotate(-90,8,50)" x="8" y="50" text-anchor="middle" {style}>rotated title of the y axis</text>
       <text x="60" y="60" {style}><tspan class="line" dy="0em" x="60" y="60">two</tspan><tspan class="line" dy="1.3em" x="60" y="60">lines</tspan></text>
-    </svg>""")
+    </svg>""")  # noqa: E501 (a hand-made SVG, kept whole as plotly writes one)
     boxes, page = text_boxes(svg)
     assert page == (200, 100) and {b.text for b in boxes} >= {"two", "lines"}
     found = text_overlaps(svg)
@@ -399,7 +404,8 @@ def test_text_check_flags_the_screen_layout_squeezed_into_a_column(results, tmp_
 def test_every_figure_draws_every_value_inside_its_axes(results, template):
     from tests.figure_checks import outside_axes
 
-    problems = {name: outside_axes(render(name, read_table(csv), template=template, width="3.3in" if template == "paper" else None))
+    problems = {name: outside_axes(render(name, read_table(csv), template=template,
+                                          width="3.3in" if template == "paper" else None))
                 for name, (csv, _) in sorted(results.items())}
     assert not {k: v for k, v in problems.items() if v}
 
@@ -438,7 +444,8 @@ def test_kl_ablation_paper_figure_keeps_titles_apart():
 
     rows = [dict(model=m, layer=0, head=h, group=g, influence_ap=a, influence_sem=b, influence_rp=1 - a - b)
             for m in ("dstg-small", "rp-encoder-small")
-            for h, (g, a, b) in enumerate([("AP-oriented", 0.8, 0.1), ("RP-oriented", 0.1, 0.1), ("RP-oriented", 0.2, 0.1)])]
+            for h, (g, a, b) in enumerate([("AP-oriented", 0.8, 0.1), ("RP-oriented", 0.1, 0.1),
+                                           ("RP-oriented", 0.2, 0.1)])]
     fig = render("compare-heads", pd.DataFrame(rows), template="paper", width="3.3in")
     assert not fig.layout.annotations
     plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
@@ -455,7 +462,8 @@ def test_a_static_figure_with_chinese_text_and_no_font_for_it_says_so_once(resul
     saving = sys.modules["figures.save"]  # the module (figures.save is also the function it exports)
 
     fig = render("char-spacing", read_table(results["char-spacing"][0]))
-    assert saving._has_cjk(fig) and not saving._has_cjk(render("loss-neutrality", read_table(results["loss-neutrality"][0])))
+    assert saving._has_cjk(fig) and not saving._has_cjk(render("loss-neutrality",
+                                                               read_table(results["loss-neutrality"][0])))
     monkeypatch.setattr(saving, "_cjk_noted", False)
     monkeypatch.setattr(saving, "cjk_font_available", lambda: False)
     monkeypatch.setattr(saving, "_session", lambda: (_ for _ in ()).throw(RuntimeError("no browser in this test")))

@@ -49,7 +49,8 @@ def check_refuses_exactly_what_it_needs(intervention, needed: set) -> None:
             pass  # it went on to read the stub's weights: past the capability check
 
 
-@pytest.mark.parametrize("intervention,needed", refusal_plan(), ids=lambda v: v.name if isinstance(v, interventions.Intervention) else "")
+@pytest.mark.parametrize("intervention,needed", refusal_plan(),
+                         ids=lambda v: v.name if isinstance(v, interventions.Intervention) else "")
 def test_an_intervention_refuses_a_model_without_exactly_the_capabilities_it_declares(intervention, needed):
     check_refuses_exactly_what_it_needs(intervention, needed)
 
@@ -57,7 +58,8 @@ def test_an_intervention_refuses_a_model_without_exactly_the_capabilities_it_dec
 def test_the_refusal_plan_is_the_registry_and_a_wrong_declaration_fails_it():
     plan = refusal_plan()
     assert [iv.name for iv, _ in plan] == list(interventions.registered())
-    assert dict((iv.name, needed) for iv, needed in plan)["unrotate-rotary-bands"] == {Capability.POSITIONS, Capability.ROTARY}
+    assert dict((iv.name, needed)
+                for iv, needed in plan)["unrotate-rotary-bands"] == {Capability.POSITIONS, Capability.ROTARY}
     window = interventions.KeyWindow(window=4)
     with pytest.raises(pytest.fail.Exception, match="KeyWindow refused a model lacking only attention patterns"):
         check_refuses_exactly_what_it_needs(window, set())  # a declaration that left out what it refuses
