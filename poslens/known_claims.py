@@ -198,9 +198,8 @@ CLAIMS += [
         where="Fig. 3",
         paper="curves only; the reason they fix T = 64. (Barbero et al., COLM 2025, vary the *training* context length "
               "of models they pretrain: not testable on fixed checkpoints, and not tested here)",
-        protocol="Gu's estimator at T = 64, 256, 1024; past 256 tokens 256 evenly spaced query rows stand for the "
-                 "rest (`--max-rows`). Gemma 3's sliding layers see only 512 keys, so their rows past 512 cannot reach "
-                 "token 0",
+        protocol="Gu's estimator at T = 64, 256, 1024, every query row (exact, in the memory of a forward pass). "
+                 "Gemma 3's sliding layers see only 512 keys, so their rows past 512 cannot reach token 0",
         models=PRETRAINED, measure=_lengths_row, verdict=_lengths_verdict),
     Claim(
         finding="sinks above the bottom layers", source="Xiao et al., ICLR 2024, StreamingLLM",
