@@ -23,9 +23,10 @@ just before it: ``/proc/self/clear_refs``), one torch thread:
 Each length runs its cells interleaved (forward, head-profiles, sink-rate, peers, then again) ``--repeats`` times;
 the table gives the median and min..max of time and peak RSS, and the ratios of the medians against the forward of the
 same model and length. Peak RSS is the process' (weights included); "above" is the median peak above the resident
-memory just before the call. A peer cell runs only where its estimated need (weights, every layer's patterns, one
-layer's scores in flight, interpreter) fits the memory it may take: ``MemAvailable`` at that moment, capped at what
-other work on the machine may claim (``--others-gb``), less ``--margin-gb``; otherwise the need is recorded and shown.
+memory just before the call; "load at start" the machine's 1-minute load average as each run of the cell began.
+A peer cell runs only where its estimated need (weights, every layer's patterns, one layer's scores in flight,
+interpreter) fits the memory it may take: ``MemAvailable`` at that moment, capped at what other work on the machine
+may claim (``--others-gb``), less ``--margin-gb``; otherwise the need is recorded and shown.
 While any cell runs, the parent watches ``MemAvailable`` and kills the cell if it falls under 1 GB. Tokens: seeded
 random ids 100..40000 (the cost does not depend on them).
 
@@ -268,11 +269,16 @@ def _spread(row: dict, key: str, fmt: str) -> str:
     return middle if len(values) == 1 else f"{middle} ({format(min(values), fmt)}..{format(max(values), fmt)})"
 
 
+def _loads(row: dict) -> str:
+    loads = [r["load"] for r in row["runs"] if "load" in r]
+    return f"{min(loads):.1f}..{max(loads):.1f}" if loads else ""
+
+
 def table(results: list[dict]) -> str:
     base = {(r["model"], r["length"]): r for r in results if r["cell"] == "forward" and r["runs"]}
     lines = ["| model | tokens | run | n | seconds: median (min..max) | x forward | peak RSS MB: median (min..max) | x forward | "
-             "peak above start MB |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "peak above start MB | load at start |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         head = f"| {r['model']} | {r['length']} | {r['cell']} | {len(r['runs'])} |"
         if not r["runs"]:
@@ -281,14 +287,14 @@ def table(results: list[dict]) -> str:
                 why = f"not run: needs {s['needs_gb']:.1f} GB, {max(s['budget_gb'], 0):.1f} GB could be taken"
             else:
                 why = f"not measured: {r.get('failed', '?')}"
-            lines.append(f"{head} {why} | | | | |")
+            lines.append(f"{head} {why} | | | | | |")
             continue
         f = base.get((r["model"], r["length"]))
         ratio_t = f"{_median(r, 'seconds') / _median(f, 'seconds'):.2f}x" if f else ""
         ratio_m = f"{_median(r, 'peak_mb') / _median(f, 'peak_mb'):.2f}x" if f else ""
         note = f" ({r['failed']} after {len(r['runs'])})" if "failed" in r else ""
         lines.append(f"{head} {_spread(r, 'seconds', '.1f')}{note} | {ratio_t} | {_spread(r, 'peak_mb', '.0f')} | {ratio_m} | "
-                     f"{_median(r, 'above_mb'):.0f} |")
+                     f"{_median(r, 'above_mb'):.0f} | {_loads(r)} |")
     return "\n".join(lines)
 
 

@@ -39,7 +39,7 @@ def test_each_length_runs_its_cells_interleaved_and_skips_peers_that_would_not_f
 def test_table_gives_ratios_of_medians_against_the_same_models_forward():
     def row(model, cell, seconds, peaks):
         return {"model": model, "cell": cell, "length": 512,
-                "runs": [{"seconds": s, "peak_mb": m, "above_mb": 5.0} for s, m in zip(seconds, peaks)]}
+                "runs": [{"seconds": s, "peak_mb": m, "above_mb": 5.0, "load": s / 10} for s, m in zip(seconds, peaks)]}
 
     rows = [row("smollm2", "forward", [10, 12, 11], [1000, 1100, 1050]),
             row("smollm2", "sink-rate", [22, 20, 30], [1200, 1155, 1300]),  # means 24 s, 1218 MB: 2.18x, 1.16x
@@ -47,8 +47,8 @@ def test_table_gives_ratios_of_medians_against_the_same_models_forward():
             {"model": "smollm2", "cell": "output_attentions", "length": 512, "runs": [],
              "skipped": {"needs_gb": 21.34, "budget_gb": 9.5}}]
     lines = bench.table(rows).splitlines()
-    assert lines[3] == "| smollm2 | 512 | sink-rate | 3 | 22.0 (20.0..30.0) | 2.00x | 1200 (1155..1300) | 1.14x | 5 |"
-    assert lines[4] == "| gemma3-270m | 512 | forward | 3 | 5.0 (5.0..5.0) | 1.00x | 2000 (2000..2000) | 1.00x | 5 |"
+    assert lines[3] == "| smollm2 | 512 | sink-rate | 3 | 22.0 (20.0..30.0) | 2.00x | 1200 (1155..1300) | 1.14x | 5 | 2.0..3.0 |"
+    assert lines[4] == "| gemma3-270m | 512 | forward | 3 | 5.0 (5.0..5.0) | 1.00x | 2000 (2000..2000) | 1.00x | 5 | 0.5..0.5 |"
     assert "not run: needs 21.3 GB, 9.5 GB could be taken" in lines[5]
 
 
