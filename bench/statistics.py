@@ -31,7 +31,8 @@ A peer cell runs only where its estimated need (weights, every layer's patterns,
 interpreter) fits the memory it may take: ``MemAvailable`` at that moment, capped at what other work on the machine
 may claim (``--others-gb``), less ``--margin-gb``; otherwise the need is recorded and shown.
 While any cell runs, the parent watches ``MemAvailable`` and kills the cell if it falls under 1 GB. Tokens: seeded
-random ids 100..40000 (the cost does not depend on them).
+random ids 100..40000 (the cost does not depend on them). The section and ``statistics-<models>.json`` (in
+``$POSLENS_BENCH_DIR``, else ``~/.cache/poslens-bench``) are rewritten after every length.
 
 ``python -m bench.statistics [--model smollm2 gemma3-270m] [--lengths N ...] [--peer-lengths 1024 2048 4096]
 [--repeats 3] [--write]``
@@ -339,22 +340,27 @@ def main(argv=None) -> str:
             p.error(f"{name} {bad}: each length must exceed the 64-token warm-up")
     if args.repeats < 1:
         p.error(f"--repeats {args.repeats}: at least 1")
-    loads = [os.getloadavg()]
+    start = os.getloadavg()
     results: list[dict] = []
+
+    def report(rows: list[dict]) -> str:
+        """The section so far (after every length: a run cut short still leaves what it measured)."""
+        loads = (start, os.getloadavg())
+        body = section(rows, args, loads)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / f"statistics-{'-'.join(args.model)}.json").write_text(
+            json.dumps({"argv": args.argv, "load": loads, "results": rows}, indent=1))
+        if args.write:
+            write_section("statistics", "All-row attention statistics vs the forward pass (CPU)", body)
+        print(table(rows), file=sys.stderr, flush=True)
+        return body
+
     for name in args.model:
         lengths = args.lengths if args.lengths is not None else MODELS[name]
         done = list(results)
         results = done + measure(name, lengths, args.peer_lengths, args.repeats, args.others_gb, args.margin_gb, args.timeout,
-                                 on_length=lambda rows, done=done: print(table(done + rows), file=sys.stderr, flush=True))
-    loads.append(os.getloadavg())
-    body = section(results, args, tuple(loads))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"statistics-{'-'.join(args.model)}.json").write_text(json.dumps({"argv": args.argv, "load": loads, "results": results},
-                                                                                indent=1))
-    if args.write:
-        write_section("statistics", "All-row attention statistics vs the forward pass (CPU)", body)
-    return body
-
+                                 on_length=lambda rows, done=done: report(done + rows))
+    return report(results)
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--child":

@@ -65,3 +65,24 @@ def test_bad_options_are_refused_before_any_cell_runs(argv, message, monkeypatch
     with pytest.raises(SystemExit):
         bench.main(argv)
     assert message in capsys.readouterr().err
+
+
+def test_the_section_is_written_after_every_length_with_the_run_conditions(monkeypatch, tmp_path):
+    def measure(name, lengths, peer_lengths, repeats, others, margin, timeout, on_length):
+        rows = []
+        for length in lengths:
+            rows.append({"model": name, "cell": "forward", "length": length,
+                         "runs": [{"seconds": 1.0, "peak_mb": 900.0, "above_mb": 1.0, "load": 0.5}] * repeats})
+            on_length(rows)
+        return rows
+
+    written = []
+    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr(bench, "write_section", lambda key, title, body: written.append((key, body)))
+    body = bench.main(["--model", "gemma3-270m", "--lengths", "128", "256", "--repeats", "2", "--write"])
+    assert [key for key, _ in written] == ["statistics"] * 3
+    assert "| gemma3-270m | 128 |" in written[0][1] and "| gemma3-270m | 256 |" not in written[0][1]
+    assert body == written[-1][1]
+    assert "--lengths 128 256 --repeats 2 --write`, 2 repeat(s) per cell" in body and "Load average" in body
+    assert (tmp_path / "statistics-gemma3-270m.json").exists()
