@@ -48,6 +48,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -215,18 +216,22 @@ def run_child(model_name: str, cell: str, length: int, timeout: float) -> dict:
     cmd = [sys.executable, "-m", "bench.statistics", "--child", model_name, cell, str(length)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     load = os.getloadavg()[0]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    start, killed = time.monotonic(), None
-    while proc.poll() is None:
-        if time.monotonic() - start > timeout:
-            killed = f"over {timeout:.0f} s"
-        elif meminfo()["MemAvailable"] < WATCH_FLOOR_GB:
-            killed = f"killed: the machine's free memory fell under {WATCH_FLOOR_GB:.0f} GB"
-        if killed:
-            proc.kill()
-            break
-        time.sleep(0.25)
-    out, err = proc.communicate()
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:  # no pipe to fill while polling
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=stdout, stderr=stderr, text=True)
+        start, killed = time.monotonic(), None
+        while proc.poll() is None:
+            if time.monotonic() - start > timeout:
+                killed = f"over {timeout:.0f} s"
+            elif meminfo()["MemAvailable"] < WATCH_FLOOR_GB:
+                killed = f"killed: the machine's free memory fell under {WATCH_FLOOR_GB:.0f} GB"
+            if killed:
+                proc.kill()
+                proc.wait()
+                break
+            time.sleep(0.25)
+        stdout.seek(0)
+        stderr.seek(0)
+        out, err = stdout.read(), stderr.read()
     if killed:
         return {"failed": killed}
     if proc.returncode:
@@ -301,6 +306,8 @@ def table(results: list[dict]) -> str:
         ratio_t = f"{_median(r, 'seconds') / _median(f, 'seconds'):.2f}x" if f else ""
         ratio_m = f"{_median(r, 'peak_mb') / _median(f, 'peak_mb'):.2f}x" if f else ""
         note = f" ({r['failed']} after {len(r['runs'])})" if "failed" in r else ""
+        if "skipped" in r:
+            note = f" (then not run: needs {r['skipped']['needs_gb']:.1f} GB, {max(r['skipped']['budget_gb'], 0):.1f} GB free)"
         lines.append(f"{head} {_spread(r, 'seconds', '.1f')}{note} | {ratio_t} | {_spread(r, 'peak_mb', '.0f')} | {ratio_m} | "
                      f"{_median(r, 'above_mb'):.0f} | {_loads(r)} |")
     return "\n".join(lines)
