@@ -44,6 +44,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import platform
 import shlex
 import statistics
 import subprocess
@@ -54,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from bench.report import machine, reset_peak_rss, rss_mb, write_section
+from bench.report import reset_peak_rss, rss_mb, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"smollm2": (2048, 4096, 8192), "gemma3-270m": (8192, 16384, 32768)}
@@ -284,7 +285,9 @@ def _spread(row: dict, key: str, fmt: str) -> str:
 
 def _loads(row: dict) -> str:
     loads = [r["load"] for r in row["runs"] if "load" in r]
-    return f"{min(loads):.1f}..{max(loads):.1f}" if loads else ""
+    if not loads:
+        return ""
+    return f"{loads[0]:.1f}" if len(loads) == 1 else f"{min(loads):.1f}..{max(loads):.1f}"
 
 
 def table(results: list[dict]) -> str:
@@ -321,7 +324,7 @@ def section(results: list[dict], args, loads: tuple) -> str:
     info = meminfo()
     prose = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
     when = (f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit}{' (with local changes)' if dirty else ''}"
-            f" on {machine()}: `{command}`, {args.repeats} repeat(s) per cell. Load average (1 / 5 / 15 min) "
+            f" on {platform.machine()} ({os.cpu_count()} cores), torch {torch.__version__}, one torch thread per cell: `{command}`, {args.repeats} repeat(s) per cell. Load average (1 / 5 / 15 min) "
             f"{' / '.join(f'{x:.2f}' for x in loads[0])} at the start, {' / '.join(f'{x:.2f}' for x in loads[1])} at the end; "
             f"{info['MemTotal']:.1f} GB of memory, peers limited to what other work ({args.others_gb:.0f} GB) leaves, less "
             f"{args.margin_gb:.1f} GB.")
