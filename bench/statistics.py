@@ -31,11 +31,13 @@ A peer cell runs only where its estimated need (weights, every layer's patterns,
 interpreter) fits the memory it may take: ``MemAvailable`` at that moment, capped at what other work on the machine
 may claim (``--others-gb``), less ``--margin-gb``; otherwise the need is recorded and shown.
 While any cell runs, the parent watches ``MemAvailable`` and kills the cell if it falls under 1 GB. Tokens: seeded
-random ids 100..40000 (the cost does not depend on them). The section and ``statistics-<models>.json`` (in
-``$POSLENS_BENCH_DIR``, else ``~/.cache/poslens-bench``) are rewritten after every length.
+random ids 100..40000 (the cost does not depend on them). The section and the run's
+``statistics-<models>-<time>.json`` (in ``$POSLENS_BENCH_DIR``, else ``~/.cache/poslens-bench``) are rewritten after
+every length; ``--merge`` takes earlier runs' files into the table, each (model, length) measured again replaced whole,
+so ratios never mix runs.
 
 ``python -m bench.statistics [--model smollm2 gemma3-270m] [--lengths N ...] [--peer-lengths 1024 2048 4096]
-[--repeats 3] [--write]``
+[--repeats 3] [--merge JSON ...] [--write]``
 """
 
 from __future__ import annotations
@@ -292,11 +294,13 @@ def _loads(row: dict) -> str:
 
 def table(results: list[dict]) -> str:
     base = {(r["model"], r["length"]): r for r in results if r["cell"] == "forward" and r["runs"]}
+    several = len({r.get("run") for r in results}) > 1
     lines = ["| model | tokens | run | n | seconds: median (min..max) | x forward | peak RSS MB: median (min..max) | x forward | "
              "peak above start MB | load at start |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        head = f"| {r['model']} | {r['length']} | {r['cell']} | {len(r['runs'])} |"
+        tokens = f"{r['length']} (run {r['run']})" if several else str(r["length"])
+        head = f"| {r['model']} | {tokens} | {r['cell']} | {len(r['runs'])} |"
         if not r["runs"]:
             if "skipped" in r:
                 s = r["skipped"]
@@ -316,19 +320,57 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def section(results: list[dict], args, loads: tuple) -> str:
+def run_info(args, started: dt.datetime, loads: tuple) -> dict:
+    """What the section says about one invocation: command, commit, times, load, repeats and the peers' memory rule."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
                            text=True).stdout.strip()
-    command = "python -m bench.statistics " + shlex.join(args.argv)
-    info = meminfo()
+    return {"command": "python -m bench.statistics " + shlex.join(args.argv), "commit": commit + (" (with local changes)" if dirty else ""),
+            "started": f"{started:%Y-%m-%d %H:%M}", "ended": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}",
+            "load": [list(x) for x in loads], "repeats": args.repeats, "others_gb": args.others_gb, "margin_gb": args.margin_gb}
+
+
+def section(results: list[dict], runs: list[dict]) -> str:
+    """The BENCHMARKS.md section: each invocation's conditions, what is measured, the table."""
+    def load(x):
+        return " / ".join(f"{v:.2f}" for v in x)
+
+    said = []
+    for number, run in enumerate(runs, 1):
+        label = f"Run {number}" if len(runs) > 1 else "Measured"
+        said.append(f"{label}: `{run['command']}` at commit {run['commit']}, {run['started']} to {run['ended']} UTC, "
+                    f"{run['repeats']} repeat(s) per cell; load average (1 / 5 / 15 min) {load(run['load'][0])} at the start, "
+                    f"{load(run['load'][1])} at the end; peers limited to what other work ({run['others_gb']:.0f} GB) "
+                    f"leaves, less {run['margin_gb']:.1f} GB.")
+    where = (f"On {platform.machine()} ({os.cpu_count()} cores, {meminfo()['MemTotal']:.1f} GB), torch {torch.__version__}, "
+             "one torch thread per cell." + (" Rows marked (run k) come from run k; ratios are always within one run." if len(runs) > 1 else ""))
     prose = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
-    when = (f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit}{' (with local changes)' if dirty else ''}"
-            f" on {platform.machine()} ({os.cpu_count()} cores), torch {torch.__version__}, one torch thread per cell: `{command}`, {args.repeats} repeat(s) per cell. Load average (1 / 5 / 15 min) "
-            f"{' / '.join(f'{x:.2f}' for x in loads[0])} at the start, {' / '.join(f'{x:.2f}' for x in loads[1])} at the end; "
-            f"{info['MemTotal']:.1f} GB of memory, peers limited to what other work ({args.others_gb:.0f} GB) leaves, less "
-            f"{args.margin_gb:.1f} GB.")
-    return f"{when}\n\n{prose}\n\n{table(results)}\n"
+    return "\n\n".join([where, "\n".join(f"- {line}" for line in said) if len(runs) > 1 else said[0], prose, table(results)]) + "\n"
+
+
+def merged(earlier: list[dict], current: list[dict]) -> list[dict]:
+    """Earlier runs' rows, each (model, length) measured again replaced whole by the current run's, in model, length
+    and cell order."""
+    fresh = {(r["model"], r["length"]) for r in current}
+    rows = [r for r in earlier if (r["model"], r["length"]) not in fresh] + current
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    order = CELLS + PEERS
+    return sorted(rows, key=lambda r: (models.index(r["model"]), r["length"], order.index(r["cell"])))
+
+
+def read_merge(paths: list[str], p) -> tuple[list[dict], list[dict]]:
+    runs, rows = [], []
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text())
+            run, found = data["run"], data["results"]
+            if not all({"model", "cell", "length", "runs"} <= set(r) for r in found):
+                raise KeyError("model / cell / length / runs in every result")
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            p.error(f"--merge {path}: not a bench.statistics results file ({type(err).__name__}: {err})")
+        runs.append(run)
+        rows += [dict(r, run=len(runs)) for r in found]
+    return runs, rows
 
 
 def main(argv=None) -> str:
@@ -341,6 +383,8 @@ def main(argv=None) -> str:
     p.add_argument("--others-gb", type=float, default=12.0, help="memory other work on the machine may claim")
     p.add_argument("--margin-gb", type=float, default=2.0, help="kept free beyond that")
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per cell")
+    p.add_argument("--merge", nargs="+", default=[], metavar="JSON",
+                   help="earlier runs' results files: their rows join the table, except lengths this run measures again")
     p.add_argument("--write", action="store_true", help="update the BENCHMARKS.md section")
     args = p.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
@@ -350,19 +394,22 @@ def main(argv=None) -> str:
             p.error(f"{name} {bad}: each length must exceed the 64-token warm-up")
     if args.repeats < 1:
         p.error(f"--repeats {args.repeats}: at least 1")
-    start = os.getloadavg()
+    earlier_runs, earlier = read_merge(args.merge, p)
+    started, start_load = dt.datetime.now(dt.timezone.utc), os.getloadavg()
+    out = RESULTS / f"statistics-{'-'.join(args.model)}-{started:%Y%m%d-%H%M%S}.json"
     results: list[dict] = []
 
     def report(rows: list[dict]) -> str:
         """The section so far (after every length: a run cut short still leaves what it measured)."""
-        loads = (start, os.getloadavg())
-        body = section(rows, args, loads)
+        run = run_info(args, started, (start_load, os.getloadavg()))
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / f"statistics-{'-'.join(args.model)}.json").write_text(
-            json.dumps({"argv": args.argv, "load": loads, "results": rows}, indent=1))
+        out.write_text(json.dumps({"run": run, "results": rows}, indent=1))
+        number = len(earlier_runs) + 1
+        shown = merged(earlier, [dict(r, run=number) for r in rows]) if earlier_runs else rows
+        body = section(shown, earlier_runs + [run])
         if args.write:
             write_section("statistics", "All-row attention statistics vs the forward pass (CPU)", body)
-        print(table(rows), file=sys.stderr, flush=True)
+        print(table(shown), f"\n(results: {out})", file=sys.stderr, flush=True)
         return body
 
     for name in args.model:
@@ -371,6 +418,7 @@ def main(argv=None) -> str:
         results = done + measure(name, lengths, args.peer_lengths, args.repeats, args.others_gb, args.margin_gb, args.timeout,
                                  on_length=lambda rows, done=done: report(done + rows))
     return report(results)
+
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--child":

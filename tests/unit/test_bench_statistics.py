@@ -67,22 +67,48 @@ def test_bad_options_are_refused_before_any_cell_runs(argv, message, monkeypatch
     assert message in capsys.readouterr().err
 
 
-def test_the_section_is_written_after_every_length_with_the_run_conditions(monkeypatch, tmp_path):
+def _measured(seconds):
     def measure(name, lengths, peer_lengths, repeats, others, margin, timeout, on_length):
         rows = []
         for length in lengths:
             rows.append({"model": name, "cell": "forward", "length": length,
-                         "runs": [{"seconds": 1.0, "peak_mb": 900.0, "above_mb": 1.0, "load": 0.5}] * repeats})
+                         "runs": [{"seconds": seconds, "peak_mb": 900.0, "above_mb": 1.0, "load": 0.5}] * repeats})
             on_length(rows)
         return rows
+    return measure
 
+
+def test_the_section_is_written_after_every_length_with_the_run_conditions(monkeypatch, tmp_path):
     written = []
-    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(bench, "measure", _measured(1.0))
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
     monkeypatch.setattr(bench, "write_section", lambda key, title, body: written.append((key, body)))
     body = bench.main(["--model", "gemma3-270m", "--lengths", "128", "256", "--repeats", "2", "--write"])
     assert [key for key, _ in written] == ["statistics"] * 3
     assert "| gemma3-270m | 128 |" in written[0][1] and "| gemma3-270m | 256 |" not in written[0][1]
     assert body == written[-1][1]
-    assert "--lengths 128 256 --repeats 2 --write`, 2 repeat(s) per cell" in body and "Load average" in body
-    assert (tmp_path / "statistics-gemma3-270m.json").exists()
+    assert "`python -m bench.statistics --model gemma3-270m --lengths 128 256 --repeats 2 --write` at commit" in body
+    assert "2 repeat(s) per cell; load average" in body
+    assert len(list(tmp_path.glob("statistics-gemma3-270m-*.json"))) == 1
+
+
+def test_merge_takes_earlier_lengths_and_replaces_those_measured_again(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr(bench, "measure", _measured(1.0))
+    bench.main(["--model", "gemma3-270m", "--lengths", "128", "256", "--peer-lengths"])
+    (first,) = tmp_path.glob("*.json")
+    monkeypatch.setattr(bench, "measure", _measured(7.0))
+    body = bench.main(["--model", "gemma3-270m", "--lengths", "256", "--peer-lengths", "--merge", str(first)])
+    rows = [line for line in body.splitlines() if line.startswith("| gemma3-270m")]
+    assert [row.split(" | ")[1:3] for row in rows] == [["128 (run 1)", "forward"], ["256 (run 2)", "forward"]]
+    assert " 1.0 |" in rows[0] and " 7.0 |" in rows[1]
+    assert "- Run 1: `python -m bench.statistics --model gemma3-270m --lengths 128 256 --peer-lengths`" in body
+    assert "- Run 2: `python -m bench.statistics --model gemma3-270m --lengths 256 --peer-lengths --merge" in body
+
+
+def test_merge_refuses_a_file_that_is_not_a_results_file(tmp_path, capsys):
+    bad = tmp_path / "other.json"
+    bad.write_text('{"results": []}')
+    with pytest.raises(SystemExit):
+        bench.main(["--merge", str(bad)])
+    assert f"--merge {bad}: not a bench.statistics results file (KeyError" in capsys.readouterr().err
