@@ -349,12 +349,11 @@ def section(results: list[dict], runs: list[dict]) -> str:
 
 
 def merged(earlier: list[dict], current: list[dict]) -> list[dict]:
-    """Earlier runs' rows, each (model, length) measured again replaced whole by the current run's, in model, length
-    and cell order."""
+    """Earlier runs' rows, each (model, length) measured again replaced whole by the current run's (peers included,
+    whether or not this run measures them there), in model, length and cell order."""
     fresh = {(r["model"], r["length"]) for r in current}
     rows = [r for r in earlier if (r["model"], r["length"]) not in fresh] + current
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    order = CELLS + PEERS
+    models, order = list(MODELS), CELLS + PEERS
     return sorted(rows, key=lambda r: (models.index(r["model"]), r["length"], order.index(r["cell"])))
 
 

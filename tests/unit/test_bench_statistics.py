@@ -98,12 +98,13 @@ def test_merge_takes_earlier_lengths_and_replaces_those_measured_again(monkeypat
     bench.main(["--model", "gemma3-270m", "--lengths", "128", "256", "--peer-lengths"])
     (first,) = tmp_path.glob("*.json")
     monkeypatch.setattr(bench, "measure", _measured(7.0))
-    body = bench.main(["--model", "gemma3-270m", "--lengths", "256", "--peer-lengths", "--merge", str(first)])
-    rows = [line for line in body.splitlines() if line.startswith("| gemma3-270m")]
-    assert [row.split(" | ")[1:3] for row in rows] == [["128 (run 1)", "forward"], ["256 (run 2)", "forward"]]
-    assert " 1.0 |" in rows[0] and " 7.0 |" in rows[1]
+    body = bench.main(["--model", "smollm2", "gemma3-270m", "--lengths", "256", "--peer-lengths", "--merge", str(first)])
+    rows = [line for line in body.splitlines() if line.startswith("| smollm2") or line.startswith("| gemma3-270m")]
+    assert [row.split(" | ")[:3] for row in rows] == [["| smollm2", "256 (run 2)", "forward"], ["| gemma3-270m", "128 (run 1)", "forward"],
+                                                      ["| gemma3-270m", "256 (run 2)", "forward"]]
+    assert " 1.0 |" in rows[1] and " 7.0 |" in rows[2]
     assert "- Run 1: `python -m bench.statistics --model gemma3-270m --lengths 128 256 --peer-lengths`" in body
-    assert "- Run 2: `python -m bench.statistics --model gemma3-270m --lengths 256 --peer-lengths --merge" in body
+    assert "- Run 2: `python -m bench.statistics --model smollm2 gemma3-270m --lengths 256 --peer-lengths --merge" in body
 
 
 def test_merge_refuses_a_file_that_is_not_a_results_file(tmp_path, capsys):
