@@ -19,17 +19,18 @@ NO_SPANS = tuple(s for s in ALL if s != "span_mass")
 FIRST, WINDOWS, N_PARTS = (1, 4), (0, 3, 9), 3
 
 
-def expected(pattern: torch.Tensor, offset: int = 0, parts: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def expected(pattern: torch.Tensor, offset: int = 0, parts: torch.Tensor | None = None, *, first=FIRST,
+             windows=WINDOWS) -> dict[str, torch.Tensor]:
     """Every statistic of full pattern rows ``[batch, head, q, k]``, in float64, written from the definitions."""
     p = pattern.double()
     n_q, n_k = p.shape[-2:]
     q_abs = torch.arange(n_q) + offset
     d = (q_abs[:, None] - torch.arange(n_k)[None]).abs().double()
-    out = {"first_mass": torch.stack([p[..., :f].sum(-1) for f in FIRST], -1),
+    out = {"first_mass": torch.stack([p[..., :f].sum(-1) for f in first], -1),
            "self_mass": p[..., torch.arange(n_q), q_abs.clamp(max=n_k - 1)],
            "previous_mass": torch.where(q_abs > 0, p[..., torch.arange(n_q), (q_abs - 1).clamp(min=0)], 0.0),
-           "window_mass": torch.stack([(p * (d <= w)).sum(-1) for w in WINDOWS], -1),
-           "far_mass": torch.stack([(p * (d > w)).sum(-1) for w in WINDOWS], -1)}
+           "window_mass": torch.stack([(p * (d <= w)).sum(-1) for w in windows], -1),
+           "far_mass": torch.stack([(p * (d > w)).sum(-1) for w in windows], -1)}
     mean = (p * d).sum(-1)
     out["distance_mean"], out["distance_std"] = mean, ((p * d * d).sum(-1) - mean ** 2).clamp(min=0).sqrt()
     out["entropy"] = -torch.where(p > 0, p * p.log(), 0.0).sum(-1)
