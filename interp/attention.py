@@ -694,7 +694,9 @@ class StatisticsRequest:
     def _band(self, q: Tensor, k: Tensor, rows: Tensor, lse: Tensor, narrow: int, reach: int, *, causal: bool, bias,
               scale: float, name: str) -> dict[str, Tensor]:
         """Masses on the first ``narrow`` keys and on keys within ``reach`` of the query, from those keys' logits and the
-        rows' log-sum-exp ``lse``, in float64, one block of nearby rows at a time: ``[rows, first keys + band]``."""
+        rows' log-sum-exp ``lse``, one block of nearby rows at a time: ``[rows, first keys + band]``. The logits are
+        rounded as the kernel rounds its own (in the inputs' dtype: float64 logits miss the kernel's ``L`` by the float32
+        rounding of ``q . k``, 4e-5 at logits of 200), the masses summed in float64."""
         b, h, n_q, _ = q.shape
         n_k = k.shape[-2]
         offset = n_k - n_q
@@ -714,7 +716,7 @@ class StatisticsRequest:
             keys = torch.arange(lo, hi, device=q.device) if reach >= 0 else torch.arange(0, device=q.device)
             if narrow:
                 keys = torch.cat([torch.arange(narrow, device=q.device), keys]).unique()
-            s = grouped_matmul(q.index_select(-2, r).double(), k.index_select(-2, keys).double().transpose(-1, -2)).mul_(scale)
+            s = grouped_matmul(q.index_select(-2, r), k.index_select(-2, keys).transpose(-1, -2)).mul_(scale).double()
             if bias is not None:
                 m = _rows_of(bias, r, n_k).index_select(-1, keys.to(bias.device)).to(s.device)
                 s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m.double()
