@@ -37,13 +37,12 @@ appends their keys and values to a ``KVCache`` and attends from the new tokens o
 mask where it gives one (a sliding window; ``interp.streaming.RollingCache``'s evictions), so greedy generation
 runs one token per step; its hooks then see the new query rows against every cached key.
 
-Inside ``collecting_spans(rows, key_parts, n_parts)`` every attention that honours it records, under its
-``hook_pattern`` name, the attention mass ``[batch, head, len(rows), n_parts]`` of those query rows on each
-part of the keys (``key_parts`` labels each key). Without pattern hooks the mass comes from ``span_masses``:
-scaled-dot-product attention with the part indicators as values, so no pattern row is ever built and the
-statistic costs a few rows of a fused kernel. With pattern hooks attached, the (possibly edited) pattern
-rows are materialised as under ``query_rows(rows)`` and the mass is read from them. ``stop_after`` ends the
-forward pass (``StopForward``) once that hook name is recorded, before its layer's output is computed.
+Inside ``collecting_spans(rows, key_parts, n_parts)`` every attention records, under its ``hook_pattern`` name, the
+attention mass ``[batch, head, len(rows), n_parts]`` of those query rows on each part of the keys (``key_parts`` labels
+each key): the ``span_mass`` statistic of ``collecting_statistics`` for those rows (the part indicators as values of a
+fused kernel; with pattern hooks, the edited pattern rows summed), as are ``span_masses`` and ``model_span_masses``.
+``stop_after`` ends the forward pass (``StopForward``) once that hook name is recorded, before its layer's output is
+computed.
 """
 
 from __future__ import annotations
@@ -147,35 +146,34 @@ class StopForward(Exception):
 
 @dataclass
 class SpanRequest:
-    rows: Tensor  # query positions
+    """What ``collecting_spans`` yields: the ``span_mass`` statistic of its rows, in the order asked for."""
+
+    rows: Tensor  # query positions, as asked for (repeats and order kept)
     key_parts: Tensor  # [k_pos] integer label per key
     n_parts: int
     stop_after: str | None = None
-    masses: dict[str, Tensor] = field(default_factory=dict)  # hook_pattern name -> [batch, head, rows, n_parts]
+    statistics: StatisticsRequest | None = None  # the statistics request that records them
 
-    def record(self, name: str, mass: Tensor) -> None:
-        self.masses[name] = mass
-        if name == self.stop_after:
-            raise StopForward(name)
-
-
-_SPANS: contextvars.ContextVar[SpanRequest | None] = contextvars.ContextVar("poslens_spans", default=None)
+    @property
+    def masses(self) -> dict[str, Tensor]:
+        """hook_pattern name -> ``[batch, head, rows, n_parts]``."""
+        order = torch.searchsorted(self.statistics.rows, self.rows)
+        return {name: got["span_mass"].index_select(2, order) for name, got in self.statistics.results.items()}
 
 
 @contextlib.contextmanager
 def collecting_spans(rows, key_parts, n_parts: int, *, stop_after: str | None = None):
     """Record each attention's mass of these query rows on each key part; yields the ``SpanRequest``
-    whose ``masses`` fill in during the forward pass. Pattern hooks, if any, see these rows only."""
+    whose ``masses`` fill in during the forward pass. Pattern hooks, if any, see these rows only (sorted, once each).
+    The ``span_mass`` statistic of ``collecting_statistics``, kept under this name."""
     request = SpanRequest(torch.as_tensor(rows, dtype=torch.long).flatten(), torch.as_tensor(key_parts, dtype=torch.long).flatten(),
                           int(n_parts), stop_after)
     if request.rows.numel() == 0:
         raise ValueError("collecting_spans needs at least one query position")
-    with query_rows(request.rows), _setting(_SPANS, request):
+    with collecting_statistics(("span_mass",), key_parts=request.key_parts, n_parts=request.n_parts, rows=request.rows,
+                               stop_after=stop_after) as statistics:
+        request.statistics = statistics
         yield request
-
-
-def current_spans() -> SpanRequest | None:
-    return _SPANS.get()
 
 
 def part_indicators(key_parts: Tensor, n_parts: int, dtype=torch.float32) -> Tensor:
@@ -191,34 +189,24 @@ def span_masses(q: Tensor, k: Tensor, key_parts: Tensor, n_parts: int, *, scale:
     ``q [batch, head, q_pos, d]``, ``k [batch, kv_head, k_pos, d]`` (``kv_head`` divides ``head``: grouped
     query heads share a key head), ``key_parts [k_pos]`` integer labels, ``rows`` indices into ``q_pos``
     (all when None). Causal queries are the last ``q_pos`` of the ``k_pos`` positions (a KV cache);
-    ``bias`` is added to the scores as in ``attend``. softmax(q k^T) times the part indicators is exactly
-    scaled-dot-product attention with the indicators as values: run that, in float32, on the rows only.
+    ``bias`` is added to the scores as in ``attend``. The ``span_mass`` statistic of ``StatisticsRequest``: the part
+    indicators as values of a fused kernel, no pattern row built.
     """
-    b, h, n_q, d = q.shape
+    h, d = q.shape[1], q.shape[-1]
     kv, n_k = k.shape[1], k.shape[2]
     if h % kv:
         raise ValueError(f"span_masses: {h} query heads cannot share {kv} key heads")
     if key_parts.shape != (n_k,):
         raise ValueError(f"span_masses: key_parts has shape {tuple(key_parts.shape)}, expected ({n_k},) for {n_k} keys")
-    scale = scale if scale is not None else 1.0 / math.sqrt(d)
-    rows = torch.arange(n_q, device=q.device) if rows is None else rows.to(q.device)
-    q = q.index_select(-2, rows).float()
-    k = k.float()
-    r, rep = rows.numel(), h // kv
-    mask = None
-    if bias is not None:
-        mask = bias.index_select(-2, rows.to(bias.device)).float().expand(b, h, r, n_k)
-        if rep > 1:
-            mask = mask.reshape(b, kv, rep * r, n_k)
-    if causal:
-        visible = causal_mask(n_q, n_k, q.device, rows)
-        if rep > 1:
-            visible = visible.repeat(rep, 1)
-        mask = visible if mask is None else mask.masked_fill(~visible, float("-inf"))
-    values = part_indicators(key_parts.to(q.device), n_parts).expand(b, kv, n_k, n_parts)
-    grouped = q.reshape(b, kv, rep * r, d)
-    out = F.scaled_dot_product_attention(grouped, k, values, attn_mask=mask, scale=scale)
-    return out.reshape(b, h, r, n_parts)
+    given = None if rows is None else torch.as_tensor(rows, dtype=torch.long).flatten()
+    request = StatisticsRequest(("span_mass",), key_parts=key_parts, n_parts=n_parts, rows=given)
+    q, k = q.float(), k.float()
+    request.attend("span_masses", q, k, k, causal=causal, bias=bias, scale=scale if scale is not None else 1.0 / math.sqrt(d),
+                   softcap=None, scores=None)
+    got = request.results["span_masses"]["span_mass"]
+    if given is not None:
+        got = got.index_select(2, torch.searchsorted(request.rows, given))
+    return got.to(q.device)
 
 
 def hooked(hook) -> bool:
@@ -416,25 +404,16 @@ def attend(
     """
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     name = getattr(hook_pattern, "name", None) if hook_pattern is not None else None
-    spans = current_spans() if name else None
     stats = current_statistics() if name else None
     n_q, n_k = q.shape[-2], k.shape[-2]
     windows = current_key_windows(name)
     if windows:
-        if not (hooked(hook_scores) or hooked(hook_pattern)) and stats is None and spans is None:
+        if not (hooked(hook_scores) or hooked(hook_pattern)) and stats is None:
             return _windowed(q, k, v, windows, causal=causal, bias=bias, scale=scale, softcap=softcap, scores=scores)
         bias = _with_windows(bias, windows, n_q, n_k, q.device)
     if not (hooked(hook_scores) or hooked(hook_pattern)):
         if stats is not None:
             return stats.attend(name, q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap, scores=scores)
-        if spans is not None:
-            if scores is None and softcap is None:
-                spans.record(name, span_masses(q, k, spans.key_parts, spans.n_parts, scale=scale, causal=causal, bias=bias,
-                                               rows=spans.rows))
-            else:
-                s = logits(q.index_select(-2, spans.rows.to(q.device)), k, spans.rows, n_q, causal=causal, bias=bias,
-                           scale=scale, softcap=softcap, scores=scores)
-                spans.record(name, torch.softmax(s.float(), -1) @ part_indicators(spans.key_parts.to(s.device), spans.n_parts))
         if scores is None:
             return _fused(q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap)
         return grouped_matmul(torch.softmax(logits(q, k, torch.arange(n_q), n_q, causal=causal, bias=bias, scale=scale,
@@ -454,11 +433,8 @@ def attend(
         pattern = torch.softmax(s.float(), dim=-1).to(v.dtype)
     if hook_pattern is not None:
         pattern = hook_pattern(pattern)
-    if spans is not None:
-        if spans.key_parts.numel() != n_k:
-            raise ValueError(f"collecting_spans: {spans.key_parts.numel()} key labels for {n_k} keys")
-        spans.record(name, pattern.float() @ part_indicators(spans.key_parts.to(pattern.device), spans.n_parts))
     if stats is not None:
+        stats.check_keys(n_k)
         stats.record(name, stats.of_pattern(pattern, sel, n_q, n_k))
     z_sel = grouped_matmul(pattern, v)
     if rows is None:
@@ -561,6 +537,12 @@ class StatisticsRequest:
         if self.chunk_bytes < 1:
             raise ValueError(f"attention statistics: chunk_bytes must be positive, got {self.chunk_bytes}")
 
+    def check_keys(self, n_k: int) -> None:
+        """Span masses need one part label per key of the attention."""
+        if "span_mass" in self.wanted and self.key_parts.numel() != n_k:
+            raise ValueError(f"attention statistics: key_parts has shape ({self.key_parts.numel()},), expected ({n_k},) "
+                             f"for {n_k} keys")
+
     def record(self, name: str, values: dict[str, Tensor]) -> None:
         self.results[name] = {s: v.cpu() for s, v in values.items()}
         if name == self.stop_after:
@@ -621,6 +603,7 @@ class StatisticsRequest:
         """``attend`` without hooks while collecting: the output, with the statistics recorded under ``name`` (``_fused``'s
         kernel where it serves every statistic wanted, else ``_chunked``)."""
         n_q = q.shape[-2]
+        self.check_keys(k.shape[-2])
         wanted = torch.arange(n_q) if self.rows is None else self.rows
         if int(wanted[-1]) >= n_q:
             raise IndexError(f"attention statistics: row {int(wanted[-1])} asked for, but this forward pass has {n_q} "
@@ -656,26 +639,37 @@ class StatisticsRequest:
         if wide:
             indicators.append(torch.stack([key < f for f in wide], -1).to(q.dtype))
         if "span_mass" in want:
-            indicators.append(part_indicators(self.key_parts.to(q.device)[:n_k], self.n_parts, q.dtype))
+            indicators.append(part_indicators(self.key_parts.to(q.device), self.n_parts, q.dtype))
         columns = ([k] if "entropy" in want else []) + [c.expand(b, k.shape[1], n_k, c.shape[-1]) for c in indicators]
+        rows = wanted.to(q.device)
+        every = self.rows is None
+        lse_rows = None if lse is None else lse.index_select(-1, rows).double()
         expect = None
         if columns or lse is None:
             values = torch.cat(columns, -1) if columns else k
             width = max(d, values.shape[-1])
-            expect, lse = _flash_with_lse(_padded(q, width), _padded(k, width), _padded(values, width), additive, is_causal, scale)
+            q_c, mask_c, causal_c = q, additive, is_causal
+            if not every:  # the rows asked for only, against their rows of the mask
+                q_c, causal_c = q.index_select(-2, rows), False
+                visible = causal_mask(q.shape[-2], n_k, q.device, rows) if is_causal else None
+                mask_c = _additive(visible, q.dtype) if additive is None else _rows_of(additive, rows, n_k)
+            expect, lse_c = _flash_with_lse(_padded(q_c, width), _padded(k, width), _padded(values, width), mask_c, causal_c,
+                                            scale)
+            if every:
+                expect = expect.index_select(-2, rows)
+            if lse_rows is None:
+                lse_rows = (lse_c.index_select(-1, rows) if every else lse_c).double()
         del additive
-        rows = wanted.to(q.device)
-        lse_rows = lse.index_select(-1, rows).double()
         out: dict[str, Tensor] = {}
         col = 0
         if "entropy" in want:
-            mean_k = expect.index_select(-2, rows)[..., :d].double()
+            mean_k = expect[..., :d].double()
             out["entropy"] = (lse_rows - scale * (q.index_select(-2, rows).double() * mean_k).sum(-1)).float()
             col = d
-        wide_mass = expect.index_select(-2, rows)[..., col:col + len(wide)].float() if wide else None
+        wide_mass = expect[..., col:col + len(wide)].float() if wide else None
         col += len(wide)
         if "span_mass" in want:
-            out["span_mass"] = expect.index_select(-2, rows)[..., col:col + self.n_parts].float()
+            out["span_mass"] = expect[..., col:col + self.n_parts].float()
         del expect
         narrow = min(max([f for f in first if f <= FIRST_GATHERED], default=0), n_k)
         reach = (max(self.windows) if "window_mass" in want else
@@ -857,25 +851,8 @@ def _read_patterns(model, tokens: Tensor, request: StatisticsRequest, names: lis
 @torch.no_grad()
 def model_span_masses(model, tokens: Tensor, rows, key_parts, n_parts: int) -> Tensor:
     """``[layer, batch, head, rows, n_parts]``: every layer's attention mass of these query rows on each key
-    part, for any model with ``blocks.{l}.attn.hook_pattern``. The forward pass stops after the last layer's
-    attention. An attention that does not honour ``collecting_spans`` has its pattern rows read instead."""
-    names = [f"blocks.{l}.attn.hook_pattern" for l in range(model.n_layers)]
-    key_parts = torch.as_tensor(key_parts, dtype=torch.long, device=tokens.device)
-    if key_parts.shape != (tokens.shape[-1],):
-        raise ValueError(f"key_parts has shape {tuple(key_parts.shape)}, expected ({tokens.shape[-1]},): one label per token")
-    with collecting_spans(rows, key_parts, n_parts, stop_after=names[-1]) as request:
-        try:
-            model(tokens)
-        except StopForward:
-            pass
-    if all(n in request.masses for n in names):
-        return torch.stack([request.masses[n] for n in names])
-    indicators = part_indicators(key_parts, n_parts)
-    masses = {}
-
-    def read(pattern, hook):
-        masses[hook.name] = pattern.float() @ indicators
-
-    with query_rows(rows), model.hooks(fwd_hooks=[(n, read) for n in names]):
-        model(tokens)
-    return torch.stack([masses[n] for n in names])
+    part, for any model with ``blocks.{l}.attn.hook_pattern``: ``model_statistics``' ``span_mass`` of these rows, in the
+    order asked for. The forward pass stops after the last layer's attention."""
+    given = torch.as_tensor(rows, dtype=torch.long).flatten()
+    got = model_statistics(model, tokens, ("span_mass",), key_parts=key_parts, n_parts=n_parts, rows=given)["span_mass"]
+    return got.index_select(3, torch.searchsorted(torch.unique(given), given))
