@@ -18,8 +18,11 @@ the token itself, the previous one and a window; span masses; entropy without an
 forward without statistics, a key's mass is ``exp(s - L)`` so masses on a few keys come from those keys' logits alone
 (one block of rows and their band at a time), and statistics of the key alone ride a second flash call as value columns
 (part indicators; ``E[k]``, whence entropy ``L - scale q . E[k]``). No ``[q, k]`` block exists and the cost is the
-forward's plus a band (about 1e-6 from the float64 pattern, the float32 log-sum-exp's error). Otherwise (distances,
-far mass, the top key, which need every key of the row against the query) rows are taken one chunk at a time
+forward's plus a band (and a second kernel pass where value columns are wanted). On SmolLM2 at 2,048 tokens, against
+float64 statistics of the same ``q, k``: band masses within 1.6e-6 (the chunked float32 path: 1.6e-6), value-column
+masses 3e-6, entropy 1.8e-5 (chunked: 7e-6; ``L`` is the log-sum-exp of float32 logits, ``E[s]`` that of exact ones).
+Distances (``E[j^2] - E[j]^2`` over positions in the thousands cancels in float32), far mass (``1 - window`` is off
+by 1.7e-6) and the top key need every key of the row against the query: for them rows are taken one chunk at a time
 (``chunk_bytes`` of scores): the chunk's pattern is built in place, reduced, and multiplied by the values to give that
 chunk's output, so the statistics ride the forward pass and never more than one chunk of ``[rows, keys, heads]`` of one
 layer exists. ``model_statistics``
