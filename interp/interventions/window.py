@@ -4,7 +4,8 @@ Sinks", StreamingLLM): each query sees only the keys less than ``window`` tokens
 Applied (``interventions.applied``), the window is a condition of ``interp.attention.attend`` (``key_window``) on every
 chosen layer: each chunk of query rows attends to the keys it may see only (the sinks and the window's span), so no
 ``[query, key]`` mask is built and the window runs at any length in the memory of one chunk; hooks, statistics and
-``query_rows`` see the windowed scores. ``fwd_hooks`` (for ``run_with_hooks``, and for the encoder family) masks each layer's materialised ``hook_attn_scores`` instead, which holds a
+``query_rows`` see the windowed scores; every family attends through ``attend``, so the window serves them all.
+``fwd_hooks`` (for ``run_with_hooks``) masks each layer's materialised ``hook_attn_scores`` instead, which holds a
 ``[query, key]`` matrix and cannot run inside ``query_rows``. Both give the same output.
 
 Every layer reads through the window, as a rolling KV cache of that size would have it; unlike StreamingLLM's cache,
@@ -19,14 +20,6 @@ import dataclasses
 
 from interp.capabilities import Capability, require
 from interp.interventions import Intervention, as_tuple, layers_of, register
-
-
-def _attends_through_attend(model) -> bool:
-    """Whether the chunked window serves ``model``: the encoder family keeps the score-mask hooks (its attention runs
-    through ``attend`` since its rewrite, but the chunked window is tested against the hooks on the other families)."""
-    from interp.families.encoder.model import EncoderAttention
-
-    return not any(isinstance(m, EncoderAttention) for m in model.modules())
 
 
 @register
@@ -49,14 +42,11 @@ class KeyWindow(Intervention):
             raise ValueError(f"KeyWindow: window={self.window} must be at least 1 and sinks={self.sinks} at least 0")
 
     def condition(self, model):
-        """``attend``'s chunked key window on the chosen layers, or None where the model's attention does not run
-        through ``attend`` (``applied`` then attaches ``fwd_hooks``)."""
+        """``attend``'s chunked key window on the chosen layers (every family attends through ``attend``)."""
         from interp.attention import key_window
 
         require(model, Capability.ATTENTION, "KeyWindow", kind="intervention")
         layers = layers_of(model, self.layers, "KeyWindow")
-        if not _attends_through_attend(model):
-            return None
         return key_window([f"blocks.{layer}.attn.hook_pattern" for layer in layers], self.window, self.sinks)
 
     def fwd_hooks(self, model):

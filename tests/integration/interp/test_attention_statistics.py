@@ -10,6 +10,7 @@ from transformer_lens.hook_points import HookPoint
 
 from interp.attention import STATISTICS, KVCache, attend, collecting_statistics, decoding, model_statistics
 from interp.loading import load
+from tests.attention_inputs import random_attention
 from tests.encoder_helpers import tiny_encoder
 from tests.hf_helpers import reference, write_tiny_hf
 from tests.integration.interp.test_span_masses import FAMILIES
@@ -19,17 +20,18 @@ NO_SPANS = tuple(s for s in ALL if s != "span_mass")
 FIRST, WINDOWS, N_PARTS = (1, 4), (0, 3, 9), 3
 
 
-def expected(pattern: torch.Tensor, offset: int = 0, parts: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def expected(pattern: torch.Tensor, offset: int = 0, parts: torch.Tensor | None = None, *, first=FIRST,
+             windows=WINDOWS) -> dict[str, torch.Tensor]:
     """Every statistic of full pattern rows ``[batch, head, q, k]``, in float64, written from the definitions."""
     p = pattern.double()
     n_q, n_k = p.shape[-2:]
     q_abs = torch.arange(n_q) + offset
     d = (q_abs[:, None] - torch.arange(n_k)[None]).abs().double()
-    out = {"first_mass": torch.stack([p[..., :f].sum(-1) for f in FIRST], -1),
+    out = {"first_mass": torch.stack([p[..., :f].sum(-1) for f in first], -1),
            "self_mass": p[..., torch.arange(n_q), q_abs.clamp(max=n_k - 1)],
            "previous_mass": torch.where(q_abs > 0, p[..., torch.arange(n_q), (q_abs - 1).clamp(min=0)], 0.0),
-           "window_mass": torch.stack([(p * (d <= w)).sum(-1) for w in WINDOWS], -1),
-           "far_mass": torch.stack([(p * (d > w)).sum(-1) for w in WINDOWS], -1)}
+           "window_mass": torch.stack([(p * (d <= w)).sum(-1) for w in windows], -1),
+           "far_mass": torch.stack([(p * (d > w)).sum(-1) for w in windows], -1)}
     mean = (p * d).sum(-1)
     out["distance_mean"], out["distance_std"] = mean, ((p * d * d).sum(-1) - mean ** 2).clamp(min=0).sqrt()
     out["entropy"] = -torch.where(p > 0, p * p.log(), 0.0).sum(-1)
@@ -89,18 +91,9 @@ CASES = {
 @pytest.mark.parametrize("chunk_bytes", [1, 5000, 1 << 30], ids=["row-by-row", "a-few-rows", "one-chunk"])
 def test_every_row_every_statistic_equals_the_eager_pattern_and_the_output_is_unchanged(case, chunk_bytes):
     c = CASES[case]
-    g = torch.Generator().manual_seed(len(case) + chunk_bytes % 97)
     n_q, offset = 23, c.get("offset", 0)
-    n_k = n_q + offset
-    q = torch.randn(2, 4, n_q, 8, generator=g) * 1.5
-    k, v = torch.randn(2, c["kv"], n_k, 8, generator=g), torch.randn(2, c["kv"], n_k, 5, generator=g)
-    bias = None
-    if c.get("bias") == "float":
-        bias = torch.randn(1, 4, n_q, n_k, generator=g)
-    elif c.get("bias") == "bool":
-        bias = torch.rand(2, 1, n_q, n_k, generator=g) > 0.3
-        bias[..., 0] = True
-    parts = torch.randint(-1, N_PARTS, (n_k,), generator=g)
+    q, k, v, bias = random_attention(len(case) + chunk_bytes % 97, n_q=n_q, offset=offset, kv=c["kv"], bias=c.get("bias"))
+    parts = torch.randint(-1, N_PARTS, (n_q + offset,), generator=torch.Generator().manual_seed(chunk_bytes % 89))
     kw = dict(causal=c["causal"], bias=bias, scale=0.4, softcap=c.get("softcap"))
     plain = attend(q, k, v, **kw)
     with collecting_statistics(ALL, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS,
@@ -115,8 +108,7 @@ def test_every_row_every_statistic_equals_the_eager_pattern_and_the_output_is_un
 
 
 def test_sampled_rows_give_those_rows_of_the_all_row_statistics():
-    g = torch.Generator().manual_seed(3)
-    q, k, v = (torch.randn(1, 4, 40, 8, generator=g) for _ in range(3))
+    q, k, v, _ = random_attention(3, n_q=40, batch=1, d_v=8, q_scale=1.0)
     with collecting_statistics(NO_SPANS, first=FIRST, windows=WINDOWS, rows=[39, 3, 17, 3], chunk_bytes=3000) as request:
         attend(q, k, v, causal=True, hook_pattern=_named("l0"))
     pattern, _ = _eager(q, k, v, causal=True, scale=1 / math.sqrt(8))

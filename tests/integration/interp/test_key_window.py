@@ -13,6 +13,7 @@ from interp import attention, interventions
 from interp.attention import attend, collecting_statistics, key_window
 from interp.interventions import KeyWindow
 from interp.loading import load
+from tests.attention_inputs import random_attention
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.hf_helpers import write_tiny_hf
 from tests.integration.interp.test_attention_statistics import FIRST, NO_SPANS, WINDOWS, assert_statistics, expected
@@ -58,17 +59,8 @@ CASES = {
 def test_windowed_attend_equals_the_eager_window_with_and_without_hooks_and_statistics(case, monkeypatch):
     c = CASES[case]
     monkeypatch.setattr(attention, "WINDOW_CHUNK_BYTES", 4000)  # a few rows per chunk
-    g = torch.Generator().manual_seed(len(case))
-    n_q, offset = 37, c.get("offset", 0)
-    n_k = n_q + offset
-    q = torch.randn(2, 4, n_q, 8, generator=g) * 1.5
-    k, v = torch.randn(2, c["kv"], n_k, 8, generator=g), torch.randn(2, c["kv"], n_k, 5, generator=g)
-    bias = None
-    if c.get("bias") == "float":
-        bias = torch.randn(1, 4, n_q, n_k, generator=g)
-    elif c.get("bias") == "bool":
-        bias = torch.rand(2, 1, n_q, n_k, generator=g) > 0.3
-        bias[..., torch.arange(n_q), torch.arange(n_q) + offset] = True  # every query sees itself
+    offset = c.get("offset", 0)
+    q, k, v, bias = random_attention(len(case), n_q=37, offset=offset, kv=c["kv"], bias=c.get("bias"))
     kw = dict(causal=c["causal"], bias=bias, scale=0.4, softcap=c.get("softcap"))
     pattern, z_ref = _eager_window(q, k, v, c["windows"], **kw)
     name = "blocks.0.attn.hook_pattern"
@@ -102,8 +94,7 @@ def test_a_long_window_reads_one_chunk_of_keys_at_a_time(monkeypatch):
     """8,192 queries through a window of 64 keys and 4 sinks: every kernel call sees at most a chunk of rows and their
     window's keys (never 8,192 keys), and rows checked against the eager window agree."""
     n, window, sinks = 8192, 64, 4
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 2, n, 8, generator=g) for _ in range(3))
+    q, k, v, _ = random_attention(0, n_q=n, batch=1, heads=2, kv=2, d_v=8, q_scale=1.0)
     widest = []
     real = F.scaled_dot_product_attention
 
@@ -144,7 +135,7 @@ def test_applied_key_window_gives_the_materialised_windows_output(family, window
         with interventions.applied(model, iv):
             got = model(ids)
         full = model(ids)
-    assert (iv.condition(model) is None) == (family == "encoder")  # the encoder's attention is not attend's
+    assert iv.condition(model) is not None  # every family, the encoder's too, attends through attend's window
     torch.testing.assert_close(got, reference, atol=1e-4, rtol=1e-4)
     assert float((got - full).abs().max()) > 1e-3  # the window changed the output
 
