@@ -278,8 +278,40 @@ def _fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None
             out.append(grouped_matmul(torch.softmax(s.float(), -1).to(v.dtype), v))
         return torch.cat(out, -2)
     mask, is_causal = _sdpa_mask(q, k, causal=causal, bias=bias)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale,
-                                          enable_gqa=k.shape[1] != q.shape[1])
+    gqa = k.shape[1] != q.shape[1]
+    spans = _key_spans(mask, n_q, k.shape[-2])
+    if spans is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    return torch.cat([F.scaled_dot_product_attention(q[..., a:e, :], k[..., lo:hi, :], v[..., lo:hi, :],
+                                                     attn_mask=_mask_rows(mask, a, e)[..., lo:hi], scale=scale,
+                                                     enable_gqa=gqa)
+                      for a, e, lo, hi in spans], -2)
+
+
+MASK_ROWS = 1024  # query rows of one fused call where a mask hides whole stretches of keys from them
+
+
+def _mask_rows(mask: Tensor, a: int, e: int) -> Tensor:
+    return mask if mask.shape[-2] == 1 else mask[..., a:e, :]
+
+
+def _key_spans(mask: Tensor | None, n_q: int, n_k: int) -> list[tuple[int, int, int, int]] | None:
+    """Chunks of query rows ``[a, e)`` and the keys ``[lo, hi)`` that any of their rows may see under ``mask``, where
+    calling the fused kernel per chunk on those keys only skips at least a quarter of the work (a sliding window, a
+    materialised causal mask at length: the kernel cannot skip what a mask hides, and turns a boolean mask into a
+    float ``[q, k]`` block). None where one call over every key is as good. Hidden keys add nothing to a row's softmax,
+    so the result is the same up to float rounding."""
+    if mask is None or n_q < 2 * MASK_ROWS:
+        return None
+    spans, kept = [], 0
+    for a in range(0, n_q, MASK_ROWS):
+        e = min(n_q, a + MASK_ROWS)
+        part = _mask_rows(mask, a, e)[..., :n_k]
+        seen = (part if part.dtype == torch.bool else part > float("-inf")).flatten(0, -2).any(0).nonzero()
+        lo, hi = (int(seen[0]), int(seen[-1]) + 1) if seen.numel() else (0, n_k)
+        spans.append((a, e, lo, hi))
+        kept += (e - a) * (hi - lo)
+    return spans if 4 * kept <= 3 * n_q * n_k else None
 
 
 def _sdpa_mask(q: Tensor, k: Tensor, *, causal: bool, bias: Tensor | None) -> tuple[Tensor | None, bool]:
@@ -490,12 +522,20 @@ def _additive(mask: Tensor | None, dtype) -> Tensor | None:
 
 
 def _flash_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float) -> tuple[Tensor, Tensor]:
-    """``(output, log-sum-exp [batch, head, q])`` of the CPU flash kernel; ``mask`` additive (``_additive``). Grouped
-    key heads are repeated as ``scaled_dot_product_attention`` repeats them, so the output has its bits."""
+    """``(output, log-sum-exp [batch, head, q])`` of the CPU flash kernel; ``mask`` boolean or additive, handed to the
+    kernel additive (``_additive``) in the chunks ``_fused`` calls it in (``_key_spans``). Grouped key heads are
+    repeated as ``scaled_dot_product_attention`` repeats them, so the output has its bits."""
     rep = q.shape[1] // k.shape[1]
     if rep > 1:
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, attn_mask=mask, scale=scale)
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    spans = _key_spans(mask, q.shape[-2], k.shape[-2])
+    if spans is None:
+        return flash(q, k, v, 0.0, is_causal, attn_mask=_additive(mask, q.dtype), scale=scale)
+    parts = [flash(q[..., a:e, :], k[..., lo:hi, :], v[..., lo:hi, :], 0.0, False,
+                   attn_mask=_additive(_mask_rows(mask, a, e)[..., lo:hi], q.dtype), scale=scale)
+             for a, e, lo, hi in spans]
+    return torch.cat([z for z, _ in parts], -2), torch.cat([lse for _, lse in parts], -1)
 
 
 def _padded(t: Tensor, width: int) -> Tensor:
@@ -628,13 +668,11 @@ class StatisticsRequest:
         b, h, _, d = q.shape
         n_k = k.shape[-2]
         want = set(self.wanted)
-        additive = _additive(mask, q.dtype)
         lse = None
         if v.shape[-1] == d and _flash_serves(q, k, v, mask, is_causal, scale):
-            z, lse = _flash_with_lse(q, k, v, additive, is_causal, scale)
+            z, lse = _flash_with_lse(q, k, v, mask, is_causal, scale)
         else:
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale,
-                                               enable_gqa=k.shape[1] != h)
+            z = _fused(q, k, v, causal=causal, bias=bias, scale=scale, softcap=None)
         first = self.first if "first_mass" in want else ()
         wide = [f for f in first if f > FIRST_GATHERED]
         indicators = []
@@ -651,18 +689,17 @@ class StatisticsRequest:
         if columns or lse is None:
             values = torch.cat(columns, -1) if columns else k
             width = max(d, values.shape[-1])
-            q_c, mask_c, causal_c = q, additive, is_causal
+            q_c, mask_c, causal_c = q, mask, is_causal
             if not every:  # the rows asked for only, against their rows of the mask
                 q_c, causal_c = q.index_select(-2, rows), False
-                visible = causal_mask(q.shape[-2], n_k, q.device, rows) if is_causal else None
-                mask_c = _additive(visible, q.dtype) if additive is None else _rows_of(additive, rows, n_k)
+                mask_c = ((causal_mask(q.shape[-2], n_k, q.device, rows) if is_causal else None) if mask is None
+                          else _rows_of(mask, rows, n_k))
             expect, lse_c = _flash_with_lse(_padded(q_c, width), _padded(k, width), _padded(values, width), mask_c, causal_c,
                                             scale)
             if every:
                 expect = expect.index_select(-2, rows)
             if lse_rows is None:
                 lse_rows = (lse_c.index_select(-1, rows) if every else lse_c).double()
-        del additive
         out: dict[str, Tensor] = {}
         col = 0
         if "entropy" in want:

@@ -40,8 +40,11 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("rows", [None, [0, 1, 2, 30, 31, 44]], ids=["every-row", "rows"])
-def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(case, rows, chunked_forbidden, monkeypatch):
+@pytest.mark.parametrize("mask_rows", [1024, 8], ids=["one-call", "key-spans"])
+def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(case, rows, mask_rows, chunked_forbidden,
+                                                                              monkeypatch):
     c = CASES[case]
+    monkeypatch.setattr(attention, "MASK_ROWS", mask_rows)  # 8: masked calls per chunk of rows on the keys they see
     monkeypatch.setattr(attention, "FIRST_GATHERED", 2)  # first_mass of 4 keys from an indicator column, of 1 from the band
     monkeypatch.setattr(attention, "BAND_ROWS", 7)  # several band blocks
     offset = c.get("offset", 0)
@@ -113,3 +116,22 @@ def test_sink_rate_and_head_profiles_statistics_run_fused(chunked_forbidden):
                                (rows * (back[1:] == 1)).sum(-1).mean(-1), atol=1e-6, rtol=0)
     torch.testing.assert_close(torch.as_tensor(masses["local_mass"]).double(),
                                (rows * ((back[1:] > 0) & (back[1:] <= 3))).sum(-1).mean(-1), atol=1e-6, rtol=0)
+
+
+def test_a_mask_that_hides_stretches_of_keys_is_attended_per_chunk_of_rows_on_the_keys_they_see(monkeypatch):
+    """Gemma 3's sliding layers at 32k: one fused call would score every key of every row (and hold the boolean mask
+    as a float ``[q, k]`` block); per chunk of rows, only the keys a chunk may see are read, with the same result."""
+    monkeypatch.setattr(attention, "MASK_ROWS", 16)
+    q, k, v, sliding = random_attention(3, n_q=160, kv=2, bias="sliding", window=12)
+    spans = attention._key_spans(sliding, 160, 160)
+    assert [(a, e) for a, e, _, _ in spans] == [(a, a + 16) for a in range(0, 160, 16)]
+    assert all(lo == max(0, a - 11) and hi == e for a, e, lo, hi in spans)  # the window's keys, no more
+    whole = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=sliding, enable_gqa=True, scale=0.4)
+    torch.testing.assert_close(attend(q, k, v, causal=True, bias=sliding, scale=0.4), whole, atol=1e-6, rtol=0)
+    padding = torch.ones(2, 1, 1, 160, dtype=torch.bool)
+    padding[0, ..., :40] = False  # left padding: a mask of one row for every query
+    assert attention._key_spans(padding, 160, 160) is None  # every chunk sees keys 40..159 of sequence 0, all of 1
+    visible = torch.ones(160, 160, dtype=torch.bool).tril()
+    assert len(attention._key_spans(visible[None, None], 160, 160)) == 10  # a materialised causal mask: half the keys
+    everything = torch.zeros(1, 1, 160, 160)
+    assert attention._key_spans(everything, 160, 160) is None  # nothing hidden: one call
