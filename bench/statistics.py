@@ -191,7 +191,8 @@ def _peer(model_name: str, cell: str):
         if out.shape[-1] != bridge.cfg.d_model:
             raise RuntimeError(f"TransformerBridge ran past the last block: output {tuple(out.shape)}")
         if any(f is None for f in first):
-            raise RuntimeError(f"TransformerBridge fired hook_pattern on {sum(f is not None for f in first)} of {n_layers} layers")
+            raise RuntimeError(f"TransformerBridge fired hook_pattern on {sum(f is not None for f in first)} of "
+                               f"{n_layers} layers")
         return torch.stack(first)
 
     return run
@@ -219,7 +220,8 @@ def run_child(model_name: str, cell: str, length: int, timeout: float) -> dict:
     cmd = [sys.executable, "-m", "bench.statistics", "--child", model_name, cell, str(length)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     load = os.getloadavg()[0]
-    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:  # no pipe to fill while polling
+    # no pipe to fill while polling
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=stdout, stderr=stderr, text=True)
         start, killed = time.monotonic(), None
         while proc.poll() is None:
@@ -268,7 +270,8 @@ def measure(model_name: str, lengths, peer_lengths, repeats: int, others_gb: flo
                     row["failed"] = run["failed"]
                 else:
                     row["runs"].append(run)
-                print(json.dumps({k: v for k, v in row.items() if k != "runs"} | {"run": run}), file=sys.stderr, flush=True)
+                print(json.dumps({k: v for k, v in row.items() if k != "runs"} | {"run": run}), file=sys.stderr,
+                      flush=True)
         results.extend(rows.values())
         if on_length:
             on_length(results)
@@ -295,8 +298,8 @@ def _loads(row: dict) -> str:
 def table(results: list[dict]) -> str:
     base = {(r["model"], r["length"]): r for r in results if r["cell"] == "forward" and r["runs"]}
     several = len({r.get("run") for r in results}) > 1
-    lines = ["| model | tokens | run | n | seconds: median (min..max) | x forward | peak RSS MB: median (min..max) | x forward | "
-             "peak above start MB | load at start |",
+    lines = ["| model | tokens | run | n | seconds: median (min..max) | x forward | "
+             "peak RSS MB: median (min..max) | x forward | peak above start MB | load at start |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         tokens = f"{r['length']} (run {r['run']})" if several else str(r["length"])
@@ -314,20 +317,25 @@ def table(results: list[dict]) -> str:
         ratio_m = f"{_median(r, 'peak_mb') / _median(f, 'peak_mb'):.2f}x" if f else ""
         note = f" ({r['failed']} after {len(r['runs'])})" if "failed" in r else ""
         if "skipped" in r:
-            note = f" (then not run: needs {r['skipped']['needs_gb']:.1f} GB, {max(r['skipped']['budget_gb'], 0):.1f} GB free)"
-        lines.append(f"{head} {_spread(r, 'seconds', '.1f')}{note} | {ratio_t} | {_spread(r, 'peak_mb', '.0f')} | {ratio_m} | "
+            note = (f" (then not run: needs {r['skipped']['needs_gb']:.1f} GB, "
+                    f"{max(r['skipped']['budget_gb'], 0):.1f} GB free)")
+        lines.append(f"{head} {_spread(r, 'seconds', '.1f')}{note} | {ratio_t} | "
+                     f"{_spread(r, 'peak_mb', '.0f')} | {ratio_m} | "
                      f"{_median(r, 'above_mb'):.0f} | {_loads(r)} |")
     return "\n".join(lines)
 
 
 def run_info(args, started: dt.datetime, loads: tuple) -> dict:
     """What the section says about one invocation: command, commit, times, load, repeats and the peers' memory rule."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
                            text=True).stdout.strip()
-    return {"command": "python -m bench.statistics " + shlex.join(args.argv), "commit": commit + (" (with local changes)" if dirty else ""),
+    return {"command": "python -m bench.statistics " + shlex.join(args.argv),
+            "commit": commit + (" (with local changes)" if dirty else ""),
             "started": f"{started:%Y-%m-%d %H:%M}", "ended": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}",
-            "load": [list(x) for x in loads], "repeats": args.repeats, "others_gb": args.others_gb, "margin_gb": args.margin_gb}
+            "load": [list(x) for x in loads], "repeats": args.repeats, "others_gb": args.others_gb,
+            "margin_gb": args.margin_gb}
 
 
 def section(results: list[dict], runs: list[dict]) -> str:
@@ -339,13 +347,15 @@ def section(results: list[dict], runs: list[dict]) -> str:
     for number, run in enumerate(runs, 1):
         label = f"Run {number}" if len(runs) > 1 else "Measured"
         said.append(f"{label}: `{run['command']}` at commit {run['commit']}, {run['started']} to {run['ended']} UTC, "
-                    f"{run['repeats']} repeat(s) per cell; load average (1 / 5 / 15 min) {load(run['load'][0])} at the start, "
-                    f"{load(run['load'][1])} at the end; peers limited to what other work ({run['others_gb']:.0f} GB) "
-                    f"leaves, less {run['margin_gb']:.1f} GB.")
-    where = (f"On {platform.machine()} ({os.cpu_count()} cores, {meminfo()['MemTotal']:.1f} GB), torch {torch.__version__}, "
-             "one torch thread per cell." + (" Rows marked (run k) come from run k; ratios are always within one run." if len(runs) > 1 else ""))
+                    f"{run['repeats']} repeat(s) per cell; load average (1 / 5 / 15 min) {load(run['load'][0])} "
+                    f"at the start, {load(run['load'][1])} at the end; peers limited to what other work "
+                    f"({run['others_gb']:.0f} GB) leaves, less {run['margin_gb']:.1f} GB.")
+    where = (f"On {platform.machine()} ({os.cpu_count()} cores, {meminfo()['MemTotal']:.1f} GB), "
+             f"torch {torch.__version__}, one torch thread per cell."
+             + (" Rows marked (run k) come from run k; ratios are always within one run." if len(runs) > 1 else ""))
     prose = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
-    return "\n\n".join([where, "\n".join(f"- {line}" for line in said) if len(runs) > 1 else said[0], prose, table(results)]) + "\n"
+    return "\n\n".join([where, "\n".join(f"- {line}" for line in said) if len(runs) > 1 else said[0], prose,
+                        table(results)]) + "\n"
 
 
 def merged(earlier: list[dict], current: list[dict]) -> list[dict]:
@@ -383,7 +393,8 @@ def main(argv=None) -> str:
     p.add_argument("--margin-gb", type=float, default=2.0, help="kept free beyond that")
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per cell")
     p.add_argument("--merge", nargs="+", default=[], metavar="JSON",
-                   help="earlier runs' results files: their rows join the table, except lengths this run measures again")
+                   help="earlier runs' results files: their rows join the table, "
+                        "except lengths this run measures again")
     p.add_argument("--write", action="store_true", help="update the BENCHMARKS.md section")
     args = p.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
@@ -414,8 +425,8 @@ def main(argv=None) -> str:
     for name in args.model:
         lengths = args.lengths if args.lengths is not None else MODELS[name]
         done = list(results)
-        results = done + measure(name, lengths, args.peer_lengths, args.repeats, args.others_gb, args.margin_gb, args.timeout,
-                                 on_length=lambda rows, done=done: report(done + rows))
+        results = done + measure(name, lengths, args.peer_lengths, args.repeats, args.others_gb, args.margin_gb,
+                                 args.timeout, on_length=lambda rows, done=done: report(done + rows))
     return report(results)
 
 

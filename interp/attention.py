@@ -169,8 +169,8 @@ def collecting_spans(rows, key_parts, n_parts: int, *, stop_after: str | None = 
     """Record each attention's mass of these query rows on each key part; yields the ``SpanRequest``
     whose ``masses`` fill in during the forward pass. Pattern hooks, if any, see these rows only (sorted, once each).
     The ``span_mass`` statistic of ``collecting_statistics``, kept under this name."""
-    request = SpanRequest(torch.as_tensor(rows, dtype=torch.long).flatten(), torch.as_tensor(key_parts, dtype=torch.long).flatten(),
-                          int(n_parts), stop_after)
+    request = SpanRequest(torch.as_tensor(rows, dtype=torch.long).flatten(),
+                          torch.as_tensor(key_parts, dtype=torch.long).flatten(), int(n_parts), stop_after)
     if request.rows.numel() == 0:
         raise ValueError("collecting_spans needs at least one query position")
     with collecting_statistics(("span_mass",), key_parts=request.key_parts, n_parts=request.n_parts, rows=request.rows,
@@ -185,8 +185,8 @@ def part_indicators(key_parts: Tensor, n_parts: int, dtype=torch.float32) -> Ten
     return F.one_hot(torch.where(valid, key_parts, n_parts), n_parts + 1)[:, :n_parts].to(dtype)
 
 
-def span_masses(q: Tensor, k: Tensor, key_parts: Tensor, n_parts: int, *, scale: float | None = None, causal: bool = True,
-                bias: Tensor | None = None, rows: Tensor | None = None) -> Tensor:
+def span_masses(q: Tensor, k: Tensor, key_parts: Tensor, n_parts: int, *, scale: float | None = None,
+                causal: bool = True, bias: Tensor | None = None, rows: Tensor | None = None) -> Tensor:
     """Attention mass of query rows on each key part, ``[batch, head, rows, n_parts]``, without the pattern.
 
     ``q [batch, head, q_pos, d]``, ``k [batch, kv_head, k_pos, d]`` (``kv_head`` divides ``head``: grouped
@@ -204,8 +204,8 @@ def span_masses(q: Tensor, k: Tensor, key_parts: Tensor, n_parts: int, *, scale:
     given = None if rows is None else torch.as_tensor(rows, dtype=torch.long).flatten()
     request = StatisticsRequest(("span_mass",), key_parts=key_parts, n_parts=n_parts, rows=given)
     q, k = q.float(), k.float()
-    request.attend("span_masses", q, k, k, causal=causal, bias=bias, scale=scale if scale is not None else 1.0 / math.sqrt(d),
-                   softcap=None, scores=None)
+    request.attend("span_masses", q, k, k, causal=causal, bias=bias,
+                   scale=scale if scale is not None else 1.0 / math.sqrt(d), softcap=None, scores=None)
     got = request.results["span_masses"]["span_mass"]
     if given is not None:
         got = got.index_select(2, torch.searchsorted(request.rows, given))
@@ -225,7 +225,8 @@ def causal_mask(n_q: int, n_k: int, device, rows: Tensor | None = None) -> Tenso
 
 
 def grouped_matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``a [batch, head, r, x] @ b [batch, kv_head, x, y]`` with query heads grouped onto key heads, no copy of ``b``."""
+    """``a [batch, head, r, x] @ b [batch, kv_head, x, y]`` with query heads grouped onto key heads, no copy of
+    ``b``."""
     n, h, r, x = a.shape
     kv = b.shape[1]
     if kv == h:
@@ -241,8 +242,8 @@ def _rows_of(mask: Tensor, rows: Tensor, n_k: int) -> Tensor:
 def logits(q: Tensor, k: Tensor, rows: Tensor, n_q: int, *, causal: bool, bias: Tensor | None = None, scale: float,
            softcap: float | None = None, scores: Tensor | None = None, rows_selected: bool = False) -> Tensor:
     """Masked logits ``[batch, head, len(rows), k_pos]`` of the query rows ``rows`` (indices into ``n_q`` queries; ``q``
-    holds those rows only). ``bias`` is additive (``-inf`` masks) or boolean (True: visible); ``scores``, when given, are
-    the full scaled logits ``[batch, head, n_q, k_pos]`` and replace ``q . k * scale``. Keys past the diagonal are
+    holds those rows only). ``bias`` is additive (``-inf`` masks) or boolean (True: visible); ``scores``, when given,
+    are the full scaled logits ``[batch, head, n_q, k_pos]`` and replace ``q . k * scale``. Keys past the diagonal are
     ``-inf`` whatever they held (NaN or inf too). ``rows_selected``: ``bias`` and ``scores`` hold these rows already."""
     n_k = k.shape[-2]
     if scores is not None:
@@ -267,14 +268,16 @@ def _first_visible(bias: Tensor | None, rows: Tensor, keys: int) -> int:
     return int(seen.to(torch.uint8).argmax()) if bool(seen.any()) else 0
 
 
-def _fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None, scale: float, softcap: float | None) -> Tensor:
+def _fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None, scale: float,
+           softcap: float | None) -> Tensor:
     """Attention output ``[batch, head, q, d_v]`` without a pattern: the fused kernel (row chunks when soft-capped)."""
     n_q = q.shape[-2]
     if softcap is not None:
         out = []
         for start in range(0, n_q, CHUNK_ROWS):
             rows = torch.arange(start, min(start + CHUNK_ROWS, n_q), device=q.device)
-            s = logits(q[..., start:start + len(rows), :], k, rows, n_q, causal=causal, bias=bias, scale=scale, softcap=softcap)
+            s = logits(q[..., start:start + len(rows), :], k, rows, n_q, causal=causal, bias=bias, scale=scale,
+                       softcap=softcap)
             out.append(grouped_matmul(torch.softmax(s.float(), -1).to(v.dtype), v))
         return torch.cat(out, -2)
     mask, is_causal = _sdpa_mask(q, k, causal=causal, bias=bias)
@@ -315,14 +318,16 @@ def _key_spans(mask: Tensor | None, n_q: int, n_k: int) -> list[tuple[int, int, 
 
 
 def _sdpa_mask(q: Tensor, k: Tensor, *, causal: bool, bias: Tensor | None) -> tuple[Tensor | None, bool]:
-    """The ``attn_mask`` and ``is_causal`` that ``_fused`` hands the fused kernel (so the statistics' kernel gets the same)."""
+    """The ``attn_mask`` and ``is_causal`` that ``_fused`` hands the fused kernel (so the statistics' kernel gets the
+    same)."""
     n_q, n_k = q.shape[-2], k.shape[-2]
     mask = None if bias is None else (bias if bias.dtype == torch.bool else bias.to(q.dtype))
     if mask is not None:
         mask = mask[..., :n_k]
     if causal and (mask is not None or n_q != n_k):
         visible = causal_mask(n_q, n_k, q.device)
-        mask = visible if mask is None else (mask & visible if mask.dtype == torch.bool else mask.masked_fill(~visible, float("-inf")))
+        mask = visible if mask is None else (mask & visible if mask.dtype == torch.bool
+                                             else mask.masked_fill(~visible, float("-inf")))
     return mask, causal and mask is None and n_q > 1
 
 
@@ -497,14 +502,16 @@ STATISTICS = {
 }
 CHUNK_BYTES = 64 << 20  # scores of one chunk of query rows (x3 for the temporaries of the statistics)
 FUSED_STATISTICS = frozenset({"first_mass", "self_mass", "previous_mass", "window_mass", "span_mass", "entropy"})
-FIRST_GATHERED = 256  # first_mass of at most this many keys is read from the band block; more: an indicator value column
+# first_mass of at most this many keys is read from the band block; more: an indicator value column
+FIRST_GATHERED = 256
 BAND_ROWS = 128  # query rows of one band block (with their window's keys and the first keys)
 
 
 def _flash_serves(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float) -> bool:
     """Whether ``scaled_dot_product_attention`` runs these inputs through the CPU flash kernel, whose log-sum-exp
     ``_flash_with_lse`` returns with the very output ``_fused`` gives."""
-    if q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64) or k.dtype != q.dtype or v.dtype != q.dtype:
+    if (q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64) or k.dtype != q.dtype
+            or v.dtype != q.dtype):
         return False
     if q.requires_grad or k.requires_grad or v.requires_grad:
         return False
@@ -521,7 +528,8 @@ def _additive(mask: Tensor | None, dtype) -> Tensor | None:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
-def _flash_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+def _flash_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
+                    scale: float) -> tuple[Tensor, Tensor]:
     """``(output, log-sum-exp [batch, head, q])`` of the CPU flash kernel; ``mask`` boolean or additive, handed to the
     kernel additive (``_additive``) in the chunks ``_fused`` calls it in (``_key_spans``). Grouped key heads are
     repeated as ``scaled_dot_product_attention`` repeats them, so the output has its bits."""
@@ -548,10 +556,10 @@ class StatisticsRequest:
 
     Without pattern hooks, where ``FUSED_STATISTICS`` holds every statistic wanted, the forward's flash kernel gives
     the output and each row's log-sum-exp, and the statistics come from a band of keys per row and value columns
-    (``_fused``). Otherwise, one chunk of rows at a time, a chunk's ``[batch, head, rows, keys]`` logits are built, turned into the pattern in place,
-    reduced to the statistics and, when every row is read, multiplied by the values: the chunk's attention output, so
-    the statistics ride the forward pass and no other ``[q, k]`` block exists. Causal chunks stop at their last row's
-    key. With pattern hooks the (possibly edited) hooked rows are reduced instead."""
+    (``_fused``). Otherwise, one chunk of rows at a time, a chunk's ``[batch, head, rows, keys]`` logits are built,
+    turned into the pattern in place, reduced to the statistics and, when every row is read, multiplied by the values:
+    the chunk's attention output, so the statistics ride the forward pass and no other ``[q, k]`` block exists. Causal
+    chunks stop at their last row's key. With pattern hooks the (possibly edited) hooked rows are reduced instead."""
 
     wanted: tuple[str, ...]
     first: tuple[int, ...] = (1,)
@@ -567,12 +575,13 @@ class StatisticsRequest:
     def __post_init__(self):
         unknown = sorted(set(self.wanted) - set(STATISTICS))
         if unknown or not self.wanted:
-            raise ValueError(f"attention statistics: unknown {unknown or 'none asked for'}; known: {', '.join(STATISTICS)}")
+            raise ValueError(f"attention statistics: unknown {unknown or 'none asked for'}; "
+                             f"known: {', '.join(STATISTICS)}")
         if "span_mass" in self.wanted and (self.key_parts is None or self.n_parts < 1):
             raise ValueError("attention statistics: span_mass needs key_parts and n_parts >= 1")
         if any(f < 1 for f in self.first) or any(w < 0 for w in self.windows):
-            raise ValueError(f"attention statistics: first takes counts >= 1 (got {self.first}), windows distances >= 0 "
-                             f"(got {self.windows})")
+            raise ValueError(f"attention statistics: first takes counts >= 1 (got {self.first}), "
+                             f"windows distances >= 0 (got {self.windows})")
         if self.rows is not None:
             self.rows = torch.unique(torch.as_tensor(self.rows, dtype=torch.long).flatten())
             if self.rows.numel() == 0 or int(self.rows[0]) < 0:
@@ -583,8 +592,8 @@ class StatisticsRequest:
     def check_keys(self, n_k: int) -> None:
         """Span masses need one part label per key of the attention."""
         if "span_mass" in self.wanted and self.key_parts.numel() != n_k:
-            raise ValueError(f"attention statistics: key_parts has shape ({self.key_parts.numel()},), expected ({n_k},) "
-                             f"for {n_k} keys")
+            raise ValueError(f"attention statistics: key_parts has shape ({self.key_parts.numel()},), "
+                             f"expected ({n_k},) for {n_k} keys")
 
     def record(self, name: str, values: dict[str, Tensor]) -> None:
         self.results[name] = {s: v.cpu() for s, v in values.items()}
@@ -642,9 +651,10 @@ class StatisticsRequest:
             out["top_key"], out["top_mass"] = top.indices + k0, top.values
         return {s: v for s, v in out.items() if s in want}
 
-    def attend(self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: float, softcap, scores) -> Tensor:
-        """``attend`` without hooks while collecting: the output, with the statistics recorded under ``name`` (``_fused``'s
-        kernel where it serves every statistic wanted, else ``_chunked``)."""
+    def attend(self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: float, softcap,
+               scores) -> Tensor:
+        """``attend`` without hooks while collecting: the output, with the statistics recorded under ``name``
+        (``_fused``'s kernel where it serves every statistic wanted, else ``_chunked``)."""
         n_q = q.shape[-2]
         self.check_keys(k.shape[-2])
         wanted = torch.arange(n_q) if self.rows is None else self.rows
@@ -655,16 +665,18 @@ class StatisticsRequest:
             mask, is_causal = _sdpa_mask(q, k, causal=causal, bias=bias)
             float_bias = bias is not None and bias.dtype != torch.bool
             if not ("entropy" in self.wanted and float_bias) and _flash_serves(q, k, k, mask, is_causal, scale):
-                return self._fused(name, q, k, v, wanted, causal=causal, bias=bias, scale=scale, mask=mask, is_causal=is_causal)
-        return self._chunked(name, q, k, v, wanted, causal=causal, bias=bias, scale=scale, softcap=softcap, scores=scores)
+                return self._fused(name, q, k, v, wanted, causal=causal, bias=bias, scale=scale, mask=mask,
+                                   is_causal=is_causal)
+        return self._chunked(name, q, k, v, wanted, causal=causal, bias=bias, scale=scale, softcap=softcap,
+                             scores=scores)
 
     def _fused(self, name: str, q: Tensor, k: Tensor, v: Tensor, wanted: Tensor, *, causal: bool, bias, scale: float,
                mask: Tensor | None, is_causal: bool) -> Tensor:
         """The statistics beside the forward's own fused kernel, no ``[q, k]`` block: the flash kernel gives the output
-        and each row's log-sum-exp ``L``; a key's mass is ``exp(s - L)``, so the masses on a few keys (the first ones, the
-        query's band) come from those keys' logits alone, one block of rows at a time. Statistics of the key alone ride
-        a second flash call as value columns: ``E[k]`` (entropy ``L - scale q . E[k]``, no additive bias), the part and
-        first-key indicators."""
+        and each row's log-sum-exp ``L``; a key's mass is ``exp(s - L)``, so the masses on a few keys (the first ones,
+        the query's band) come from those keys' logits alone, one block of rows at a time. Statistics of the key alone
+        ride a second flash call as value columns: ``E[k]`` (entropy ``L - scale q . E[k]``, no additive bias), the part
+        and first-key indicators."""
         b, h, _, d = q.shape
         n_k = k.shape[-2]
         want = set(self.wanted)
@@ -694,8 +706,8 @@ class StatisticsRequest:
                 q_c, causal_c = q.index_select(-2, rows), False
                 mask_c = ((causal_mask(q.shape[-2], n_k, q.device, rows) if is_causal else None) if mask is None
                           else _rows_of(mask, rows, n_k))
-            expect, lse_c = _flash_with_lse(_padded(q_c, width), _padded(k, width), _padded(values, width), mask_c, causal_c,
-                                            scale)
+            expect, lse_c = _flash_with_lse(_padded(q_c, width), _padded(k, width), _padded(values, width), mask_c,
+                                            causal_c, scale)
             if every:
                 expect = expect.index_select(-2, rows)
             if lse_rows is None:
@@ -721,16 +733,17 @@ class StatisticsRequest:
         if first:
             gathered = iter(out.pop("first_gathered", torch.empty(0)).unbind(-1))
             wide_cols = iter(wide_mass.unbind(-1)) if wide else iter(())
-            out["first_mass"] = torch.stack([next(wide_cols) if f > FIRST_GATHERED else next(gathered) for f in first], -1)
+            out["first_mass"] = torch.stack([next(wide_cols) if f > FIRST_GATHERED else next(gathered)
+                                             for f in first], -1)
         self.record(name, {stat: out[stat] for stat in self.wanted})
         return z
 
     def _band(self, q: Tensor, k: Tensor, rows: Tensor, lse: Tensor, narrow: int, reach: int, *, causal: bool, bias,
               scale: float, name: str) -> dict[str, Tensor]:
-        """Masses on the first ``narrow`` keys and on keys within ``reach`` of the query, from those keys' logits and the
-        rows' log-sum-exp ``lse``, one block of nearby rows at a time: ``[rows, first keys + band]``. The logits are
-        rounded as the kernel rounds its own (in the inputs' dtype: float64 logits miss the kernel's ``L`` by the float32
-        rounding of ``q . k``, 4e-5 at logits of 200), the masses summed in float64."""
+        """Masses on the first ``narrow`` keys and on keys within ``reach`` of the query, from those keys' logits and
+        the rows' log-sum-exp ``lse``, one block of nearby rows at a time: ``[rows, first keys + band]``. The logits are
+        rounded as the kernel rounds its own (in the inputs' dtype: float64 logits miss the kernel's ``L`` by the
+        float32 rounding of ``q . k``, 4e-5 at logits of 200), the masses summed in float64."""
         b, h, n_q, _ = q.shape
         n_k = k.shape[-2]
         offset = n_k - n_q
@@ -787,11 +800,14 @@ class StatisticsRequest:
             rows = wanted[start:start + chunk].to(q.device)
             keys = min(n_k, int(rows[-1]) + offset + 1) if causal else n_k
             k0 = _first_visible(bias, rows, keys)
-            # keys k0 .. keys - 1 are read: causal positions shift by k0 on both sides, so n_q becomes keys - k0 - offset
+            # keys k0 .. keys - 1 are read: causal positions shift by k0 on both sides, so n_q becomes
+            # keys - k0 - offset
             s = logits(q.index_select(-2, rows), k[..., k0:keys, :], rows - k0, keys - k0 - offset, causal=causal,
-                       bias=None if bias is None else _rows_of(bias, rows, keys)[..., k0:], rows_selected=True, scale=scale,
-                       softcap=softcap, scores=None if scores is None else scores.index_select(-2, rows)[..., k0:keys])
-            p = torch._softmax(s, -1, False, out=s) if s.dtype == torch.float32 and not s.requires_grad else torch.softmax(s.float(), -1)
+                       bias=None if bias is None else _rows_of(bias, rows, keys)[..., k0:], rows_selected=True,
+                       scale=scale, softcap=softcap,
+                       scores=None if scores is None else scores.index_select(-2, rows)[..., k0:keys])
+            p = (torch._softmax(s, -1, False, out=s) if s.dtype == torch.float32 and not s.requires_grad
+                 else torch.softmax(s.float(), -1))
             parts.append(self.of_pattern(p, rows, n_q, n_k, k0))
             if every:
                 outputs.append(grouped_matmul(p.to(v.dtype), v[..., k0:keys, :]))
@@ -803,7 +819,8 @@ class StatisticsRequest:
         return z
 
 
-_STATISTICS: contextvars.ContextVar[StatisticsRequest | None] = contextvars.ContextVar("poslens_statistics", default=None)
+_STATISTICS: contextvars.ContextVar[StatisticsRequest | None] = contextvars.ContextVar(
+    "poslens_statistics", default=None)
 
 
 def collecting_statistics(wanted, **options):
@@ -837,7 +854,8 @@ def model_statistics(model, tokens: Tensor, wanted, *, layers=None, **options) -
 
 
 @torch.no_grad()
-def forward_statistics(model, tokens: Tensor, wanted, *, layers=None, run=None, **options) -> tuple[object, dict[str, Tensor]]:
+def forward_statistics(model, tokens: Tensor, wanted, *, layers=None, run=None,
+                       **options) -> tuple[object, dict[str, Tensor]]:
     """``(model(tokens), model_statistics(...))`` from one forward pass: the statistics ride the pass that gives the
     output, for analyses that need both. ``run()``, when given, is that pass instead of ``model(tokens)`` (e.g.
     ``model.final_hidden`` or ``model.token_losses``: losses without every position's logits). Options as
@@ -853,8 +871,8 @@ def _statistics_pass(model, tokens: Tensor, wanted, layers, stop: bool, options:
     if options.get("key_parts") is not None:
         options["key_parts"] = torch.as_tensor(options["key_parts"], dtype=torch.long)
         if options["key_parts"].shape != (tokens.shape[-1],):
-            raise ValueError(f"key_parts has shape {tuple(options['key_parts'].shape)}, expected ({tokens.shape[-1]},): one "
-                             "label per token")
+            raise ValueError(f"key_parts has shape {tuple(options['key_parts'].shape)}, "
+                             f"expected ({tokens.shape[-1]},): one label per token")
     output = None
     stop_after = f"blocks.{model.n_layers - 1}.attn.hook_pattern" if stop else None
     with collecting_statistics(wanted, stop_after=stop_after, **options) as request:

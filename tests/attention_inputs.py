@@ -11,8 +11,8 @@ def random_attention(seed: int, *, n_q: int, offset: int = 0, heads: int = 4, kv
     """``(q [batch, heads, n_q, d], k [batch, kv, n_k, d], v [batch, kv, n_k, d_v], bias)`` with ``n_k = n_q + offset``.
 
     ``bias``: None; ``"float"``, an additive ``[1, heads, n_q, n_k]`` normal term; ``"bool"``, a random boolean mask
-    ``[batch, 1, n_q, n_k]`` (True: visible) that leaves the first key and each query's own key visible; ``"sliding"``, a
-    causal sliding window of ``window`` keys as a boolean ``[1, 1, n_q, n_k]`` mask (Gemma's sliding layers)."""
+    ``[batch, 1, n_q, n_k]`` (True: visible) that leaves the first key and each query's own key visible; ``"sliding"``,
+    a causal sliding window of ``window`` keys as a boolean ``[1, 1, n_q, n_k]`` mask (Gemma's sliding layers)."""
     g = torch.Generator().manual_seed(seed)
     n_k = n_q + offset
     q = torch.randn(batch, heads, n_q, d, generator=g) * q_scale

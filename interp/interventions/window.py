@@ -59,11 +59,12 @@ class KeyWindow(Intervention):
 
         def mask(scores, hook):
             if current_query_rows() is not None:
-                raise ValueError("KeyWindow's hooks edit every query row; they cannot run inside model.query_rows (the rows "
-                                 "not listed come from a fused kernel that never sees the window): apply it with "
-                                 "interventions.applied, whose window attend applies to every row")
+                raise ValueError("KeyWindow's hooks edit every query row; they cannot run inside model.query_rows "
+                                 "(the rows not listed come from a fused kernel that never sees the window): apply it "
+                                 "with interventions.applied, whose window attend applies to every row")
             n_q, n_k = scores.shape[-2:]
-            q = torch.arange(n_k - n_q, n_k, device=scores.device)[:, None]  # with a KV cache the queries are the last keys
+            # with a KV cache the queries are the last keys
+            q = torch.arange(n_k - n_q, n_k, device=scores.device)[:, None]
             k = torch.arange(n_k, device=scores.device)[None, :]
             far = (q - k >= self.window) if causal else ((q - k).abs() >= self.window)
             return scores.masked_fill(far & (k >= self.sinks), float("-inf"))

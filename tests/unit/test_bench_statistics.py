@@ -48,8 +48,10 @@ def test_table_gives_ratios_of_medians_against_the_same_models_forward():
             {"model": "smollm2", "cell": "output_attentions", "length": 512, "runs": [],
              "skipped": {"needs_gb": 21.34, "budget_gb": 9.5}}]
     lines = bench.table(rows).splitlines()
-    assert lines[3] == "| smollm2 | 512 | sink-rate | 3 | 22.0 (20.0..30.0) | 2.00x | 1200 (1155..1300) | 1.14x | 5 | 2.0..3.0 |"
-    assert lines[4] == "| gemma3-270m | 512 | forward | 3 | 5.0 (5.0..5.0) | 1.00x | 2000 (2000..2000) | 1.00x | 5 | 0.5..0.5 |"
+    assert lines[3] == ("| smollm2 | 512 | sink-rate | 3 | 22.0 (20.0..30.0) | 2.00x | 1200 (1155..1300) | 1.14x | "
+                        "5 | 2.0..3.0 |")
+    assert lines[4] == ("| gemma3-270m | 512 | forward | 3 | 5.0 (5.0..5.0) | 1.00x | 2000 (2000..2000) | 1.00x | "
+                        "5 | 0.5..0.5 |")
     assert "not run: needs 21.3 GB, 9.5 GB could be taken" in lines[5]
 
 
@@ -98,13 +100,16 @@ def test_merge_takes_earlier_lengths_and_replaces_those_measured_again(monkeypat
     bench.main(["--model", "gemma3-270m", "--lengths", "128", "256", "--peer-lengths"])
     (first,) = tmp_path.glob("*.json")
     monkeypatch.setattr(bench, "measure", _measured(7.0))
-    body = bench.main(["--model", "smollm2", "gemma3-270m", "--lengths", "256", "--peer-lengths", "--merge", str(first)])
+    body = bench.main(["--model", "smollm2", "gemma3-270m", "--lengths", "256", "--peer-lengths", "--merge",
+                       str(first)])
     rows = [line for line in body.splitlines() if line.startswith("| smollm2") or line.startswith("| gemma3-270m")]
-    assert [row.split(" | ")[:3] for row in rows] == [["| smollm2", "256 (run 2)", "forward"], ["| gemma3-270m", "128 (run 1)", "forward"],
+    assert [row.split(" | ")[:3] for row in rows] == [["| smollm2", "256 (run 2)", "forward"],
+                                                      ["| gemma3-270m", "128 (run 1)", "forward"],
                                                       ["| gemma3-270m", "256 (run 2)", "forward"]]
     assert " 1.0 |" in rows[1] and " 7.0 |" in rows[2]
     assert "- Run 1: `python -m bench.statistics --model gemma3-270m --lengths 128 256 --peer-lengths`" in body
-    assert "- Run 2: `python -m bench.statistics --model smollm2 gemma3-270m --lengths 256 --peer-lengths --merge" in body
+    assert ("- Run 2: `python -m bench.statistics --model smollm2 gemma3-270m --lengths 256 --peer-lengths "
+            "--merge") in body
 
 
 def test_merge_refuses_a_file_that_is_not_a_results_file(tmp_path, capsys):

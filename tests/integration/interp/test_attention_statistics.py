@@ -50,11 +50,14 @@ def assert_statistics(got: dict, want: dict, pattern: torch.Tensor, atol=1e-5):
             assert torch.equal(got[name][clear], value[clear]), name
             continue
         scale = max(1.0, float(value.abs().max())) if name.startswith("distance") else 1.0
-        if name == "distance_std":  # near-one-hot rows: the square root magnifies float32 noise; compare variances
+        # near-one-hot rows: the square root magnifies float32 noise; compare variances
+        if name == "distance_std":
             got_var, want_var = got[name].double() ** 2, value ** 2
-            torch.testing.assert_close(got_var, want_var, atol=atol * scale ** 2, rtol=atol, msg=lambda m: f"variance: {m}")
+            torch.testing.assert_close(got_var, want_var, atol=atol * scale ** 2, rtol=atol,
+                                       msg=lambda m: f"variance: {m}")
             continue
-        torch.testing.assert_close(got[name].double(), value, atol=atol * scale, rtol=atol, msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(got[name].double(), value, atol=atol * scale, rtol=atol,
+                                   msg=lambda m, name=name: f"{name}: {m}")
 
 
 def _named(name):
@@ -92,7 +95,8 @@ CASES = {
 def test_every_row_every_statistic_equals_the_eager_pattern_and_the_output_is_unchanged(case, chunk_bytes):
     c = CASES[case]
     n_q, offset = 23, c.get("offset", 0)
-    q, k, v, bias = random_attention(len(case) + chunk_bytes % 97, n_q=n_q, offset=offset, kv=c["kv"], bias=c.get("bias"))
+    q, k, v, bias = random_attention(len(case) + chunk_bytes % 97, n_q=n_q, offset=offset, kv=c["kv"],
+                                     bias=c.get("bias"))
     parts = torch.randint(-1, N_PARTS, (n_q + offset,), generator=torch.Generator().manual_seed(chunk_bytes % 89))
     kw = dict(causal=c["causal"], bias=bias, scale=0.4, softcap=c.get("softcap"))
     plain = attend(q, k, v, **kw)
@@ -109,7 +113,8 @@ def test_every_row_every_statistic_equals_the_eager_pattern_and_the_output_is_un
 
 def test_sampled_rows_give_those_rows_of_the_all_row_statistics():
     q, k, v, _ = random_attention(3, n_q=40, batch=1, d_v=8, q_scale=1.0)
-    with collecting_statistics(NO_SPANS, first=FIRST, windows=WINDOWS, rows=[39, 3, 17, 3], chunk_bytes=3000) as request:
+    with collecting_statistics(NO_SPANS, first=FIRST, windows=WINDOWS, rows=[39, 3, 17, 3],
+                               chunk_bytes=3000) as request:
         attend(q, k, v, causal=True, hook_pattern=_named("l0"))
     pattern, _ = _eager(q, k, v, causal=True, scale=1 / math.sqrt(8))
     rows = torch.tensor([3, 17, 39])
@@ -138,7 +143,8 @@ def test_planted_uniform_and_one_hot_patterns_give_their_closed_forms():
     got = request.results["sink"]
     assert torch.equal(got["top_key"], torch.zeros(1, 2, n, dtype=torch.long))
     torch.testing.assert_close(got["first_mass"][..., 0], torch.ones(1, 2, n))
-    torch.testing.assert_close(got["distance_mean"][0, 0].double(), torch.arange(n, dtype=torch.float64), atol=1e-3, rtol=1e-6)
+    torch.testing.assert_close(got["distance_mean"][0, 0].double(), torch.arange(n, dtype=torch.float64), atol=1e-3,
+                               rtol=1e-6)
     assert float(got["entropy"].max()) < 1e-6 and float(got["distance_std"].max()) < 1e-2
 
 
@@ -161,7 +167,8 @@ def _family_reference(model, tokens):
     return [cache[f"blocks.{l}.attn.hook_pattern"] for l in range(model.n_layers)]
 
 
-MODELS = {**FAMILIES, "encoder-dstg": lambda: tiny_encoder("disentangled"), "encoder-rope": lambda: tiny_encoder("rope")}
+MODELS = {**FAMILIES, "encoder-dstg": lambda: tiny_encoder("disentangled"),
+          "encoder-rope": lambda: tiny_encoder("rope")}
 
 
 @pytest.mark.parametrize("family", MODELS)
@@ -171,13 +178,15 @@ def test_every_family_gives_the_statistics_of_its_own_full_pattern(family):
     tokens = torch.randint(5, min(model.d_vocab, 256), (2, 37), generator=g)
     parts = torch.randint(0, N_PARTS, (37,), generator=g)
     patterns = _family_reference(model, tokens)
-    got = model_statistics(model, tokens, ALL, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS, chunk_bytes=6000)
+    got = model_statistics(model, tokens, ALL, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS,
+                           chunk_bytes=6000)
     assert got["entropy"].shape == (model.n_layers, 2, model.n_heads, 37)
     for layer, pattern in enumerate(patterns):
         assert_statistics({s: t[layer] for s, t in got.items()}, expected(pattern, 0, parts), pattern)
 
 
-@pytest.mark.parametrize("kind,overrides", [("llama", {}), ("qwen2", {}), ("gemma2", dict(sliding_window=6)), ("gpt2", {}), ("bert", {})])
+@pytest.mark.parametrize("kind,overrides", [("llama", {}), ("qwen2", {}), ("gemma2", dict(sliding_window=6)),
+                                            ("gpt2", {}), ("bert", {})])
 def test_hf_family_statistics_equal_transformers_eager_attentions(kind, overrides, tmp_path):
     write_tiny_hf(kind, tmp_path, **overrides)
     model, eager = load(tmp_path), reference(kind, tmp_path)
@@ -201,12 +210,15 @@ def test_gemma3_sliding_layers_are_bounded_by_their_window_and_the_global_layer_
     for layer, pattern in enumerate(patterns):
         want = expected(pattern)
         near = (torch.arange(40)[:, None] - torch.arange(40)[None]).abs() <= 5
-        torch.testing.assert_close(got["window_mass"][layer, ..., 0].double(), (pattern.double() * near).sum(-1), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got["window_mass"][layer, ..., 0].double(), (pattern.double() * near).sum(-1),
+                                   atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(got["distance_mean"][layer].double(), want["distance_mean"], atol=1e-4, rtol=1e-5)
-    every = model_statistics(model, tokens, NO_SPANS, first=FIRST, windows=WINDOWS, chunk_bytes=2000)  # sliding chunks start late
+    # sliding chunks start late
+    every = model_statistics(model, tokens, NO_SPANS, first=FIRST, windows=WINDOWS, chunk_bytes=2000)
     for layer, pattern in enumerate(patterns):
         assert_statistics({s: t[layer] for s, t in every.items()}, expected(pattern), pattern)
-    torch.testing.assert_close(got["window_mass"][:3], torch.ones_like(got["window_mass"][:3]), atol=1e-5, rtol=0)  # 6 keys
+    # 6 keys
+    torch.testing.assert_close(got["window_mass"][:3], torch.ones_like(got["window_mass"][:3]), atol=1e-5, rtol=0)
     assert float(got["window_mass"][3, ..., 10:, 0].min()) < 0.99  # the global layer reaches past 5 tokens back
 
 

@@ -1,8 +1,8 @@
-"""The fused statistics of ``interp.attention.StatisticsRequest``: the forward's own flash kernel gives the output and each
-row's log-sum-exp, the masses on a few keys come from those keys' logits, and key-only statistics ride a second flash
-call as value columns. Each statistic against the float64 softmax pattern written from its definition (random inputs
-and transformers' eager ``output_attentions``), with the chunked path forbidden so the fused one is what ran; and the
-output bit for bit the one ``attend`` gives without statistics."""
+"""The fused statistics of ``interp.attention.StatisticsRequest``: the forward's own flash kernel gives the output and
+each row's log-sum-exp, the masses on a few keys come from those keys' logits, and key-only statistics ride a second
+flash call as value columns. Each statistic against the float64 softmax pattern written from its definition (random
+inputs and transformers' eager ``output_attentions``), with the chunked path forbidden so the fused one is what ran; and
+the output bit for bit the one ``attend`` gives without statistics."""
 
 import pytest
 import torch
@@ -45,11 +45,12 @@ def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(ca
                                                                               monkeypatch):
     c = CASES[case]
     monkeypatch.setattr(attention, "MASK_ROWS", mask_rows)  # 8: masked calls per chunk of rows on the keys they see
-    monkeypatch.setattr(attention, "FIRST_GATHERED", 2)  # first_mass of 4 keys from an indicator column, of 1 from the band
+    # first_mass of 4 keys from an indicator column, of 1 from the band
+    monkeypatch.setattr(attention, "FIRST_GATHERED", 2)
     monkeypatch.setattr(attention, "BAND_ROWS", 7)  # several band blocks
     offset = c.get("offset", 0)
-    q, k, v, bias = random_attention(len(case), n_q=45, offset=offset, kv=c["kv"], d_v=c.get("d_v", 5), bias=c.get("bias"),
-                                     window=c.get("window"))
+    q, k, v, bias = random_attention(len(case), n_q=45, offset=offset, kv=c["kv"], d_v=c.get("d_v", 5),
+                                     bias=c.get("bias"), window=c.get("window"))
     parts = torch.randint(-1, N_PARTS, (k.shape[-2],), generator=torch.Generator().manual_seed(1))
     wanted = tuple(s for s in FUSED if not (s == "entropy" and c.get("bias") == "float"))
     kw = dict(causal=c["causal"], bias=bias, scale=0.4)
@@ -68,12 +69,14 @@ def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(ca
 def test_statistics_the_fused_kernel_cannot_give_exactly_take_the_chunked_path(monkeypatch):
     ran = []
     chunked = StatisticsRequest._chunked
-    monkeypatch.setattr(StatisticsRequest, "_chunked", lambda self, *a, **kw: ran.append(self.wanted) or chunked(self, *a, **kw))
+    monkeypatch.setattr(StatisticsRequest, "_chunked",
+                        lambda self, *a, **kw: ran.append(self.wanted) or chunked(self, *a, **kw))
     q, k, v, bias = random_attention(3, n_q=20, kv=2, bias="float")
     for wanted, kw in [(("distance_mean",), {}), (("far_mass",), dict(windows=(2,))), (("top_mass",), {}),
                        (("entropy",), dict(bias=bias)), (("first_mass",), dict(softcap=2.0))]:
         with collecting_statistics(wanted, **{k_: v_ for k_, v_ in kw.items() if k_ == "windows"}):
-            attend(q, k, v, causal=True, scale=0.3, hook_pattern=_named("l0"), bias=kw.get("bias"), softcap=kw.get("softcap"))
+            attend(q, k, v, causal=True, scale=0.3, hook_pattern=_named("l0"), bias=kw.get("bias"),
+                   softcap=kw.get("softcap"))
     assert ran == [("distance_mean",), ("far_mass",), ("top_mass",), ("entropy",), ("first_mass",)]
 
 

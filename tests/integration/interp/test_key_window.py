@@ -27,7 +27,8 @@ def _named(name):
 
 
 def _eager_window(q, k, v, windows, *, causal, bias=None, scale, softcap=None):
-    """The windowed pattern and output, in float64, from the definition: keys nearer than the window or among the sinks."""
+    """The windowed pattern and output, in float64, from the definition: keys nearer than the window or among the
+    sinks."""
     n_q, n_k = q.shape[-2], k.shape[-2]
     rep = q.shape[1] // k.shape[1]
     s = q.double() @ k.double().repeat_interleave(rep, 1).transpose(-1, -2) * scale
@@ -121,7 +122,8 @@ def _hf(kind, tmp_path, **overrides):
     return make
 
 
-@pytest.mark.parametrize("family", [*FAMILIES, "hf-llama", "hf-gemma2-sliding-softcap", "hf-gpt2", "hf-bert", "encoder"])
+@pytest.mark.parametrize("family", [*FAMILIES, "hf-llama", "hf-gemma2-sliding-softcap", "hf-gpt2", "hf-bert",
+                                    "encoder"])
 @pytest.mark.parametrize("window,sinks,layers", [(5, 0, None), (3, 2, None), (4, 1, (1,))])
 def test_applied_key_window_gives_the_materialised_windows_output(family, window, sinks, layers, tmp_path):
     model = {"hf-llama": _hf("llama", tmp_path), "hf-gemma2-sliding-softcap": _hf("gemma2", tmp_path, sliding_window=6),

@@ -105,7 +105,8 @@ def test_every_causal_family_gives_the_pattern_masses_without_materialising(fami
             full = cache[f"blocks.{layer}.attn.hook_pattern"][:, :, rows]
             expected = _by_labels(full, labels, 3)
             torch.testing.assert_close(got[layer], expected, atol=1e-5, rtol=1e-5)
-            torch.testing.assert_close(request.masses[f"blocks.{layer}.attn.hook_pattern"], expected, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(request.masses[f"blocks.{layer}.attn.hook_pattern"], expected, atol=1e-5,
+                                       rtol=1e-5)
 
 
 def test_the_forward_stops_after_the_last_attention_and_pattern_hooks_still_see_their_rows():
@@ -134,10 +135,12 @@ def test_the_forward_stops_after_the_last_attention_and_pattern_hooks_still_see_
 def test_stop_after_raises_once_that_layer_is_recorded_and_labels_must_match_the_keys():
     model = tiny_repo("repo")
     tokens = torch.randint(0, 256, (1, 20))
-    with pytest.raises(StopForward), collecting_spans([3], torch.zeros(20), 1, stop_after="blocks.1.attn.hook_pattern") as r:
+    with pytest.raises(StopForward), \
+            collecting_spans([3], torch.zeros(20), 1, stop_after="blocks.1.attn.hook_pattern") as r:
         model(tokens)
     assert sorted(r.masses) == ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]
     with pytest.raises(ValueError, match="one label per token"):
         model_span_masses(model, tokens, [3], torch.zeros(19), 1)
-    with pytest.raises(ValueError, match="key_parts has shape"), decoding(KVCache()), collecting_spans([0], torch.zeros(20), 1):
+    with pytest.raises(ValueError, match="key_parts has shape"), decoding(KVCache()), \
+            collecting_spans([0], torch.zeros(20), 1):
         model(tokens[:, :5])
