@@ -11,6 +11,11 @@ The issue's target: every statistic within 1e-5 (distances relative to their sca
 top two weights differ by more than 1e-4). The spread is compared as a variance (its square root magnifies float32
 noise on near-one-hot rows).
 
+Each model is measured twice: with every statistic (``chunked``: distances, far mass and the top key need a chunk of
+rows' whole pattern) and with the statistics the forward's own flash kernel serves (``fused``: first, self, previous
+and window masses and entropy, from each row's log-sum-exp, a band of keys and value columns; see
+``interp.attention``).
+
 ``python -m bench.exactness [--length 1024] [--models smollm2 gemma3-270m minilm] [--write]``
 """
 
@@ -26,6 +31,7 @@ from bench.report import machine, write_section
 FIRST, WINDOWS = (1, 4), (0, 16, 512)
 WANTED = ("first_mass", "self_mass", "previous_mass", "window_mass", "far_mass", "distance_mean", "distance_std",
           "entropy", "top_key", "top_mass")
+PATHS = {"chunked": WANTED, "fused": ("first_mass", "self_mass", "previous_mass", "window_mass", "entropy")}
 
 
 def reference_statistics(p: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -48,11 +54,11 @@ def reference_statistics(p: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def differences(got: dict, patterns) -> dict[str, float]:
-    """The largest difference per statistic over every layer (distances relative to their largest value)."""
+    """The largest difference per statistic of ``got`` over every layer (distances relative to their largest value)."""
     worst: dict[str, float] = {}
     for layer, pattern in enumerate(patterns):
         ref = reference_statistics(pattern)
-        for name in WANTED:
+        for name in got:
             mine = got[name][layer]
             if name == "top_key":
                 clear = ref["_clear"]
@@ -87,7 +93,8 @@ def _reference_model(name: str, model):
 
 
 @torch.no_grad()
-def measure(name: str, length: int) -> dict:
+def measure(name: str, length: int) -> list[dict]:
+    """One row per path (``PATHS``) of the model ``name`` at ``length`` tokens."""
     from interp.attention import model_statistics
     from interp.loading import load
 
@@ -95,10 +102,12 @@ def measure(name: str, length: int) -> dict:
     model = load(name)
     tokens = torch.randint(1000, 20000, (1, min(length, model.max_seq_len)), generator=torch.Generator().manual_seed(0))
     chunk = 4 * model.n_heads * tokens.shape[1] * 3 * 97  # 97 rows a chunk: several chunks per layer
-    got = model_statistics(model, tokens, WANTED, first=FIRST, windows=WINDOWS, chunk_bytes=chunk)
+    got = {path: model_statistics(model, tokens, wanted, first=FIRST, windows=WINDOWS, chunk_bytes=chunk)
+           for path, wanted in PATHS.items()}
     reference = _reference_model(name, model)
     patterns = reference(input_ids=tokens, output_attentions=True).attentions
-    return {"model": name, "tokens": tokens.shape[1], **differences(got, patterns)}
+    return [{"model": name, "path": path, "tokens": tokens.shape[1], **differences(stats, patterns)}
+            for path, stats in got.items()]
 
 
 def main(argv=None) -> None:
@@ -107,17 +116,17 @@ def main(argv=None) -> None:
     parser.add_argument("--models", nargs="+", default=["smollm2", "gemma3-270m", "minilm"])
     parser.add_argument("--write", action="store_true", help="write the table into BENCHMARKS.md")
     args = parser.parse_args(argv)
-    rows = [measure(m, args.length) for m in args.models]
-    head = "| model | tokens | " + " | ".join(WANTED) + " |"
-    lines = [head, "|" + "---|" * (len(WANTED) + 2)]
+    rows = [row for m in args.models for row in measure(m, args.length)]
+    head = "| model | path | tokens | " + " | ".join(WANTED) + " |"
+    lines = [head, "|" + "---|" * (len(WANTED) + 3)]
     for r in rows:
-        cells = [f"{int(r[w])} keys" if w == "top_key" else f"{r[w]:.1e}" for w in WANTED]
-        lines.append(f"| {r['model']} | {r['tokens']} | " + " | ".join(cells) + " |")
+        cells = ["-" if w not in r else f"{int(r[w])} keys" if w == "top_key" else f"{r[w]:.1e}" for w in WANTED]
+        lines.append(f"| {r['model']} | {r['path']} | {r['tokens']} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
     if args.write:
-        worst = max(r[w] for r in rows for w in WANTED if w != "top_key")
-        keys = sum(int(r["top_key"]) for r in rows)
+        worst = max(r[w] for r in rows for w in WANTED if w != "top_key" and w in r)
+        keys = sum(int(r["top_key"]) for r in rows if "top_key" in r)
         write_section("exactness",
                       "All-row attention statistics on the real models against transformers' eager patterns",
                       f"{machine()}; `python -m bench.exactness --length {args.length}`. Largest difference of each "
