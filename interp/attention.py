@@ -13,21 +13,21 @@ Inside ``collecting_statistics(wanted, ...)`` each attention records, under its 
 statistics of ``STATISTICS`` (mass on the first k keys, on the token itself, on the previous token, on keys within
 distance w, on labelled key parts; mean and spread of the attended distance; entropy; the most attended key) for
 **every** query row, exact over every key. Where every statistic asked for allows it (masses on the first keys, on
-the token itself, the previous one and a window; span masses; entropy without an additive bias; no soft-cap and no
-``scores``), the forward's own flash kernel runs with its log-sum-exp ``L`` per row: its output keeps the bits of the
-forward without statistics, a key's mass is ``exp(s - L)`` so masses on a few keys come from those keys' logits alone
-(one block of rows and their band at a time), and statistics of the key alone ride a second flash call as value columns
-(part indicators; ``E[k]``, whence entropy ``L - scale q . E[k]``). No ``[q, k]`` block exists and the cost is the
-forward's plus a band (and a second kernel pass where value columns are wanted). On SmolLM2 at 2,048 tokens, against
-float64 statistics of the same ``q, k``: band masses within 1.6e-6 (the chunked float32 path: 1.6e-6), value-column
-masses 3e-6, entropy 1.8e-5 (chunked: 7e-6; ``L`` is the log-sum-exp of float32 logits, ``E[s]`` that of exact ones).
-Distances (``E[j^2] - E[j]^2`` over positions in the thousands cancels in float32), far mass (``1 - window`` is off
-by 1.7e-6) and the top key need every key of the row against the query: for them rows are taken one chunk at a time
-(``chunk_bytes`` of scores): the chunk's pattern is built in place, reduced, and multiplied by the values to give that
-chunk's output, so the statistics ride the forward pass and never more than one chunk of ``[rows, keys, heads]`` of one
-layer exists. ``model_statistics``
-runs it over a model and stops after the last attention (no logits). Peers read a few rows (the research code of
-retrieval heads, SnapKV) or hold every ``[head, N, N]`` pattern (transformers' ``output_attentions``, TransformerLens).
+the token itself, the previous one and a window; span masses; no soft-cap and no ``scores``), the forward's own flash
+kernel runs with its log-sum-exp ``L`` per row: its output keeps the bits of the forward without statistics, a key's
+mass is ``exp(s - L)`` so masses on a few keys come from those keys' logits alone (one block of rows and their band at a
+time), and statistics of the key alone ride a second flash call as value columns (part indicators). No ``[q, k]`` block
+exists and the cost is the forward's plus a band (and a second kernel pass where value columns are wanted). On SmolLM2
+at 2,048 tokens, against float64 statistics of the same ``q, k``: band masses within 1.6e-6 (the chunked float32 path:
+1.6e-6), value-column masses 3e-6. Entropy could ride too (``L - scale q . E[k]``, ``E[k]`` as value columns) but
+misses by 1.8e-5 (``L`` is the log-sum-exp of float32 logits, ``E[s]`` that of exact ones; chunked: 7e-6), so it does
+not. Entropy, distances (``E[j^2] - E[j]^2`` over positions in the thousands cancels in float32), far mass (``1 -
+window`` is off by 1.7e-6) and the top key need every key of the row against the query: for them rows are taken one
+chunk at a time (``chunk_bytes`` of scores): the chunk's pattern is built in place, reduced, and multiplied by the
+values to give that chunk's output, so the statistics ride the forward pass and never more than one chunk of ``[rows,
+keys, heads]`` of one layer exists. ``model_statistics`` runs it over a model and stops after the last attention (no
+logits). Peers read a few rows (the research code of retrieval heads, SnapKV) or hold every ``[head, N, N]`` pattern
+(transformers' ``output_attentions``, TransformerLens).
 
 Inside ``key_window(names, window, sinks)`` each attention named there sees only the keys less than ``window``
 positions from its query and the first ``sinks`` keys (StreamingLLM's window with sinks; ``interventions.KeyWindow``).
@@ -501,7 +501,7 @@ STATISTICS = {
     "top_mass": "the weight of that key",
 }
 CHUNK_BYTES = 64 << 20  # scores of one chunk of query rows (x3 for the temporaries of the statistics)
-FUSED_STATISTICS = frozenset({"first_mass", "self_mass", "previous_mass", "window_mass", "span_mass", "entropy"})
+FUSED_STATISTICS = frozenset({"first_mass", "self_mass", "previous_mass", "window_mass", "span_mass"})
 # first_mass of at most this many keys is read from the band block; more: an indicator value column
 FIRST_GATHERED = 256
 BAND_ROWS = 128  # query rows of one band block (with their window's keys and the first keys)
@@ -663,8 +663,7 @@ class StatisticsRequest:
                              f"query positions (0..{n_q - 1})")
         if softcap is None and scores is None and set(self.wanted) <= FUSED_STATISTICS:
             mask, is_causal = _sdpa_mask(q, k, causal=causal, bias=bias)
-            float_bias = bias is not None and bias.dtype != torch.bool
-            if not ("entropy" in self.wanted and float_bias) and _flash_serves(q, k, k, mask, is_causal, scale):
+            if _flash_serves(q, k, k, mask, is_causal, scale):
                 return self._fused(name, q, k, v, wanted, causal=causal, bias=bias, scale=scale, mask=mask,
                                    is_causal=is_causal)
         return self._chunked(name, q, k, v, wanted, causal=causal, bias=bias, scale=scale, softcap=softcap,
@@ -675,8 +674,7 @@ class StatisticsRequest:
         """The statistics beside the forward's own fused kernel, no ``[q, k]`` block: the flash kernel gives the output
         and each row's log-sum-exp ``L``; a key's mass is ``exp(s - L)``, so the masses on a few keys (the first ones,
         the query's band) come from those keys' logits alone, one block of rows at a time. Statistics of the key alone
-        ride a second flash call as value columns: ``E[k]`` (entropy ``L - scale q . E[k]``, no additive bias), the part
-        and first-key indicators."""
+        ride a second flash call as value columns: the part and first-key indicators."""
         b, h, _, d = q.shape
         n_k = k.shape[-2]
         want = set(self.wanted)
@@ -693,7 +691,7 @@ class StatisticsRequest:
             indicators.append(torch.stack([key < f for f in wide], -1).to(q.dtype))
         if "span_mass" in want:
             indicators.append(part_indicators(self.key_parts.to(q.device), self.n_parts, q.dtype))
-        columns = ([k] if "entropy" in want else []) + [c.expand(b, k.shape[1], n_k, c.shape[-1]) for c in indicators]
+        columns = [c.expand(b, k.shape[1], n_k, c.shape[-1]) for c in indicators]
         rows = wanted.to(q.device)
         every = self.rows is None
         lse_rows = None if lse is None else lse.index_select(-1, rows).double()
@@ -713,13 +711,8 @@ class StatisticsRequest:
             if lse_rows is None:
                 lse_rows = (lse_c.index_select(-1, rows) if every else lse_c).double()
         out: dict[str, Tensor] = {}
-        col = 0
-        if "entropy" in want:
-            mean_k = expect[..., :d].double()
-            out["entropy"] = (lse_rows - scale * (q.index_select(-2, rows).double() * mean_k).sum(-1)).float()
-            col = d
-        wide_mass = expect[..., col:col + len(wide)].float() if wide else None
-        col += len(wide)
+        wide_mass = expect[..., :len(wide)].float() if wide else None
+        col = len(wide)
         if "span_mass" in want:
             out["span_mass"] = expect[..., col:col + self.n_parts].float()
         del expect

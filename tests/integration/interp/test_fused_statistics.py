@@ -15,7 +15,7 @@ from tests.hf_helpers import reference, write_tiny_hf
 from tests.integration.interp.test_attention_statistics import N_PARTS, _eager, _named, assert_statistics, expected
 from tests.repo_helpers import tiny_repo
 
-FUSED = ("first_mass", "self_mass", "previous_mass", "window_mass", "span_mass", "entropy")
+FUSED = ("first_mass", "self_mass", "previous_mass", "window_mass", "span_mass")
 FIRST, WINDOWS = (1, 4), (0, 3, 9)
 
 
@@ -31,7 +31,7 @@ CASES = {
     "causal-gqa": dict(causal=True, kv=2),
     "causal-mqa-cache-offset": dict(causal=True, kv=1, offset=9),
     "bidirectional": dict(causal=False, kv=4),
-    "causal-float-bias": dict(causal=True, kv=4, bias="float"),  # entropy needs E[bias]: left to the chunked path
+    "causal-float-bias": dict(causal=True, kv=4, bias="float"),
     "bidirectional-bool-mask": dict(causal=False, kv=2, bias="bool"),
     "causal-sliding-window": dict(causal=True, kv=2, bias="sliding", window=5),
     "values-of-the-head-size": dict(causal=True, kv=2, d_v=8),  # the output and the log-sum-exp from one call
@@ -52,7 +52,7 @@ def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(ca
     q, k, v, bias = random_attention(len(case), n_q=45, offset=offset, kv=c["kv"], d_v=c.get("d_v", 5),
                                      bias=c.get("bias"), window=c.get("window"))
     parts = torch.randint(-1, N_PARTS, (k.shape[-2],), generator=torch.Generator().manual_seed(1))
-    wanted = tuple(s for s in FUSED if not (s == "entropy" and c.get("bias") == "float"))
+    wanted = FUSED
     kw = dict(causal=c["causal"], bias=bias, scale=0.4)
     plain = attend(q, k, v, **kw)
     with collecting_statistics(wanted, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS, rows=rows,
@@ -73,7 +73,7 @@ def test_statistics_the_fused_kernel_cannot_give_exactly_take_the_chunked_path(m
                         lambda self, *a, **kw: ran.append(self.wanted) or chunked(self, *a, **kw))
     q, k, v, bias = random_attention(3, n_q=20, kv=2, bias="float")
     for wanted, kw in [(("distance_mean",), {}), (("far_mass",), dict(windows=(2,))), (("top_mass",), {}),
-                       (("entropy",), dict(bias=bias)), (("first_mass",), dict(softcap=2.0))]:
+                       (("entropy",), {}), (("first_mass",), dict(softcap=2.0))]:
         with collecting_statistics(wanted, **{k_: v_ for k_, v_ in kw.items() if k_ == "windows"}):
             attend(q, k, v, causal=True, scale=0.3, hook_pattern=_named("l0"), bias=kw.get("bias"),
                    softcap=kw.get("softcap"))
