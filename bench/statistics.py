@@ -416,7 +416,7 @@ def main(argv=None) -> str:
         out.write_text(json.dumps({"run": run, "results": rows}, indent=1))
         number = len(earlier_runs) + 1
         shown = merged(earlier, [dict(r, run=number) for r in rows]) if earlier_runs else rows
-        body = section(shown, earlier_runs + [run])
+        body = section(shown, earlier_runs + ([run] if rows or not earlier_runs else []))  # a --merge alone adds no run
         if args.write:
             write_section("statistics", "All-row attention statistics vs the forward pass (CPU)", body)
         print(table(shown), f"\n(results: {out})", file=sys.stderr, flush=True)

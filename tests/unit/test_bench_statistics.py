@@ -110,6 +110,9 @@ def test_merge_takes_earlier_lengths_and_replaces_those_measured_again(monkeypat
     assert "- Run 1: `python -m bench.statistics --model gemma3-270m --lengths 128 256 --peer-lengths`" in body
     assert ("- Run 2: `python -m bench.statistics --model smollm2 gemma3-270m --lengths 256 --peer-lengths "
             "--merge") in body
+    (second,) = set(tmp_path.glob("*.json")) - {first}
+    merge_only = bench.main(["--lengths", "--peer-lengths", "--merge", str(first), str(second)])  # measures nothing
+    assert "- Run 2:" in merge_only and "Run 3" not in merge_only and "256 (run 2)" in merge_only
 
 
 def test_merge_refuses_a_file_that_is_not_a_results_file(tmp_path, capsys):
