@@ -15,6 +15,11 @@ Each model is measured twice: with every statistic (``chunked``: distances, far 
 rows' whole pattern) and with the statistics the forward's own flash kernel serves (``fused``: first, self, previous
 and window masses, from each row's log-sum-exp and a band of keys; see ``interp.attention``).
 
+Two references. ``eager``: the issue's, transformers' own forward; its residual stream drifts from poslens' by float32
+rounding with depth, and the patterns with it, so a difference there is the two forwards' as much as the statistics'.
+``own``: float64 patterns of the very queries, keys and mask each attention handed the statistics in the same pass,
+which isolates the statistics from the forward.
+
 ``python -m bench.exactness [--length 1024] [--models smollm2 gemma3-270m minilm] [--write]``
 """
 
@@ -53,10 +58,11 @@ def reference_statistics(p: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def differences(got: dict, patterns) -> dict[str, float]:
-    """The largest difference per statistic of ``got`` over every layer (distances relative to their largest value)."""
+    """The largest difference per statistic of ``got`` over every layer (distances relative to their largest value);
+    ``patterns`` per layer, or their ``reference_statistics`` already."""
     worst: dict[str, float] = {}
     for layer, pattern in enumerate(patterns):
-        ref = reference_statistics(pattern)
+        ref = pattern if isinstance(pattern, dict) else reference_statistics(pattern)
         for name in got:
             mine = got[name][layer]
             if name == "top_key":
@@ -91,22 +97,64 @@ def _reference_model(name: str, model):
     return model.hf
 
 
+def pattern64(q, k, *, causal: bool, bias, scale: float, softcap, scores) -> torch.Tensor:
+    """The float64 softmax pattern of the inputs ``interp.attention`` was handed, written from its definition."""
+    q, k = q.double(), k.double()
+    if q.shape[1] != k.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], 1)
+    s = scores.double() if scores is not None else (q @ k.transpose(-1, -2)) * scale
+    if softcap is not None:
+        s = torch.tanh(s / softcap) * softcap
+    n_q, n_k = s.shape[-2:]
+    if bias is not None:
+        b = bias[..., :n_k]
+        s = s.masked_fill(~b, float("-inf")) if b.dtype == torch.bool else s + b.double()
+    if causal:
+        s = s.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q), float("-inf"))
+    return torch.softmax(s, -1)
+
+
+def with_own_patterns(model, tokens, wanted, **options):
+    """``model_statistics`` and, per layer, the ``reference_statistics`` of the float64 pattern of the queries, keys and
+    mask it was handed."""
+    from unittest import mock
+
+    from interp.attention import StatisticsRequest, model_statistics
+
+    own: dict[str, dict] = {}
+    attend = StatisticsRequest.attend
+
+    def recording(self, name, q, k, v, *, causal, bias, scale, softcap, scores):
+        own[name] = reference_statistics(pattern64(q, k, causal=causal, bias=bias, scale=scale, softcap=softcap,
+                                                   scores=scores))
+        return attend(self, name, q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap, scores=scores)
+
+    with mock.patch.object(StatisticsRequest, "attend", recording):
+        got = model_statistics(model, tokens, wanted, **options)
+    return got, [own[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.n_layers)]
+
+
 @torch.no_grad()
 def measure(name: str, length: int) -> list[dict]:
-    """One row per path (``PATHS``) of the model ``name`` at ``length`` tokens."""
-    from interp.attention import model_statistics
+    """One row per path (``PATHS``) and reference (eager, own) of the model ``name`` at ``length`` tokens."""
     from interp.loading import load
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     model = load(name)
     tokens = torch.randint(1000, 20000, (1, min(length, model.max_seq_len)), generator=torch.Generator().manual_seed(0))
     chunk = 4 * model.n_heads * tokens.shape[1] * 3 * 97  # 97 rows a chunk: several chunks per layer
-    got = {path: model_statistics(model, tokens, wanted, first=FIRST, windows=WINDOWS, chunk_bytes=chunk)
-           for path, wanted in PATHS.items()}
-    reference = _reference_model(name, model)
-    patterns = reference(input_ids=tokens, output_attentions=True).attentions
-    return [{"model": name, "path": path, "tokens": tokens.shape[1], **differences(stats, patterns)}
-            for path, stats in got.items()]
+    rows = []
+    for path, wanted in PATHS.items():
+        got, own = with_own_patterns(model, tokens, wanted, first=FIRST, windows=WINDOWS, chunk_bytes=chunk)
+        rows.append({"model": name, "path": path, "reference": "own", "tokens": tokens.shape[1],
+                     **differences(got, own)})
+        del own
+        rows.append({"got": got, "model": name, "path": path, "reference": "eager", "tokens": tokens.shape[1]})
+    patterns = _reference_model(name, model)(input_ids=tokens, output_attentions=True).attentions
+    for row in rows:
+        if "got" in row:
+            row.update(differences(row.pop("got"), patterns))
+    return rows
 
 
 def main(argv=None) -> None:
@@ -116,11 +164,11 @@ def main(argv=None) -> None:
     parser.add_argument("--write", action="store_true", help="write the table into BENCHMARKS.md")
     args = parser.parse_args(argv)
     rows = [row for m in args.models for row in measure(m, args.length)]
-    head = "| model | path | tokens | " + " | ".join(WANTED) + " |"
-    lines = [head, "|" + "---|" * (len(WANTED) + 3)]
+    head = "| model | path | reference | tokens | " + " | ".join(WANTED) + " |"
+    lines = [head, "|" + "---|" * (len(WANTED) + 4)]
     for r in rows:
         cells = ["-" if w not in r else f"{int(r[w])} keys" if w == "top_key" else f"{r[w]:.1e}" for w in WANTED]
-        lines.append(f"| {r['model']} | {r['path']} | {r['tokens']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['model']} | {r['path']} | {r['reference']} | {r['tokens']} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
     if args.write:
