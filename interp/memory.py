@@ -270,7 +270,22 @@ def planned_run(analysis, options: dict, max_len: int | None = None) -> dict | N
 
     module = inspect.getmodule(inspect.unwrap(analysis.function))
     return dict(length=max(lengths), batch=declared("batch_size", 1), attention_rows=declared("max_rows", 0),
-                logits=getattr(module, "BUILDS_LOGITS", True))
+                logits=builds_logits(module))
+
+
+def builds_logits(module) -> bool:
+    """The module's ``BUILDS_LOGITS`` (default True), or its old spelling ``LOSSES_IN_CHUNKS = True`` (warns)."""
+    if not hasattr(module, "BUILDS_LOGITS") and hasattr(module, "LOSSES_IN_CHUNKS"):
+        import warnings
+
+        from interp.deprecated import REMOVAL
+        from interp.deprecation import PoslensDeprecationWarning
+
+        warnings.warn(PoslensDeprecationWarning(
+            f"{module.__name__}.LOSSES_IN_CHUNKS is deprecated: declare BUILDS_LOGITS = "
+            f"{not module.LOSSES_IN_CHUNKS} instead (the old name is read until {REMOVAL})"), stacklevel=3)
+        return not module.LOSSES_IN_CHUNKS
+    return bool(getattr(module, "BUILDS_LOGITS", True))
 
 
 def config_before_load(source) -> dict | None:

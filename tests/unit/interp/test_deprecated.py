@@ -393,6 +393,21 @@ def test_session_shard_keywords_make_the_store(tmp_path):
         _run_share(shards="0/2")
 
 
+def test_an_analysis_module_declaring_losses_in_chunks_still_plans_no_logits():
+    import types
+
+    from interp.memory import builds_logits
+
+    old = types.ModuleType("my_analysis")
+    old.LOSSES_IN_CHUNKS = True
+    with pytest.warns(PoslensDeprecationWarning, match=r"my_analysis.LOSSES_IN_CHUNKS is deprecated: declare "
+                                                       r"BUILDS_LOGITS = False instead .*2027-05-24"):
+        assert builds_logits(old) is False
+    new = types.ModuleType("my_analysis")
+    new.BUILDS_LOGITS = False
+    assert builds_logits(new) is False and builds_logits(types.ModuleType("plain")) is True
+
+
 KEYWORD_TESTS = {  # each README row that is a call, and the test of what it does
     "corpora.documents.Document.doc_id": test_document_doc_id,
     "interp.hook_docs.table(cls)": "tests/integration/interp/test_deprecated_models.py",
@@ -404,6 +419,8 @@ KEYWORD_TESTS = {  # each README row that is a call, and the test of what it doe
     "figures.save(static=)": test_figures_save_static,
     "poslens.outputs.under_lock(name)": test_under_lock_factory_and_its_fixed_name,
     "figures.render.output_stem(csv, name, ...)": test_output_stem_with_its_unused_name,
+    "LOSSES_IN_CHUNKS = True (an analysis module's flag)":
+        test_an_analysis_module_declaring_losses_in_chunks_still_plans_no_logits,
 }
 
 
