@@ -19,12 +19,18 @@ measurable = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(),
                                 reason="needs Linux's /proc/self/clear_refs")
 
 
-def _probe(mode: str, n: int, chunk: int) -> dict:
+def _probe(mode: str, n: int, chunk: int, runs: int = 3) -> dict:
+    """The probe's least high-water mark over ``runs`` processes: identical runs of the chunked pass measured 83 to
+    186 MB here (before and after a change to attention alike: the allocator and the kernel's huge pages, not the run),
+    and the estimate is of the run, not of that noise."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     env.pop("POSLENS_FREE_MEMORY", None)
-    out = subprocess.run([sys.executable, "-m", "tests.memory_probe", mode, str(n), str(chunk)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    seen = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-m", "tests.memory_probe", mode, str(n), str(chunk)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300, check=True)
+        seen.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return min(seen, key=lambda r: r["measured"])
 
 
 @measurable
