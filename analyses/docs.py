@@ -40,7 +40,4 @@ def sync_readme(path) -> bool:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--write":
-        print("updated" if sync_readme(sys.argv[2]) else "unchanged")
-    else:
-        print(markdown())
+    hook_docs.command(sys.argv[1:], markdown, sync_readme)

@@ -79,6 +79,15 @@ def sync_readme(path, body: str | None = None, start: str = START, end: str = EN
     return new != text
 
 
+def command(argv: list[str], render, sync) -> None:
+    """``python -m <module of a generated README table> [--write README.md]``: print the table ``render()``, or rewrite
+    the README's section with ``sync(path)``."""
+    if len(argv) == 2 and argv[0] == "--write":
+        print("updated" if sync(argv[1]) else "unchanged")
+    else:
+        print(render())
+
+
 def _model_classes() -> list:
     return list(tables())
 
@@ -91,7 +100,4 @@ __getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMO
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--write":
-        print("updated" if sync_readme(sys.argv[2]) else "unchanged")
-    else:
-        print(markdown())
+    command(sys.argv[1:], markdown, sync_readme)
