@@ -1,5 +1,6 @@
 """Random attention inputs for the tests of ``interp.attention``: queries, keys and values with grouped key heads, a
-KV cache's offset (fewer queries than keys) and an additive bias or a boolean mask."""
+KV cache's offset (fewer queries than keys) and an additive bias or a boolean mask; the float64 attention they are
+checked against, written from its definition; a named hook point."""
 
 from __future__ import annotations
 
@@ -32,3 +33,32 @@ def random_attention(seed: int, *, n_q: int, offset: int = 0, heads: int = 4, kv
     elif bias is not None:
         raise ValueError(f"random_attention: bias={bias!r}; known: None, 'float', 'bool', 'sliding'")
     return q, k, v, mask
+
+
+def eager_attention(q, k, v, *, causal: bool, bias=None, scale: float, softcap: float | None = None, windows=()):
+    """The float64 pattern and output from the definition. Queries are the last ``n_q`` of the ``n_k`` positions (a
+    cache's offset); ``windows`` are ``(window, sinks)`` conditions as ``interp.attention.key_window`` sets them: a key
+    is seen when it is nearer than the window or among the sinks, under each."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    rep = q.shape[1] // k.shape[1]
+    s = q.double() @ k.double().repeat_interleave(rep, 1).transpose(-1, -2) * scale
+    if softcap is not None:
+        s = torch.tanh(s / softcap) * softcap
+    if bias is not None:
+        s = s + bias.double() if bias.dtype != torch.bool else s.masked_fill(~bias, float("-inf"))
+    qa, ka = torch.arange(n_k - n_q, n_k)[:, None], torch.arange(n_k)[None]
+    for window, sinks in windows:
+        s = s.masked_fill(((qa - ka).abs() >= window) & (ka >= sinks), float("-inf"))
+    if causal:
+        s = s.masked_fill(ka > qa, float("-inf"))
+    p = s.softmax(-1)
+    return p, p @ v.double().repeat_interleave(rep, 1)
+
+
+def named_hook(name: str):
+    """A bare ``HookPoint`` called ``name``: what ``attend`` reads an attention's name from."""
+    from transformer_lens.hook_points import HookPoint
+
+    hook = HookPoint()
+    hook.name = name
+    return hook

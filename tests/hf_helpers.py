@@ -38,7 +38,12 @@ def tiny_hf(kind: str, seed: int = 0, **overrides):
     """A random transformers model of this architecture (2 layers, d 64), weights spread enough to matter."""
     config_cls, model_cls, kwargs = CONFIGS[kind]
     torch.manual_seed(seed)
-    model = model_cls(config_cls(**{**kwargs, **overrides}))
+    return spread_weights(model_cls(config_cls(**{**kwargs, **overrides})))
+
+
+def spread_weights(model):
+    """Every matrix redrawn, N(0, 1) for embeddings and N(0, 0.3) for the rest (seeded by the caller), so that a
+    random model's attention is far from uniform and its layers matter; the model, in eval mode."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() > 1:

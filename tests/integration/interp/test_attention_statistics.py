@@ -6,11 +6,10 @@ import math
 
 import pytest
 import torch
-from transformer_lens.hook_points import HookPoint
 
 from interp.attention import STATISTICS, KVCache, attend, collecting_statistics, decoding, model_statistics
 from interp.loading import load
-from tests.attention_inputs import random_attention
+from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.encoder_helpers import tiny_encoder
 from tests.hf_helpers import reference, write_tiny_hf
 from tests.integration.interp.test_span_masses import FAMILIES
@@ -60,26 +59,6 @@ def assert_statistics(got: dict, want: dict, pattern: torch.Tensor, atol=1e-5):
                                    msg=lambda m, name=name: f"{name}: {m}")
 
 
-def _named(name):
-    hook = HookPoint()
-    hook.name = name
-    return hook
-
-
-def _eager(q, k, v, *, causal, bias=None, scale, softcap=None, offset=0):
-    rep = q.shape[1] // k.shape[1]
-    s = q.double() @ k.double().repeat_interleave(rep, 1).transpose(-1, -2) * scale
-    if softcap is not None:
-        s = torch.tanh(s / softcap) * softcap
-    if bias is not None:
-        s = s + bias.double() if bias.dtype != torch.bool else s.masked_fill(~bias, float("-inf"))
-    if causal:
-        n_q, n_k = q.shape[-2], k.shape[-2]
-        s = s.masked_fill(torch.arange(n_k)[None] > torch.arange(n_q)[:, None] + offset, float("-inf"))
-    p = s.softmax(-1)
-    return p, p @ v.double().repeat_interleave(rep, 1)
-
-
 CASES = {
     "causal-gqa": dict(causal=True, kv=2),
     "causal-mqa-cache-offset": dict(causal=True, kv=1, offset=9),
@@ -102,8 +81,8 @@ def test_every_row_every_statistic_equals_the_eager_pattern_and_the_output_is_un
     plain = attend(q, k, v, **kw)
     with collecting_statistics(ALL, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS,
                                chunk_bytes=chunk_bytes) as request:
-        z = attend(q, k, v, hook_pattern=_named("blocks.0.attn.hook_pattern"), **kw)
-    pattern, z_ref = _eager(q, k, v, offset=offset, **kw)
+        z = attend(q, k, v, hook_pattern=named_hook("blocks.0.attn.hook_pattern"), **kw)
+    pattern, z_ref = eager_attention(q, k, v, **kw)
     torch.testing.assert_close(z.double(), z_ref, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(z, plain, atol=1e-5, rtol=1e-5)
     got = request.results["blocks.0.attn.hook_pattern"]
@@ -115,8 +94,8 @@ def test_sampled_rows_give_those_rows_of_the_all_row_statistics():
     q, k, v, _ = random_attention(3, n_q=40, batch=1, d_v=8, q_scale=1.0)
     with collecting_statistics(NO_SPANS, first=FIRST, windows=WINDOWS, rows=[39, 3, 17, 3],
                                chunk_bytes=3000) as request:
-        attend(q, k, v, causal=True, hook_pattern=_named("l0"))
-    pattern, _ = _eager(q, k, v, causal=True, scale=1 / math.sqrt(8))
+        attend(q, k, v, causal=True, hook_pattern=named_hook("l0"))
+    pattern, _ = eager_attention(q, k, v, causal=True, scale=1 / math.sqrt(8))
     rows = torch.tensor([3, 17, 39])
     want = {s: t[:, :, rows] for s, t in expected(pattern).items() if s != "span_mass"}
     assert_statistics(request.results["l0"], want, pattern[:, :, rows])
@@ -127,7 +106,7 @@ def test_planted_uniform_and_one_hot_patterns_give_their_closed_forms():
     q = torch.zeros(1, 2, n, 4)  # every score 0: each row attends uniformly to its q + 1 visible keys
     k, v = torch.randn(1, 2, n, 4), torch.randn(1, 2, n, 4)
     with collecting_statistics(NO_SPANS, first=(1, 10), windows=(2,), chunk_bytes=2000) as request:
-        attend(q, k, v, causal=True, hook_pattern=_named("uniform"))
+        attend(q, k, v, causal=True, hook_pattern=named_hook("uniform"))
     got = request.results["uniform"]
     m = torch.arange(n, dtype=torch.float64) + 1  # keys each row sees
     torch.testing.assert_close(got["entropy"][0, 0].double(), m.log(), atol=1e-5, rtol=1e-5)
@@ -139,7 +118,7 @@ def test_planted_uniform_and_one_hot_patterns_give_their_closed_forms():
     scores = torch.full((1, 2, n, n), -30.0)
     scores[..., 0] = 30.0  # a sink: every row on key 0
     with collecting_statistics(NO_SPANS, first=(1,), windows=(0,)) as request:
-        attend(q, k, v, causal=True, scores=scores, hook_pattern=_named("sink"))
+        attend(q, k, v, causal=True, scores=scores, hook_pattern=named_hook("sink"))
     got = request.results["sink"]
     assert torch.equal(got["top_key"], torch.zeros(1, 2, n, dtype=torch.long))
     torch.testing.assert_close(got["first_mass"][..., 0], torch.ones(1, 2, n))

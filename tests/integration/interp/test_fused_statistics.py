@@ -10,9 +10,9 @@ import torch
 from interp import attention
 from interp.attention import StatisticsRequest, attend, collecting_statistics, model_statistics
 from interp.loading import load
-from tests.attention_inputs import random_attention
+from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.hf_helpers import reference, write_tiny_hf
-from tests.integration.interp.test_attention_statistics import N_PARTS, _eager, _named, assert_statistics, expected
+from tests.integration.interp.test_attention_statistics import N_PARTS, assert_statistics, expected
 from tests.repo_helpers import tiny_repo
 
 FUSED = ("first_mass", "self_mass", "previous_mass", "window_mass", "span_mass")
@@ -57,9 +57,9 @@ def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(ca
     plain = attend(q, k, v, **kw)
     with collecting_statistics(wanted, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS, rows=rows,
                                chunk_bytes=3000) as request:
-        z = attend(q, k, v, hook_pattern=_named("blocks.0.attn.hook_pattern"), **kw)
+        z = attend(q, k, v, hook_pattern=named_hook("blocks.0.attn.hook_pattern"), **kw)
     assert torch.equal(z, plain)
-    pattern, _ = _eager(q, k, v, offset=offset, **kw)
+    pattern, _ = eager_attention(q, k, v, **kw)
     want = expected(pattern, offset, parts, first=FIRST, windows=WINDOWS)
     picked = slice(None) if rows is None else torch.tensor(rows)
     want = {s: want[s][:, :, picked] for s in wanted}
@@ -75,7 +75,7 @@ def test_statistics_the_fused_kernel_cannot_give_exactly_take_the_chunked_path(m
     for wanted, kw in [(("distance_mean",), {}), (("far_mass",), dict(windows=(2,))), (("top_mass",), {}),
                        (("entropy",), {}), (("first_mass",), dict(softcap=2.0))]:
         with collecting_statistics(wanted, **{k_: v_ for k_, v_ in kw.items() if k_ == "windows"}):
-            attend(q, k, v, causal=True, scale=0.3, hook_pattern=_named("l0"), bias=kw.get("bias"),
+            attend(q, k, v, causal=True, scale=0.3, hook_pattern=named_hook("l0"), bias=kw.get("bias"),
                    softcap=kw.get("softcap"))
     assert ran == [("distance_mean",), ("far_mass",), ("top_mass",), ("entropy",), ("first_mass",)]
 

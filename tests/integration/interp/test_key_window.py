@@ -7,43 +7,16 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from transformer_lens.hook_points import HookPoint
 
 from interp import attention, interventions
 from interp.attention import attend, collecting_statistics, key_window
 from interp.interventions import KeyWindow
 from interp.loading import load
-from tests.attention_inputs import random_attention
+from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.hf_helpers import write_tiny_hf
 from tests.integration.interp.test_attention_statistics import FIRST, NO_SPANS, WINDOWS, assert_statistics, expected
 from tests.integration.interp.test_span_masses import FAMILIES
-
-
-def _named(name):
-    hook = HookPoint()
-    hook.name = name
-    return hook
-
-
-def _eager_window(q, k, v, windows, *, causal, bias=None, scale, softcap=None):
-    """The windowed pattern and output, in float64, from the definition: keys nearer than the window or among the
-    sinks."""
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    rep = q.shape[1] // k.shape[1]
-    s = q.double() @ k.double().repeat_interleave(rep, 1).transpose(-1, -2) * scale
-    if softcap is not None:
-        s = torch.tanh(s / softcap) * softcap
-    if bias is not None:
-        s = s + bias.double() if bias.dtype != torch.bool else s.masked_fill(~bias, float("-inf"))
-    qa, ka = torch.arange(n_k - n_q, n_k)[:, None], torch.arange(n_k)[None]
-    for window, sinks in windows:
-        s = s.masked_fill(((qa - ka).abs() >= window) & (ka >= sinks), float("-inf"))
-    if causal:
-        s = s.masked_fill(ka > qa, float("-inf"))
-    p = s.softmax(-1)
-    return p, p @ v.double().repeat_interleave(rep, 1)
-
 
 CASES = {
     "causal-gqa": dict(causal=True, kv=2, windows=((5, 2),)),
@@ -63,23 +36,23 @@ def test_windowed_attend_equals_the_eager_window_with_and_without_hooks_and_stat
     offset = c.get("offset", 0)
     q, k, v, bias = random_attention(len(case), n_q=37, offset=offset, kv=c["kv"], bias=c.get("bias"))
     kw = dict(causal=c["causal"], bias=bias, scale=0.4, softcap=c.get("softcap"))
-    pattern, z_ref = _eager_window(q, k, v, c["windows"], **kw)
+    pattern, z_ref = eager_attention(q, k, v, windows=c["windows"], **kw)
     name = "blocks.0.attn.hook_pattern"
     with contextlib_nest(c["windows"], name):
-        fused = attend(q, k, v, hook_pattern=_named(name), **kw)
+        fused = attend(q, k, v, hook_pattern=named_hook(name), **kw)
         seen = []
-        hook = _named(name)
+        hook = named_hook(name)
         hook.add_hook(lambda p, hook: seen.append(p))
         hooked = attend(q, k, v, hook_pattern=hook, **kw)
         with collecting_statistics(NO_SPANS, first=FIRST, windows=WINDOWS, chunk_bytes=3000) as request:
-            with_stats = attend(q, k, v, hook_pattern=_named(name), **kw)
+            with_stats = attend(q, k, v, hook_pattern=named_hook(name), **kw)
     for z in (fused, hooked, with_stats):
         torch.testing.assert_close(z.double(), z_ref, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(seen[0].double(), pattern, atol=1e-6, rtol=1e-5)
     assert_statistics(request.results[name], expected(pattern, offset), pattern)
-    other = attend(q, k, v, hook_pattern=_named("blocks.1.attn.hook_pattern"), **kw)
+    other = attend(q, k, v, hook_pattern=named_hook("blocks.1.attn.hook_pattern"), **kw)
     with contextlib_nest(c["windows"], name):  # a layer not named attends in full
-        assert torch.equal(attend(q, k, v, hook_pattern=_named("blocks.1.attn.hook_pattern"), **kw), other)
+        assert torch.equal(attend(q, k, v, hook_pattern=named_hook("blocks.1.attn.hook_pattern"), **kw), other)
 
 
 def contextlib_nest(windows, name):
@@ -105,7 +78,7 @@ def test_a_long_window_reads_one_chunk_of_keys_at_a_time(monkeypatch):
 
     monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
     with key_window(["l"], window, sinks):
-        z = attend(q, k, v, causal=True, hook_pattern=_named("l"))
+        z = attend(q, k, v, causal=True, hook_pattern=named_hook("l"))
     rows_per = max(window, 64)
     assert max(widest) <= rows_per * (rows_per + window - 1 + sinks) and len(widest) == n // rows_per
     for row in (0, 63, 64, 1000, n - 1):

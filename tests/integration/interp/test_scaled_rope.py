@@ -16,6 +16,7 @@ import transformers as T
 
 from interp.loading import CheckpointError, load
 from interp.tokenizers import ByteTokenizer
+from tests.hf_helpers import spread_weights
 
 OMAX, MAXPOS, VOCAB = 16, 64, 300
 SHORT, LONG, LONGER = 12, 40, 80  # LONGER passes MAXPOS, where dynamic scaling starts
@@ -143,11 +144,7 @@ def _gemma3(directory):
                                 layer_types=["sliding_attention", "sliding_attention", "full_attention"],
                                 pad_token_id=0, bos_token_id=2, eos_token_id=1)
     torch.manual_seed(0)
-    hf = T.Gemma3ForCausalLM(config).eval()
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if p.dim() > 1:
-                p.normal_(0, 1.0 if "embed" in name else 0.3)
+    hf = spread_weights(T.Gemma3ForCausalLM(config))
     hf.save_pretrained(directory)
     return T.Gemma3ForCausalLM.from_pretrained(directory, attn_implementation="eager", dtype=torch.float32).eval()
 

@@ -12,7 +12,7 @@ from interp import attention
 from interp.capabilities import CapabilityError
 from interp.loading import load
 from interp.streaming import RollingCache, check_streamable, recomputed_nll, stream_nll
-from tests.hf_helpers import tiny_hf
+from tests.hf_helpers import spread_weights, tiny_hf
 
 N = 40
 
@@ -119,11 +119,7 @@ def _tiny_gemma3(directory):
                                 layer_types=["sliding_attention"] * 3 + ["full_attention"], pad_token_id=0,
                                 bos_token_id=2, eos_token_id=1)
     torch.manual_seed(0)
-    hf = T.Gemma3ForCausalLM(config).eval()
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if p.dim() > 1:
-                p.normal_(0, 1.0 if "embed" in name else 0.3)
+    hf = spread_weights(T.Gemma3ForCausalLM(config))
     hf.save_pretrained(directory)
     return hf, load(directory)
 
