@@ -61,6 +61,31 @@ class Results:
 
 
 @dataclass(frozen=True)
+class Revision:
+    """A rule replaced after a run had been judged by it: the row keeps the earlier rule and what it gave."""
+
+    on: str  # the date (and commit) of the change
+    earlier: str  # the earlier rule, as it was written
+    earlier_verdict: str  # what the earlier rule gave on the data it judged
+    why: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A claim's verdict rule: its text (the threshold and the condition it reads), written on ``written`` before the
+    run that judges it; ``revisions`` list every earlier rule with the verdict it gave, shown in the row."""
+
+    text: str
+    written: str
+    revisions: tuple[Revision, ...] = ()
+
+    def history(self) -> str:
+        now = f"rule (written {self.written}): {self.text}"
+        return " ".join([now] + [f"Rule revised on {r.on} ({r.why}): the earlier rule ({r.earlier}) gave "
+                                 f"{r.earlier_verdict}." for r in self.revisions])
+
+
+@dataclass(frozen=True)
 class Claim:
     finding: str
     source: str
