@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from poslens.known_results import NAMES, Claim, Observation, Results, head, pct
+from poslens.known_types import NAMES, Claim, Observation, Results, head, pct
 
 PRETRAINED = ("smollm2", "gemma3-270m")
 

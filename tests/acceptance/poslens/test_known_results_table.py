@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from poslens import known_results
+from poslens import known_results, known_types
 from poslens.known_claims import CLAIMS, OBSERVATIONS
 
 
@@ -13,7 +13,7 @@ def test_readme_table_is_the_one_generated_from_the_kept_csvs():
     from pathlib import Path
 
     readme = (Path(known_results.__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    assert known_results.readme_section(readme) == known_results.render(known_results.EVIDENCE), (
+    assert known_results.readme_section(readme) == known_results.render(known_types.EVIDENCE), (
         "README's known-results section differs from `python -m poslens.known_results docs/known-results`; "
         "rewrite it with --readme README.md")
 
@@ -44,11 +44,11 @@ def _claim(name):
 
 def test_induction_verdict_turns_when_no_head_scores(tmp_path):
     _induction_csv(tmp_path, 0.9, 0.7)
-    r = known_results.Results(tmp_path)
+    r = known_types.Results(tmp_path)
     assert _claim("induction heads").verdict(r).startswith("agrees")
     assert "L2H1 0.90; 1 of 12 heads" in _claim("induction heads").measure(r, "smollm2")
     _induction_csv(tmp_path, 0.9, 0.2)
-    assert _claim("induction heads").verdict(known_results.Results(tmp_path)).startswith("does not reproduce")
+    assert _claim("induction heads").verdict(known_types.Results(tmp_path)).startswith("does not reproduce")
 
 
 def _sink_csv(folder, rates: dict, per_layer=None):
@@ -77,14 +77,14 @@ def _rates(smol_by_length, gemma_with, gemma_without):
 
 def test_sink_verdicts_follow_the_numbers(tmp_path):
     _sink_csv(tmp_path, _rates({64: 0.8, 256: 0.6, 1024: 0.5}, 0.75, 0.0))
-    r = known_results.Results(tmp_path)
+    r = known_types.Results(tmp_path)
     assert "within Table 1's natural-text range" in _claim("attention sinks in pretrained LMs").verdict(r)
     assert _claim("the sink sits where pretraining fixes a token").verdict(r).startswith("agrees for Gemma 3")
     # gemma's rate is the same at every length here: only SmolLM2's falls
     assert _claim("sinks and evaluation length").verdict(r).startswith("partly")
 
     _sink_csv(tmp_path, _rates({64: 0.5, 256: 0.6, 1024: 0.7}, 0.5, 0.5))
-    r = known_results.Results(tmp_path)
+    r = known_types.Results(tmp_path)
     assert "below Table 1's natural-text range" in _claim("attention sinks in pretrained LMs").verdict(r)
     assert _claim("the sink sits where pretraining fixes a token").verdict(r).startswith("Gemma 3 does not show it")
     assert _claim("sinks and evaluation length").verdict(r).startswith("differs")
@@ -93,7 +93,7 @@ def test_sink_verdicts_follow_the_numbers(tmp_path):
 def test_depth_verdict_reads_the_layers_above_the_bottom_two(tmp_path):
     layers = {"smollm2": [0.0, 0.0, 0.25, 1.0], "gemma3-270m": [0.0, 0.5, 0.75, 1.0]}
     _sink_csv(tmp_path, _rates({64: 0.5}, 0.5, 0.5), per_layer=layers)
-    verdict = _claim("sinks above the bottom layers").verdict(known_results.Results(tmp_path))
+    verdict = _claim("sinks above the bottom layers").verdict(known_types.Results(tmp_path))
     assert "SmolLM2-135M differs: 1 of 2 layers" in verdict and "Gemma 3 270M agrees: 2 of 2 layers" in verdict
 
 
@@ -114,8 +114,8 @@ def test_readme_section_is_rewritten_in_place_and_nothing_else(tmp_path):
 
 
 def test_pct_and_head_names():
-    assert known_results.pct(0.25) == "25.0%" and known_results.pct(1 / 3) == "33.3%"
-    assert known_results.head(pd.Series(dict(layer=np.int64(3), head=np.int64(7)))) == "L3H7"
+    assert known_types.pct(0.25) == "25.0%" and known_types.pct(1 / 3) == "33.3%"
+    assert known_types.head(pd.Series(dict(layer=np.int64(3), head=np.int64(7)))) == "L3H7"
 
 
 def _rope_csv(folder, low_norm):
@@ -131,9 +131,9 @@ def _rope_csv(folder, low_norm):
 def test_rotary_verdict_compares_the_lowest_quarters_norm_with_the_highest(tmp_path):
     claim = _claim("rotary bands: queries and keys weigh the low frequencies")
     _rope_csv(tmp_path, 3.0)
-    assert claim.verdict(known_results.Results(tmp_path)).startswith("SmolLM2-135M agrees (low / high norm 3.00x)")
+    assert claim.verdict(known_types.Results(tmp_path)).startswith("SmolLM2-135M agrees (low / high norm 3.00x)")
     _rope_csv(tmp_path, 0.5)
-    assert claim.verdict(known_results.Results(tmp_path)).startswith("SmolLM2-135M differs (low / high norm 0.50x)")
+    assert claim.verdict(known_types.Results(tmp_path)).startswith("SmolLM2-135M differs (low / high norm 0.50x)")
 
 
 def _retrieval_csv(folder, n_retrieval, top_acc, random_acc, heads=100):
@@ -156,11 +156,11 @@ def _retrieval_csv(folder, n_retrieval, top_acc, random_acc, heads=100):
 def test_retrieval_verdicts_read_the_share_and_the_masking_at_the_number_of_retrieval_heads(tmp_path):
     sparse, causal = _claim("retrieval heads are sparse"), _claim("retrieval heads are causal")
     _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=1.0)
-    r = known_results.Results(tmp_path)
+    r = known_types.Results(tmp_path)
     assert "SmolLM2-135M 4.0% (4 of 100 heads; the range is 2.1-6.2 heads): agrees" in sparse.verdict(r)
     assert "SmolLM2-135M agrees (k = 5, 4 heads score > 0.1" in causal.verdict(r)  # top 2 would not have sufficed
     _retrieval_csv(tmp_path, 9, top_acc=0.0, random_acc=0.0)
-    r = known_results.Results(tmp_path)
+    r = known_types.Results(tmp_path)
     assert "SmolLM2-135M 9.0% (9 of 100 heads; the range is 2.1-6.2 heads): differs" in sparse.verdict(r)
     assert "SmolLM2-135M partly: random heads hurt too (k = 10" in causal.verdict(r)
 
@@ -183,7 +183,7 @@ def _stream_csv(folder, window, sinks, recomputed, past=True):
 def test_streaming_verdict_needs_sinks_to_recover_re_computation(tmp_path):
     claim = _claim("window attention needs the first tokens (attention sinks)")
     _stream_csv(tmp_path, window=3.3, sinks=2.7, recomputed=2.7)
-    assert claim.verdict(known_results.Results(tmp_path)).startswith("SmolLM2-135M agrees (past the trained length)")
+    assert claim.verdict(known_types.Results(tmp_path)).startswith("SmolLM2-135M agrees (past the trained length)")
     _stream_csv(tmp_path, window=2.75, sinks=2.7, recomputed=2.7, past=False)
-    verdict = claim.verdict(known_results.Results(tmp_path))
+    verdict = claim.verdict(known_types.Results(tmp_path))
     assert verdict.startswith("SmolLM2-135M differs (over the whole stream, inside the trained length)")

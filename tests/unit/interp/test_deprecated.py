@@ -135,7 +135,7 @@ def test_an_old_column_is_read_back_under_its_new_name(analysis, old, new, tmp_p
     import pandas as pd
 
     from figures.render import read_table
-    from poslens.known_results import Results
+    from poslens.known_types import Results
 
     csv = tmp_path / f"{analysis}.csv"
     pd.DataFrame({"model": ["a", "b"], old: [3, 5], "other": [0.5, 1.5]}).to_csv(csv, index=False)
@@ -155,7 +155,7 @@ def test_an_old_column_is_read_back_under_its_new_name(analysis, old, new, tmp_p
 
 
 def test_the_kept_known_results_are_read_under_the_new_names_quietly():
-    from poslens.known_results import EVIDENCE, Results
+    from poslens.known_types import EVIDENCE, Results
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", PoslensDeprecationWarning)
