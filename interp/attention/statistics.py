@@ -10,7 +10,7 @@ float64."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,12 @@ class Rows:
     q_abs: Tensor
     keys: Tensor
     k0: int | None = None
+    memo: dict = field(default_factory=dict)  # what several statistics share (distances, their mean, the top key)
+
+    def shared(self, key: str, make: Callable[[], Tensor]):
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
 
     @property
     def per_row(self) -> Tensor:
@@ -36,7 +42,11 @@ class Rows:
 
     @property
     def distance(self) -> Tensor:
-        return (self.q_abs[:, None] - self.per_row).abs()
+        return self.shared("distance", lambda: (self.q_abs[:, None] - self.per_row).abs())
+
+    @property
+    def top(self):
+        return self.shared("top", lambda: self.p.max(-1))
 
     def at(self, key: Tensor) -> Tensor:
         """Mass on one key per row (``key [r]``, absolute; outside the keys or negative: 0)."""
@@ -100,12 +110,12 @@ def _entropy(rows: Rows) -> Tensor:
 
 
 def _distance_mean(rows: Rows) -> Tensor:
-    return (rows.p * rows.distance.to(rows.p.dtype)).sum(-1)
+    return rows.shared("distance_mean", lambda: (rows.p * rows.distance.to(rows.p.dtype)).sum(-1))
 
 
 def _distance_std(rows: Rows) -> Tensor:
     d = rows.distance.to(rows.p.dtype)
-    mean = (rows.p * d).sum(-1)
+    mean = _distance_mean(rows)
     return (rows.p * (d - mean[..., None]).square_()).sum(-1).clamp_(min=0).sqrt_()
 
 
@@ -173,9 +183,9 @@ _DECLARED = [
               reduce=lambda r, o: _entropy(r),
               reference=lambda p, q_abs, o: -torch.where(p > 0, p * p.log(), 0.0).sum(-1)),
     Statistic("top_key", "the most attended key (its position)",
-              reduce=lambda r, o: r.keys[r.p.argmax(-1)], reference=lambda p, q_abs, o: p.argmax(-1)),
+              reduce=lambda r, o: r.top.indices + r.k0 if r.k0 is not None else r.keys[r.top.indices], reference=lambda p, q_abs, o: p.argmax(-1)),
     Statistic("top_mass", "the weight of that key",
-              reduce=lambda r, o: r.p.max(-1).values, reference=lambda p, q_abs, o: p.max(-1).values),
+              reduce=lambda r, o: r.top.values, reference=lambda p, q_abs, o: p.max(-1).values),
 ]
 DECLARED: dict[str, Statistic] = {s.name: s for s in _DECLARED}
 STATISTICS: dict[str, str] = {s.name: s.meaning for s in _DECLARED}  # name -> meaning (the public table)
