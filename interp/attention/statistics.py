@@ -119,6 +119,10 @@ def _distance_std(rows: Rows) -> Tensor:
     return (rows.p * (d - mean[..., None]).square_()).sum(-1).clamp_(min=0).sqrt_()
 
 
+def _top_key(rows: Rows) -> Tensor:
+    return rows.top.indices + rows.k0 if rows.k0 is not None else rows.keys[rows.top.indices]
+
+
 def _first_columns(o, n_k: int):
     if max(o.first) <= FIRST_GATHERED:
         return None
@@ -183,7 +187,7 @@ _DECLARED = [
               reduce=lambda r, o: _entropy(r),
               reference=lambda p, q_abs, o: -torch.where(p > 0, p * p.log(), 0.0).sum(-1)),
     Statistic("top_key", "the most attended key (its position)",
-              reduce=lambda r, o: r.top.indices + r.k0 if r.k0 is not None else r.keys[r.top.indices], reference=lambda p, q_abs, o: p.argmax(-1)),
+              reduce=lambda r, o: _top_key(r), reference=lambda p, q_abs, o: p.argmax(-1)),
     Statistic("top_mass", "the weight of that key",
               reduce=lambda r, o: r.top.values, reference=lambda p, q_abs, o: p.max(-1).values),
 ]
