@@ -30,22 +30,33 @@ def choice(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool
     """The kernel ``scaled_dot_product_attention`` picks here: ``"flash"``, ``"efficient"`` or ``"other"``."""
     from torch.nn.attention import SDPBackend
 
-    picked = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, scale=scale)
+    picked = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
     return {int(SDPBackend.FLASH_ATTENTION): "flash", int(SDPBackend.EFFICIENT_ATTENTION): "efficient"}.get(
         picked, "other")
 
 
 def cuda_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
              scale: float) -> tuple[Tensor, Tensor]:
-    """``(output, log-sum-exp [batch, head, q] float32)`` of the kernel sdpa would pick; grouped key heads repeated."""
+    """``(output, log-sum-exp [batch, head, q] float32)`` of the kernel sdpa would pick. Grouped key heads go to the
+    flash kernel as they are (FlashAttention reads them grouped; repeated where this torch's op refuses them) and
+    repeated for the memory-efficient one."""
     rep = q.shape[1] // k.shape[1]
-    if rep > 1:
-        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
     mask = additive(mask, q.dtype)
     picked = choice(q, k, v, mask, is_causal, scale)
+    flash = torch.ops.aten._scaled_dot_product_flash_attention
     if picked == "flash" and mask is None:
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, False, scale=scale)[:2]
+        try:
+            out, lse = flash(q, k, v, 0.0, is_causal, False, scale=scale)[:2]
+        except torch.OutOfMemoryError:
+            raise
+        except RuntimeError:
+            if rep == 1:
+                raise
+            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+            out, lse = flash(q, k, v, 0.0, is_causal, False, scale=scale)[:2]
     elif picked == "efficient":
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
         bias = None if mask is None else aligned_bias(mask, q, k)
         out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, is_causal,
                                                                           scale=scale)[:2]
