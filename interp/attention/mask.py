@@ -161,15 +161,3 @@ class Mask:
         """``(attn_mask, is_causal)`` for a fused kernel (windows folded first)."""
         m = self.folded(q.device)
         return sdpa_mask(q, k, causal=m.causal, bias=m.bias)
-
-    def scores(self, s: Tensor, rows: Tensor, keys: Tensor) -> Tensor:
-        """Scores ``s [batch, head, len(rows), len(keys)]`` of query ``rows`` against key positions ``keys`` with what
-        this mask hides at ``-inf`` (windows not folded here are applied too)."""
-        if self.bias is not None:
-            s = hide(s, rows_of(self.bias, rows, self.n_k).index_select(-1, keys.to(self.bias.device)).to(s.device))
-        q_abs = rows.to(s.device)[:, None] + self.offset
-        if self.causal:
-            s = s.masked_fill(keys[None, :] > q_abs, float("-inf"))
-        if self.windows:
-            s = s.masked_fill(~window_visible(q_abs[:, 0], keys, self.windows), float("-inf"))
-        return s

@@ -16,13 +16,14 @@ from interp.attention.context import StopForward, current_query_rows, query_rows
 from interp.attention.statistics import DECLARED, STATISTICS, Rows, reduce
 
 CHUNK_BYTES = 64 << 20  # CPU: scores of one chunk of query rows (x3 for the temporaries of the statistics)
-CUDA_CHUNK_SHARE = 4  # CUDA: a chunk takes at most this fraction (1/4) of the device's free memory ...
-CUDA_CHUNK_MAX = 8 << 30  # ... and at most this many bytes
+CUDA_CHUNK_SHARE = 4  # CUDA: a chunk takes at most a quarter of the device's free memory ...
+CUDA_CHUNK_MAX = 1 << 30  # ... and at most 1 GiB (issue 38's memory target: the forward's peak + 1 GiB)
 
 
 def chunk_budget(device, given: int | None = None) -> int:
-    """Bytes of scores one chunk of rows may take: ``given`` when set; on CUDA a share of the free memory (a 64 MiB
-    chunk is 5-20 rows of a long context there: tens of thousands of tiny kernels); on the CPU ``CHUNK_BYTES``."""
+    """Bytes of scores (and their temporaries) one chunk of rows may take: ``given`` when set; on CUDA a share of the
+    free memory, at most ``CUDA_CHUNK_MAX`` (a 64 MiB chunk is 5-20 rows of a long context there: tens of thousands of
+    tiny kernels); on the CPU ``CHUNK_BYTES``."""
     if given is not None:
         return given
     device = torch.device(device)

@@ -207,3 +207,14 @@ def test_a_new_backend_is_one_entry_of_the_table(monkeypatch):
 
 def test_chunks_are_sized_from_the_device():
     assert chunk_budget("cpu") == CHUNK_BYTES and chunk_budget("cpu", 123) == 123
+
+
+def test_cuda_chunks_take_a_share_of_the_free_memory_up_to_the_memory_target(monkeypatch):
+    from interp.attention import request
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2 << 30, 80 << 30))
+    assert chunk_budget("cuda") == (2 << 30) // request.CUDA_CHUNK_SHARE
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (60 << 30, 80 << 30))
+    assert chunk_budget("cuda") == request.CUDA_CHUNK_MAX
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100 << 20, 80 << 30))
+    assert chunk_budget("cuda") == CHUNK_BYTES
