@@ -37,7 +37,7 @@ class Chunked:
         every = stats.rows is None
         causal, bias, scores = call.causal, call.bias, call.scores
         chunk = max(1, stats.budget(q.device) // (3 * 4 * b * h * n_k))
-        qf, kf = float32(q), float32(k)
+        kf = float32(k)  # the queries are cast one chunk of rows at a time
         outputs, parts = [], []
         for start in range(0, wanted.numel(), chunk):
             rows = wanted[start:start + chunk].to(q.device)
@@ -45,7 +45,8 @@ class Chunked:
             k0 = first_visible(bias, rows, keys)
             # keys k0 .. keys - 1 are read: causal positions shift by k0 on both sides, so n_q becomes
             # keys - k0 - offset
-            s = logits(qf.index_select(-2, rows), kf[..., k0:keys, :], rows - k0, keys - k0 - offset, causal=causal,
+            qc = float32(q.index_select(-2, rows))
+            s = logits(qc, kf[..., k0:keys, :], rows - k0, keys - k0 - offset, causal=causal,
                        bias=None if bias is None else rows_of(bias, rows, keys)[..., k0:], rows_selected=True,
                        scale=call.scale, softcap=call.softcap,
                        scores=None if scores is None else float32(scores.index_select(-2, rows)[..., k0:keys]))

@@ -175,7 +175,7 @@ class LseStatistics:
         per row ``[first keys + band]`` gathered keys (a key among the first ones is not counted twice), one block of
         rows at a time."""
         stats = call.statistics
-        q, k = float32(call.q), float32(call.k)
+        q, k = call.q, call.k  # cast to float32 one block of rows (and their gathered keys) at a time
         b, h, n_q, d = q.shape
         kv, n_k = k.shape[1], k.shape[-2]
         g, offset = h // kv, n_k - n_q
@@ -188,7 +188,7 @@ class LseStatistics:
         first = torch.arange(narrow, device=q.device)
         width = narrow + offsets.numel()
         bias = call.bias
-        per_row = 4 * kv * width * d + 8 * 4 * h * width + (n_k if bias is not None and bias.shape[-2] > 1 else 0) * 4
+        per_row = 4 * kv * width * d + 4 * h * d + 8 * 4 * h * width + (n_k if bias is not None and bias.shape[-2] > 1 else 0) * 4
         per = max(1, min(rows.numel(), chunk_budget(q.device, stats.chunk_bytes) // (b * per_row)))
         parts: dict[str, list[Tensor]] = {}
         for i in range(0, rows.numel(), per):
@@ -199,8 +199,8 @@ class LseStatistics:
                                (near >= narrow) & (near < n_k)], -1)
             keys = torch.cat([first[None, :].expand(r.numel(), -1), near], -1)
             gather = keys.clamp(0, n_k - 1)
-            kg = k.index_select(-2, gather.flatten()).view(b, kv, r.numel(), width, d)
-            qg = q.index_select(-2, r).view(b, kv, g, r.numel(), d).transpose(2, 3)  # [b, kv, rows, g, d]
+            kg = float32(k.index_select(-2, gather.flatten())).view(b, kv, r.numel(), width, d)
+            qg = float32(q.index_select(-2, r)).view(b, kv, g, r.numel(), d).transpose(2, 3)  # [b, kv, r, g, d]
             s = torch.matmul(qg, kg.transpose(-1, -2)).mul_(call.scale)  # [b, kv, rows, g, width]
             s = s.permute(0, 1, 3, 2, 4).reshape(b, h, r.numel(), width).double()
             if bias is not None:
