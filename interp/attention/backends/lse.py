@@ -188,7 +188,8 @@ class LseStatistics:
         first = torch.arange(narrow, device=q.device)
         width = narrow + offsets.numel()
         bias = call.bias
-        per_row = 4 * kv * width * d + 4 * h * d + 8 * 4 * h * width + (n_k if bias is not None and bias.shape[-2] > 1 else 0) * 4
+        mask_row = 4 * n_k if bias is not None and bias.shape[-2] > 1 else 0  # a bias row per query row
+        per_row = 4 * kv * width * d + 4 * h * d + 8 * 4 * h * width + mask_row
         per = max(1, min(rows.numel(), chunk_budget(q.device, stats.chunk_bytes) // (b * per_row)))
         parts: dict[str, list[Tensor]] = {}
         for i in range(0, rows.numel(), per):
