@@ -38,23 +38,25 @@ WANTED = ("first_mass", "self_mass", "previous_mass", "window_mass", "far_mass",
 PATHS = {"chunked": WANTED, "fused": ("first_mass", "self_mass", "previous_mass", "window_mass")}
 
 
-def reference_statistics(p: torch.Tensor) -> dict[str, torch.Tensor]:
-    """``[batch, head, q, k]`` pattern -> every statistic in float64, from the definitions."""
+class Options:
+    """The statistics' options the references read (``first``, ``windows``; no key parts here)."""
+
+    def __init__(self, first=FIRST, windows=WINDOWS, key_parts=None, n_parts=0):
+        self.first, self.windows, self.key_parts, self.n_parts = first, windows, key_parts, n_parts
+
+
+def reference_statistics(p: torch.Tensor, options=None, offset: int = 0, wanted=WANTED) -> dict[str, torch.Tensor]:
+    """``[batch, head, q, k]`` pattern -> every statistic in float64, from the declared definitions
+    (``interp.attention.statistics``); ``distance_var`` and ``_clear`` (rows whose top two weights differ by more than
+    1e-4) for the comparisons."""
+    from interp.attention import reference
+
     p = p.double()
-    n_q, n_k = p.shape[-2:]
-    q = torch.arange(n_q)
-    d = (q[:, None] - torch.arange(n_k)[None]).abs().double()
-    mean = (p * d).sum(-1)
-    return {"first_mass": torch.stack([p[..., :f].sum(-1) for f in FIRST], -1),
-            "self_mass": p[..., q, q],
-            "previous_mass": torch.where(q > 0, p[..., q, (q - 1).clamp(min=0)], 0.0),
-            "window_mass": torch.stack([(p * (d <= w)).sum(-1) for w in WINDOWS], -1),
-            "far_mass": torch.stack([(p * (d > w)).sum(-1) for w in WINDOWS], -1),
-            "distance_mean": mean,
-            "distance_var": ((p * d * d).sum(-1) - mean ** 2).clamp(min=0),
-            "entropy": -torch.where(p > 0, p * p.log(), 0.0).sum(-1),
-            "top_key": p.argmax(-1), "top_mass": p.max(-1).values,
-            "_clear": (lambda t: t[..., 0] - t[..., 1] > 1e-4)(p.topk(2, -1).values)}
+    out = {name: reference(name, p, options or Options(), offset) for name in wanted}
+    if "distance_std" in out:
+        out["distance_var"] = out["distance_std"] ** 2
+    out["_clear"] = (lambda t: t[..., 0] - t[..., -1] > 1e-4)(p.topk(min(2, p.shape[-1]), -1).values)
+    return out
 
 
 def differences(got: dict, patterns) -> dict[str, float]:
@@ -110,26 +112,31 @@ def pattern64(q, k, *, causal: bool, bias, scale: float, softcap, scores) -> tor
         b = bias[..., :n_k]
         s = s.masked_fill(~b, float("-inf")) if b.dtype == torch.bool else s + b.double()
     if causal:
-        s = s.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q), float("-inf"))
+        s = s.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool, device=s.device).tril(n_k - n_q), float("-inf"))
     return torch.softmax(s, -1)
 
 
 def with_own_patterns(model, tokens, wanted, **options):
     """``model_statistics`` and, per layer, the ``reference_statistics`` of the float64 pattern of the queries, keys and
-    mask it was handed."""
+    mask each attention call was handed (``interp.attention.call.dispatch`` recorded; key windows folded)."""
     from unittest import mock
 
-    from interp.attention import StatisticsRequest, model_statistics
+    from interp.attention import call as calls
+    from interp.attention import model_statistics
 
     own: dict[str, dict] = {}
-    attend = StatisticsRequest.attend
+    dispatch = calls.dispatch
 
-    def recording(self, name, q, k, v, *, causal, bias, scale, softcap, scores):
-        own[name] = reference_statistics(pattern64(q, k, causal=causal, bias=bias, scale=scale, softcap=softcap,
-                                                   scores=scores))
-        return attend(self, name, q, k, v, causal=causal, bias=bias, scale=scale, softcap=softcap, scores=scores)
+    def recording(call):
+        if call.statistics is not None:
+            c = call.folded()
+            p = pattern64(c.q, c.k, causal=c.causal, bias=c.bias, scale=c.scale, softcap=c.softcap, scores=c.scores)
+            own[c.name] = {name: t.cpu() for name, t in reference_statistics(
+                p, c.statistics, c.mask.offset, [w for w in call.statistics.wanted if w != "span_mass"]).items()}
+            del p
+        return dispatch(call)
 
-    with mock.patch.object(StatisticsRequest, "attend", recording):
+    with mock.patch.object(calls, "dispatch", recording):
         got = model_statistics(model, tokens, wanted, **options)
     return got, [own[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.n_layers)]
 

@@ -7,8 +7,7 @@ the output bit for bit the one ``attend`` gives without statistics."""
 import pytest
 import torch
 
-from interp import attention
-from interp.attention import StatisticsRequest, attend, collecting_statistics, model_statistics
+from interp.attention import BACKENDS, attend, collecting_statistics, mask, model_statistics, statistics
 from interp.loading import load
 from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.hf_helpers import reference, write_tiny_hf
@@ -19,12 +18,25 @@ FUSED = ("first_mass", "self_mass", "previous_mass", "window_mass", "span_mass")
 FIRST, WINDOWS = (1, 4), (0, 3, 9)
 
 
+class Instead:
+    """A backend that serves what ``backend`` serves and runs ``run(call)`` instead."""
+
+    def __init__(self, backend, run):
+        self.name, self.reads_windows, self.backend, self.run = backend.name, backend.reads_windows, backend, run
+
+    def serves(self, call) -> bool:
+        return self.backend.serves(call)
+
+    def __call__(self, call):
+        return self.run(call)
+
+
 @pytest.fixture
 def chunked_forbidden(monkeypatch):
-    def refuse(self, *args, **kwargs):
+    def refuse(call):
         raise AssertionError("the chunked statistics ran where the fused kernel serves every statistic")
 
-    monkeypatch.setattr(StatisticsRequest, "_chunked", refuse)
+    monkeypatch.setitem(BACKENDS, "chunked", Instead(BACKENDS["chunked"], refuse))
 
 
 CASES = {
@@ -44,10 +56,9 @@ CASES = {
 def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(case, rows, mask_rows, chunked_forbidden,
                                                                               monkeypatch):
     c = CASES[case]
-    monkeypatch.setattr(attention, "MASK_ROWS", mask_rows)  # 8: masked calls per chunk of rows on the keys they see
-    # first_mass of 4 keys from an indicator column, of 1 from the band
-    monkeypatch.setattr(attention, "FIRST_GATHERED", 2)
-    monkeypatch.setattr(attention, "BAND_ROWS", 7)  # several band blocks
+    monkeypatch.setattr(mask, "MASK_ROWS", mask_rows)  # 8: masked calls per chunk of rows on the keys they see
+    # first_mass of 4 keys past FIRST_GATHERED: indicator columns (the band serves first_mass up to it)
+    monkeypatch.setattr(statistics, "FIRST_GATHERED", 2)
     offset = c.get("offset", 0)
     q, k, v, bias = random_attention(len(case), n_q=45, offset=offset, kv=c["kv"], d_v=c.get("d_v", 5),
                                      bias=c.get("bias"), window=c.get("window"))
@@ -68,9 +79,9 @@ def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(ca
 
 def test_statistics_the_fused_kernel_cannot_give_exactly_take_the_chunked_path(monkeypatch):
     ran = []
-    chunked = StatisticsRequest._chunked
-    monkeypatch.setattr(StatisticsRequest, "_chunked",
-                        lambda self, *a, **kw: ran.append(self.wanted) or chunked(self, *a, **kw))
+    chunked = BACKENDS["chunked"]
+    monkeypatch.setitem(BACKENDS, "chunked",
+                        Instead(chunked, lambda call: ran.append(call.statistics.wanted) or chunked(call)))
     q, k, v, bias = random_attention(3, n_q=20, kv=2, bias="float")
     for wanted, kw in [(("distance_mean",), {}), (("far_mass",), dict(windows=(2,))), (("top_mass",), {}),
                        (("entropy",), {}), (("first_mass",), dict(softcap=2.0))]:
@@ -124,17 +135,17 @@ def test_sink_rate_and_head_profiles_statistics_run_fused(chunked_forbidden):
 def test_a_mask_that_hides_stretches_of_keys_is_attended_per_chunk_of_rows_on_the_keys_they_see(monkeypatch):
     """Gemma 3's sliding layers at 32k: one fused call would score every key of every row (and hold the boolean mask
     as a float ``[q, k]`` block); per chunk of rows, only the keys a chunk may see are read, with the same result."""
-    monkeypatch.setattr(attention, "MASK_ROWS", 16)
+    monkeypatch.setattr(mask, "MASK_ROWS", 16)
     q, k, v, sliding = random_attention(3, n_q=160, kv=2, bias="sliding", window=12)
-    spans = attention._key_spans(sliding, 160, 160)
+    spans = mask.key_spans(sliding, 160, 160)
     assert [(a, e) for a, e, _, _ in spans] == [(a, a + 16) for a in range(0, 160, 16)]
     assert all(lo == max(0, a - 11) and hi == e for a, e, lo, hi in spans)  # the window's keys, no more
     whole = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=sliding, enable_gqa=True, scale=0.4)
     torch.testing.assert_close(attend(q, k, v, causal=True, bias=sliding, scale=0.4), whole, atol=1e-6, rtol=0)
     padding = torch.ones(2, 1, 1, 160, dtype=torch.bool)
     padding[0, ..., :40] = False  # left padding: a mask of one row for every query
-    assert attention._key_spans(padding, 160, 160) is None  # every chunk sees keys 40..159 of sequence 0, all of 1
+    assert mask.key_spans(padding, 160, 160) is None  # every chunk sees keys 40..159 of sequence 0, all of 1
     visible = torch.ones(160, 160, dtype=torch.bool).tril()
-    assert len(attention._key_spans(visible[None, None], 160, 160)) == 10  # a materialised causal mask: half the keys
+    assert len(mask.key_spans(visible[None, None], 160, 160)) == 10  # a materialised causal mask: half the keys
     everything = torch.zeros(1, 1, 160, 160)
-    assert attention._key_spans(everything, 160, 160) is None  # nothing hidden: one call
+    assert mask.key_spans(everything, 160, 160) is None  # nothing hidden: one call

@@ -1,0 +1,219 @@
+"""Statistics that ride a fused kernel's log-sum-exp: no ``[q, k]`` block at all.
+
+Protocol. A kernel ``lse_attention(q, k, v, attn_mask, is_causal, scale) -> (output, L [batch, head, q] float32)``
+(per device: ``backends.cpu_flash``, ``backends.cuda``; ``plain_lse`` where the private op is missing or raises)
+gives the forward's output and each row's log-sum-exp ``L``. Then a key's mass is ``exp(s - L)``:
+
+- masses on the first keys, the token itself, the previous token and the keys within ``w`` (statistics that declare a
+  ``band``) come from the logits of those keys alone: per row, the first keys and the ``O(w)`` keys around it are
+  gathered, ``s = q . k * scale`` computed in float32 from the inputs' values (as the kernel accumulates its own) and
+  the masses summed in float64;
+- statistics that are an expectation of a per-key column (``columns``: part indicators, first-key indicators past
+  ``FIRST_GATHERED``) ride one more kernel call with those columns as values, in float32 whatever the model's dtype (a
+  bf16 output would round a mass to 3 digits).
+
+Not served here (they take ``backends.chunked``), measured by ``bench.value_columns`` on SmolLM2-135M's own float32
+queries and keys at 2,048 tokens against float64: entropy as ``L - scale q . E[k]`` (``E[k]``: the keys as values)
+misses by 1.3e-5, past the 1e-5 target; the distance moments from the key index centred per block of 512 rows
+(``j - a`` and its square as values) are within it (mean 1.0e-6 of its scale, 1.4e-3 positions; variance 1.3e-6 of
+the scale squared, the spread 7.9e-3 positions) but six times the chunked path's error, and a request with the top key
+(every key of the row) or entropy runs the chunked pass anyway. Block sizes come from the device
+(``StatisticsRequest.budget``). TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``) would round the band's
+logits to 10 bits: leave it off (torch's default) for exact masses."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from interp.attention.backends.sdpa import fused
+from interp.attention.mask import causal_mask, grouped_matmul, hide, rows_of
+from interp.attention.request import chunk_budget
+from interp.attention.statistics import DECLARED, Rows, reduce
+
+LseKernel = Callable[..., tuple[Tensor, Tensor]]
+
+
+def float32(t: Tensor) -> Tensor:
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+def plain_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
+              scale: float) -> tuple[Tensor, Tensor]:
+    """The fallback kernel, plain torch on any device: the output from ``scaled_dot_product_attention`` (the forward's
+    own), ``L`` by a logsumexp of float32 logits one block of rows at a time (the device's budget)."""
+    b, h, n_q, _ = q.shape
+    n_k = k.shape[-2]
+    out = fused(q, k, v, causal=is_causal, bias=mask, scale=scale, softcap=None)
+    qf, kf = float32(q), float32(k).transpose(-1, -2)
+    per = max(1, chunk_budget(q.device) // (3 * 4 * b * h * n_k))
+    lse = []
+    for a in range(0, n_q, per):
+        e = min(n_q, a + per)
+        s = grouped_matmul(qf[..., a:e, :], kf).mul_(scale)
+        if mask is not None:
+            s = hide(s, mask[..., :n_k] if mask.shape[-2] == 1 else mask[..., a:e, :n_k])
+        if is_causal:
+            s = s.masked_fill_(~causal_mask(n_q, n_k, s.device, torch.arange(a, e, device=s.device)), float("-inf"))
+        lse.append(torch.logsumexp(s, -1))
+    return out, torch.cat(lse, -1).float()
+
+
+_WARNED: set[str] = set()
+
+
+def with_fallback(kernel: LseKernel, name: str) -> LseKernel:
+    """``kernel``, or ``plain_lse`` where it is missing or raises (a torch release that moves a private op): warned
+    once per kernel. Out-of-memory is raised, not retried."""
+
+    def run(q, k, v, mask, is_causal, scale):
+        try:
+            return kernel(q, k, v, mask, is_causal, scale)
+        except torch.OutOfMemoryError:
+            raise
+        except (AttributeError, NotImplementedError, RuntimeError, TypeError) as error:
+            if name not in _WARNED:
+                _WARNED.add(name)
+                warnings.warn(f"interp.attention: the {name} log-sum-exp kernel failed ({type(error).__name__}: "
+                              f"{error}); statistics use the plain-torch fallback (slower, same results)",
+                              RuntimeWarning, stacklevel=2)
+            return plain_lse(q, k, v, mask, is_causal, scale)
+
+    run.kernel = kernel
+    return run
+
+
+def _padded(t: Tensor, width: int) -> Tensor:
+    return t if t.shape[-1] == width else F.pad(t, (0, width - t.shape[-1]))
+
+
+def _band_of(stat: str, request) -> tuple[int, int] | None:
+    band = DECLARED[stat].band
+    return None if band is None else band(request)
+
+
+@dataclass
+class LseStatistics:
+    """The statistics backend on one device type: ``kernel`` gives the output and ``L``; ``accepts(q, k, v, mask,
+    is_causal, scale)`` says whether it runs these inputs as the forward would (else the chunked backend serves)."""
+
+    name: str
+    device_type: str
+    kernel: LseKernel
+    accepts: Callable[..., bool] = lambda *args: True
+    reads_windows = False
+
+    def serves(self, call) -> bool:
+        stats = call.statistics
+        if stats is None or call.hooked or call.softcap is not None or call.scores is not None:
+            return False
+        if call.q.device.type != self.device_type or call.q.requires_grad or call.k.requires_grad:
+            return False
+        if not all(DECLARED[s].lse_served(stats) for s in stats.wanted):
+            return False
+        mask, is_causal = call.mask.fused(call.q, call.k)
+        return self.accepts(call.q, call.k, call.k, mask, is_causal, call.scale)
+
+    def __call__(self, call) -> Tensor:
+        stats = call.statistics
+        q, k, v = call.q, call.k, call.v
+        d, n_k = q.shape[-1], k.shape[-2]
+        stats.check_keys(n_k)
+        rows = stats.rows_of(q.shape[-2]).to(q.device)
+        mask, is_causal = call.mask.fused(q, k)
+        lse = None
+        if v.shape[-1] == d:
+            z, lse = self.kernel(q, k, v, mask, is_causal, call.scale)
+        else:
+            z = fused(q, k, v, causal=call.causal, bias=call.bias, scale=call.scale, softcap=None)
+        banded = [s for s in stats.wanted if _band_of(s, stats) is not None]
+        by_columns = [s for s in stats.wanted if s not in banded]
+        lse_rows = None if lse is None else lse.index_select(-1, rows).double()
+        out: dict[str, Tensor] = {}
+        if by_columns or lse is None:
+            columns = [DECLARED[s].columns(stats, n_k).to(q.device) for s in by_columns]
+            expect, lse_c = self.columns(q, k, mask, is_causal, call.scale, rows, stats.rows is None, columns)
+            col = 0
+            for stat, c in zip(by_columns, columns):
+                out[stat] = expect[..., col:col + c.shape[-1]].float()
+                col += c.shape[-1]
+            if lse_rows is None:
+                lse_rows = lse_c.double()
+        if banded:
+            out.update(self.band(call, rows, lse_rows, banded))
+        stats.record(call.name, out)
+        return z
+
+    def columns(self, q: Tensor, k: Tensor, mask, is_causal: bool, scale: float, rows: Tensor, every: bool,
+                columns: list[Tensor]) -> tuple[Tensor, Tensor]:
+        """``(E[columns] [batch, head, rows, c], L [batch, head, rows])``: one kernel call in float32 with the per-key
+        ``columns`` as values (the keys themselves when there are none: ``L`` alone)."""
+        q, k = float32(q), float32(k)
+        b, kv, n_k, d = k.shape
+        values = (torch.cat(columns, -1).to(q.dtype)[None, None].expand(b, kv, n_k, -1) if columns else k)
+        width = max(d, values.shape[-1])
+        q_c, mask_c, causal_c = q, mask, is_causal
+        if not every:  # the rows asked for only, against their rows of the mask
+            q_c, causal_c = q.index_select(-2, rows), False
+            mask_c = ((causal_mask(q.shape[-2], n_k, q.device, rows) if is_causal else None) if mask is None
+                      else rows_of(mask, rows, n_k))
+        if mask_c is not None and mask_c.is_floating_point():
+            mask_c = mask_c.to(q.dtype)
+        expect, lse = self.kernel(_padded(q_c, width), _padded(k, width), _padded(values, width), mask_c, causal_c,
+                                  scale)
+        if every:
+            expect, lse = expect.index_select(-2, rows), lse.index_select(-1, rows)
+        return expect, lse
+
+    def band(self, call, rows: Tensor, lse: Tensor, banded: list[str]) -> dict[str, Tensor]:
+        """The ``banded`` statistics of ``rows`` from the logits of each row's first keys and the keys within its reach:
+        per row ``[first keys + band]`` gathered keys (a key among the first ones is not counted twice), one block of
+        rows at a time."""
+        stats = call.statistics
+        q, k = call.q, call.k  # cast to float32 one block of rows (and their gathered keys) at a time
+        b, h, n_q, d = q.shape
+        kv, n_k = k.shape[1], k.shape[-2]
+        g, offset = h // kv, n_k - n_q
+        bands = [_band_of(s, stats) for s in banded]
+        narrow = min(max(f for f, _ in bands), n_k)
+        reach = max(w for _, w in bands)
+        offsets = (torch.arange(0, reach + 1) if call.causal else torch.arange(-reach, reach + 1)) if reach >= 0 \
+            else torch.arange(0)
+        offsets = offsets.to(q.device)
+        first = torch.arange(narrow, device=q.device)
+        width = narrow + offsets.numel()
+        bias = call.bias
+        mask_row = 4 * n_k if bias is not None and bias.shape[-2] > 1 else 0  # a bias row per query row
+        per_row = 4 * kv * width * d + 4 * h * d + 8 * 4 * h * width + mask_row
+        per = max(1, min(rows.numel(), chunk_budget(q.device, stats.chunk_bytes) // (b * per_row)))
+        parts: dict[str, list[Tensor]] = {}
+        for i in range(0, rows.numel(), per):
+            r = rows[i:i + per]
+            q_abs = r + offset
+            near = q_abs[:, None] - offsets[None, :]
+            valid = torch.cat([torch.ones(r.numel(), narrow, dtype=torch.bool, device=q.device),
+                               (near >= narrow) & (near < n_k)], -1)
+            keys = torch.cat([first[None, :].expand(r.numel(), -1), near], -1)
+            gather = keys.clamp(0, n_k - 1)
+            kg = float32(k.index_select(-2, gather.flatten())).view(b, kv, r.numel(), width, d)
+            qg = float32(q.index_select(-2, r)).view(b, kv, g, r.numel(), d).transpose(2, 3)  # [b, kv, r, g, d]
+            s = torch.matmul(qg, kg.transpose(-1, -2)).mul_(call.scale)  # [b, kv, rows, g, width]
+            s = s.permute(0, 1, 3, 2, 4).reshape(b, h, r.numel(), width).double()
+            if bias is not None:
+                m = rows_of(bias, r, n_k).to(s.device)
+                m = m.expand(*m.shape[:-2], r.numel(), n_k).gather(-1, gather.expand(*m.shape[:-2], -1, -1))
+                s = hide(s, m)
+            hidden = ~valid | (keys > q_abs[:, None]) if call.causal else ~valid
+            s = s.masked_fill(hidden, float("-inf"))
+            p = torch.exp(s - lse[..., i:i + per, None])
+            found = reduce(banded, Rows(p, q_abs, torch.where(valid, keys, -1)), stats)
+            for stat, value in found.items():
+                parts.setdefault(stat, []).append(value.float())
+            if stats.progress is not None:
+                stats.progress(call.name, i + r.numel(), rows.numel())
+        return {stat: torch.cat(values, 2) for stat, values in parts.items()}

@@ -1,0 +1,54 @@
+"""Hooked attention: the scores and pattern are materialised (the rows of ``query_rows`` only, when set) and passed
+through ``hook_scores`` / ``hook_pattern``, so edits change the output; the statistics asked for are those of the
+(possibly edited) pattern rows. Rows not materialised come from the fused kernel."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from interp.attention.backends.sdpa import fused, of_scores
+from interp.attention.context import current_query_rows, hooked
+from interp.attention.mask import grouped_matmul, logits
+
+
+class Materialised:
+    name = "materialised"
+    reads_windows = False
+
+    def serves(self, call) -> bool:
+        return call.hooked
+
+    def __call__(self, call) -> Tensor:
+        q, k, v = call.q, call.k, call.v
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        kw = dict(causal=call.causal, bias=call.bias, scale=call.scale)
+        if k.shape[1] != q.shape[1]:  # materialised anyway: repeated key heads give a repeating model's bits
+            k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // v.shape[1], 1)
+        rows = current_query_rows(n_q)
+        sel = torch.arange(n_q, device=q.device) if rows is None else rows.to(q.device)
+        s = logits(q if rows is None else q.index_select(-2, sel), k, sel, n_q, softcap=call.softcap,
+                   scores=call.scores, **kw)
+        if call.hook_scores is not None:
+            s = call.hook_scores(s)
+        if s.dtype == v.dtype == torch.float32 and not s.requires_grad and not hooked(call.hook_scores):
+            pattern = torch._softmax(s, -1, False, out=s)  # in place: no one else holds these scores
+        else:
+            pattern = torch.softmax(s.float(), dim=-1).to(v.dtype)
+        if call.hook_pattern is not None:
+            pattern = call.hook_pattern(pattern)
+        stats = call.statistics
+        if stats is not None:
+            stats.check_keys(n_k)
+            stats.record(call.name, stats.of_pattern(pattern, sel, n_q, n_k))
+        z_sel = grouped_matmul(pattern, v)
+        if rows is None:
+            return z_sel
+        if call.scores is not None:
+            rest = of_scores(q, k, v, scores=call.scores, **kw)
+        else:
+            rest = fused(q, k, v, softcap=call.softcap, **kw)
+        return rest.index_copy(-2, sel, z_sel)
+
+
+BACKEND = Materialised()
