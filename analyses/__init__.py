@@ -11,10 +11,7 @@ A new analysis is its module (with its ``@runs``: the tests' small run, the main
 figure (``figures/NAME.py``) and one line in ``analyses.registry.MODULES``.
 """
 
-from analyses.registry import Analysis, Option, OptionError, all_analyses, get, run
-from interp.deprecated import Alias, renamed
 
-__getattr__ = renamed(__name__, {"MODULES": Alias("analyses.registry.MODULES"),
-                                 "load_all": Alias("analyses.registry.load_all")})
+from analyses.registry import Analysis, Option, OptionError, all_analyses, get, run
 
 __all__ = ["Analysis", "Option", "OptionError", "all_analyses", "get", "run"]

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 
 from corpora.documents import KINDS
-from interp import deprecated
+from interp import deprecation
 from interp.capabilities import Capability, require
 from interp.deprecation import PoslensDeprecationWarning
 
@@ -128,7 +128,7 @@ class NotWith:
     def __post_init__(self, inputs):
         given = self.kinds if inputs is None else inputs
         if inputs is not None or any(k in _OLD_INPUTS and k not in KINDS for k in given):
-            deprecated.keyword("analyses.registry.NotWith", "inputs", "NotWith(kinds) with kinds among "
+            deprecation.keyword("analyses.registry.NotWith", "inputs", "NotWith(kinds) with kinds among "
                                f"{', '.join(KINDS)}", stacklevel=3)
             object.__setattr__(self, "kinds", tuple(dict.fromkeys(_OLD_INPUTS.get(k, k) for k in given)))
         unknown = [k for k in self.kinds if k not in KINDS]
@@ -321,14 +321,14 @@ class Analysis:
         for old, new in self.renamed.items():
             if old in kwargs:
                 warnings.warn(f"{self.name}: '{old}=' is now '{new}=' (the old spelling is removed "
-                              f"on {deprecated.REMOVAL})",
+                              f"on {deprecation.REMOVAL})",
                               PoslensDeprecationWarning, stacklevel=4)
                 kwargs[new] = kwargs.pop(old)
         if any(opt.name == "documents" for opt in self.options):
             for old in INPUT_KEYWORDS:
                 if old in kwargs:
                     warnings.warn(f"{self.name}: '{old}=' is now 'documents=' (the old spelling is removed on "
-                                  f"{deprecated.REMOVAL})", PoslensDeprecationWarning, stacklevel=4)
+                                  f"{deprecation.REMOVAL})", PoslensDeprecationWarning, stacklevel=4)
                     value = kwargs.pop(old)
                     if value is not None and kwargs.get("documents") is not None:
                         raise OptionError(f"{self.name}: {old}= and documents= both give the input: use documents=")

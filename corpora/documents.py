@@ -14,7 +14,7 @@ import functools
 import hashlib
 from dataclasses import dataclass, field
 
-from interp import deprecated
+from interp import deprecation
 
 VALIDATION_FRACTION = 0.05
 KINDS = ("texts", "tokens", "prompts")
@@ -37,17 +37,17 @@ class Document:
     @property
     def doc_id(self) -> str:
         """Deprecated spelling of ``id``."""
-        deprecated.warn("corpora.documents.Document.doc_id", "Document.id")
+        deprecation.warn("corpora.documents.Document.doc_id", "Document.id")
         return self.id
 
 
 def _init_with_doc_id(init):
-    """``Document(doc_id=...)``, the field's old name, until ``deprecated.REMOVAL``."""
+    """``Document(doc_id=...)``, the field's old name, until ``deprecation.REMOVAL``."""
 
     @functools.wraps(init)
     def __init__(self, *args, doc_id=None, **kwargs):
         if doc_id is not None:
-            deprecated.keyword("corpora.documents.Document", "doc_id", "Document(id=...)")
+            deprecation.keyword("corpora.documents.Document", "doc_id", "Document(id=...)")
             kwargs["id"] = doc_id
         init(self, *args, **kwargs)
 
@@ -74,7 +74,7 @@ class Window:
     def __post_init__(self):
         # the old order: document, index, start, ids, spans
         if isinstance(self.ids, int) and not isinstance(self.index, int):
-            deprecated.warn("Window(document, index, start, ids, spans)",
+            deprecation.warn("Window(document, index, start, ids, spans)",
                             "Window(document, ids, spans, index=..., start=...)", stacklevel=3)
             index, start, ids, spans = self.ids, self.spans, self.index, self.start
             for name, value in (("ids", ids), ("spans", spans), ("index", index), ("start", start)):
@@ -130,8 +130,3 @@ def input_kind(documents) -> str:
         return "texts"
     first = next(iter(documents), None)
     return "texts" if first is None else kind_of(first)
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "user_inputs": deprecated.Alias("corpora.user.user_inputs"),
-})

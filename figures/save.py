@@ -230,11 +230,11 @@ def formats_for_static(static, formats, function: str, stacklevel: int = 3):
     the default ``None``) was HTML plus PDF and PNG where a browser was found, which is ``formats=None`` now."""
     if static is None:
         return formats
-    from interp import deprecated
+    from interp import deprecation
 
     if formats is not None:
         raise TypeError(f"{function}: static= and formats= both say which files to write; give formats= only")
-    deprecated.keyword(function, "static", "formats=['html'] for static=False, formats=None (the default) for True",
+    deprecation.keyword(function, "static", "formats=['html'] for static=False, formats=None (the default) for True",
                        stacklevel=stacklevel)
     return ("html",) if static is False else None
 

@@ -278,8 +278,7 @@ def builds_logits(module) -> bool:
     if not hasattr(module, "BUILDS_LOGITS") and hasattr(module, "LOSSES_IN_CHUNKS"):
         import warnings
 
-        from interp.deprecated import REMOVAL
-        from interp.deprecation import PoslensDeprecationWarning
+        from interp.deprecation import REMOVAL, PoslensDeprecationWarning
 
         warnings.warn(PoslensDeprecationWarning(
             f"{module.__name__}.LOSSES_IN_CHUNKS is deprecated: declare BUILDS_LOGITS = "

@@ -22,7 +22,7 @@ from typing import Callable
 
 import pandas as pd
 
-from analyses.columns import current
+from poslens.deprecated import current_columns as current
 
 MARK = "known-results"
 EVIDENCE = Path(__file__).resolve().parent.parent / "docs" / "known-results"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import interp
-from interp import deprecated
+from poslens import deprecated
 from tests.encoder_helpers import tiny_encoder
 from tests.helpers import tiny_model
 from tests.hf_helpers import tiny_hf, write_tiny_hf

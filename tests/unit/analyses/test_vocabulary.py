@@ -8,8 +8,8 @@ import warnings
 import pytest
 
 from analyses import all_analyses, get
-from analyses.columns import RENAMED
 from interp.deprecation import PoslensDeprecationWarning
+from poslens.deprecated import columns
 
 
 def test_no_old_spelling_is_a_live_option_anywhere():
@@ -30,7 +30,7 @@ def test_n_samples_is_read_as_the_option_it_meant(name, new):
 
 def test_a_renamed_column_takes_an_option_name_of_its_analysis():
     derived = {"sink_share", "poslens_logit_share"}  # renamed for what they hold, not after an option
-    for name, table in RENAMED.items():
+    for name, table in columns().items():
         options = get(name).options
         # a row per value of a repeatable option (sink-rate's and niah-accuracy's lengths) names it in the singular
         names = {o.name for o in options} | {o.name[:-1] for o in options if o.multiple and o.name.endswith("s")}
