@@ -31,12 +31,11 @@ import math
 import typing
 import warnings
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 
 from corpora.documents import KINDS
-from interp import deprecation
 from interp.capabilities import Capability, require
-from interp.deprecation import PoslensDeprecationWarning
+from interp.deprecation import REMOVAL, PoslensDeprecationWarning
 
 if typing.TYPE_CHECKING:
     from analyses.runs import Run
@@ -120,24 +119,15 @@ class Adapts:
 class NotWith:
     """The option picks or sizes the built-in input, so it does not apply when ``documents=`` holds one of ``kinds``
     (``corpora.documents.KINDS``: texts, tokens, prompts): a value the user wrote with them is refused, and provenance
-    records the option as not applied rather than a default that never ran. ``inputs=`` (the parameters it named
-    before every input became ``documents=``) is deprecated: each is read as the kind that parameter held."""
+    records the option as not applied rather than a default that never ran."""
     kinds: tuple[str, ...] = ("texts", "tokens", "prompts")
-    inputs: InitVar[tuple[str, ...] | None] = None
 
-    def __post_init__(self, inputs):
-        given = self.kinds if inputs is None else inputs
-        if inputs is not None or any(k in _OLD_INPUTS and k not in KINDS for k in given):
-            deprecation.keyword("analyses.registry.NotWith", "inputs", "NotWith(kinds) with kinds among "
-                               f"{', '.join(KINDS)}", stacklevel=3)
-            object.__setattr__(self, "kinds", tuple(dict.fromkeys(_OLD_INPUTS.get(k, k) for k in given)))
+    def __post_init__(self):
         unknown = [k for k in self.kinds if k not in KINDS]
         if unknown:
             raise ValueError(f"NotWith: {', '.join(map(repr, unknown))} is not a kind of documents= "
                              f"(kinds: {', '.join(KINDS)})")
 
-
-_OLD_INPUTS = {"documents": "texts", "docs": "texts", "texts": "texts", "token_ids": "tokens", "samples": "prompts"}
 
 
 @dataclass(frozen=True)
@@ -321,14 +311,14 @@ class Analysis:
         for old, new in self.renamed.items():
             if old in kwargs:
                 warnings.warn(f"{self.name}: '{old}=' is now '{new}=' (the old spelling is removed "
-                              f"on {deprecation.REMOVAL})",
+                              f"on {REMOVAL})",
                               PoslensDeprecationWarning, stacklevel=4)
                 kwargs[new] = kwargs.pop(old)
         if any(opt.name == "documents" for opt in self.options):
             for old in INPUT_KEYWORDS:
                 if old in kwargs:
                     warnings.warn(f"{self.name}: '{old}=' is now 'documents=' (the old spelling is removed on "
-                                  f"{deprecation.REMOVAL})", PoslensDeprecationWarning, stacklevel=4)
+                                  f"{REMOVAL})", PoslensDeprecationWarning, stacklevel=4)
                     value = kwargs.pop(old)
                     if value is not None and kwargs.get("documents") is not None:
                         raise OptionError(f"{self.name}: {old}= and documents= both give the input: use documents=")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from interp import deprecation, readme
+from interp import readme
 
 START, END = readme.markers("hooks")
 
@@ -47,10 +47,7 @@ def tables() -> dict[type, list]:
     return {cls: sorted(rows.values(), key=lambda h: forward_rank(h.pattern)) for cls, rows in out.items()}
 
 
-def table(cls, rows=None, family: str | None = None, variant: str | None = None) -> str:
-    if rows is None:  # the old table(cls)
-        deprecation.warn("interp.hook_docs.table(cls)", "interp.hook_docs.table(cls, tables()[cls], cls.family)")
-        rows, family = tables()[cls], cls.family
+def table(cls, rows, family: str, variant: str | None = None) -> str:
     where = f"`{cls.__module__}`" + (f", variant `{variant}`" if variant is not None else "")
     lines = [f"**{family}: {cls.__name__}** ({where})", "", "| hook | shape | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{h.pattern}` | `{h.shape}` | {h.meaning.replace('|', chr(92) + '|')} |" for h in rows]

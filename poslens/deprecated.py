@@ -358,6 +358,103 @@ def _read_table(read_table):
     return wrapper
 
 
+def _document(cls):
+    """``Document`` that also takes ``doc_id=`` (the field's old name) and answers ``.doc_id``."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, doc_id=None, **kwargs):
+        if doc_id is not None:
+            warn("corpora.documents.Document(doc_id=)", "Document(id=...)")
+            kwargs["id"] = doc_id
+        init(self, *args, **kwargs)
+
+    def doc_id(self) -> str:
+        """Deprecated spelling of ``id``."""
+        warn("corpora.documents.Document.doc_id", "Document.id")
+        return self.id
+
+    cls.__init__, cls.doc_id = __init__, property(doc_id)
+    return cls
+
+
+def _window(cls):
+    """``Window`` that also takes its old field order, ``Window(document, index, start, ids, spans)``."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, document, *args, **kwargs):
+        if len(args) >= 3 and isinstance(args[0], int) and not isinstance(args[2], int):
+            warn("Window(document, index, start, ids, spans)", "Window(document, ids, spans, index=..., start=...)")
+            index, start, ids, *rest = args
+            kwargs.update(index=index, start=start)
+            if rest:
+                kwargs["spans"] = rest[0]
+            args = (ids, *rest[1:])
+        init(self, document, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+
+
+_OLD_INPUTS = {"documents": "texts", "docs": "texts", "texts": "texts", "token_ids": "tokens", "samples": "prompts"}
+
+
+def _not_with(cls):
+    """``NotWith`` that also takes ``inputs=`` and the old input names (the parameters before every input became
+    ``documents=``): each is read as the kind that parameter held."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, kinds=None, inputs=None):
+        given = inputs if inputs is not None else kinds
+        if given is None:
+            return init(self)
+        from corpora.documents import KINDS
+
+        if inputs is not None or any(k in _OLD_INPUTS and k not in KINDS for k in given):
+            warn("analyses.registry.NotWith(inputs=)", f"NotWith(kinds) with kinds among {', '.join(KINDS)}")
+            given = tuple(dict.fromkeys(_OLD_INPUTS.get(k, k) for k in given))
+        init(self, tuple(given))
+
+    cls.__init__ = __init__
+    return cls
+
+
+def formats_for_static(static, formats, function: str, stacklevel: int = 3):
+    """What the old ``static=`` keyword asked for, as ``formats=``: ``static=False`` was HTML alone; ``True`` (like
+    the default ``None``) was HTML plus PDF and PNG where a browser was found, which is ``formats=None`` now."""
+    if static is None:
+        return formats
+    if formats is not None:
+        raise TypeError(f"{function}: static= and formats= both say which files to write; give formats= only")
+    warn(f"{function}(static=)", _STATIC, stacklevel=stacklevel)
+    return ("html",) if static is False else None
+
+
+def _save(save):
+    """``figures.save`` that also takes ``static=``."""
+
+    @functools.wraps(save)
+    def wrapper(fig, stem, formats=None, *, static=None, **kwargs):
+        return save(fig, stem, formats_for_static(static, formats, "figures.save"), **kwargs)
+    return wrapper
+
+
+def _hook_table(table):
+    """``interp.hook_docs.table`` that also takes its old call, ``table(cls)``."""
+
+    @functools.wraps(table)
+    def wrapper(cls, rows=None, family=None, variant=None):
+        if rows is None:
+            warn("interp.hook_docs.table(cls)", "interp.hook_docs.table(cls, tables()[cls], cls.family)")
+            from interp.hook_docs import tables
+
+            rows, family = tables()[cls], cls.family
+        return table(cls, rows, family, variant)
+    return wrapper
+
+
 _SHARDS = "{FORMAT,ShardError,parse_share,arguments_record,manifest_path,read_shards}"
 _PLAN = "{INC,REPO,DSTG,HEADS,KNOWN,INCREMENT_MODELS,DECODERS,ENCODERS,PRETRAINED}"
 _FAMILIES = "{" + ",".join(FAMILIES) + "}"
@@ -413,8 +510,8 @@ TABLE: tuple = (
           lambda: _model_classes),
     Removed("interp.hook_docs.ORDER", "tables follow the order of interp.families.MODULES, then plug-ins as "
                                       "registered"),
-    Said("interp.hook_docs.table(cls)", "interp.hook_docs.table(cls, tables()[cls], cls.family)",
-         "interp.hook_docs.table"),
+    Wrapped("interp.hook_docs.table(cls)", "interp.hook_docs.table(cls, tables()[cls], cls.family)",
+            "interp.hook_docs", "table", _hook_table),
     Alias(f"interp.parallel.{_SHARDS}", f"poslens.shards.{_SHARDS}"),
     Alias("interp.parallel.ShardWritten", "interp.parallel.StopShare"),
     Removed("interp.parallel.weights_hash", "shard manifests identify a model by "
@@ -425,8 +522,8 @@ TABLE: tuple = (
             "interp.parallel", "session", _session),
     Alias("analyses.{MODULES,load_all}", "analyses.registry.{MODULES,load_all}"),
     Alias(f"poslens.reproduce.{_PLAN}", f"analyses.runs.{_PLAN}"),
-    Said("analyses.registry.NotWith(inputs=)", "NotWith(kinds) with kinds among texts, tokens, prompts",
-         "analyses.registry.NotWith"),
+    Wrapped("analyses.registry.NotWith(inputs=)", "NotWith(kinds) with kinds among texts, tokens, prompts",
+            "analyses.registry", "NotWith", _not_with),
     Alias("probes.position.ProbeDoc", "corpora.documents.Window(document, ids, spans, text=text)", _probe_doc),
     Alias("probes.position.probe_documents", "corpora.contexts.wikipedia_windows"),
     Alias("probes.position.user_probe_documents", "corpora.contexts.analysis_windows(model, 'position-probes', "
@@ -437,15 +534,15 @@ TABLE: tuple = (
     Alias("corpora.contexts.text_contexts", "[w.ids for w in corpora.contexts.analysis_windows(model, analysis, "
                                             "documents, length=length, n_docs=n_docs, seed=seed)]",
           lambda: _text_contexts),
-    Said("corpora.documents.Document(doc_id=)", "Document(id=...)", "corpora.documents.Document"),
-    Said("corpora.documents.Document.doc_id", "Document.id", "corpora.documents.Document"),
-    Said("Window(document, index, start, ids, spans)", "Window(document, ids, spans, index=..., start=...)",
-         "corpora.documents.Window"),
+    Wrapped("corpora.documents.Document(doc_id=)", "Document(id=...)", "corpora.documents", "Document", _document),
+    Said("corpora.documents.Document.doc_id", "Document.id", "poslens.deprecated._document"),
+    Wrapped("Window(document, index, start, ids, spans)", "Window(document, ids, spans, index=..., start=...)",
+            "corpora.documents", "Window", _window),
     Alias("corpora.documents.user_inputs", "corpora.user.user_inputs"),
     Alias("corpora.user.Texts", "a {id: text} dict or corpora.documents.Documents, given as documents=",
           lambda: _Texts),
     Said("poslens.run.run_analysis(static=)", _STATIC, "poslens.run.run_analysis"),
-    Said("figures.save(static=)", _STATIC, "figures.save.save"),
+    Wrapped("figures.save(static=)", _STATIC, "figures.save", "save", _save),
     Said("poslens.outputs.under_lock(name)", "@under_lock (the lock is named by the function's name argument)",
          "poslens.outputs.under_lock"),
     Wrapped("figures.render.output_stem(csv, name, ...)", "output_stem(csv, out, template, width, height)",
@@ -612,20 +709,24 @@ def _serve_names(module: types.ModuleType, table: dict) -> None:
     module.__getattr__ = __getattr__
 
 
-def _wrap(module: types.ModuleType) -> None:
+def _wrap(module: types.ModuleType) -> list[tuple]:
+    """Put each ``Wrapped`` entry of ``module`` in place; ``[(original, wrapped)]``."""
+    done = []
     for entry in wrapped().get(module.__name__, ()):
         function = getattr(module, entry.name)
         if not getattr(function, "_poslens_deprecated", False):
             new = entry.wrap(function)
             new._poslens_deprecated = True
             setattr(module, entry.name, new)
+            done.append((function, new))
+    return done
 
 
-def _serve(module: types.ModuleType) -> None:
+def _serve(module: types.ModuleType) -> list[tuple]:
     table = names().get(module.__name__)
     if table:
         _serve_names(module, table)
-    _wrap(module)
+    return _wrap(module)
 
 
 class _MovedLoader(importlib.abc.Loader):
@@ -713,9 +814,15 @@ def install() -> Finder:
             return finder
     finder = Finder()
     sys.meta_path.insert(0, finder)
-    for name in finder.served:
-        if name in sys.modules:
-            _serve(sys.modules[name])
+    done = [pair for name in finder.served if name in sys.modules for pair in _serve(sys.modules[name])]
+    if done:  # a module imported before this one took the function itself (from figures.render import read_table)
+        replace = {id(old): new for old, new in done}
+        packages = ("interp", "corpora", "probes", "analyses", "figures", "poslens", "bench")
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").split(".")[0] in packages:
+                for key, value in list(vars(module).items()):
+                    if id(value) in replace and not isinstance(value, type):
+                        setattr(module, key, replace[id(value)])
     return finder
 
 

@@ -187,11 +187,9 @@ def test_a_warning_points_at_the_line_that_used_the_old_name():
 def test_a_fresh_process_that_imports_poslens_reads_the_old_paths():
     import subprocess
 
-    code = ("import warnings; warnings.simplefilter('ignore'); import interp.base, poslens; "
-            "from interp.models.llama import LlamaTransformer as old; "
-            "from interp.families.llama.model import LlamaTransformer as new; "
-            "from interp.base import TOKEN_DIMS; from interp.hooks import TOKEN_DIMS as dims; "
-            "assert old is new and TOKEN_DIMS is dims; print('ok')")
+    code = ("import warnings; warnings.simplefilter('ignore'); import analyses.registry, interp.catalog, poslens; "
+            "from interp.registry import entries as old; from analyses import MODULES; "
+            "assert old is interp.catalog.entries and MODULES is analyses.registry.MODULES; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.strip() == "ok", out.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +52,7 @@ def _same_unit(a: str, b: str) -> bool:
     return a.startswith(b + ".") or b.startswith(a + ".")
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = collections.defaultdict(set)
     for module, path in MODULES.items():
