@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import harness
 from bench.report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,10 +54,10 @@ def analyze(name: str, model: str, out: Path, threads: int | None, small: bool =
     argv = [sys.executable, "-m", "poslens.cli", "analyze", name, "--model", model, "--out", str(out),
             "--format", "html", "--force"] + (options(name, model) if small else [])
     argv += ["--threads", str(threads)] if threads else []
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - start
-    return wall, json.loads((out / f"{name}.provenance.json").read_text(encoding="utf-8"))["threads"]
+    done = harness.run(argv, threads=None)  # the analysis picks its own threads: that is what this measures
+    if done.failed:
+        raise RuntimeError(f"{name} on {model}: {done.failed}\n{done.stderr[-2000:]}")
+    return done.wall_s, json.loads((out / f"{name}.provenance.json").read_text(encoding="utf-8"))["threads"]
 
 
 def sequence(model: str, threads: int | None, small: bool = False) -> list[tuple[str, dict, float]]:
