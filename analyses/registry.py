@@ -288,10 +288,11 @@ class Analysis:
     headline: Callable | None = None  # (table) -> one sentence on what this result shows
     summary: Callable | None = None  # (table) -> the compact table SUMMARY.md shows
     renamed: dict[str, str] = field(default_factory=dict)  # deprecated keyword -> option
-    small: Run | None = None  # where it runs besides the user's calls (@runs, analyses.runs)
+    small: Run | None = None  # where it runs besides the user's calls (analyses.runs)
     main: Run | None = None
     real: Run | None = None
     memory: Run | None = None
+    builds_logits: bool = True  # False: its passes build no [pos, vocab] logits (the memory estimate, interp.memory)
     body: Callable | None = field(default=None, repr=False)  # the function as written: what ``run_bound`` runs
 
     @property
@@ -421,16 +422,17 @@ INPUT_KEYWORDS = ("docs", "token_ids", "samples", "texts")  # what documents= wa
 _REGISTRY: dict[str, Analysis] = {}
 
 
-def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None) -> Callable:
-    """Declare ``function`` as the analysis ``name``; ``like`` takes the options of another analysis."""
+def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None,
+             builds_logits: bool = True, small: Run | None = None, main: Run | None = None, real: Run | None = None,
+             memory: Run | None = None) -> Callable:
+    """Declare ``function`` as the analysis ``name``, everything about it in one record, built once: what it ``needs``,
+    its options (``Annotated`` parameters; ``like`` takes another analysis' options), where it runs (``small``,
+    ``main``, ``real``, ``memory``: ``analyses.runs``, checked against its options here) and whether its passes build
+    logits (``builds_logits``: the memory estimate, ``interp.memory``)."""
+    from analyses.runs import check
 
     def declare(function):
         options = _options(like.__wrapped__ if like is not None else function)
-        spec = Analysis(name, None, inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " "),
-                        needs=tuple(needs), options=options, headline=headline, summary=summary,
-                        seeded=("seed" in inspect.signature(function).parameters
-                                or (like is not None and like.analysis.seeded)),
-                        renamed={a.lstrip("-").replace("-", "_"): o.name for o in options for a in o.aliases})
 
         @functools.wraps(function)
         def checked(model, **kwargs):
@@ -439,8 +441,15 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
             with torch.no_grad():
                 return spec.call(model, **kwargs)
 
-        spec.body = function
-        spec.function = checked
+        spec = Analysis(name, checked, inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " "),
+                        needs=tuple(needs), options=options, headline=headline, summary=summary,
+                        seeded=("seed" in inspect.signature(function).parameters
+                                or (like is not None and like.analysis.seeded)),
+                        renamed={a.lstrip("-").replace("-", "_"): o.name for o in options for a in o.aliases},
+                        small=small, main=main, real=real, memory=memory, builds_logits=builds_logits, body=function)
+        for setting in ("small", "main", "real", "memory"):
+            if getattr(spec, setting) is not None:
+                check(spec, setting, getattr(spec, setting))
         checked.analysis = spec
         _REGISTRY[name] = spec
         return checked

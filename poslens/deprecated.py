@@ -455,6 +455,45 @@ def _hook_table(table):
     return wrapper
 
 
+def _runs(**declared):
+    """``@runs(small=, main=, real=, memory=)`` above ``@analysis``, as it was: the runs set on the record."""
+    from analyses.runs import check
+
+    def declare(function):
+        spec = getattr(function, "analysis", None)
+        if spec is None:
+            raise TypeError(f"@runs goes above @analysis(...) (on {getattr(function, '__name__', function)!r})")
+        for setting, run in declared.items():
+            check(spec, setting, run)
+        for setting, run in declared.items():
+            setattr(spec, setting, run)
+        return function
+    return declare
+
+
+def _analysis(analysis):
+    """``analyses.registry.analysis`` that also reads an analysis module's old flags, ``BUILDS_LOGITS = False`` and
+    ``LOSSES_IN_CHUNKS = True``, declared above the function, as ``builds_logits=False``."""
+
+    @functools.wraps(analysis)
+    def wrapper(name, **declared):
+        declare = analysis(name, **declared)
+        if "builds_logits" in declared:
+            return declare
+
+        def read_flags(function):
+            module = sys.modules.get(function.__module__)
+            if hasattr(module, "BUILDS_LOGITS"):
+                warn(f"{function.__module__}.BUILDS_LOGITS", "@analysis(..., builds_logits=...)")
+                return analysis(name, **declared, builds_logits=bool(module.BUILDS_LOGITS))(function)
+            if hasattr(module, "LOSSES_IN_CHUNKS"):
+                warn(f"{function.__module__}.LOSSES_IN_CHUNKS", "@analysis(..., builds_logits=...)")
+                return analysis(name, **declared, builds_logits=not module.LOSSES_IN_CHUNKS)(function)
+            return declare(function)
+        return read_flags
+    return wrapper
+
+
 _SHARDS = "{FORMAT,ShardError,parse_share,arguments_record,manifest_path,read_shards}"
 _PLAN = "{INC,REPO,DSTG,HEADS,KNOWN,INCREMENT_MODELS,DECODERS,ENCODERS,PRETRAINED}"
 _FAMILIES = "{" + ",".join(FAMILIES) + "}"
@@ -549,8 +588,11 @@ TABLE: tuple = (
             "figures.render", "output_stem", _output_stem),
     Alias("interp.interventions.needs", "interp.capabilities.require(model, capability, name, kind='intervention')",
           lambda: _needs),
-    Said("LOSSES_IN_CHUNKS = True (an analysis module's flag)", "`BUILDS_LOGITS = False` (read by `interp.memory`)",
-         "interp.memory.builds_logits"),
+    Wrapped("LOSSES_IN_CHUNKS = True (an analysis module's flag)", "@analysis(..., builds_logits=False)",
+            "analyses.registry", "analysis", _analysis),
+    Said("BUILDS_LOGITS = False (an analysis module's flag)", "@analysis(..., builds_logits=False)",
+         "poslens.deprecated._analysis"),
+    Alias("analyses.runs.runs", "@analysis(..., small=Run(...), main=..., real=..., memory=...)", lambda: _runs),
     Said("threads.choose(load=)", "busy=, the cores other processes keep busy", "poslens.threads.choose"),
     # result columns, read back under their new names wherever poslens reads a CSV (figures.read_table: poslens figure)
     Column("attention-mass", "{n_samples,context_tokens}", "{n_docs,length}"),

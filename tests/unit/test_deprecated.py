@@ -413,19 +413,60 @@ def test_session_shard_keywords_make_the_store(tmp_path):
         _run_share(shards="0/2")
 
 
-def test_an_analysis_module_declaring_losses_in_chunks_still_plans_no_logits():
+@pytest.mark.parametrize("flag,value", [("LOSSES_IN_CHUNKS", True), ("BUILDS_LOGITS", False)])
+def test_an_analysis_module_flag_is_read_as_builds_logits(flag, value, monkeypatch):
     import types
 
-    from interp.memory import builds_logits
+    from analyses.registry import _REGISTRY, analysis
+    from interp.memory import planned_run
 
     old = types.ModuleType("my_analysis")
-    old.LOSSES_IN_CHUNKS = True
-    with pytest.warns(PoslensDeprecationWarning, match=r"my_analysis.LOSSES_IN_CHUNKS is deprecated: declare "
-                                                       r"BUILDS_LOGITS = False instead .*2027-05-24"):
-        assert builds_logits(old) is False
-    new = types.ModuleType("my_analysis")
-    new.BUILDS_LOGITS = False
-    assert builds_logits(new) is False and builds_logits(types.ModuleType("plain")) is True
+    setattr(old, flag, value)
+    monkeypatch.setitem(sys.modules, "my_analysis", old)
+
+    def body(model, *, length: int = 8):
+        return None
+
+    body.__module__ = "my_analysis"
+    with pytest.warns(PoslensDeprecationWarning, match=rf"my_analysis.{flag} is deprecated: use "
+                                                       r"@analysis\(\.\.\., builds_logits=\.\.\.\) .*2027-05-24"):
+        declared = analysis("my-old-analysis")(body)
+    try:
+        assert declared.analysis.builds_logits is False
+        plain = types.ModuleType("plain")
+        monkeypatch.setitem(sys.modules, "plain", plain)
+        body.__module__ = "plain"
+        assert analysis("my-old-analysis")(body).analysis.builds_logits is True
+        assert planned_run(declared.analysis, {}) is None  # no length option: nothing to plan, quietly
+    finally:
+        _REGISTRY.pop("my-old-analysis", None)
+
+
+def test_runs_above_analysis_still_sets_the_runs():
+    from analyses.registry import _REGISTRY, analysis
+    from analyses.runs import HEADS, Run
+
+    with pytest.warns(PoslensDeprecationWarning, match=r"analyses.runs.runs is deprecated: use @analysis\(\.\.\., "
+                                                       r"small=Run"):
+        from analyses.runs import runs
+
+    from typing import Annotated
+
+    from analyses.registry import Help
+
+    def body(model, *, n_docs=4):
+        return None
+
+    body.__annotations__ = {"n_docs": Annotated[int, Help("documents")]}  # this file's annotations are strings
+    try:
+        declared = runs(main=Run(("repo-small",), dict(n_docs=2), section=HEADS))(analysis("my-old-runs")(body))
+        assert declared.analysis.main == Run(("repo-small",), dict(n_docs=2), section=HEADS)
+        with pytest.raises(ValueError, match="quick names length"):
+            runs(main=Run(("repo-small",), quick=dict(length=8), section=HEADS))(declared)
+        with pytest.raises(TypeError, match=r"@runs goes above @analysis"):
+            runs(small=Run(("repo-small",)))(lambda model: None)
+    finally:
+        _REGISTRY.pop("my-old-runs", None)
 
 
 KEYWORD_TESTS = {  # each entry that is a call, and the test of what it does
@@ -441,8 +482,8 @@ KEYWORD_TESTS = {  # each entry that is a call, and the test of what it does
     "figures.save(static=)": test_figures_save_static,
     "poslens.outputs.under_lock(name)": test_under_lock_factory_and_its_fixed_name,
     "figures.render.output_stem(csv, name, ...)": test_output_stem_with_its_unused_name,
-    "LOSSES_IN_CHUNKS = True (an analysis module's flag)":
-        test_an_analysis_module_declaring_losses_in_chunks_still_plans_no_logits,
+    "LOSSES_IN_CHUNKS = True (an analysis module's flag)": test_an_analysis_module_flag_is_read_as_builds_logits,
+    "BUILDS_LOGITS = False (an analysis module's flag)": test_an_analysis_module_flag_is_read_as_builds_logits,
 }
 
 
