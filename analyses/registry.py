@@ -29,13 +29,11 @@ import importlib
 import inspect
 import math
 import typing
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from corpora.documents import KINDS
 from interp.capabilities import Capability, require
-from interp.deprecation import REMOVAL, PoslensDeprecationWarning
 
 if typing.TYPE_CHECKING:
     from analyses.runs import Run
@@ -287,7 +285,6 @@ class Analysis:
     seeded: bool = False  # takes ``seed=``
     headline: Callable | None = None  # (table) -> one sentence on what this result shows
     summary: Callable | None = None  # (table) -> the compact table SUMMARY.md shows
-    renamed: dict[str, str] = field(default_factory=dict)  # deprecated keyword -> option
     small: Run | None = None  # where it runs besides the user's calls (analyses.runs)
     main: Run | None = None
     real: Run | None = None
@@ -309,21 +306,6 @@ class Analysis:
         (what the function receives and provenance records). ``label(option)`` names an option in errors."""
         label = label or (lambda opt: opt.name)
         kwargs = dict(kwargs)
-        for old, new in self.renamed.items():
-            if old in kwargs:
-                warnings.warn(f"{self.name}: '{old}=' is now '{new}=' (the old spelling is removed "
-                              f"on {REMOVAL})",
-                              PoslensDeprecationWarning, stacklevel=4)
-                kwargs[new] = kwargs.pop(old)
-        if any(opt.name == "documents" for opt in self.options):
-            for old in INPUT_KEYWORDS:
-                if old in kwargs:
-                    warnings.warn(f"{self.name}: '{old}=' is now 'documents=' (the old spelling is removed on "
-                                  f"{REMOVAL})", PoslensDeprecationWarning, stacklevel=4)
-                    value = kwargs.pop(old)
-                    if value is not None and kwargs.get("documents") is not None:
-                        raise OptionError(f"{self.name}: {old}= and documents= both give the input: use documents=")
-                    kwargs["documents"] = value if value is not None else kwargs.get("documents")
         self.check_model(model)
         for opt in self.options:
             if opt.feeds:
@@ -417,8 +399,6 @@ def check_window(model, max_tokens: int, what: str = "--length") -> None:
         raise InputError(f"{what}={max_tokens} is too short to hold a character")
 
 
-INPUT_KEYWORDS = ("docs", "token_ids", "samples", "texts")  # what documents= was called before it was one keyword
-
 _REGISTRY: dict[str, Analysis] = {}
 
 
@@ -445,7 +425,6 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
                         needs=tuple(needs), options=options, headline=headline, summary=summary,
                         seeded=("seed" in inspect.signature(function).parameters
                                 or (like is not None and like.analysis.seeded)),
-                        renamed={a.lstrip("-").replace("-", "_"): o.name for o in options for a in o.aliases},
                         small=small, main=main, real=real, memory=memory, builds_logits=builds_logits, body=function)
         for setting in ("small", "main", "real", "memory"):
             if getattr(spec, setting) is not None:

@@ -494,6 +494,45 @@ def _analysis(analysis):
     return wrapper
 
 
+INPUT_KEYWORDS = ("docs", "token_ids", "samples", "texts")  # what documents= was called before it was one keyword
+
+
+def old_keywords(spec) -> dict[str, str]:
+    """An analysis' old Python keywords, ``{old: option}``: its options' old command-line spellings (``Cli(aliases=)``,
+    ``--n-samples`` -> ``n_samples=``)."""
+    return {a.lstrip("-").replace("-", "_"): o.name for o in spec.options for a in o.aliases}
+
+
+def _analysis_record(cls):
+    """``Analysis.bind`` that also reads an analysis' old keywords (``old_keywords``) and the old names of
+    ``documents=`` (``INPUT_KEYWORDS``)."""
+    bind = cls.bind
+
+    @functools.wraps(bind)
+    def wrapper(self, model, kwargs: dict, *, label=None) -> dict:
+        kwargs = dict(kwargs)
+        for old, new in old_keywords(self).items():
+            if old in kwargs:
+                warnings.warn(f"{self.name}: '{old}=' is now '{new}=' (the old spelling is removed on {REMOVAL})",
+                              PoslensDeprecationWarning, stacklevel=4)
+                kwargs[new] = kwargs.pop(old)
+        if any(opt.name == "documents" for opt in self.options):
+            for old in INPUT_KEYWORDS:
+                if old in kwargs:
+                    warnings.warn(f"{self.name}: '{old}=' is now 'documents=' (the old spelling is removed on "
+                                  f"{REMOVAL})", PoslensDeprecationWarning, stacklevel=4)
+                    value = kwargs.pop(old)
+                    if value is not None and kwargs.get("documents") is not None:
+                        from analyses.registry import OptionError
+
+                        raise OptionError(f"{self.name}: {old}= and documents= both give the input: use documents=")
+                    kwargs["documents"] = value if value is not None else kwargs.get("documents")
+        return bind(self, model, kwargs, label=label)
+
+    cls.bind = wrapper
+    return cls
+
+
 _SHARDS = "{FORMAT,ShardError,parse_share,arguments_record,manifest_path,read_shards}"
 _PLAN = "{INC,REPO,DSTG,HEADS,KNOWN,INCREMENT_MODELS,DECODERS,ENCODERS,PRETRAINED}"
 _FAMILIES = "{" + ",".join(FAMILIES) + "}"
@@ -592,6 +631,9 @@ TABLE: tuple = (
             "analyses.registry", "analysis", _analysis),
     Said("BUILDS_LOGITS = False (an analysis module's flag)", "@analysis(..., builds_logits=False)",
          "poslens.deprecated._analysis"),
+    Wrapped("an analysis' old keywords: its options' old flags (`n_samples=` for `--n-samples`, ...) and `docs=`, "
+            "`token_ids=`, `samples=`, `texts=`", "the option's name; `documents=`", "analyses.registry", "Analysis",
+            _analysis_record),
     Alias("analyses.runs.runs", "@analysis(..., small=Run(...), main=..., real=..., memory=...)", lambda: _runs),
     Said("threads.choose(load=)", "busy=, the cores other processes keep busy", "poslens.threads.choose"),
     # result columns, read back under their new names wherever poslens reads a CSV (figures.read_table: poslens figure)

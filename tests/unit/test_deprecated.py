@@ -470,6 +470,8 @@ def test_runs_above_analysis_still_sets_the_runs():
 
 
 KEYWORD_TESTS = {  # each entry that is a call, and the test of what it does
+    "an analysis' old keywords: its options' old flags (`n_samples=` for `--n-samples`, ...) and `docs=`, "
+    "`token_ids=`, `samples=`, `texts=`": "tests/unit/analyses/test_vocabulary.py",
     "threads.choose(load=)": "tests/acceptance/poslens/test_threads.py",
     "corpora.documents.Document.doc_id": test_document_doc_id,
     "interp.hook_docs.table(cls)": "tests/integration/interp/test_deprecated_models.py",

@@ -9,12 +9,12 @@ import pytest
 
 from analyses import all_analyses, get
 from interp.deprecation import PoslensDeprecationWarning
-from poslens.deprecated import columns
+from poslens.deprecated import columns, old_keywords
 
 
 def test_no_old_spelling_is_a_live_option_anywhere():
     live = {o.name for spec in all_analyses() for o in spec.options}
-    old = {alias for spec in all_analyses() for alias in spec.renamed}
+    old = {alias for spec in all_analyses() for alias in old_keywords(spec)}
     assert "n_samples" in old and not live & old
 
 
@@ -23,7 +23,7 @@ def test_no_old_spelling_is_a_live_option_anywhere():
                                       ("retrieval-heads", "niah_prompts")])
 def test_n_samples_is_read_as_the_option_it_meant(name, new):
     spec = get(name)
-    assert spec.renamed["n_samples"] == new
+    assert old_keywords(spec)["n_samples"] == new
     option = next(o for o in spec.options if o.name == new)
     assert "--n-samples" in option.aliases and option.flag == "--" + new.replace("_", "-")
 
