@@ -15,7 +15,7 @@ the function itself:
 - ``headline(table) -> str`` and ``summary(table) -> DataFrame`` are what the report and SUMMARY.md show;
 - its figure is ``figures/NAME.py``'s ``figure(table)``, whose layout height the report uses;
 - where it runs besides the user's calls (the tests' small run, the main job, the memory benchmark) is declared
-  right above, with ``@runs(...)`` (``analyses.runs``).
+  in the same ``@analysis(small=, main=, real=, memory=)`` (``analyses.runs``), with ``builds_logits``.
 
 ``MODULES`` below lists the analysis modules, one line each, in the report's order. Nothing here imports torch,
 pandas or plotly: the command line reads every declaration without them (analysis modules import those inside

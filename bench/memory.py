@@ -19,7 +19,7 @@ COUNTS = (50, 400)
 
 
 def plan() -> dict[str, tuple[list[str], list[str]]]:
-    """``{analysis: (models, command-line options)}``: each analysis' ``memory`` run (``@runs``, ``analyses.runs``),
+    """``{analysis: (models, command-line options)}``: each analysis' ``memory`` run (``@analysis(memory=)``),
     small bundled models and short documents; the count of documents is what the benchmark varies."""
     from analyses import all_analyses
 

@@ -8,7 +8,7 @@ average chose (the baseline, measured in the same run); and beside one busy proc
 the threads poslens chooses. Threads and the reason come from each command's provenance.
 
 ``--small`` runs each analysis as ``poslens reproduce --real-models --quick`` runs it on the model: its declared
-``real`` run (``@runs`` beside its ``@analysis``, ``analyses.runs``) with the ``quick`` options over it and the model's
+``real`` run (its ``@analysis(real=...)``, ``analyses.runs``) with the ``quick`` options over it and the model's
 own over both (``options``); an analysis without a ``real`` run, its ``main`` run's. The analyses name no options here.
 
 ``python -m bench.script [--model smollm2] [--small] [--write]``"""
@@ -39,7 +39,7 @@ def options(name: str, model: str) -> list[str]:
     analysis = get(name)
     run = analysis.real or analysis.main
     if run is None:
-        raise ValueError(f"bench.script --small: analysis '{name}' declares no real= or main= run (@runs) to shrink")
+        raise ValueError(f"bench.script --small: analysis '{name}' declares no real= or main= run to shrink")
     return argv(analysis, {**run.options, **run.quick, **run.per_model.get(model, {})})
 
 

@@ -1,5 +1,5 @@
 """The old spellings that read, build or run models give what the new spellings give: the same weights and outputs, the
-same files (README.md, "Deprecated names"; the table itself is checked in tests/unit/interp/test_deprecated.py)."""
+same files (README.md, "Deprecated names"; the table itself is checked in tests/unit/test_deprecated.py)."""
 
 from __future__ import annotations
 
