@@ -7,14 +7,11 @@ concrete model classes.
     analyses.run("word-boundaries", model, n_docs=50)         # or by name
     analyses.get("word-boundaries")                           # its declaration: options, needs, figure, runs
 
-A new analysis is its module (with its ``@runs``: the tests' small run, the main job, the memory benchmark), its
+A new analysis is its module (its ``@analysis`` declares the tests' small run, the main job, the memory benchmark), its
 figure (``figures/NAME.py``) and one line in ``analyses.registry.MODULES``.
 """
 
-from analyses.registry import Analysis, Option, OptionError, all_analyses, get, run
-from interp.deprecated import Alias, renamed
 
-__getattr__ = renamed(__name__, {"MODULES": Alias("analyses.registry.MODULES"),
-                                 "load_all": Alias("analyses.registry.load_all")})
+from analyses.registry import Analysis, Option, OptionError, all_analyses, get, run
 
 __all__ = ["Analysis", "Option", "OptionError", "all_analyses", "get", "run"]

@@ -34,14 +34,13 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Adapts, Choices, Fits, Help, NotWith, Range, analysis, no_grad
-from analyses.runs import DECODERS, HEADS, Run, runs
+from analyses.runs import DECODERS, HEADS, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-BUILDS_LOGITS = False  # statistics only: the pass stops after the last attention (interp.memory)
 WANTED = ("first_mass", "previous_mass", "window_mass", "distance_mean", "entropy")
 INTERVALS = ("t", "none")
 NO_INTERVAL = "no interval: --interval none, or fewer than two documents reach this bucket"
@@ -157,10 +156,11 @@ def summary(df):
             .reset_index())
 
 
-@runs(small=Run(("repo-small", "rope-small"), dict(n_docs=2, length=64)),
-      main=Run(DECODERS, dict(length=2048, n_docs=3), quick=dict(length=128, n_docs=2), section=HEADS),
-      memory=Run(("rope-small",), dict(length=256)))
-@analysis("along-context", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
+@analysis("along-context", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
+          small=Run(("repo-small", "rope-small"), dict(n_docs=2, length=64)),
+          main=Run(DECODERS, dict(length=2048, n_docs=3), quick=dict(length=128, n_docs=2), section=HEADS),
+          memory=Run(("rope-small",), dict(length=256)),
+          builds_logits=False)
 @may_be_nan(layer_window="a global layer: every earlier key is visible",
             **{f"{s}_low": NO_INTERVAL for s in ("first_mass", "previous_mass", "window_mass_*", "distance_mean",
                                                  "entropy")},

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.registry import Help, Range, analysis
-from analyses.runs import DSTG, Run, runs
+from analyses.runs import DSTG, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -77,8 +77,9 @@ def summary(df):
     return comps[comps["component"] <= 4][["model", "component", "explained_variance", "cumulative", "low_freq_power"]]
 
 
-@runs(small=Run(("dstg-small",)), main=Run(("dstg-small", "ap-encoder-small", "minilm"), section=DSTG))
-@analysis("ap-spectrum", needs=[Capability.AP_STREAM], headline=headline, summary=summary)
+@analysis("ap-spectrum", needs=[Capability.AP_STREAM], headline=headline, summary=summary,
+          small=Run(("dstg-small",)),
+          main=Run(("dstg-small", "ap-encoder-small", "minilm"), section=DSTG))
 def ap_spectrum(model, *,
                 n_components: Annotated[int, Help("leading components to report"), Range(1)] = 8,
                 low_bins: Annotated[int, Help("DCT bins counted as low frequency"), Range(1)] = 4) -> pd.DataFrame:

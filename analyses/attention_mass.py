@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.registry import Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
-from analyses.runs import DECODERS, REPO, Run, runs
+from analyses.runs import DECODERS, REPO, Run
 from corpora.answers import answer_budget, answered_prefix, stop_ids
 from corpora.niah import OTHER, PARTS, prompts_for
 from interp.capabilities import Capability
@@ -78,11 +78,11 @@ def summary(df):
     return wide.join(acc).reset_index()
 
 
-@runs(small=Run(("repo-small",), dict(n_docs=1, length=300, preamble=False)),
-      main=Run(DECODERS + ("smollm2",), dict(n_docs=16, length=512, preamble=False), quick=dict(n_docs=2),
-               per_model={"smollm2": dict(n_docs=4, length=256)}, section=REPO),
-      memory=Run(("repo-small",), dict(length=256, preamble=False)))
-@analysis("attention-mass", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
+@analysis("attention-mass", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
+          small=Run(("repo-small",), dict(n_docs=1, length=300, preamble=False)),
+          main=Run(DECODERS + ("smollm2",), dict(n_docs=16, length=512, preamble=False), quick=dict(n_docs=2),
+                   per_model={"smollm2": dict(n_docs=4, length=256)}, section=REPO),
+          memory=Run(("repo-small",), dict(length=256, preamble=False)))
 def attention_mass(model, *,
                    n_docs: Annotated[int, Help("NIAH prompts"), Range(1), Cli(aliases=("--n-samples",)),
                                    NotWith(("prompts",))] = 16,

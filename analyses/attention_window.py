@@ -67,14 +67,13 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Adapts, Choices, Fits, Help, NotWith, Range, analysis, no_grad
-from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
+from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-BUILDS_LOGITS = False  # losses come from PosLensModel.token_losses, a chunk of positions at a time (interp.memory)
 
 def conditions(sinks) -> list[tuple[str, int | None]]:
     return [("full", None)] + [("window" if s == 0 else f"window + {s} sink{'s' * (s > 1)}", s) for s in sinks]
@@ -192,17 +191,18 @@ def summary(df):
     return loss[["model", "condition", "sinks", "window", "loss", "n_tokens"]]
 
 
-@runs(small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
-      main=Run(DECODERS, dict(length=512, n_docs=4, window=128),
-               quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
-      # StreamingLLM's experiment: each model streamed past its trained positions (SmolLM2 8192, Gemma 3 32768: about 45
-      # minutes of one CPU core); cache 1024, with the no-start-token control
-      real=Run(PRETRAINED, dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True),
-               per_model={"smollm2": dict(stream_tokens=12288, recompute_stride=192),
-                          "gemma3-270m": dict(stream_tokens=34816, recompute_stride=256)},
-               quick=dict(stream_tokens=96, cache_size=32, recompute_stride=32), section=KNOWN),
-      memory=Run(("rope-small",), dict(length=256, window=64)))
-@analysis("attention-window", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
+@analysis("attention-window", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
+          small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
+          main=Run(DECODERS, dict(length=512, n_docs=4, window=128),
+                   quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
+          # StreamingLLM's experiment: each model streamed past its trained positions (SmolLM2 8192, Gemma 3 32768:
+          # about 45 minutes of one CPU core); cache 1024, with the no-start-token control
+          real=Run(PRETRAINED, dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True),
+                   per_model={"smollm2": dict(stream_tokens=12288, recompute_stride=192),
+                              "gemma3-270m": dict(stream_tokens=34816, recompute_stride=256)},
+                   quick=dict(stream_tokens=96, cache_size=32, recompute_stride=32), section=KNOWN),
+          memory=Run(("rope-small",), dict(length=256, window=64)),
+          builds_logits=False)
 @may_be_nan(sinks="full attention, dense attention and re-computation keep no first tokens",
             position="a row of a span of positions (past the window, all, past the trained length, re-computed tokens)",
             loss="a reach row (where a head looks) has no loss",

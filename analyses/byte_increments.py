@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analyses.registry import analysis
-from analyses.runs import INC, INCREMENT_MODELS, Run, runs
+from analyses.runs import INC, INCREMENT_MODELS, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -43,8 +43,9 @@ def summary(df):
     return df.pivot_table(index="category", columns=["model", "source"], values="mean", sort=False).reset_index()
 
 
-@runs(small=Run(("increments-shared", "increments-per-layer")), main=Run(INCREMENT_MODELS, section=INC))
-@analysis("byte-increments", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
+@analysis("byte-increments", needs=[Capability.INCREMENTS], headline=headline, summary=summary,
+          small=Run(("increments-shared", "increments-per-layer")),
+          main=Run(INCREMENT_MODELS, section=INC))
 def byte_increments(model) -> pd.DataFrame:
     """Increment each byte gets from its identity alone (the shared DeltaMLP, or layer 0 of the per-layer model):
     boundary bytes (space, newline, punctuation, EOS, capitals) should get larger steps than word-internal bytes.

@@ -16,7 +16,7 @@ import numpy as np
 from analyses.increment_hooks import byte_model, increment_labels, increments
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Choices, Cli, Help, Inline, analysis
-from analyses.runs import INC, INCREMENT_MODELS, Run, runs
+from analyses.runs import INC, INCREMENT_MODELS, Run
 from interp.capabilities import Capability
 from interp.tokenizers import check_text
 
@@ -72,8 +72,9 @@ def summary(df):
                                                                         mean_increment=("increment", "mean"))
 
 
-@runs(small=Run(("increments-shared",)), main=Run(INCREMENT_MODELS, section=INC))
-@analysis("char-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
+@analysis("char-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary,
+          small=Run(("increments-shared",)),
+          main=Run(INCREMENT_MODELS, section=INC))
 @may_be_nan(layer_index="no layer: the shared increment")
 def char_spacing(model, *,
                  scales: Annotated[tuple[str, ...], Help("per-row or shared (repeatable; default: both)"),

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from interp import hook_docs
+from interp import readme
 
-START, END = "<!-- analyses -->\n", "<!-- /analyses -->"
+START, END = readme.markers("analyses")
 
 
 def _cell(text: str) -> str:
@@ -31,13 +31,13 @@ def markdown() -> str:
 
 
 def readme_section(text: str) -> str:
-    return hook_docs.readme_section(text, START, END)
+    return readme.section(text, START, END)
 
 
 def sync_readme(path) -> bool:
     """Rewrite the README section between the analysis markers; True if it changed."""
-    return hook_docs.sync_readme(path, markdown(), START, END)
+    return readme.sync(path, markdown(), START, END)
 
 
 if __name__ == "__main__":
-    hook_docs.command(sys.argv[1:], markdown, sync_readme)
+    readme.command(sys.argv[1:], markdown, sync_readme)

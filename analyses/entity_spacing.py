@@ -20,7 +20,7 @@ import numpy as np
 from analyses.increment_hooks import byte_model, increment_labels, increments
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Help, analysis
-from analyses.runs import INC, INCREMENT_MODELS, Run, runs
+from analyses.runs import INC, INCREMENT_MODELS, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -154,9 +154,9 @@ def summary(df):
     return df[["model", "set", "layer", "mean_real", "mean_reversed", "frac_real_smaller", "p_value", "n_pairs"]]
 
 
-@runs(small=Run(("increments-per-layer",), dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")))),
-      main=Run(INCREMENT_MODELS, section=INC))
-@analysis("entity-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
+@analysis("entity-spacing", needs=[Capability.INCREMENTS], headline=headline, summary=summary,
+          small=Run(("increments-per-layer",), dict(real=(("New", "York"), ("Hong", "Kong"), ("Los", "Angeles")))),
+          main=Run(INCREMENT_MODELS, section=INC))
 @may_be_nan(layer_index="no layer: the shared increment")
 def entity_spacing(model, *, carriers=CARRIERS,
                    real: Annotated[tuple, Help("file of two-word entities, one per line (default: the built-in 82)"),

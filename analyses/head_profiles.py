@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
-from analyses.runs import HEADS, Run, runs
+from analyses.runs import HEADS, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -207,13 +207,14 @@ def summary(df):
     return counts.join(best).reset_index()
 
 
-@runs(small=Run(("repo-small", "dstg-small"), dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
-      main=Run(("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
-               dict(n_docs=4, length=256, niah_prompts=8, niah_tokens=480),
-               quick=dict(n_docs=1, niah_prompts=1, max_rows=32),
-               per_model={"smollm2": dict(n_docs=2, length=256, niah_prompts=2, niah_tokens=256)}, section=HEADS),
-      memory=Run(("repo-small",), dict(length=128, niah_prompts=2, niah_tokens=256)))
-@analysis("head-profiles", needs=[Capability.ATTENTION], headline=headline, summary=summary)
+@analysis("head-profiles", needs=[Capability.ATTENTION], headline=headline, summary=summary,
+          small=Run(("repo-small", "dstg-small"),
+                    dict(n_docs=1, length=48, max_rows=16, niah_prompts=1, niah_tokens=224)),
+          main=Run(("repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"),
+                   dict(n_docs=4, length=256, niah_prompts=8, niah_tokens=480),
+                   quick=dict(n_docs=1, niah_prompts=1, max_rows=32),
+                   per_model={"smollm2": dict(n_docs=2, length=256, niah_prompts=2, niah_tokens=256)}, section=HEADS),
+          memory=Run(("repo-small",), dict(length=128, niah_prompts=2, niah_tokens=256)))
 @may_be_nan(position_range="the model's heads assign no per-head positions", needle_mass="a masked LM copies no answer",
             retrieval_score="a masked LM copies no answer, or no answer token occurs once in the needle",
             influence_ap="the model does not decompose its attention logits",

@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Fits, Help, Range, analysis, no_grad
-from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
+from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-BUILDS_LOGITS = False  # losses come from PosLensModel.token_losses, a chunk of positions at a time (interp.memory)
 
 @no_grad
 def sequence_scores(model, ids: list[int], offset: int, half: int) -> dict:
@@ -84,11 +83,12 @@ def summary(df):
                                                second_copy_loss=("second_copy_loss", "first")).reset_index()
 
 
-@runs(small=Run(("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
-      main=Run(DECODERS, dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
-      real=Run(PRETRAINED, dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
-      memory=Run(("rope-small",), dict(half=64)))
-@analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary)
+@analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary,
+          small=Run(("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
+          main=Run(DECODERS, dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
+          real=Run(PRETRAINED, dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
+          memory=Run(("rope-small",), dict(half=64)),
+          builds_logits=False)
 @may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM")
 def induction(model, *,
               half: Annotated[int, Help("random tokens in each of the two copies (default: 256, or what fits the "

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
-from analyses.runs import DSTG, Run, runs
+from analyses.runs import DSTG, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -132,10 +132,10 @@ def summary(df):
     return group_counts(df).reset_index()
 
 
-@runs(small=Run(("dstg-small",), dict(n_docs=2, length=48)),
-      main=Run(("dstg-small",), dict(n_docs=100), quick=dict(n_docs=4), section=DSTG),
-      memory=Run(("dstg-small",), dict(length=128)))
-@analysis("kl-ablation", needs=[Capability.LOGIT_COMPONENTS], headline=headline, summary=summary)
+@analysis("kl-ablation", needs=[Capability.LOGIT_COMPONENTS], headline=headline, summary=summary,
+          small=Run(("dstg-small",), dict(n_docs=2, length=48)),
+          main=Run(("dstg-small",), dict(n_docs=100), quick=dict(n_docs=4), section=DSTG),
+          memory=Run(("dstg-small",), dict(length=128)))
 @may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')"
                for c in COMPONENTS})
 def kl_ablation(model, *,
@@ -169,10 +169,10 @@ def kl_ablation(model, *,
     return kl_table(model, sums, len(docs), rp_support)
 
 
-@runs(small=Run(("dstg-small", "rp-encoder-small"), dict(n_docs=2, length=48)),
-      main=Run(("dstg-small", "rp-encoder-small"), dict(n_docs=50), quick=dict(n_docs=4), section=DSTG),
-      memory=Run(("dstg-small",), dict(length=128)))
-@analysis("compare-heads", needs=[Capability.LOGIT_COMPONENTS], like=kl_ablation, headline=headline, summary=summary)
+@analysis("compare-heads", needs=[Capability.LOGIT_COMPONENTS], like=kl_ablation, headline=headline, summary=summary,
+          small=Run(("dstg-small", "rp-encoder-small"), dict(n_docs=2, length=48)),
+          main=Run(("dstg-small", "rp-encoder-small"), dict(n_docs=50), quick=dict(n_docs=4), section=DSTG),
+          memory=Run(("dstg-small",), dict(length=128)))
 @may_be_nan(**{f"influence_{c}": "undefined: removing no component changes this head (all KL 0; group 'none')"
                for c in COMPONENTS})
 def compare_heads(model, **kwargs) -> pd.DataFrame:

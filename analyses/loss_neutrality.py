@@ -24,7 +24,7 @@ import numpy as np
 
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window, no_grad
-from analyses.runs import INC, INCREMENT_MODELS, Run, runs
+from analyses.runs import INC, INCREMENT_MODELS, Run
 from interp.capabilities import Capability
 from interp.tokenizers import ByteTokenizer, TokenizerError
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-BUILDS_LOGITS = False  # losses come from PosLensModel.token_losses, a chunk of positions at a time (interp.memory)
 
 def training_record(model) -> dict:
     """The ``training.json`` beside the model's checkpoint, if it has one."""
@@ -79,10 +78,11 @@ def summary(df):
     return df[["model", "language", "loss", "ci_low", "ci_high", "bits_per_byte", "trained_steps", "trained_tokens"]]
 
 
-@runs(small=Run(("increments-shared", "rope-bytes"), dict(n_docs=2, length=64, n_boot=20)),
-      main=Run(INCREMENT_MODELS + ("rope-bytes",), quick=dict(n_docs=8, n_boot=100), section=INC),
-      memory=Run(("increments-per-layer",), dict(length=128, n_boot=10)))
-@analysis("loss-neutrality", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary)
+@analysis("loss-neutrality", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary,
+          small=Run(("increments-shared", "rope-bytes"), dict(n_docs=2, length=64, n_boot=20)),
+          main=Run(INCREMENT_MODELS + ("rope-bytes",), quick=dict(n_docs=8, n_boot=100), section=INC),
+          memory=Run(("increments-per-layer",), dict(length=128, n_boot=10)),
+          builds_logits=False)
 @may_be_nan(trained_steps="no training.json beside the checkpoint",
             trained_tokens="no training.json beside the checkpoint",
             training_validation_loss="no training.json beside the checkpoint")

@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Cli, Fits, Help, Range, analysis
-from analyses.runs import DECODERS, REPO, Run, runs
+from analyses.runs import DECODERS, REPO, Run
 from corpora.answers import equal_length_batches, retrieved
 from corpora.niah import prompts_for
 from interp.capabilities import Capability
@@ -44,10 +44,10 @@ def summary(df):
     return df[["model", "length", "accuracy", "ci_low", "ci_high", "n_docs"]]
 
 
-@runs(small=Run(("repo-small",), dict(lengths=(300,), n_docs=2)),
-      main=Run(DECODERS, dict(lengths=(512, 1024, 2048), n_docs=16), quick=dict(n_docs=2), section=REPO),
-      memory=Run(("repo-small",), dict(lengths=(256,))))
-@analysis("niah-accuracy", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary)
+@analysis("niah-accuracy", needs=[Capability.CAUSAL_LM], headline=headline, summary=summary,
+          small=Run(("repo-small",), dict(lengths=(300,), n_docs=2)),
+          main=Run(DECODERS, dict(lengths=(512, 1024, 2048), n_docs=16), quick=dict(n_docs=2), section=REPO),
+          memory=Run(("repo-small",), dict(lengths=(256,))))
 def niah_accuracy(model, *,
                   lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated"), Range(32),
                                      Fits(margin=16), Cli("--length")] = (512, 1024, 2048),

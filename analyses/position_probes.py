@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, OptionError, Range, analysis
-from analyses.runs import DSTG, ENCODERS, Run, runs
+from analyses.runs import DSTG, ENCODERS, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -97,12 +97,12 @@ def _default_targets(model, options) -> tuple[str, ...]:
     return tuple(t for t in TARGETS if t not in missing)
 
 
-@runs(small=Run(("dstg-small",), dict(n_docs=10, n_train=6, n_test=4, n_seeds=1, cv_folds=2, length=48)),
-      main=Run(ENCODERS + ("minilm", "repo-small", "increments-per-layer"),
-               dict(n_docs=100, n_train=80, n_test=20, n_seeds=5),
-               quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2), section=DSTG),
-      memory=Run(("dstg-small",), dict(length=64, n_seeds=1, cv_folds=2)))
-@analysis("position-probes", needs=[Capability.HIDDEN_STATES], headline=headline, summary=summary)
+@analysis("position-probes", needs=[Capability.HIDDEN_STATES], headline=headline, summary=summary,
+          small=Run(("dstg-small",), dict(n_docs=10, n_train=6, n_test=4, n_seeds=1, cv_folds=2, length=48)),
+          main=Run(ENCODERS + ("minilm", "repo-small", "increments-per-layer"),
+                   dict(n_docs=100, n_train=80, n_test=20, n_seeds=5),
+                   quick=dict(n_docs=12, n_train=8, n_test=4, n_seeds=2, cv_folds=2), section=DSTG),
+          memory=Run(("dstg-small",), dict(length=64, n_seeds=1, cv_folds=2)))
 @may_be_nan(r2_mean="the documents cannot give this target, or its test documents do not vary in it: r2_missing "
                     "says why",
             r2_std="the documents cannot give this target, or its test documents do not vary in it: r2_missing "

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.registry import Below, Choices, Cli, Fits, Help, NotWith, Range, analysis
-from analyses.runs import DECODERS, REPO, Run, runs
+from analyses.runs import DECODERS, REPO, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -92,11 +92,11 @@ def ranges_summary(df):
         n_tokens=("n_tokens", "median"))
 
 
-@runs(small=Run(("repo-small",), dict(n_docs=1, length=64, source="wiki")),
-      main=Run(DECODERS + ("increments-per-layer", "smollm2"), dict(n_docs=4, length=512), quick=dict(n_docs=1),
-               per_model={"smollm2": dict(n_docs=2, length=256)}, section=REPO),
-      memory=Run(("repo-small",), dict(length=256)))
-@analysis("position-ranges", needs=[Capability.POSITIONS], headline=ranges_headline, summary=ranges_summary)
+@analysis("position-ranges", needs=[Capability.POSITIONS], headline=ranges_headline, summary=ranges_summary,
+          small=Run(("repo-small",), dict(n_docs=1, length=64, source="wiki")),
+          main=Run(DECODERS + ("increments-per-layer", "smollm2"), dict(n_docs=4, length=512), quick=dict(n_docs=1),
+                   per_model={"smollm2": dict(n_docs=2, length=256)}, section=REPO),
+          memory=Run(("repo-small",), dict(length=256)))
 def position_ranges(model, *,
                     n_docs: Annotated[int, Help("contexts"), Range(1), Cli(aliases=("--n-contexts",)), NotWith()] = 8,
                     length: Annotated[int, Help("tokens per context"), Range(2), Fits(),
@@ -173,10 +173,10 @@ def patterns_summary(df):
                                                            "longest_plateau", "median_step"]]
 
 
-@runs(small=Run(("repo-small",), dict(length=64, layers=(1, 2), source="wiki")),
-      main=Run(("repo-small", "increments-per-layer"), dict(length=256),
-               per_model={"repo-small": dict(length=256, layers=(1, 3))}, section=REPO))
-@analysis("position-patterns", needs=[Capability.POSITIONS], headline=patterns_headline, summary=patterns_summary)
+@analysis("position-patterns", needs=[Capability.POSITIONS], headline=patterns_headline, summary=patterns_summary,
+          small=Run(("repo-small",), dict(length=64, layers=(1, 2), source="wiki")),
+          main=Run(("repo-small", "increments-per-layer"), dict(length=256),
+                   per_model={"repo-small": dict(length=256, layers=(1, 3))}, section=REPO))
 def position_patterns(model, *,
                       layers: Annotated[tuple[int, ...], Help("layer(s) to plot, comma-separated or repeated "
                                                               "(default: all)"),

@@ -15,7 +15,7 @@ the function itself:
 - ``headline(table) -> str`` and ``summary(table) -> DataFrame`` are what the report and SUMMARY.md show;
 - its figure is ``figures/NAME.py``'s ``figure(table)``, whose layout height the report uses;
 - where it runs besides the user's calls (the tests' small run, the main job, the memory benchmark) is declared
-  right above, with ``@runs(...)`` (``analyses.runs``).
+  in the same ``@analysis(small=, main=, real=, memory=)`` (``analyses.runs``), with ``builds_logits``.
 
 ``MODULES`` below lists the analysis modules, one line each, in the report's order. Nothing here imports torch,
 pandas or plotly: the command line reads every declaration without them (analysis modules import those inside
@@ -29,14 +29,11 @@ import importlib
 import inspect
 import math
 import typing
-import warnings
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 
 from corpora.documents import KINDS
-from interp import deprecated
 from interp.capabilities import Capability, require
-from interp.deprecation import PoslensDeprecationWarning
 
 if typing.TYPE_CHECKING:
     from analyses.runs import Run
@@ -120,24 +117,15 @@ class Adapts:
 class NotWith:
     """The option picks or sizes the built-in input, so it does not apply when ``documents=`` holds one of ``kinds``
     (``corpora.documents.KINDS``: texts, tokens, prompts): a value the user wrote with them is refused, and provenance
-    records the option as not applied rather than a default that never ran. ``inputs=`` (the parameters it named
-    before every input became ``documents=``) is deprecated: each is read as the kind that parameter held."""
+    records the option as not applied rather than a default that never ran."""
     kinds: tuple[str, ...] = ("texts", "tokens", "prompts")
-    inputs: InitVar[tuple[str, ...] | None] = None
 
-    def __post_init__(self, inputs):
-        given = self.kinds if inputs is None else inputs
-        if inputs is not None or any(k in _OLD_INPUTS and k not in KINDS for k in given):
-            deprecated.keyword("analyses.registry.NotWith", "inputs", "NotWith(kinds) with kinds among "
-                               f"{', '.join(KINDS)}", stacklevel=3)
-            object.__setattr__(self, "kinds", tuple(dict.fromkeys(_OLD_INPUTS.get(k, k) for k in given)))
+    def __post_init__(self):
         unknown = [k for k in self.kinds if k not in KINDS]
         if unknown:
             raise ValueError(f"NotWith: {', '.join(map(repr, unknown))} is not a kind of documents= "
                              f"(kinds: {', '.join(KINDS)})")
 
-
-_OLD_INPUTS = {"documents": "texts", "docs": "texts", "texts": "texts", "token_ids": "tokens", "samples": "prompts"}
 
 
 @dataclass(frozen=True)
@@ -297,11 +285,11 @@ class Analysis:
     seeded: bool = False  # takes ``seed=``
     headline: Callable | None = None  # (table) -> one sentence on what this result shows
     summary: Callable | None = None  # (table) -> the compact table SUMMARY.md shows
-    renamed: dict[str, str] = field(default_factory=dict)  # deprecated keyword -> option
-    small: Run | None = None  # where it runs besides the user's calls (@runs, analyses.runs)
+    small: Run | None = None  # where it runs besides the user's calls (analyses.runs)
     main: Run | None = None
     real: Run | None = None
     memory: Run | None = None
+    builds_logits: bool = True  # False: its passes build no [pos, vocab] logits (the memory estimate, interp.memory)
     body: Callable | None = field(default=None, repr=False)  # the function as written: what ``run_bound`` runs
 
     @property
@@ -318,21 +306,6 @@ class Analysis:
         (what the function receives and provenance records). ``label(option)`` names an option in errors."""
         label = label or (lambda opt: opt.name)
         kwargs = dict(kwargs)
-        for old, new in self.renamed.items():
-            if old in kwargs:
-                warnings.warn(f"{self.name}: '{old}=' is now '{new}=' (the old spelling is removed "
-                              f"on {deprecated.REMOVAL})",
-                              PoslensDeprecationWarning, stacklevel=4)
-                kwargs[new] = kwargs.pop(old)
-        if any(opt.name == "documents" for opt in self.options):
-            for old in INPUT_KEYWORDS:
-                if old in kwargs:
-                    warnings.warn(f"{self.name}: '{old}=' is now 'documents=' (the old spelling is removed on "
-                                  f"{deprecated.REMOVAL})", PoslensDeprecationWarning, stacklevel=4)
-                    value = kwargs.pop(old)
-                    if value is not None and kwargs.get("documents") is not None:
-                        raise OptionError(f"{self.name}: {old}= and documents= both give the input: use documents=")
-                    kwargs["documents"] = value if value is not None else kwargs.get("documents")
         self.check_model(model)
         for opt in self.options:
             if opt.feeds:
@@ -426,21 +399,20 @@ def check_window(model, max_tokens: int, what: str = "--length") -> None:
         raise InputError(f"{what}={max_tokens} is too short to hold a character")
 
 
-INPUT_KEYWORDS = ("docs", "token_ids", "samples", "texts")  # what documents= was called before it was one keyword
-
 _REGISTRY: dict[str, Analysis] = {}
 
 
-def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None) -> Callable:
-    """Declare ``function`` as the analysis ``name``; ``like`` takes the options of another analysis."""
+def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None,
+             builds_logits: bool = True, small: Run | None = None, main: Run | None = None, real: Run | None = None,
+             memory: Run | None = None) -> Callable:
+    """Declare ``function`` as the analysis ``name``, everything about it in one record, built once: what it ``needs``,
+    its options (``Annotated`` parameters; ``like`` takes another analysis' options), where it runs (``small``,
+    ``main``, ``real``, ``memory``: ``analyses.runs``, checked against its options here) and whether its passes build
+    logits (``builds_logits``: the memory estimate, ``interp.memory``)."""
+    from analyses.runs import check
 
     def declare(function):
         options = _options(like.__wrapped__ if like is not None else function)
-        spec = Analysis(name, None, inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " "),
-                        needs=tuple(needs), options=options, headline=headline, summary=summary,
-                        seeded=("seed" in inspect.signature(function).parameters
-                                or (like is not None and like.analysis.seeded)),
-                        renamed={a.lstrip("-").replace("-", "_"): o.name for o in options for a in o.aliases})
 
         @functools.wraps(function)
         def checked(model, **kwargs):
@@ -449,8 +421,14 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
             with torch.no_grad():
                 return spec.call(model, **kwargs)
 
-        spec.body = function
-        spec.function = checked
+        spec = Analysis(name, checked, inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " "),
+                        needs=tuple(needs), options=options, headline=headline, summary=summary,
+                        seeded=("seed" in inspect.signature(function).parameters
+                                or (like is not None and like.analysis.seeded)),
+                        small=small, main=main, real=real, memory=memory, builds_logits=builds_logits, body=function)
+        for setting in ("small", "main", "real", "memory"):
+            if getattr(spec, setting) is not None:
+                check(spec, setting, getattr(spec, setting))
         checked.analysis = spec
         _REGISTRY[name] = spec
         return checked

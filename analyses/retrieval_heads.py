@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Choices, Cli, Fits, Help, Range, analysis, no_grad
-from analyses.runs import HEADS, KNOWN, PRETRAINED, Run, runs
+from analyses.runs import HEADS, KNOWN, PRETRAINED, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -203,14 +203,14 @@ def summary(df):
                  answer_nll=("answer_nll", "mean"), draws=("draw", "size")).reset_index())
 
 
-@runs(small=Run(("repo-small",), dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1, 0.2), n_random=1)),
-      main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
-               quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
-      # Wu et al.'s score and masking (the defaults)
-      real=Run(PRETRAINED, dict(n_docs=8, niah_prompts=8, length=512, n_random=2),
-               quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
-      memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
-@analysis("retrieval-heads", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
+@analysis("retrieval-heads", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
+          small=Run(("repo-small",), dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1, 0.2), n_random=1)),
+          main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
+                   quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
+          # Wu et al.'s score and masking (the defaults)
+          real=Run(PRETRAINED, dict(n_docs=8, niah_prompts=8, length=512, n_random=2),
+                   quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
+          memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
             depth="a masking row is of the whole model", needle_mass="a masking row is of the whole model",
             rank="a masking row is of the whole model",

@@ -55,13 +55,12 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
-from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
+from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     import pandas as pd
 
-BUILDS_LOGITS = False  # losses come from PosLensModel.token_losses, a chunk of positions at a time (interp.memory)
 
 CONDITIONS = ("none", "zero-highest", "zero-lowest", "unrotate-lowest", "unrotate-highest")
 POSITIONAL = 0.5  # previous-token mass that makes a head positional (head-profiles' group rule)
@@ -251,14 +250,16 @@ def summary(df):
     return out
 
 
-@runs(small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
-      main=Run(DECODERS, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
-               quick=dict(n_docs=1, length=128, max_rows=16, niah_prompts=1, niah_tokens=224), section=HEADS),
-      real=Run(PRETRAINED, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=512),
-               quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128), section=KNOWN),
-      memory=Run(("rope-small",), dict(length=128, niah_prompts=0)))
 @analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
-          summary=summary)
+          summary=summary,
+          small=Run(("repo-small", "rope-small"),
+                    dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
+          main=Run(DECODERS, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
+                   quick=dict(n_docs=1, length=128, max_rows=16, niah_prompts=1, niah_tokens=224), section=HEADS),
+          real=Run(PRETRAINED, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=512),
+                   quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128), section=KNOWN),
+          memory=Run(("rope-small",), dict(length=128, niah_prompts=0)),
+          builds_logits=False)
 @may_be_nan(**dict.fromkeys(("layer", "head", "depth", "band", "frequency", "wavelength", "n_bands", "q_norm", "k_norm",
                               "poslens_logit_share", "previous_token_mass", "attention_scaling"),
                             "an effects row is of the whole model"),

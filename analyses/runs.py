@@ -1,10 +1,10 @@
-"""Where an analysis runs besides the user's own calls, declared in its module right above its ``@analysis``:
+"""Where an analysis runs besides the user's own calls, declared in its ``@analysis`` with the rest of it:
 
-    @runs(small=Run(("repo-small",), dict(n_docs=1, length=64)),             # the test suite's small run
-          main=Run(DECODERS, dict(n_docs=4), quick=dict(n_docs=1), section=HEADS),  # poslens reproduce
-          real=Run(PRETRAINED, dict(n_docs=8), section=KNOWN),                   # reproduce --real-models (optional)
-          memory=Run(("rope-small",), dict(length=128)))                         # bench.memory (with n_docs)
-    @analysis("my-thing", ...)
+    @analysis("my-thing", ...,
+              small=Run(("repo-small",), dict(n_docs=1, length=64)),             # the test suite's small run
+              main=Run(DECODERS, dict(n_docs=4), quick=dict(n_docs=1), section=HEADS),  # poslens reproduce
+              real=Run(PRETRAINED, dict(n_docs=8), section=KNOWN),               # reproduce --real-models (optional)
+              memory=Run(("rope-small",), dict(length=128)))                     # bench.memory (with n_docs)
 
 ``tests/acceptance/analyses`` and ``figures`` run every ``small``; ``poslens.reproduce.main_plan()`` is every
 ``main`` in the order of ``analyses.registry.MODULES`` (the report's order), ``real_plan()`` every ``real``;
@@ -15,7 +15,6 @@ declaration naming an option the analysis lacks fails at once, naming both.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 SETTINGS = ("small", "main", "real", "memory")
@@ -48,27 +47,11 @@ class Run:
         object.__setattr__(self, "models", (self.models,) if isinstance(self.models, str) else tuple(self.models))
 
 
-def runs(**declared: Run) -> Callable:
-    """Declare where the analysis below runs: ``small``, ``main``, ``real`` and ``memory`` (see the module
-    docstring)."""
-
-    def declare(function):
-        spec = getattr(function, "analysis", None)
-        if spec is None:
-            raise TypeError(f"@runs goes above @analysis(...) (on {getattr(function, '__name__', function)!r})")
-        for setting, run in declared.items():
-            _check(spec, setting, run)
-        for setting, run in declared.items():
-            setattr(spec, setting, run)
-        return function
-
-    return declare
-
-
-def _check(spec, setting: str, run) -> None:
-    where = f"@runs({setting}=...) of analysis '{spec.name}'"
+def check(spec, setting: str, run) -> None:
+    """``run`` as ``spec``'s ``setting``: its options are the analysis' own, its models named."""
+    where = f"@analysis({setting}=...) of '{spec.name}'"
     if setting not in SETTINGS:
-        raise TypeError(f"@runs of analysis '{spec.name}': unknown setting {setting!r} "
+        raise TypeError(f"@analysis of '{spec.name}': unknown setting {setting!r} "
                         f"(settings: {', '.join(SETTINGS)})")
     if not isinstance(run, Run):
         raise TypeError(f"{where}: expected a Run, got {type(run).__name__}")

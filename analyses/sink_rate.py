@@ -51,13 +51,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
-from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run, runs
+from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     import pandas as pd
 
-BUILDS_LOGITS = False  # statistics only: the pass stops after the last attention (interp.memory)
 INPUTS = ("text", "random")
 ESTIMATORS = ("gu", "poslens")
 GU_LENGTH = 64  # Gu et al.'s T
@@ -129,15 +128,16 @@ def summary(df):
             .reset_index())
 
 
-@runs(small=Run(("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
-      main=Run(DECODERS, dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
-               section=HEADS),
-      # Gu et al.'s estimator (the default) at their T = 64 and at two longer evaluation lengths (their Fig. 3), every
-      # query row as their alpha_1 has it
-      real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256, 1024), n_docs=16),
-               quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
-      memory=Run(("rope-small",), dict(lengths=(128,))))
-@analysis("sink-rate", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)
+@analysis("sink-rate", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
+          small=Run(("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
+          main=Run(DECODERS, dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
+                   section=HEADS),
+          # Gu et al.'s estimator (the default) at their T = 64 and at two longer evaluation lengths (their Fig. 3),
+          # every query row as their alpha_1 has it
+          real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256, 1024), n_docs=16),
+                   quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
+          memory=Run(("rope-small",), dict(lengths=(128,))),
+          builds_logits=False)
 def sink_rate(model, *,
               estimator: Annotated[str, Help("gu: Gu et al.'s alpha_1 over all query rows (row 0 included), "
                                              "thresholded per sequence; poslens: the mass over rows 1..T-1, averaged "

@@ -31,7 +31,7 @@ import numpy as np
 from analyses.increment_hooks import byte_model, increment_labels, increments
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window
-from analyses.runs import INC, INCREMENT_MODELS, Run, runs
+from analyses.runs import INC, INCREMENT_MODELS, Run
 from analyses.stats import bootstrap_auc, roc_auc
 from corpora.documents import Window
 from interp.capabilities import Capability
@@ -159,10 +159,10 @@ def summary(df):
     return df[["model", "layer", "reference", "auc", "ci_low", "ci_high", "n_gaps", "positive_rate"]]
 
 
-@runs(small=Run(("increments-per-layer",), dict(n_docs=3, max_gaps=300, n_boot=20)),
-      main=Run(INCREMENT_MODELS, quick=dict(max_gaps=3000, n_boot=100), section=INC),
-      memory=Run(("increments-per-layer",), dict(length=128, max_gaps=10000000, n_boot=10)))
-@analysis("word-boundaries", needs=[Capability.INCREMENTS], headline=headline, summary=summary)
+@analysis("word-boundaries", needs=[Capability.INCREMENTS], headline=headline, summary=summary,
+          small=Run(("increments-per-layer",), dict(n_docs=3, max_gaps=300, n_boot=20)),
+          main=Run(INCREMENT_MODELS, quick=dict(max_gaps=3000, n_boot=100), section=INC),
+          memory=Run(("increments-per-layer",), dict(length=128, max_gaps=10000000, n_boot=10)))
 @may_be_nan(layer_index="no layer: the shared increment, or jieba itself",
             ci_low="bootstrap interval undefined: ci_missing says why",
             ci_high="bootstrap interval undefined: ci_missing says why", precision="only the jieba-vs-gold row has it",

@@ -7,13 +7,12 @@ would need layers x heads x N^2 floats.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
-import subprocess
-import sys
 import time
 
 import torch
+
+from bench.harness import emit
 
 LENGTHS = (512, 1024, 2048, 4096)
 CONFIG = dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=8, num_attention_heads=8, vocab_size=257,
@@ -52,13 +51,12 @@ def child(length: int) -> dict:
 
 
 def main() -> str:
+    from bench.harness import cell
     from bench.report import machine, write_section
 
     runs = []
     for n in LENGTHS:
-        out = subprocess.run([sys.executable, "-m", "bench.attention", "--child", str(n)], capture_output=True,
-                             text=True, check=True)
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        runs.append(cell("bench.attention", n))
     lines = ["| context | bare forward | attention-mass extraction | ratio | memory growth, bare | "
              "memory growth, extraction | full-pattern cache would need |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -97,6 +95,6 @@ if __name__ == "__main__":
     a = p.parse_args()
     if a.child:
         torch.set_num_threads(1)
-        print(json.dumps(child(a.child)))
+        emit(child(a.child))
     else:
         print(main())

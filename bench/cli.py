@@ -5,27 +5,21 @@ wall and CPU seconds (median of 5 fresh processes). ``python -m bench.cli --agai
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from bench import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = (["--help"], ["analyze", "word-boundaries", "--help"], ["models"])
 
 
 def once(root: Path, argv: list[str]) -> tuple[float, float]:
-    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "poslens.cli", *argv], cwd=root, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    done = harness.run([sys.executable, "-m", "poslens.cli", *argv], cwd=root, env={"PYTHONPATH": str(root)})
+    if done.failed:
+        raise RuntimeError(f"poslens {' '.join(argv)}: {done.failed}")
+    return done.wall_s, done.cpu_s
 
 
 def measure(roots: dict[str, Path], repeats: int = 5) -> list[dict]:

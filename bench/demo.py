@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import harness
 from bench.report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,9 +36,10 @@ def reproduce(threads: int | None = None) -> tuple[float, dict]:
         out = Path(tmp) / "results"
         argv = [sys.executable, "-m", "poslens.cli", "reproduce", "--out", str(out)]
         argv += ["--threads", str(threads)] if threads else []
-        start = time.perf_counter()
-        subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wall = time.perf_counter() - start
+        done = harness.run(argv, threads=None, floor_gb=None)
+        if done.failed:
+            raise RuntimeError(f"poslens reproduce: {done.failed}\n{done.stderr[-2000:]}")
+        wall = done.wall_s
         record = json.loads((out / "kl-ablation.provenance.json").read_text(encoding="utf-8"))["threads"]
     return wall, record
 

@@ -6,14 +6,13 @@ which must not grow with N because extraction streams.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
-import subprocess
-import sys
 import time
 
 import numpy as np
 import torch
+
+from bench.harness import cell, emit
 
 WINDOW = 512
 BATCH = 8
@@ -70,9 +69,7 @@ def child(mode: str, n: int) -> dict:
 
 
 def run_child(mode: str, n: int) -> dict:
-    out = subprocess.run([sys.executable, "-m", "bench.extraction", "--child", mode, str(n)],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return cell("bench.extraction", mode, n)
 
 
 def main(n: int = 16) -> str:
@@ -104,6 +101,6 @@ if __name__ == "__main__":
     a = p.parse_args()
     if a.child:
         torch.set_num_threads(1)
-        print(json.dumps(child(a.child[0], int(a.child[1]))))
+        emit(child(a.child[0], int(a.child[1])))
     else:
         print(main(a.n))

@@ -17,17 +17,15 @@ peak of live memory, not of what glibc's heap kept from earlier calls. Workloads
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from bench.harness import cell, emit
 from bench.report import reset_peak_rss, rss_mb
 
 LENGTH = 4096
@@ -87,9 +85,7 @@ def main(repeats: int = 2) -> str:
         runs: dict[str, list[dict]] = {m: [] for m in MODES}
         for _ in range(repeats):
             for mode in MODES:
-                out = subprocess.run([sys.executable, "-m", "bench.generic", "--child", mode, tmp], capture_output=True,
-                                     text=True, check=True, env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
-                runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                runs[mode].append(cell("bench.generic", mode, tmp, env={"MALLOC_MMAP_THRESHOLD_": "65536"}))
     med = {m: {k: statistics.median(r[k] for r in runs[m]) for k in ("seconds", "peak_mb")} for m in MODES}
     n = runs[MODES[0]][0]["length"]
     full = CONFIG["num_hidden_layers"] * CONFIG["num_attention_heads"] * n * n * 4 / 2**20
@@ -121,6 +117,6 @@ if __name__ == "__main__":
     a = p.parse_args()
     if a.child:
         torch.set_num_threads(1)
-        print(json.dumps(child(a.child[0], a.child[1], LENGTH)))
+        emit(child(a.child[0], a.child[1], LENGTH))
     else:
         print(main(a.repeats))

@@ -7,13 +7,11 @@ document is done has a ratio near 1; one that keeps something per document grows
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from bench import harness
 from bench.report import machine, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +19,7 @@ COUNTS = (50, 400)
 
 
 def plan() -> dict[str, tuple[list[str], list[str]]]:
-    """``{analysis: (models, command-line options)}``: each analysis' ``memory`` run (``@runs``, ``analyses.runs``),
+    """``{analysis: (models, command-line options)}``: each analysis' ``memory`` run (``@analysis(memory=)``),
     small bundled models and short documents; the count of documents is what the benchmark varies."""
     from analyses import all_analyses
 
@@ -56,14 +54,10 @@ def peak(root: Path, name: str, n: int, runs: dict | None = None) -> tuple[float
     with tempfile.TemporaryDirectory() as out:
         argv = [sys.executable, "-m", "poslens.cli", "analyze", name, "--out", out, "--format", "html", "--force"]
         argv += [a for m in models for a in ("--model", m)] + options + ["--n-docs", str(n)]
-        env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        if status != 0:
-            raise RuntimeError(f"{name} at {n} documents failed: {proc.stderr.read().decode()[-2000:]}")
-    return usage.ru_maxrss / 1024, wall
+        done = harness.run(argv, cwd=root, env={"PYTHONPATH": str(root)})
+        if done.failed:
+            raise RuntimeError(f"{name} at {n} documents failed: {done.failed}\n{done.stderr[-2000:]}")
+    return done.peak_rss_mb, done.wall_s
 
 
 def main(only=None, against: str | None = None) -> str:

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from bench import harness
+from bench.harness import emit, run
 from bench.report import reset_peak_rss, rss_mb
 
 TOOLS = ("poslens", "transformerlens", "transformers")
@@ -302,17 +304,13 @@ def measure(model_name: str, workload: str, length: int, n_docs: int, repeats: i
         for tool in TOOLS if r % 2 == 0 else TOOLS[::-1]:
             if tool in skipped:
                 continue
-            cmd = [sys.executable, "-m", "bench.peers", "--child", tool, model_name, workload, str(length), str(n_docs)]
-            try:
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                skipped[tool] = f"over {timeout} s"
+            row = harness.cell("bench.peers", tool, model_name, workload, length, n_docs, timeout=timeout, check=False,
+                       threads=None)
+            if "failed" in row:
+                skipped[tool] = row["failed"] if row["failed"].startswith(("over", "OOM", "killed")) \
+                    else f"failed: {row['failed']}"
                 continue
-            if out.returncode != 0:
-                died = out.returncode < 0 or "MemoryError" in out.stderr or "out of memory" in out.stderr.lower()
-                skipped[tool] = "OOM (killed)" if died else f"failed: {out.stderr.strip().splitlines()[-1][:120]}"
-                continue
-            runs[tool].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            runs[tool].append(row)
     result = {"model": model_name, "workload": workload, "length": length, "n_docs": n_docs, "skipped": skipped}
     for tool, rs in runs.items():
         if rs:
@@ -334,14 +332,10 @@ def _agree(result: dict) -> dict:
 def measure_gpu(model_name: str, cells: list, repeats: int, timeout: int, order) -> list[dict]:
     per_tool = {}
     for tool in order:
-        cmd = [sys.executable, "-m", "bench.peers", "--gpu-child", tool, model_name, json.dumps(cells), str(repeats)]
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-            per_tool[tool] = (json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else
-                              [{"skipped": f"failed: {(out.stderr.strip().splitlines() or ['?'])[-1][:120]}"}]
-                              * len(cells))
-        except subprocess.TimeoutExpired:
-            per_tool[tool] = [{"skipped": f"over {timeout} s"}] * len(cells)
+        done = run([sys.executable, "-m", "bench.peers", "--gpu-child", tool, model_name, json.dumps(cells),
+                    str(repeats)], timeout=timeout, threads=None)
+        per_tool[tool] = json.loads(done.stdout.strip().splitlines()[-1]) if not done.failed else \
+            [{"skipped": done.failed if done.failed.startswith("over") else f"failed: {done.failed}"}] * len(cells)
         print(tool, model_name, json.dumps(per_tool[tool])[:300], file=sys.stderr, flush=True)
     results = []
     for i, (workload, length, n_docs) in enumerate(cells):
@@ -460,10 +454,10 @@ if __name__ == "__main__":
     a = p.parse_args()
     if a.gpu_child:
         tool, model_name, cells, repeats = a.gpu_child
-        print(json.dumps(gpu_child(tool, model_name, json.loads(cells), int(repeats))))
+        emit(gpu_child(tool, model_name, json.loads(cells), int(repeats)))
     elif a.child:
         tool, model_name, workload, length, n_docs = a.child
-        print(json.dumps(child(tool, model_name, workload, int(length), int(n_docs))))
+        emit(child(tool, model_name, workload, int(length), int(n_docs)))
     elif a.prepare:
         for name in ("smollm2", "llama-1b"):
             print(model_dir(name))

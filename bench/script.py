@@ -8,7 +8,7 @@ average chose (the baseline, measured in the same run); and beside one busy proc
 the threads poslens chooses. Threads and the reason come from each command's provenance.
 
 ``--small`` runs each analysis as ``poslens reproduce --real-models --quick`` runs it on the model: its declared
-``real`` run (``@runs`` beside its ``@analysis``, ``analyses.runs``) with the ``quick`` options over it and the model's
+``real`` run (its ``@analysis(real=...)``, ``analyses.runs``) with the ``quick`` options over it and the model's
 own over both (``options``); an analysis without a ``real`` run, its ``main`` run's. The analyses name no options here.
 
 ``python -m bench.script [--model smollm2] [--small] [--write]``"""
@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import harness
 from bench.report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ def options(name: str, model: str) -> list[str]:
     analysis = get(name)
     run = analysis.real or analysis.main
     if run is None:
-        raise ValueError(f"bench.script --small: analysis '{name}' declares no real= or main= run (@runs) to shrink")
+        raise ValueError(f"bench.script --small: analysis '{name}' declares no real= or main= run to shrink")
     return argv(analysis, {**run.options, **run.quick, **run.per_model.get(model, {})})
 
 
@@ -53,10 +54,10 @@ def analyze(name: str, model: str, out: Path, threads: int | None, small: bool =
     argv = [sys.executable, "-m", "poslens.cli", "analyze", name, "--model", model, "--out", str(out),
             "--format", "html", "--force"] + (options(name, model) if small else [])
     argv += ["--threads", str(threads)] if threads else []
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - start
-    return wall, json.loads((out / f"{name}.provenance.json").read_text(encoding="utf-8"))["threads"]
+    done = harness.run(argv, threads=None)  # the analysis picks its own threads: that is what this measures
+    if done.failed:
+        raise RuntimeError(f"{name} on {model}: {done.failed}\n{done.stderr[-2000:]}")
+    return done.wall_s, json.loads((out / f"{name}.provenance.json").read_text(encoding="utf-8"))["threads"]
 
 
 def sequence(model: str, threads: int | None, small: bool = False) -> list[tuple[str, dict, float]]:

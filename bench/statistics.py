@@ -51,12 +51,13 @@ import shlex
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from bench import harness
+from bench.harness import meminfo
 from bench.report import reset_peak_rss, rss_mb, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,15 +108,6 @@ def peer_needs_gb(shape: dict, length: int, cell: str = "output_attentions") -> 
     pattern = shape["n_heads"] * length * length * 4
     held = shape["n_layers"] if cell == "output_attentions" else 0
     return (shape["weights_bytes"] + (held + 6) * pattern + 2 * length * length * 4) / 1e9 + INTERPRETER_GB
-
-
-def meminfo() -> dict[str, float]:
-    """``/proc/meminfo`` in GB (1e9 bytes)."""
-    out = {}
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        key, value = line.split(":", 1)
-        out[key] = int(value.split()[0]) * 1024 / 1e9
-    return out
 
 
 def budget_gb(others_gb: float, margin_gb: float, info: dict | None = None) -> float:
@@ -217,32 +209,10 @@ def child(model_name: str, cell: str, length: int) -> dict:
 
 def run_child(model_name: str, cell: str, length: int, timeout: float) -> dict:
     """One cell in a fresh process, killed if it outlives ``timeout`` or the machine's free memory runs low."""
-    cmd = [sys.executable, "-m", "bench.statistics", "--child", model_name, cell, str(length)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     load = os.getloadavg()[0]
-    # no pipe to fill while polling
-    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=stdout, stderr=stderr, text=True)
-        start, killed = time.monotonic(), None
-        while proc.poll() is None:
-            if time.monotonic() - start > timeout:
-                killed = f"over {timeout:.0f} s"
-            elif meminfo()["MemAvailable"] < WATCH_FLOOR_GB:
-                killed = f"killed: the machine's free memory fell under {WATCH_FLOOR_GB:.0f} GB"
-            if killed:
-                proc.kill()
-                proc.wait()
-                break
-            time.sleep(0.25)
-        stdout.seek(0)
-        stderr.seek(0)
-        out, err = stdout.read(), stderr.read()
-    if killed:
-        return {"failed": killed}
-    if proc.returncode:
-        last = (err.strip().splitlines() or ["?"])[-1][:160]
-        return {"failed": f"exit {proc.returncode}: {last}"}
-    return {**json.loads(out.strip().splitlines()[-1]), "load": load}
+    row = harness.cell("bench.statistics", model_name, cell, length, timeout=timeout, floor_gb=WATCH_FLOOR_GB,
+                       check=False)
+    return row if "failed" in row else {**row, "load": load}
 
 
 def measure(model_name: str, lengths, peer_lengths, repeats: int, others_gb: float, margin_gb: float,
@@ -432,6 +402,6 @@ def main(argv=None) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        print(json.dumps(child(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+        harness.emit(child(sys.argv[2], sys.argv[3], int(sys.argv[4])))
         sys.exit(0)
     print(main())

@@ -19,7 +19,6 @@ import numpy as np
 from corpora.documents import Window
 from corpora.sources import english_wikipedia
 from corpora.user import longer_than, token_windows, user_inputs
-from interp import deprecated
 from interp.base import InputError
 
 
@@ -84,20 +83,3 @@ def _fit(tokenizer, text: str, max_tokens: int):
     return type(enc)(enc.ids[:max_tokens], enc.spans[:max_tokens])
 
 
-def _user_windows(model, analysis: str, documents, length: int, accepts=("texts", "tokens")) -> list:
-    """``user_windows`` as it was: the user's windows, of the kinds ``accepts`` names."""
-    user_inputs(documents, analysis, accepts)
-    return analysis_windows(model, analysis, documents, length=length)
-
-
-def _text_contexts(model, analysis: str, n_docs: int, length: int, seed: int, documents=None) -> list[list[int]]:
-    """``text_contexts`` as it was: the windows' ids."""
-    return [w.ids for w in analysis_windows(model, analysis, documents, length=length, n_docs=n_docs, seed=seed)]
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "user_windows": deprecated.Alias("corpora.contexts.analysis_windows(model, analysis, documents, length=length)",
-                                     lambda: _user_windows),
-    "text_contexts": deprecated.Alias("[w.ids for w in corpora.contexts.analysis_windows(model, analysis, documents, "
-                                      "length=length, n_docs=n_docs, seed=seed)]", lambda: _text_contexts),
-})

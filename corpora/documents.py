@@ -10,11 +10,8 @@ files give ``Document``s; tokenising and cutting them (``corpora.user.token_wind
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass, field
-
-from interp import deprecated
 
 VALIDATION_FRACTION = 0.05
 KINDS = ("texts", "tokens", "prompts")
@@ -34,28 +31,6 @@ class Document:
     def split(self) -> str:
         return split_of(self.id)
 
-    @property
-    def doc_id(self) -> str:
-        """Deprecated spelling of ``id``."""
-        deprecated.warn("corpora.documents.Document.doc_id", "Document.id")
-        return self.id
-
-
-def _init_with_doc_id(init):
-    """``Document(doc_id=...)``, the field's old name, until ``deprecated.REMOVAL``."""
-
-    @functools.wraps(init)
-    def __init__(self, *args, doc_id=None, **kwargs):
-        if doc_id is not None:
-            deprecated.keyword("corpora.documents.Document", "doc_id", "Document(id=...)")
-            kwargs["id"] = doc_id
-        init(self, *args, **kwargs)
-
-    return __init__
-
-
-Document.__init__ = _init_with_doc_id(Document.__init__)
-
 
 @dataclass(frozen=True)
 class Window:
@@ -70,15 +45,6 @@ class Window:
     index: int = 0
     start: int = 0
     text: str = ""
-
-    def __post_init__(self):
-        # the old order: document, index, start, ids, spans
-        if isinstance(self.ids, int) and not isinstance(self.index, int):
-            deprecated.warn("Window(document, index, start, ids, spans)",
-                            "Window(document, ids, spans, index=..., start=...)", stacklevel=3)
-            index, start, ids, spans = self.ids, self.spans, self.index, self.start
-            for name, value in (("ids", ids), ("spans", spans), ("index", index), ("start", start)):
-                object.__setattr__(self, name, value)
 
 
 class Documents(list):
@@ -130,8 +96,3 @@ def input_kind(documents) -> str:
         return "texts"
     first = next(iter(documents), None)
     return "texts" if first is None else kind_of(first)
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "user_inputs": deprecated.Alias("corpora.user.user_inputs"),
-})

@@ -21,7 +21,6 @@ import json
 from pathlib import Path
 
 from corpora.documents import Document, Documents, Inputs, Window, kind_of
-from interp import deprecated
 from interp.base import InputError
 
 
@@ -217,14 +216,3 @@ def longer_than(tokenizer, documents, max_tokens: int, analysis: str) -> None:
             raise InputError(f"{analysis}: document {doc.id!r} has {n} tokens, more than {max_tokens}; "
                              "split it into shorter documents (this analysis reads each document whole)")
 
-
-class _Texts(dict):
-    """``{id: text}`` with the ``source`` record of the file it was read from (what ``Texts`` was; ``documents=`` takes
-    it as it takes any dict)."""
-
-    source: dict | None = None
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "Texts": deprecated.Alias("a {id: text} dict or corpora.documents.Documents, given as documents=", lambda: _Texts),
-})

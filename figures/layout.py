@@ -295,7 +295,12 @@ def _fit_table(trace, width: float) -> float:
 
 def fit(fig, width: float, height: float | None = None, base_height: float | None = None) -> None:
     """Lay out a paper figure ``width`` px wide: ``height`` px tall, or as tall as its content when None
-    (``base_height``, the figure's own height scaled to ``width``, sets how tall its panels of axes are)."""
+    (``base_height``, the figure's own height scaled to ``width``, sets how tall its panels of axes are).
+
+    The steps: the room the y labels take on the left (``_y_label_room``), each band's texts above and below and the
+    least or fixed height of its panels (``_measure``), the margins, gaps and band heights (``_heights``); run twice
+    when the y titles, wrapped to the heights the first run gave (``_rewrap_y_titles``), change; then the domains
+    (``_place``) and the legend."""
     margin = pio.templates[PAPER].layout.margin
     bands = _bands(fig)
     if not bands:
@@ -307,107 +312,146 @@ def fit(fig, width: float, height: float | None = None, base_height: float | Non
     colorbar = any(getattr(getattr(t, "marker", None), "showscale", None) or getattr(t, "showscale", None)
                    for t in fig.data)
     base = (base_height or fig.layout.height or 0.6 * width) - margin.t - margin.b
-    flex_total = sum(b.y[1] - b.y[0] for b in bands) or 1
-
     left_edge = min((c.x[0] for b in bands for c in b.cells if c.kind == "xy"), default=0.0)
+    left, right = LEFT_MARGIN, margin.r + (70 if colorbar else 0)
+    plot_w = width - left - right
     for rerun in range(2):  # the second pass wraps y titles to the heights the first one gave the panels
-        room = 0.0
-        for band in bands:
-            for cell in band.cells:
-                if cell.kind == "xy" and cell.x[0] == left_edge:
-                    ya = fig.layout[cell.ref[1]]
-                    ticks = (_tick_labels(ya, _traces_on(fig, *cell.ref), "y") if ya.showticklabels is not False
-                             else [])
-                    w = max((text_width(line, PAPER_TICK_PX) for t in ticks for line in lines(t)),
-                            default=0) + TICK_ROOM
-                    title = ya.title.text
-                    w += (_height(title, PAPER_TEXT_PX) + STANDOFF) if title else 0
-                    room = max(room, w + 2)
-        left = LEFT_MARGIN
-        right = margin.r + (70 if colorbar else 0)
-        plot_w = width - left - right
-        shift = min(room / plot_w, 0.5)  # panels of axes start right of their y labels; tables use the whole width
+        shift = min(_y_label_room(fig, bands, left_edge) / plot_w, 0.5)  # panels start right of their y labels
 
         def px(cell):
             return (cell.x[1] - cell.x[0]) * plot_w * (1 - shift if cell.kind == "xy" else 1)
 
         for band, titles in zip(bands, titles_of):
-            for a, cell in titles:
-                a.text = wrap(a.text, px(cell), PAPER_TEXT_PX)
-            band.above = max((_height(a.text, PAPER_TEXT_PX) + 2 for a, _ in titles), default=0.0)
-            band.below, band.fixed, band.least = 0.0, None, MIN_PANEL
-            xy = [c for c in band.cells if c.kind == "xy"]
-            texts = [h for c in xy if (h := _fit_data_texts(fig, c, px(c))) is not None]
-            if texts:
-                band.least = max(texts)
-            if not rerun:
-                _titles_once(fig, xy, px)
-            for cell in xy:
-                xa = fig.layout[cell.ref[0]]
-                below = 0.0
-                if xa.showticklabels is not False:
-                    n = max(_category_lines(t.x) for t in _traces_on(fig, *cell.ref)) if not xa.ticktext else \
-                        max(len(lines(t)) for t in xa.ticktext)
-                    below += TICK_ROOM + n * LINE * PAPER_TICK_PX
-                if xa.title.text:
-                    below += STANDOFF + _height(xa.title.text, PAPER_TEXT_PX)
-                band.below = max(band.below, below)
-            for cell in band.cells:
-                if cell.kind == "table":
-                    band.fixed = max(band.fixed or 0.0, _fit_table(cell.ref, px(cell)))
-                elif cell.kind == "ternary":
-                    t = fig.layout[cell.ref]
-                    corners = max(text_width(line, PAPER_TEXT_PX)
-                                  for ax in (t.baxis, t.caxis) for line in lines(ax.title.text) or [""])
-                    inset = TERNARY_CORNER + corners / 2 + 2
-                    side = px(cell) - 2 * inset
-                    band.above = max(band.above, _height(t.aaxis.title.text, PAPER_TEXT_PX) + 10)
-                    corner_lines = max(len(lines(ax.title.text)) for ax in (t.baxis, t.caxis))
-                    band.below = max(band.below, TERNARY_BELOW + max(0, corner_lines - 1) * LINE * PAPER_TEXT_PX)
-                    if height is None:
-                        band.fixed = max(band.fixed or 0.0, side * math.sqrt(3) / 2)
-                    cell.inset = inset
-                    if side / 4 < text_width("0.75", PAPER_TICK_PX) + 8:  # ticks a quarter apart would touch
-                        for ax in (t.aaxis, t.baxis, t.caxis):
-                            ax.tickvals = [0.5]
-
-        top_legend = 0.0 if bottom_legend else _legend_height(legend, width - left - 4)
-        foot_legend = _legend_height(legend, width - left - 4) if bottom_legend else 0.0
-        margin_t = bands[0].above + top_legend + (4 if top_legend or bands[0].above else 8)
-        margin_b = max(bands[-1].below + 4 + foot_legend + (GAP if foot_legend else 0), 8)
-        gaps = [upper.below + lower.above + GAP for upper, lower in zip(bands, bands[1:])]
-        fixed = sum(band.fixed for band in bands if band.fixed is not None)
-        flex = [band for band in bands if band.fixed is None]
-        flex_share = sum(band.y[1] - band.y[0] for band in flex) or 1
-        frame = margin_t + margin_b + sum(gaps) + fixed
-        if height is not None:
-            need = frame + sum(band.least for band in flex)
-            if height < need - 0.5:
-                raise TooSmall(need)
-            _share(height - frame, flex, [(band.y[1] - band.y[0]) / flex_share for band in flex])
-            total = height
-        else:
-            for band in flex:
-                band.px = max(band.least, base * (band.y[1] - band.y[0]) / flex_total)
-            if flex and frame + sum(band.px for band in flex) > PAGE_HEIGHT >= frame + sum(band.least for band in flex):
-                _share(PAGE_HEIGHT - frame, flex, [band.px for band in flex])
-            total = frame + sum(band.px for band in flex)
-        for band in bands:
-            if band.fixed is not None:
-                band.px = band.fixed
+            _measure(fig, band, titles, px, height, first=not rerun)
+        legends = (0.0, _legend_height(legend, width - left - 4)) if bottom_legend else \
+            (_legend_height(legend, width - left - 4), 0.0)
+        margin_t, margin_b, gaps, total = _heights(bands, legends, height, base)
         plot_h = total - margin_t - margin_b
-
-        changed = False
-        for band in bands:
-            for cell in band.cells:
-                if cell.kind == "xy" and cell.x[0] == left_edge:
-                    ya = fig.layout[cell.ref[1]]
-                    if ya.title.text:
-                        wrapped = wrap(ya.title.text.replace("<br>", " "), band.px, PAPER_TEXT_PX)
-                        if wrapped != ya.title.text:
-                            ya.title.text, changed = wrapped, True
-        if not changed:
+        if not _rewrap_y_titles(fig, bands, left_edge):
             break
+    _place(fig, bands, titles_of, gaps, shift, plot_w, plot_h)
+    if legend:
+        if bottom_legend:
+            fig.update_layout(legend=dict(y=-(bands[-1].below + GAP) / plot_h, yanchor="top"))
+        else:
+            fig.update_layout(legend=dict(y=1 + (bands[0].above + 2) / plot_h, yanchor="bottom"))
+    fig.update_layout(width=width, height=total, margin=dict(l=left, r=right, t=margin_t, b=margin_b))
+
+
+def _y_label_room(fig, bands: list[Band], left_edge: float) -> float:
+    """The px the widest tick labels and title of the leftmost panels' y axes take."""
+    room = 0.0
+    for band in bands:
+        for cell in band.cells:
+            if cell.kind == "xy" and cell.x[0] == left_edge:
+                ya = fig.layout[cell.ref[1]]
+                ticks = _tick_labels(ya, _traces_on(fig, *cell.ref), "y") if ya.showticklabels is not False else []
+                w = max((text_width(line, PAPER_TICK_PX) for t in ticks for line in lines(t)), default=0) + TICK_ROOM
+                title = ya.title.text
+                w += (_height(title, PAPER_TEXT_PX) + STANDOFF) if title else 0
+                room = max(room, w + 2)
+    return room
+
+
+def _measure(fig, band: Band, titles, px, height: float | None, first: bool) -> None:
+    """``band``'s texts above (subplot titles) and below (x ticks and titles), the least height of its panels (texts
+    placed by their data) and the fixed height of a table or ternary; x titles wrapped on the ``first`` run."""
+    for a, cell in titles:
+        a.text = wrap(a.text, px(cell), PAPER_TEXT_PX)
+    band.above = max((_height(a.text, PAPER_TEXT_PX) + 2 for a, _ in titles), default=0.0)
+    band.below, band.fixed, band.least = 0.0, None, MIN_PANEL
+    xy = [c for c in band.cells if c.kind == "xy"]
+    texts = [h for c in xy if (h := _fit_data_texts(fig, c, px(c))) is not None]
+    if texts:
+        band.least = max(texts)
+    if first:
+        _titles_once(fig, xy, px)
+    for cell in xy:
+        band.below = max(band.below, _x_below(fig, cell))
+    for cell in band.cells:
+        if cell.kind == "table":
+            band.fixed = max(band.fixed or 0.0, _fit_table(cell.ref, px(cell)))
+        elif cell.kind == "ternary":
+            _measure_ternary(fig, band, cell, px(cell), height)
+
+
+def _x_below(fig, cell: Cell) -> float:
+    """What a panel's x tick labels and title take below it."""
+    xa = fig.layout[cell.ref[0]]
+    below = 0.0
+    if xa.showticklabels is not False:
+        n = max(_category_lines(t.x) for t in _traces_on(fig, *cell.ref)) if not xa.ticktext else \
+            max(len(lines(t)) for t in xa.ticktext)
+        below += TICK_ROOM + n * LINE * PAPER_TICK_PX
+    if xa.title.text:
+        below += STANDOFF + _height(xa.title.text, PAPER_TEXT_PX)
+    return below
+
+
+def _measure_ternary(fig, band: Band, cell: Cell, width: float, height: float | None) -> None:
+    """A ternary's corner titles above and below it, its inset from its cell and, without a height, its own height."""
+    t = fig.layout[cell.ref]
+    corners = max(text_width(line, PAPER_TEXT_PX) for ax in (t.baxis, t.caxis) for line in lines(ax.title.text) or [""])
+    inset = TERNARY_CORNER + corners / 2 + 2
+    side = width - 2 * inset
+    band.above = max(band.above, _height(t.aaxis.title.text, PAPER_TEXT_PX) + 10)
+    corner_lines = max(len(lines(ax.title.text)) for ax in (t.baxis, t.caxis))
+    band.below = max(band.below, TERNARY_BELOW + max(0, corner_lines - 1) * LINE * PAPER_TEXT_PX)
+    if height is None:
+        band.fixed = max(band.fixed or 0.0, side * math.sqrt(3) / 2)
+    cell.inset = inset
+    if side / 4 < text_width("0.75", PAPER_TICK_PX) + 8:  # ticks a quarter apart would touch
+        for ax in (t.aaxis, t.baxis, t.caxis):
+            ax.tickvals = [0.5]
+
+
+def _heights(bands: list[Band], legends: tuple[float, float], height: float | None, base: float):
+    """``(margin_t, margin_b, gaps, total)``, each band's ``px`` set: ``height`` shared among the bands that can
+    flex (``TooSmall`` where it cannot hold them), or, without one, each band's share of ``base`` (at least what its
+    content needs; at most a page where the bands can shrink to it)."""
+    top_legend, foot_legend = legends
+    margin_t = bands[0].above + top_legend + (4 if top_legend or bands[0].above else 8)
+    margin_b = max(bands[-1].below + 4 + foot_legend + (GAP if foot_legend else 0), 8)
+    gaps = [upper.below + lower.above + GAP for upper, lower in zip(bands, bands[1:])]
+    fixed = sum(band.fixed for band in bands if band.fixed is not None)
+    flex = [band for band in bands if band.fixed is None]
+    flex_share = sum(band.y[1] - band.y[0] for band in flex) or 1
+    flex_total = sum(b.y[1] - b.y[0] for b in bands) or 1
+    frame = margin_t + margin_b + sum(gaps) + fixed
+    if height is not None:
+        need = frame + sum(band.least for band in flex)
+        if height < need - 0.5:
+            raise TooSmall(need)
+        _share(height - frame, flex, [(band.y[1] - band.y[0]) / flex_share for band in flex])
+        total = height
+    else:
+        for band in flex:
+            band.px = max(band.least, base * (band.y[1] - band.y[0]) / flex_total)
+        if flex and frame + sum(band.px for band in flex) > PAGE_HEIGHT >= frame + sum(band.least for band in flex):
+            _share(PAGE_HEIGHT - frame, flex, [band.px for band in flex])
+        total = frame + sum(band.px for band in flex)
+    for band in bands:
+        if band.fixed is not None:
+            band.px = band.fixed
+    return margin_t, margin_b, gaps, total
+
+
+def _rewrap_y_titles(fig, bands: list[Band], left_edge: float) -> bool:
+    """The leftmost panels' y titles wrapped to their band's height; True if one changed."""
+    changed = False
+    for band in bands:
+        for cell in band.cells:
+            if cell.kind == "xy" and cell.x[0] == left_edge:
+                ya = fig.layout[cell.ref[1]]
+                if ya.title.text:
+                    wrapped = wrap(ya.title.text.replace("<br>", " "), band.px, PAPER_TEXT_PX)
+                    if wrapped != ya.title.text:
+                        ya.title.text, changed = wrapped, True
+    return changed
+
+
+def _place(fig, bands: list[Band], titles_of, gaps: list[float], shift: float, plot_w: float, plot_h: float) -> None:
+    """Every cell's domain, and its subplot titles, from the bands' heights, top to bottom."""
 
     def moved(x):
         return shift + x * (1 - shift)
@@ -430,12 +474,6 @@ def fit(fig, width: float, height: float | None = None, base_height: float | Non
                 fig.layout[cell.ref].domain = dict(x=[cell.x[0] + inset, cell.x[1] - inset], y=[lo, hi])
         band.y = (lo, hi)
         top += band.px + (gaps[i] if i < len(gaps) else 0)
-    if legend:
-        if bottom_legend:
-            fig.update_layout(legend=dict(y=-(bands[-1].below + GAP) / plot_h, yanchor="top"))
-        else:
-            fig.update_layout(legend=dict(y=1 + (bands[0].above + 2) / plot_h, yanchor="bottom"))
-    fig.update_layout(width=width, height=total, margin=dict(l=left, r=right, t=margin_t, b=margin_b))
 
 
 def _titles_once(fig, cells: list[Cell], px) -> None:

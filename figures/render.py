@@ -17,7 +17,6 @@ from pathlib import Path
 import pandas as pd
 
 import figures
-from analyses.columns import current
 from figures.layout import TooSmall, fit
 from figures.save import parse_length, resolve_formats, save
 from figures.style import PAPER, PAPER_TEXT_PX, TEMPLATES
@@ -82,11 +81,11 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
 
 
 def read_table(csv, analysis: str | None = None) -> pd.DataFrame:
-    """An analysis CSV as the figure saw it (exact floats; only empty fields are missing), its columns under their
-    current names (``analyses.columns.current``: an older poslens' names are read with a deprecation warning).
-    ``analysis`` defaults to the file's name (``OUT/NAME.csv``)."""
-    df = pd.read_csv(csv, keep_default_na=False, na_values=[""], float_precision="round_trip")
-    return current(analysis or Path(csv).name.split(".")[0], df, str(csv))
+    """An analysis CSV as the figure saw it (exact floats; only empty fields are missing). ``analysis`` (default: the
+    file's name, ``OUT/NAME.csv``) names the table for ``poslens.deprecated``, which serves an older poslens' column
+    names under the current ones, with a deprecation warning, before any figure code reads them."""
+    del analysis  # read by poslens.deprecated's reader around this one
+    return pd.read_csv(csv, keep_default_na=False, na_values=[""], float_precision="round_trip")
 
 
 def read_result(csv, analysis: str | None = None) -> tuple[str, pd.DataFrame, dict]:
@@ -118,16 +117,8 @@ def _known_or_advise(name: str, csv: Path) -> None:
                          f"pass --analysis NAME (known: {', '.join(known())})")
 
 
-def output_stem(csv: Path, out, template: str, width, height, *old, name: str | None = None) -> Path:
-    """``OUT/NAME[-paper][-3.3in][x2in]``: a re-rendered figure never takes the analysis' own file names by chance.
-    The old call, ``output_stem(csv, name, out, template, width, height)``, still works with a ``DeprecationWarning``
-    (``name`` was never read: the stem is the CSV's)."""
-    if old or name is not None:
-        from interp import deprecated
-
-        deprecated.warn("figures.render.output_stem(csv, name, ...)", "output_stem(csv, out, template, width, height)")
-        if old:
-            out, template, width, height = template, width, height, old[0]
+def output_stem(csv: Path, out, template: str, width, height) -> Path:
+    """``OUT/NAME[-paper][-3.3in][x2in]``: a re-rendered figure never takes the analysis' own file names by chance."""
     label = "-".join(p for p in (template if template != "default" else "",
                                  str(width).replace(" ", "") if width is not None else "") if p)
     if height is not None:

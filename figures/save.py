@@ -225,22 +225,8 @@ def shared_plotlyjs():
         _PLOTLYJS.reset(token)
 
 
-def formats_for_static(static, formats, function: str, stacklevel: int = 3):
-    """What the old ``static=`` keyword asked for, as ``formats=``: ``static=False`` was HTML alone; ``True`` (like
-    the default ``None``) was HTML plus PDF and PNG where a browser was found, which is ``formats=None`` now."""
-    if static is None:
-        return formats
-    from interp import deprecated
-
-    if formats is not None:
-        raise TypeError(f"{function}: static= and formats= both say which files to write; give formats= only")
-    deprecated.keyword(function, "static", "formats=['html'] for static=False, formats=None (the default) for True",
-                       stacklevel=stacklevel)
-    return ("html",) if static is False else None
-
-
 def save(fig, stem, formats=None, *, width: float | None = None, height: float | None = None,
-         scale: float | None = None, static: bool | None = None) -> list[Path]:
+         scale: float | None = None) -> list[Path]:
     """Write ``stem.<format>`` for each format; returns the paths written, in the order asked.
 
     ``formats=None`` is the default set (``resolve_formats``): there a failing browser only warns, since the
@@ -248,9 +234,7 @@ def save(fig, stem, formats=None, *, width: float | None = None, height: float |
     ``width``/``height`` are CSS pixels (96 per inch; a PDF page is ``width * 0.75`` pt wide); PNG is rendered
     at ``scale`` (default 2, or 300 dpi when a width is given). HTML carries plotly.js inline, so one figure opens
     on its own; inside ``shared_plotlyjs()`` (the report) it loads one ``plotly.min.js`` beside it.
-    ``static=`` is the deprecated spelling of ``formats`` (``formats_for_static``).
     """
-    formats = formats_for_static(static, formats, "figures.save")
     default = formats is None
     formats = resolve_formats() if default else parse_formats(formats)
     stem = Path(stem)

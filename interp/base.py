@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 from transformer_lens import HookedRootModule
 
-from interp import attention, deprecated
+from interp import attention
 from interp.capabilities import Capability, CapabilityError, require  # noqa: F401 (re-exported)
 from interp.hooks import HookDoc, doc_of, hook_table, make_hook_points
 
@@ -310,17 +310,3 @@ class PosLensModel(HookedRootModule):
 LONG_RUN = 2048  # positions from which a pass shows its progress per layer and per loss chunk
 
 
-def _block_hooks() -> tuple[HookDoc, ...]:
-    """What ``BLOCK_HOOKS`` held: the hooks every family's blocks and attentions declare (``interp.hooks``)."""
-    from interp.hooks import AttentionHooks, BlockHooks, declared, forward_rank
-
-    rows = [HookDoc(f"blocks.{{l}}.{prefix}{name}", hook.shape, hook.meaning)
-            for prefix, cls in (("", BlockHooks), ("attn.", AttentionHooks)) for name, hook in declared(cls).items()]
-    return tuple(sorted(rows, key=lambda h: forward_rank(h.pattern)))
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "TOKEN_DIMS": deprecated.Alias("interp.hooks.TOKEN_DIMS"),
-    "BLOCK_HOOKS": deprecated.Alias("interp.hooks.BlockHooks and interp.hooks.AttentionHooks (Hook declarations)",
-                                    _block_hooks),
-})

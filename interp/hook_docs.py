@@ -9,11 +9,10 @@ variant. ``python -m interp.hook_docs`` prints them; README.md carries the same 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from interp import deprecated
+from interp import readme
 
-START, END = "<!-- hooks -->\n", "<!-- /hooks -->"
+START, END = readme.markers("hooks")
 
 
 def models() -> list:
@@ -48,10 +47,7 @@ def tables() -> dict[type, list]:
     return {cls: sorted(rows.values(), key=lambda h: forward_rank(h.pattern)) for cls, rows in out.items()}
 
 
-def table(cls, rows=None, family: str | None = None, variant: str | None = None) -> str:
-    if rows is None:  # the old table(cls)
-        deprecated.warn("interp.hook_docs.table(cls)", "interp.hook_docs.table(cls, tables()[cls], cls.family)")
-        rows, family = tables()[cls], cls.family
+def table(cls, rows, family: str, variant: str | None = None) -> str:
     where = f"`{cls.__module__}`" + (f", variant `{variant}`" if variant is not None else "")
     lines = [f"**{family}: {cls.__name__}** ({where})", "", "| hook | shape | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{h.pattern}` | `{h.shape}` | {h.meaning.replace('|', chr(92) + '|')} |" for h in rows]
@@ -62,42 +58,13 @@ def markdown() -> str:
     return "\n\n".join(table(cls, rows, cls.family, variant) for (cls, variant), rows in sections().items())
 
 
-def readme_section(text: str, start: str = START, end: str = END) -> str:
-    """The text between the markers ``start`` and ``end`` (the hook tables' by default)."""
-    return text[text.index(start) + len(start) : text.index(end)]
+def readme_section(text: str) -> str:
+    return readme.section(text, START, END)
 
 
-def sync_readme(path, body: str | None = None, start: str = START, end: str = END) -> bool:
-    """Rewrite the README section between ``start`` and ``end`` with ``body`` (the hook markers and ``markdown()`` by
-    default); True if it changed."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    body = markdown() if body is None else body
-    new = text.replace(start + readme_section(text, start, end) + end, start + body + "\n" + end)
-    if new != text:
-        path.write_text(new, encoding="utf-8")
-    return new != text
-
-
-def command(argv: list[str], render, sync) -> None:
-    """``python -m <module of a generated README table> [--write README.md]``: print the table ``render()``, or rewrite
-    the README's section with ``sync(path)``."""
-    if len(argv) == 2 and argv[0] == "--write":
-        print("updated" if sync(argv[1]) else "unchanged")
-    else:
-        print(render())
-
-
-def _model_classes() -> list:
-    return list(tables())
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "families": deprecated.Alias("list(interp.hook_docs.tables()) (model classes; interp.families.families() gives the "
-                                 "families)", lambda: _model_classes),
-    "ORDER": deprecated.Removed("tables follow the order of interp.families.MODULES, then plug-ins as registered"),
-})
+def sync_readme(path) -> bool:
+    return readme.sync(path, markdown(), START, END)
 
 
 if __name__ == "__main__":
-    command(sys.argv[1:], markdown, sync_readme)
+    readme.command(sys.argv[1:], markdown, sync_readme)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from interp import hook_docs
+from interp import readme
 
-START, END = "<!-- interventions -->\n", "<!-- /interventions -->"
+START, END = readme.markers("interventions")
 
 
 def _fields(cls) -> str:
@@ -43,13 +43,13 @@ def markdown() -> str:
 
 
 def readme_section(text: str) -> str:
-    return hook_docs.readme_section(text, START, END)
+    return readme.section(text, START, END)
 
 
 def sync_readme(path) -> bool:
     """Rewrite the README section between the intervention markers; True if it changed."""
-    return hook_docs.sync_readme(path, markdown(), START, END)
+    return readme.sync(path, markdown(), START, END)
 
 
 if __name__ == "__main__":
-    hook_docs.command(sys.argv[1:], markdown, sync_readme)
+    readme.command(sys.argv[1:], markdown, sync_readme)

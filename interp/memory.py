@@ -246,9 +246,8 @@ def planned_run(analysis, options: dict, max_len: int | None = None) -> dict | N
     """``length``, ``batch``, ``attention_rows`` and ``logits`` of one model's run of ``analysis`` with ``options``
     (given values, else the declared defaults): the length is the largest option declared ``Fits(max_seq_len)`` times
     its copies plus its margin, lowered to ``max_len`` as ``Fits`` lowers a default. None where no option declares a
-    length. ``logits`` is False where the analysis' module declares ``BUILDS_LOGITS = False``: no pass of it builds
-    every position's logits (none at all, or losses in chunks)."""
-    import inspect
+    length. ``logits`` is False where the analysis declares ``@analysis(..., builds_logits=False)``: no pass of it
+    builds every position's logits (none at all, or losses in chunks)."""
 
     lengths = []
     for opt in analysis.options:
@@ -268,24 +267,8 @@ def planned_run(analysis, options: dict, max_len: int | None = None) -> dict | N
         value = options.get(name, opt.default if opt is not None else default)
         return int(value) if isinstance(value, (int, float)) and value else default
 
-    module = inspect.getmodule(inspect.unwrap(analysis.function))
     return dict(length=max(lengths), batch=declared("batch_size", 1), attention_rows=declared("max_rows", 0),
-                logits=builds_logits(module))
-
-
-def builds_logits(module) -> bool:
-    """The module's ``BUILDS_LOGITS`` (default True), or its old spelling ``LOSSES_IN_CHUNKS = True`` (warns)."""
-    if not hasattr(module, "BUILDS_LOGITS") and hasattr(module, "LOSSES_IN_CHUNKS"):
-        import warnings
-
-        from interp.deprecated import REMOVAL
-        from interp.deprecation import PoslensDeprecationWarning
-
-        warnings.warn(PoslensDeprecationWarning(
-            f"{module.__name__}.LOSSES_IN_CHUNKS is deprecated: declare BUILDS_LOGITS = "
-            f"{not module.LOSSES_IN_CHUNKS} instead (the old name is read until {REMOVAL})"), stacklevel=3)
-        return not module.LOSSES_IN_CHUNKS
-    return bool(getattr(module, "BUILDS_LOGITS", True))
+                logits=analysis.builds_logits)
 
 
 def config_before_load(source) -> dict | None:

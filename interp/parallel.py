@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from interp import deprecated
-
 
 class StopShare(Exception):
     """Raised after a standalone share wrote its part of a call: there is nothing to reduce in this process."""
@@ -107,44 +105,10 @@ def device_for(device):
     return device
 
 
-def session(*, device=None, share: tuple[int, int] | None = None, store=None, **old):
+def session(*, device=None, share: tuple[int, int] | None = None, store=None):
     """Set up this process' share for the analyses run inside (a context manager): torchrun's rank, ``share=(i, n)``
-    without a launcher, or one process; ``store`` keeps the results (resume, merge). The shard keywords it took before
-    shards moved to ``poslens.shards`` (``shard_dir=``, ``shard=``, ...) still work, with a ``DeprecationWarning``:
-    they make the ``ShardStore`` that is now given as ``store=``."""
-    if old:
-        share, store = _shard_keywords(old, share, store)
+    without a launcher, or one process; ``store`` keeps the results (resume, merge)."""
     return _session(device, share, store)
-
-
-_SHARD_KEYWORDS = ("analysis", "models", "options", "seed", "shard_dir", "shard", "flush_every", "serve")
-
-
-def _shard_keywords(old: dict, share, store):
-    """``session(analysis=, models=, options=, seed=, shard_dir=, shard=, flush_every=, serve=)`` as ``share`` and a
-    ``poslens.shards.ShardStore``, as they were read before the store was split out (until ``deprecated.REMOVAL``)."""
-    unknown = sorted(set(old) - set(_SHARD_KEYWORDS))
-    if unknown:
-        raise TypeError(f"session() got an unexpected keyword argument {unknown[0]!r}")
-    if store is not None:
-        raise TypeError(f"session(): store= and the old shard keywords ({', '.join(sorted(old))}) both give a store")
-    for name in old:
-        deprecated.keyword("interp.parallel.session", name, "store=poslens.shards.ShardStore(...) and share=(i, n)",
-                           stacklevel=3)
-    from poslens.shards import ShardStore, arguments_record, parse_share
-
-    shard, shard_dir = old.get("shard"), old.get("shard_dir")
-    if shard is not None and shard_dir is None:
-        raise ValueError("--shard I/N needs --shard-dir DIR to write its share to")
-    if shard is not None:
-        share = parse_share(shard)
-    if shard_dir is not None:
-        analysis = old.get("analysis")
-        record = arguments_record(analysis, old.get("models", ()), old.get("options") or {}, old.get("seed", 0)) \
-            if analysis else None
-        store = ShardStore(shard_dir, record=record, flush_every=old.get("flush_every", 8),
-                           standalone=shard is not None, serve=old.get("serve"))
-    return share, store
 
 
 @contextlib.contextmanager
@@ -421,12 +385,3 @@ def _all_gather_bytes(blob: bytes, device: str) -> list[bytes]:
     out = [torch.empty_like(padded) for _ in sizes]
     dist.all_gather(out, padded)
     return [o[: int(n)].cpu().numpy().tobytes() for o, n in zip(out, sizes)]
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL (shards moved to poslens.shards)
-    **{name: deprecated.Alias(f"poslens.shards.{name}")
-       for name in ("FORMAT", "ShardError", "parse_share", "arguments_record", "manifest_path", "read_shards")},
-    "ShardWritten": deprecated.Alias("interp.parallel.StopShare"),
-    "weights_hash": deprecated.Removed("shard manifests identify a model by interp.fingerprint.weights_sha256(model), "
-                                        "a hash of its weights (not the checkpoint file's sha256)"),
-})

@@ -10,7 +10,7 @@ from typing import Callable
 
 import pandas as pd
 
-from analyses.columns import current
+from poslens.deprecated import current_columns as current
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "docs" / "known-results"
 NAMES = {"smollm2": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M", "minilm": "MiniLM-L6"}

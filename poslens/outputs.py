@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from interp import deprecated
+from interp import deprecation
 
 
 class OutputLocked(FileExistsError):
@@ -142,7 +142,7 @@ def under_lock(fn=None, name: str | None = None):
     body must not call ``active()`` there. The old decorator factory, ``@under_lock()`` or ``@under_lock(name)``
     (a fixed lock name instead of the function's ``name`` argument), still works with a ``DeprecationWarning``."""
     if fn is None or isinstance(fn, str):
-        deprecated.warn("poslens.outputs.under_lock(name)", "@under_lock (the lock is named by the function's name "
+        deprecation.warn("poslens.outputs.under_lock(name)", "@under_lock (the lock is named by the function's name "
                         "argument)")
         return functools.partial(_locked, name=name if fn is None else fn)
     return _locked(fn, name)

@@ -15,7 +15,7 @@ import pandas as pd
 
 import figures
 from analyses import all_analyses, get
-from interp import deprecated, parallel
+from interp import parallel
 from interp.atomic import write_text
 from poslens.outputs import Outputs
 from poslens.run import run_analysis
@@ -51,18 +51,13 @@ def _steps(setting: str) -> tuple[Step, ...]:
                  for a in all_analyses() if (run := getattr(a, setting)) is not None)
 
 
-_moved = deprecated.renamed(__name__, {n: deprecated.Alias(f"analyses.runs.{n}") for n in (
-    "INC", "REPO", "DSTG", "HEADS", "KNOWN", "INCREMENT_MODELS", "DECODERS", "ENCODERS", "PRETRAINED")})
-
-
 def __getattr__(name: str):
-    """``PLAN`` and ``REAL_PLAN``: ``main_plan()`` and ``real_plan()`` as they are now; the model groups and sections
-    that moved to ``analyses.runs``, with a warning."""
+    """``PLAN`` and ``REAL_PLAN``: ``main_plan()`` and ``real_plan()`` as they are now (lazy exports)."""
     if name == "PLAN":
         return main_plan()
     if name == "REAL_PLAN":
         return real_plan()
-    return _moved(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,

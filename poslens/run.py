@@ -15,8 +15,8 @@ import torch
 import figures
 from analyses import get
 from analyses.nan_policy import check_table, nan_columns
-from figures.save import formats_for_static
 from interp import memory, parallel
+from poslens.deprecated import formats_for_static
 from poslens.outputs import active, under_lock
 from poslens.provenance import jsonable, provenance
 
@@ -65,7 +65,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     user documents by their input file's path, size and sha256 (or a hash of texts given in Python).
     ``tokenizer`` (a directory or model holding one) is given to models loaded without one. ``cli`` names
     options by their flags in errors. ``static=`` is the deprecated spelling of ``formats``
-    (``figures.save.formats_for_static``: ``static=False`` is ``formats=["html"]``).
+    (``poslens.deprecated.formats_for_static``: ``static=False`` is ``formats=["html"]``).
 
     The whole call holds the lock ``out_dir/.NAME.lock`` (a concurrent run into the same folder is refused);
     every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.

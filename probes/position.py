@@ -16,14 +16,11 @@ token index, segment index) are defined over a whole document, and a window woul
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-
 import numpy as np
 import pandas as pd
 
 from corpora.documents import Window
-from interp import deprecated, extract, parallel
+from interp import extract, parallel
 from interp.capabilities import Capability, require
 from probes.ridge import Stats, fit, r2, select_alpha
 from probes.targets import TARGETS, position_targets
@@ -132,33 +129,3 @@ def _add_stats(state: dict, prefix: str, st: Stats) -> None:
 
 def _state_stats(state: dict, prefix: str) -> Stats:
     return Stats(*(state[f"{prefix}/{f}"] for f in STATS_FIELDS), int(state[f"{prefix}/n"][0]))
-
-
-@functools.cache
-def _probe_doc() -> type:
-    """``ProbeDoc(text, ids, spans)``, as it was built before ``Window`` replaced it: a ``Window`` of that text (with
-    no document id), which every reader of ``Window``s takes."""
-
-    @dataclasses.dataclass(frozen=True, init=False)
-    class ProbeDoc(Window):
-        def __init__(self, text: str, ids, spans):
-            super().__init__("", list(ids), list(spans), text=text)
-
-    ProbeDoc.__module__, ProbeDoc.__qualname__ = __name__, "ProbeDoc"
-    return ProbeDoc
-
-
-def _user_probe_documents(tokenizer, documents, max_tokens: int) -> list[Window]:
-    """``user_probe_documents`` as it was: the user's texts, each whole, one longer than ``max_tokens`` refused."""
-    from corpora.contexts import _whole
-    from corpora.user import as_documents
-
-    return _whole(tokenizer, as_documents(documents), max_tokens, "position-probes")
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "ProbeDoc": deprecated.Alias("corpora.documents.Window(document, ids, spans, text=text)", _probe_doc),
-    "probe_documents": deprecated.Alias("corpora.contexts.wikipedia_windows"),
-    "user_probe_documents": deprecated.Alias("corpora.contexts.analysis_windows(model, 'position-probes', documents, "
-                                             "length=max_tokens, whole=True)", lambda: _user_probe_documents),
-})

@@ -129,16 +129,6 @@ class StatisticsRequest:
         keys = torch.arange(k0, k0 + p.shape[-1], device=p.device)
         return reduce(self.wanted, Rows(p.float(), rows.to(p.device) + (n_k - n_q), keys, k0), self)
 
-    def attend(self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: float, softcap,
-               scores) -> Tensor:
-        """``attend`` without hooks while collecting: the output, with the statistics recorded under ``name``."""
-        from interp.attention.call import AttentionCall, dispatch
-        from interp.attention.mask import Mask
-
-        call = AttentionCall(q, k, v, Mask(causal, q.shape[-2], k.shape[-2], bias), scale=scale, softcap=softcap,
-                             scores=scores, name=name, statistics=self)
-        return dispatch(call)
-
 
 _STATISTICS: contextvars.ContextVar[StatisticsRequest | None] = contextvars.ContextVar(
     "poslens_statistics", default=None)

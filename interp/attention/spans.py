@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.attention.call import AttentionCall, dispatch
+from interp.attention.mask import Mask
 from interp.attention.request import StatisticsRequest, collecting_statistics, model_statistics
 
 
@@ -64,8 +66,9 @@ def span_masses(q: Tensor, k: Tensor, key_parts: Tensor, n_parts: int, *, scale:
     given = None if rows is None else torch.as_tensor(rows, dtype=torch.long).flatten()
     request = StatisticsRequest(("span_mass",), key_parts=key_parts, n_parts=n_parts, rows=given)
     q, k = q.float(), k.float()
-    request.attend("span_masses", q, k, k, causal=causal, bias=bias,
-                   scale=scale if scale is not None else 1.0 / math.sqrt(d), softcap=None, scores=None)
+    dispatch(AttentionCall(q, k, k, Mask(causal, q.shape[-2], k.shape[-2], bias),
+                           scale=scale if scale is not None else 1.0 / math.sqrt(d), softcap=None, scores=None,
+                           name="span_masses", statistics=request))
     got = request.results["span_masses"]["span_mass"]
     if given is not None:
         got = got.index_select(2, torch.searchsorted(request.rows, given))

@@ -34,8 +34,7 @@ import importlib
 import inspect
 from typing import Callable, ClassVar
 
-from interp import deprecated
-from interp.capabilities import Capability, require
+from interp.capabilities import Capability
 
 MODULES: tuple[str, ...] = (
     "interp.interventions.heads",
@@ -76,15 +75,6 @@ def _plain(value):
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return value
-
-
-def _needs(model, capability, who: str) -> None:
-    """The old ``needs``: ``interp.capabilities.require`` for an intervention (a ``CapabilityError`` now)."""
-    require(model, capability, who, kind="intervention")
-
-
-__getattr__ = deprecated.renamed(__name__, {"needs": deprecated.Alias(
-    "interp.capabilities.require(model, capability, name, kind='intervention')", get=lambda: _needs)})
 
 
 def _indices(values, n: int, what: str, model, who: str) -> list[int]:

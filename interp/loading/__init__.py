@@ -32,7 +32,6 @@ the file and the key. Every load builds a new module: no load changes what anoth
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -43,7 +42,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp import catalog, deprecated, families
+from interp import catalog, families
 from interp.atomic import replacing, write_text
 from interp.fingerprint import files_sha256, weights_sha256
 from interp.loading import hf_files
@@ -363,21 +362,3 @@ def save(model, directory, *, training: dict | None = None, name: str | None = N
     return directory
 
 
-def _families_by_name() -> dict:
-    return {f.name: f for f in families.families()}
-
-
-def _families_by_model_type() -> dict:
-    return {t: f for f in families.families() for t in f.hf_model_types}
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "sha256_of": deprecated.Alias("interp.fingerprint.files_sha256"),
-    "FAMILIES": deprecated.Alias("interp.families.get(name) (a Family record: build, export)", _families_by_name),
-    "HF_TYPES": deprecated.Alias("interp.families.families() and each Family's hf_model_types",
-                                 _families_by_model_type),
-    **{name: deprecated.Alias(f"interp.families.{name}.checkpoints",
-                              lambda name=name: importlib.import_module(f"interp.loading.{name}"),
-                              submodule=True)
-       for name in ("bert", "encoder", "hf", "increments", "llama", "repo")},
-})

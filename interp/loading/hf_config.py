@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from interp import deprecated
 from interp.loading.errors import CheckpointError
 from interp.rope import SCALING_TYPES
 
@@ -170,9 +169,3 @@ def recorded(raw: dict, spec: dict[str, Recorded], where: str, scope: str) -> di
 def defaults(spec: dict[str, Recorded]) -> dict:
     """What the authors' code writes for ``spec``'s fields when nothing was recorded."""
     return {name: field.default for name, field in spec.items() if field.default is not ABSENT}
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "ROPE_FIELDS": deprecated.Removed("nothing read it; rope_settings(raw, where) reads rope_theta, rope_scaling and "
-                                      "rope_parameters from a config"),
-})

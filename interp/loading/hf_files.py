@@ -13,7 +13,6 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
-from interp import deprecated
 from interp.loading.errors import CheckpointError
 
 INDEX = "model.safetensors.index.json"
@@ -135,12 +134,3 @@ def write_tokenizer(tokenizer, directory: Path) -> str | None:
     return None
 
 
-def _model_type(path) -> str | None:
-    from interp.loading.checkpoint import Checkpoint
-
-    return Checkpoint(path).model_type
-
-
-__getattr__ = deprecated.renamed(__name__, {  # old names, until deprecated.REMOVAL
-    "model_type": deprecated.Alias("interp.loading.checkpoint.Checkpoint(path).model_type", lambda: _model_type),
-})

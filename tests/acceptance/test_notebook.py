@@ -24,11 +24,12 @@ def test_tutorial_notebook_runs():
 
 def test_tutorial_teaches_the_current_option_names():
     from analyses import all_analyses
+    from poslens.deprecated import old_keywords
 
     nb = nbformat.read(ROOT / "notebooks" / "tutorial.ipynb", as_version=4)
     text = "\n".join(c.source for c in nb.cells)
     current = {o.name for spec in all_analyses() for o in spec.options}
-    old = {a for spec in all_analyses() for a in spec.renamed} - current
+    old = {a for spec in all_analyses() for a in old_keywords(spec)} - current
     assert old, "the registry lists the deprecated spellings"
     used = sorted({a for a in old if f"{a}=" in text or f"--{a.replace('_', '-')} " in text})
     assert not used, f"the notebook still uses deprecated names: {used}"

@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from interp import deprecated, rope
+from interp import rope
 from interp.attention import attend, current_query_rows, hooked
 from interp.base import InputError, PosLensModel
 from interp.capabilities import Capability
@@ -495,11 +495,3 @@ class EncoderModel(PosLensModel):
         if not self.rotary:
             return None
         return rope.RotarySpec(rope.inverse_frequencies(self.cfg.d_qk, self.cfg.rope_theta), self.cfg.rope_style)
-
-
-__getattr__ = deprecated.renamed(__name__, {  # the variant classes before EncoderModel built every variant itself
-    **{name: deprecated.Alias(f"{__name__}.EncoderModel")
-       for name in ("DSTGEncoder", "APEncoder", "RPEncoder", "RoPEEncoder")},
-    "VARIANT_CLASSES": deprecated.Alias(f"{__name__}.EncoderModel (one class for every variant; cfg.variant picks it)",
-                                        lambda: dict.fromkeys(VARIANTS, EncoderModel)),
-})

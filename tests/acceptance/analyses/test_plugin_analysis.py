@@ -1,5 +1,5 @@
-"""Adding an analysis is its module, its figure and one line: a toy analysis written in a temporary module (its
-``@runs`` beside its ``@analysis``), its figure in a temporary ``figures/`` folder and its module named in
+"""Adding an analysis is its module, its figure and one line: a toy analysis written in a temporary module
+(its runs in its ``@analysis``), its figure in a temporary ``figures/`` folder and its module named in
 ``analyses.registry.MODULES`` runs in the small suite, in the main job's plan, in the memory benchmark's plan and in
 the script benchmark's ``--small`` command line, and the command line and the report pick it up, with no other file
 edited."""
@@ -24,7 +24,7 @@ MODULE = textwrap.dedent('''
     from typing import Annotated
 
     from analyses.registry import Fits, Help, Range, analysis
-    from analyses.runs import HEADS, Run, runs
+    from analyses.runs import HEADS, Run
     from interp.capabilities import Capability
 
 
@@ -38,10 +38,10 @@ MODULE = textwrap.dedent('''
         return table.groupby("model", as_index=False)["first_token_share"].max()
 
 
-    @runs(small=Run(("repo-small",), dict(n_docs=1, length=32)),
-          main=Run(("repo-small",), dict(n_docs=2, length=64), quick=dict(n_docs=1), section=HEADS),
-          memory=Run(("repo-small",), dict(length=32)))
-    @analysis("first-token-share", needs=[Capability.ATTENTION], headline=headline, summary=summary)
+    @analysis("first-token-share", needs=[Capability.ATTENTION], headline=headline, summary=summary,
+              small=Run(("repo-small",), dict(n_docs=1, length=32)),
+              main=Run(("repo-small",), dict(n_docs=2, length=64), quick=dict(n_docs=1), section=HEADS),
+              memory=Run(("repo-small",), dict(length=32)))
     def first_token_share(model, *, n_docs: Annotated[int, Help("documents of random tokens"), Range(1)] = 4,
                           length: Annotated[int, Help("tokens per document"), Range(2), Fits()] = 64, seed: int = 0):
         """The share of each head's attention that goes to the first token, averaged over queries and documents."""
@@ -138,23 +138,27 @@ def test_an_analysis_from_a_temporary_module_joins_every_plan(plugin, tmp_path):
 
 
 def test_a_declaration_naming_what_the_analysis_lacks_fails_when_its_module_is_imported():
-    from analyses.runs import runs
+    from analyses.registry import _REGISTRY, analysis
 
     spec = analyses.get("induction")
-    with pytest.raises(ValueError, match=r"@runs\(main=\.\.\.\) of analysis 'induction': quick names length, not an "
-                                         r"option of 'induction' \(options: half, n_docs, seed\)"):
-        runs(main=Run(("repo-small",), dict(half=8), quick=dict(length=8), section=HEADS))(spec.function)
-    with pytest.raises(ValueError, match="the main job needs the report's section="):
-        runs(main=Run(("repo-small",)))(spec.function)
-    with pytest.raises(ValueError, match="small takes models and options"):
-        runs(small=Run(("repo-small",), quick=dict(half=8)))(spec.function)
-    with pytest.raises(ValueError, match="per_model names smollm2, not among its models"):
-        runs(main=Run(("repo-small",), per_model={"smollm2": dict(half=8)}, section=HEADS))(spec.function)
-    with pytest.raises(TypeError, match="unknown setting 'demo'"):
-        runs(demo=Run(("repo-small",)))(spec.function)
-    with pytest.raises(TypeError, match=r"@runs goes above @analysis"):
-        runs(small=Run(("repo-small",)))(lambda model: None)
-    assert spec.main.options == dict(half=128, n_docs=4)  # a refused declaration changed nothing
+    body = spec.body
+
+    def declare(**runs):
+        return analysis("induction", **runs)(body)
+
+    try:
+        with pytest.raises(ValueError, match=r"@analysis\(main=\.\.\.\) of 'induction': quick names length, not an "
+                                             r"option of 'induction' \(options: half, n_docs, seed\)"):
+            declare(main=Run(("repo-small",), dict(half=8), quick=dict(length=8), section=HEADS))
+        with pytest.raises(ValueError, match="the main job needs the report's section="):
+            declare(main=Run(("repo-small",)))
+        with pytest.raises(ValueError, match="small takes models and options"):
+            declare(small=Run(("repo-small",), quick=dict(half=8)))
+        with pytest.raises(ValueError, match="per_model names smollm2, not among its models"):
+            declare(main=Run(("repo-small",), per_model={"smollm2": dict(half=8)}, section=HEADS))
+    finally:
+        _REGISTRY["induction"] = spec
+    assert analyses.get("induction") is spec and spec.main.options == dict(half=128, n_docs=4)  # nothing changed
 
 
 def test_modules_order_the_analyses_whatever_order_they_were_imported_in(monkeypatch):

@@ -14,7 +14,7 @@ from poslens.summary import markdown
 
 
 def small_suite() -> dict:
-    """``{analysis: (bundled models, options)}``: every registered analysis' ``small`` run (its ``@runs``)."""
+    """``{analysis: (bundled models, options)}``: every registered analysis' ``small`` run (``@analysis(small=)``)."""
     return {a.name: (a.small.models, a.small.options) for a in analyses.all_analyses() if a.small is not None}
 
 
@@ -30,7 +30,7 @@ def model(name):
 
 def test_every_analysis_declares_its_small_run_and_its_place_in_the_main_job():
     missing = [(a.name, s) for a in analyses.all_analyses() for s in ("small", "main") if getattr(a, s) is None]
-    assert missing == [], "declare these with @runs(...) above the analysis' @analysis"
+    assert missing == [], "declare these with @analysis(..., small=Run(...))"
 
 
 def numbers(values) -> np.ndarray:

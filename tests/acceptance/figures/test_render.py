@@ -33,7 +33,7 @@ needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chrome/Chromium f
 
 
 def _cases():
-    """The few analyses drawn here from other inputs than their own small run (``@runs(small=...)``), each for what
+    """The few analyses drawn here from other inputs than their own small run (``@analysis(small=...)``), each for what
     it stresses in a figure that the small run does not:
 
     - loss-neutrality and word-boundaries on the same two models, built here under names no palette fixes: one
@@ -54,7 +54,7 @@ def _cases():
 
 
 def _plan():
-    """Every registered analysis: its small run (``@runs(small=...)``), or its case here where it has one."""
+    """Every registered analysis: its small run (``@analysis(small=...)``), or its case here where it has one."""
     cases = _cases()
     return {a.name: cases.get(a.name, (list(a.small.models), dict(a.small.options))) for a in all_analyses()
             if a.small is not None or a.name in cases}

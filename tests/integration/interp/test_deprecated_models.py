@@ -1,5 +1,5 @@
 """The old spellings that read, build or run models give what the new spellings give: the same weights and outputs, the
-same files (README.md, "Deprecated names"; the table itself is checked in tests/unit/interp/test_deprecated.py)."""
+same files (README.md, "Deprecated names"; the table itself is checked in tests/unit/test_deprecated.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import interp
-from interp import deprecated
+from poslens import deprecated
 from tests.encoder_helpers import tiny_encoder
 from tests.helpers import tiny_model
 from tests.hf_helpers import tiny_hf, write_tiny_hf

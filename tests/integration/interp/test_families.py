@@ -1,13 +1,35 @@
-"""One check over every model family: hooks documented, ``run_with_cache`` equal to the forward pass, and a
-save / load round trip that gives the same logits."""
+"""One check over every registered model family, parametrized over the registry: each example of ``Family.examples``
+(a family's tiny models, declared once beside its layout) gets its hooks documented, ``run_with_cache`` equal to the
+forward pass, a save / load round trip that gives the same logits, and copies, pickles and the shuffled control of the
+same class. A family registered (a plug-in's too: tests/integration/interp/test_plugin_family.py) is a family checked,
+with no edit here. ``READ`` adds models read through a path the examples do not take (transformers weights)."""
+
+import json
 
 import pytest
 import torch
 
 from interp.loading import load, save
-from tests.encoder_helpers import tiny_encoder, token_ids
-from tests.helpers import tiny_model
-from tests.repo_helpers import tiny_repo
+from tests.encoder_helpers import token_ids
+
+
+def examples() -> list:
+    """``pytest.param(family name, index)`` of every example of every registered family (built to be counted)."""
+    from interp.families import families
+
+    out = []
+    for family in families():
+        for i, model in enumerate(family.examples() if family.examples else []):
+            label = getattr(model, "variant", None) or getattr(getattr(model, "cfg", None), "position_mode", None)
+            out.append(pytest.param(family.name, i, id=f"{family.name}-{label or i}"))
+    return out
+
+
+def example(family: str, index: int):
+    from interp.families import get
+
+    torch.manual_seed(0)
+    return get(family).examples()[index]
 
 
 def _llama():
@@ -45,20 +67,12 @@ def _hf():
     return interp.load(directory)
 
 
-FAMILIES = [
-    pytest.param(lambda: tiny_model("shared"), id="increments-shared"),
-    pytest.param(lambda: tiny_model("per-layer"), id="increments-per-layer"),
-    pytest.param(lambda: tiny_repo("repo"), id="repo-repo"),
-    pytest.param(lambda: tiny_repo("rope"), id="repo-rope"),
-    pytest.param(lambda: tiny_repo("nope"), id="repo-nope"),
-    pytest.param(lambda: tiny_encoder("disentangled"), id="encoder-dstg"),
-    pytest.param(lambda: tiny_encoder("ap"), id="encoder-ap"),
-    pytest.param(lambda: tiny_encoder("rp"), id="encoder-rp"),
-    pytest.param(lambda: tiny_encoder("rope"), id="encoder-rope"),
-    pytest.param(_llama, id="llama"),
-    pytest.param(_bert, id="bert"),
-    pytest.param(_hf, id="hf-gpt2"),
-]
+READ = {"llama-from-hf": _llama, "bert-from-hf": _bert, "hf-gpt2-directory": _hf}
+MODELS = [*examples(), *(pytest.param(name, None, id=name) for name in READ)]
+
+
+def make(family: str, index):
+    return READ[family]() if index is None else example(family, index)
 
 
 def _tokens(model):
@@ -73,9 +87,12 @@ def _out(model, tokens):
         return model(tokens)
 
 
-@pytest.mark.parametrize("make", FAMILIES)
-def test_hooks_are_documented_and_run_with_cache_equals_the_forward(make):
-    model = make()
+@pytest.mark.parametrize("family,index", MODELS)
+def test_hooks_are_documented_and_run_with_cache_equals_the_forward(family, index):
+    check_hooks(make(family, index))
+
+
+def check_hooks(model):
     assert model.undocumented_hooks() == []
     tokens = _tokens(model)
     plain = _out(model, tokens)
@@ -91,25 +108,36 @@ def test_hooks_are_documented_and_run_with_cache_equals_the_forward(make):
                                   if v.is_floating_point() and "scores" not in k)
 
 
-@pytest.mark.parametrize("make", FAMILIES)
-def test_save_then_load_gives_identical_logits(make, tmp_path):
-    model = make()
+@pytest.mark.parametrize("family,index", MODELS)
+def test_save_then_load_gives_identical_logits(family, index, tmp_path):
+    check_save_load(make(family, index), tmp_path)
+
+
+def check_save_load(model, tmp_path):
     tokens = _tokens(model)
     save(model, tmp_path / "m")
     loaded = load(tmp_path / "m")
-    assert loaded.family == model.family
+    from interp.families import families
+
+    claimed = {t: f.name for f in families() for t in f.hf_model_types}  # a type a hand-written family reads first
+    config = tmp_path / "m" / "config.json"  # a transformers directory (the hf family's layout)
+    model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type") if config.is_file() else None
+    assert loaded.family == claimed.get(model_type, model.family)
     torch.testing.assert_close(_out(loaded, tokens), _out(model, tokens), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("make", FAMILIES)
-def test_copies_pickles_and_the_shuffled_control_keep_the_class_and_the_outputs(make, tmp_path):
+@pytest.mark.parametrize("family,index", MODELS)
+def test_copies_pickles_and_the_shuffled_control_keep_the_class_and_the_outputs(family, index, tmp_path):
+    check_copies(make(family, index), tmp_path)
+
+
+def check_copies(model, tmp_path):
     """``copy.deepcopy`` and a whole-model ``torch.save`` give the same class and logits; ``shuffled_weights`` (the
     control of every known-results row) gives the same class with every tensor a permutation of the original's."""
     import copy
 
     from interp.controls import shuffled_weights
 
-    model = make()
     tokens = _tokens(model)
     copied = copy.deepcopy(model)
     torch.save(model, tmp_path / "whole.pt")

@@ -141,3 +141,17 @@ def test_a_toy_family_from_one_file_loads_saves_hooks_and_analyses(toy, tmp_path
 
     table = induction(model, half=8, n_docs=2)  # an analysis that needs attention patterns
     assert len(table) == 2 and table["induction_score"].between(0, 1).all()
+
+
+def test_a_registered_family_enters_every_family_wide_matrix_with_no_test_edit(toy, tmp_path):
+    """tests/integration/interp/test_families.py parametrizes over the registry's ``Family.examples``: the toy family,
+    registered, is in its matrix and passes each of its checks."""
+    from tests.integration.interp import test_families as matrix
+
+    params = [p for p in matrix.examples() if p.values[0] == "toy"]
+    assert [p.id for p in params] == ["toy-0"]
+    for p in params:
+        model = matrix.example(*p.values)
+        matrix.check_hooks(model)
+        matrix.check_save_load(model, tmp_path / "save")
+        matrix.check_copies(model, tmp_path)

@@ -8,13 +8,13 @@ import warnings
 import pytest
 
 from analyses import all_analyses, get
-from analyses.columns import RENAMED
 from interp.deprecation import PoslensDeprecationWarning
+from poslens.deprecated import columns, old_keywords
 
 
 def test_no_old_spelling_is_a_live_option_anywhere():
     live = {o.name for spec in all_analyses() for o in spec.options}
-    old = {alias for spec in all_analyses() for alias in spec.renamed}
+    old = {alias for spec in all_analyses() for alias in old_keywords(spec)}
     assert "n_samples" in old and not live & old
 
 
@@ -23,14 +23,14 @@ def test_no_old_spelling_is_a_live_option_anywhere():
                                       ("retrieval-heads", "niah_prompts")])
 def test_n_samples_is_read_as_the_option_it_meant(name, new):
     spec = get(name)
-    assert spec.renamed["n_samples"] == new
+    assert old_keywords(spec)["n_samples"] == new
     option = next(o for o in spec.options if o.name == new)
     assert "--n-samples" in option.aliases and option.flag == "--" + new.replace("_", "-")
 
 
 def test_a_renamed_column_takes_an_option_name_of_its_analysis():
     derived = {"sink_share", "poslens_logit_share"}  # renamed for what they hold, not after an option
-    for name, table in RENAMED.items():
+    for name, table in columns().items():
         options = get(name).options
         # a row per value of a repeatable option (sink-rate's and niah-accuracy's lengths) names it in the singular
         names = {o.name for o in options} | {o.name[:-1] for o in options if o.multiple and o.name.endswith("s")}

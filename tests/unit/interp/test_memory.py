@@ -41,5 +41,5 @@ def test_every_analysis_that_reads_a_count_of_documents_has_a_memory_benchmark_r
 
     counted = {a.name for a in registry.all_analyses() if any(o.name == "n_docs" for o in a.options)}
     measured = set(plan())
-    assert counted - measured == set(), "declare @runs(memory=...) for these and measure them (python -m bench.memory)"
+    assert counted - measured == set(), "declare @analysis(memory=...) and measure them (python -m bench.memory)"
     assert measured - counted == set(), "these declare a memory run but no longer take --n-docs"

@@ -1,10 +1,11 @@
-"""Old spellings keep working until their removal date: every row of README.md's "Deprecated names" table is read here
-and checked (it warns, naming the new spelling and the date, and gives the object the new spelling gives), and each
-alias whose arguments changed is checked for the behaviour it promises. pyproject ignores DeprecationWarnings, so every
-check asks for the warning with pytest.warns."""
+"""Old spellings keep working until their removal date: every entry of the one table, ``poslens.deprecated.TABLE``, is
+checked here (it warns, naming the new spelling and the date, and gives the object the new spelling gives), each alias
+whose arguments changed is checked for the behaviour it promises, README.md's "Deprecated names" is the table's, and no
+module outside the table's machinery has a module-level ``__getattr__`` but a lazy export."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import json
@@ -15,66 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from interp import deprecated
 from interp.deprecation import PoslensDeprecationWarning
+from poslens import deprecated
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 DATE = "2027-05-24"
-
-
-def _expand(text: str) -> list[str]:
-    """``a.{x,y}.b`` -> ``["a.x.b", "a.y.b"]``."""
-    match = re.search(r"\{(\w+(?:,\w+)+)\}", text)
-    if match is None:
-        return [text]
-    return [out for part in match.group(1).split(",")
-            for out in _expand(text[: match.start()] + part + text[match.end():])]
-
-
-def readme_rows() -> list[tuple[str, str, str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Deprecated names"):]
-    rows = []
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 3 or not cells[0].startswith("`"):
-            continue
-        old, new, date = re.match(r"`([^`]*)`", cells[0]).group(1), cells[1].strip("`"), cells[2]
-        olds, news = _expand(old), _expand(new)
-        rows += [(o, n, date) for o, n in zip(olds, news if len(news) == len(olds) else news * len(olds))]
-    return rows
-
-
-def _is_module(path: str) -> bool:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # finding interp.models.bert imports interp.models
-            return importlib.util.find_spec(path) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-ROWS = readme_rows()
-DOTTED = re.compile(r"^[A-Za-z_][\w.]*$")
-NAMES = [(o, n) for o, n, _ in ROWS if DOTTED.match(o) and (_is_module(o) or _is_module(o.rsplit(".", 1)[0]))]
-COLUMN = re.compile(r"^([\w-]+) column (\w+)$")  # a result column's old name, read back by poslens' CSV readers
-COLUMNS = [(COLUMN.match(o).group(1), COLUMN.match(o).group(2), n) for o, n, _ in ROWS if COLUMN.match(o)]
-CALLS = [o for o, n, _ in ROWS if (o, n) not in NAMES and not COLUMN.match(o)]  # calls, keywords and attributes: below
-
-
-def _resolve(path: str):
-    """A dotted path read as a module, then attributes (``interp.families.repo.FAMILY.name``), or raises LookupError."""
-    parts = path.split(".")
-    for i in range(len(parts), 0, -1):
-        if _is_module(".".join(parts[:i])):
-            obj = importlib.import_module(".".join(parts[:i]))
-            try:
-                for p in parts[i:]:
-                    obj = getattr(obj, p)
-            except AttributeError:
-                raise LookupError(path) from None
-            return obj
-    raise LookupError(path)
+MOVED = deprecated.moved_modules()
+NAMES = [(f"{module}.{name}", new, entry) for module, table in deprecated.names().items()
+         for name, (new, entry) in table.items()]
+COLUMNS = [(a, old, new) for a, table in deprecated.columns().items() for old, new in table.items()]
+CALLS = [e.old for e in deprecated.TABLE if isinstance(e, (deprecated.Wrapped, deprecated.Said))]
+LAZY_EXPORTS = {"interp/__init__.py", "poslens/reproduce.py", "bench/memory.py", "bench/script.py"}
 
 
 def _fresh_import(path: str):
@@ -83,50 +35,86 @@ def _fresh_import(path: str):
     return importlib.import_module(path)
 
 
-def test_the_table_lists_every_kind_of_alias_with_the_one_date():
-    assert len(ROWS) > 40
-    assert {date for _, _, date in ROWS} == {DATE} and deprecated.REMOVAL == DATE
+def test_the_table_holds_every_kind_of_alias_with_the_one_date():
+    assert len(deprecated.rows()) > 40 and deprecated.REMOVAL == DATE
+    assert {type(e).__name__ for e in deprecated.TABLE} == {"Moved", "Alias", "Removed", "Wrapped", "Said", "Column",
+                                                             "Filled"}
 
 
-@pytest.mark.parametrize("old,new", [pytest.param(o, n, id=o) for o, n in NAMES])
-def test_old_name_warns_and_gives_the_new_object(old, new):
+def test_the_readme_section_is_the_table():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert deprecated.readme_section(text) == deprecated.markdown() + "\n", \
+        "run: python -m poslens.deprecated --write README.md"
+    assert "removed on" in deprecated.markdown() and DATE in text[text.index("## Deprecated names"):]
+
+
+def test_no_file_is_left_at_an_old_module_path():
+    for old in MOVED:
+        assert importlib.util.find_spec(old.split(".")[0]) is not None
+        path = ROOT / old.replace(".", "/")
+        assert not path.with_suffix(".py").exists() and not (path / "__init__.py").exists(), old
+
+
+def _module_getattrs() -> list[str]:
+    out = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith((".venv/", "tests/", "notebooks/")) or "/." in rel:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            named = [node.name] if isinstance(node, ast.FunctionDef) else \
+                [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)] + \
+                [e.id for t in getattr(node, "targets", []) if isinstance(t, ast.Tuple) for e in t.elts
+                 if isinstance(e, ast.Name)]
+            if "__getattr__" in named:
+                out.append(rel)
+    return sorted(set(out))
+
+
+def test_a_module_getattr_is_a_lazy_export_or_the_tables_machinery():
+    assert set(_module_getattrs()) <= LAZY_EXPORTS, "an old name belongs in poslens.deprecated.TABLE"
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_moved_module_warns_and_gives_the_new_modules_objects(old):
+    new, own = MOVED[old]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        for i in range(1, old.count(".")):  # parents (themselves maybe old paths) imported quietly
-            if _is_module(old.rsplit(".", i)[0]):
-                importlib.import_module(old.rsplit(".", i)[0])
-    expected = re.escape(deprecated.message(old, new))
-    if _is_module(old):
-        with pytest.warns(DeprecationWarning, match=expected):
-            module = _fresh_import(old)
-        target = importlib.import_module(new)
-        names = [n for n in dir(target) if not n.startswith("_")]
-        assert names
-        own_rows = {o for o, _ in NAMES}
-        for name in names:
-            if f"{old}.{name}" in own_rows:  # a name that did not move with its module: checked by its own row
-                continue
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                value = getattr(module, name)
-            assert not caught, f"{old}.{name} warns but has no README row"
-            assert value is getattr(target, name), f"{old}.{name}"
-        return
+        if old.count(".") > 1:
+            importlib.import_module(old.rsplit(".", 1)[0])
+    with pytest.warns(DeprecationWarning, match=re.escape(deprecated.message(old, new))):
+        module = _fresh_import(old)
+    target = importlib.import_module(new)
+    names = [n for n in dir(target) if not n.startswith("_") and n not in own]
+    assert names
+    for name in names:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = getattr(module, name)
+        assert not caught, f"{old}.{name} warns but has no entry"
+        assert value is getattr(target, name), f"{old}.{name}"
+
+
+def _names_in_moved():
+    return [(f"{old}.{name}", new, entry) for old, (_, table) in MOVED.items() for name, (new, entry) in table.items()]
+
+
+@pytest.mark.parametrize("old,new,entry", [pytest.param(*n, id=n[0]) for n in NAMES + _names_in_moved()
+                                           if isinstance(n[2], deprecated.Alias)])
+def test_an_old_name_warns_and_gives_the_new_object(old, new, entry):
     parent, name = old.rsplit(".", 1)
-    with pytest.warns(DeprecationWarning, match=expected):
-        value = getattr(importlib.import_module(parent), name)
-    try:
-        target = _resolve(new) if DOTTED.match(new) else None
-    except LookupError:
-        pytest.fail(f"the new spelling {new} does not exist")
-    if target is not None:
-        assert value is target or (isinstance(value, str) and value == target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = importlib.import_module(parent)
+    with pytest.warns(DeprecationWarning, match=re.escape(deprecated.message(old, new))):
+        value = getattr(module, name)
+    if entry.get is None:
+        assert value is deprecated._read(new) or value == deprecated._read(new)
 
 
-def test_the_column_rows_are_the_renames_the_readers_know():
-    from analyses.columns import RENAMED
-
-    assert sorted(COLUMNS) == sorted((a, old, new) for a, table in RENAMED.items() for old, new in table.items())
+def test_the_column_entries_are_the_renames_the_readers_know():
+    assert ("sink-rate", "is_sink", "sink_share") in COLUMNS and len(COLUMNS) == 19
 
 
 @pytest.mark.parametrize("analysis,old,new", [pytest.param(*c, id=f"{c[0]}.{c[1]}") for c in COLUMNS])
@@ -139,19 +127,40 @@ def test_an_old_column_is_read_back_under_its_new_name(analysis, old, new, tmp_p
 
     csv = tmp_path / f"{analysis}.csv"
     pd.DataFrame({"model": ["a", "b"], old: [3, 5], "other": [0.5, 1.5]}).to_csv(csv, index=False)
-    expected = re.escape(deprecated.message(f"{analysis} column {old}", new))
-    with pytest.warns(DeprecationWarning, match=expected):
+    expected = deprecated.message(f"{analysis} column {old}", new)
+    with pytest.warns(DeprecationWarning) as caught:
         table = read_table(csv)
-    with pytest.warns(DeprecationWarning, match=expected):
+    with pytest.warns(DeprecationWarning) as again:
         known = Results(tmp_path)[analysis]
+    for warned in (caught, again):
+        assert any(str(w.message).endswith(expected) for w in warned)
     for df in (table, known):
-        assert list(df.columns) == ["model", new, "other"] and df[new].tolist() == [3, 5]
+        assert list(df.columns)[:3] == ["model", new, "other"] and df[new].tolist() == [3, 5]
     with warnings.catch_warnings():
         warnings.simplefilter("error", PoslensDeprecationWarning)
         pd.DataFrame({"model": ["a"], new: [7]}).to_csv(csv, index=False)
         assert read_table(csv)[new].tolist() == [7]  # a current table reads quietly
         pd.DataFrame({"model": ["a"], old: [7]}).to_csv(tmp_path / "other-name.csv", index=False)
         assert old in read_table(tmp_path / "other-name.csv").columns  # another analysis' table keeps its columns
+
+
+def test_a_sink_rate_table_from_before_the_renames_draws(tmp_path):
+    """``poslens figure`` on a sink-rate table written before the column renames and before ``--estimator``: its
+    columns are mapped (``is_sink``, ``n_contexts``; ``estimator`` filled in as ``poslens``) before the figure runs."""
+    import pandas as pd
+
+    from poslens.cli import main
+
+    rows = [dict(model="m", input=i, start_token=s, length=64, layer=l, depth=l / 1, head=h,
+                 first_token_mass=0.5, is_sink=h == 0, epsilon=0.3, n_contexts=4)
+            for i in ("text", "random") for s in (True, False) for l in (0, 1) for h in (0, 1)]
+    csv = tmp_path / "sink-rate.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    with pytest.warns(PoslensDeprecationWarning) as caught:
+        main(["figure", str(csv), "--analysis", "sink-rate", "--format", "html", "--out", str(tmp_path / "out")])
+    said = " ".join(str(w.message) for w in caught)
+    assert "sink-rate column is_sink" in said and "estimator = 'poslens'" in said
+    assert list((tmp_path / "out").glob("sink-rate*.html"))
 
 
 def test_the_kept_known_results_are_read_under_the_new_names_quietly():
@@ -173,6 +182,17 @@ def test_a_warning_points_at_the_line_that_used_the_old_name():
         warnings.simplefilter("always")
         exec(code, {})
     assert [(w.filename, w.lineno) for w in caught] == [("old_script.py", 1), ("old_script.py", 2)]
+
+
+def test_a_fresh_process_that_imports_poslens_reads_the_old_paths():
+    import subprocess
+
+    code = ("import warnings; warnings.simplefilter('ignore'); import analyses.registry, interp.catalog, poslens; "
+            "from interp.registry import entries as old; from analyses import MODULES; "
+            "assert old is interp.catalog.entries and MODULES is analyses.registry.MODULES; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.strip() == "ok", out.stderr
 
 
 @pytest.mark.parametrize("statement,why", [
@@ -393,25 +413,70 @@ def test_session_shard_keywords_make_the_store(tmp_path):
         _run_share(shards="0/2")
 
 
-def test_an_analysis_module_declaring_losses_in_chunks_still_plans_no_logits():
+@pytest.mark.parametrize("flag,value", [("LOSSES_IN_CHUNKS", True), ("BUILDS_LOGITS", False)])
+def test_an_analysis_module_flag_is_read_as_builds_logits(flag, value, monkeypatch):
     import types
 
-    from interp.memory import builds_logits
+    from analyses.registry import _REGISTRY, analysis
+    from interp.memory import planned_run
 
     old = types.ModuleType("my_analysis")
-    old.LOSSES_IN_CHUNKS = True
-    with pytest.warns(PoslensDeprecationWarning, match=r"my_analysis.LOSSES_IN_CHUNKS is deprecated: declare "
-                                                       r"BUILDS_LOGITS = False instead .*2027-05-24"):
-        assert builds_logits(old) is False
-    new = types.ModuleType("my_analysis")
-    new.BUILDS_LOGITS = False
-    assert builds_logits(new) is False and builds_logits(types.ModuleType("plain")) is True
+    setattr(old, flag, value)
+    monkeypatch.setitem(sys.modules, "my_analysis", old)
+
+    def body(model, *, length: int = 8):
+        return None
+
+    body.__module__ = "my_analysis"
+    with pytest.warns(PoslensDeprecationWarning, match=rf"my_analysis.{flag} is deprecated: use "
+                                                       r"@analysis\(\.\.\., builds_logits=\.\.\.\) .*2027-05-24"):
+        declared = analysis("my-old-analysis")(body)
+    try:
+        assert declared.analysis.builds_logits is False
+        plain = types.ModuleType("plain")
+        monkeypatch.setitem(sys.modules, "plain", plain)
+        body.__module__ = "plain"
+        assert analysis("my-old-analysis")(body).analysis.builds_logits is True
+        assert planned_run(declared.analysis, {}) is None  # no length option: nothing to plan, quietly
+    finally:
+        _REGISTRY.pop("my-old-analysis", None)
 
 
-KEYWORD_TESTS = {  # each README row that is a call, and the test of what it does
+def test_runs_above_analysis_still_sets_the_runs():
+    from analyses.registry import _REGISTRY, analysis
+    from analyses.runs import HEADS, Run
+
+    with pytest.warns(PoslensDeprecationWarning, match=r"analyses.runs.runs is deprecated: use @analysis\(\.\.\., "
+                                                       r"small=Run"):
+        from analyses.runs import runs
+
+    from typing import Annotated
+
+    from analyses.registry import Help
+
+    def body(model, *, n_docs=4):
+        return None
+
+    body.__annotations__ = {"n_docs": Annotated[int, Help("documents")]}  # this file's annotations are strings
+    try:
+        declared = runs(main=Run(("repo-small",), dict(n_docs=2), section=HEADS))(analysis("my-old-runs")(body))
+        assert declared.analysis.main == Run(("repo-small",), dict(n_docs=2), section=HEADS)
+        with pytest.raises(ValueError, match="quick names length"):
+            runs(main=Run(("repo-small",), quick=dict(length=8), section=HEADS))(declared)
+        with pytest.raises(TypeError, match=r"@runs goes above @analysis"):
+            runs(small=Run(("repo-small",)))(lambda model: None)
+    finally:
+        _REGISTRY.pop("my-old-runs", None)
+
+
+KEYWORD_TESTS = {  # each entry that is a call, and the test of what it does
+    "an analysis' old keywords: its options' old flags (`n_samples=` for `--n-samples`, ...) and `docs=`, "
+    "`token_ids=`, `samples=`, `texts=`": "tests/unit/analyses/test_vocabulary.py",
+    "threads.choose(load=)": "tests/acceptance/poslens/test_threads.py",
     "corpora.documents.Document.doc_id": test_document_doc_id,
     "interp.hook_docs.table(cls)": "tests/integration/interp/test_deprecated_models.py",
-    "interp.parallel.session(shard_dir=)": test_session_shard_keywords_make_the_store,
+    "`interp.parallel.session(shard_dir=)` (and `shard=`, `flush_every=`, `serve=`, `analysis=`, `models=`, "
+    "`options=`, `seed=`)": test_session_shard_keywords_make_the_store,
     "analyses.registry.NotWith(inputs=)": test_not_with_reads_old_input_names_as_kinds,
     "corpora.documents.Document(doc_id=)": test_document_doc_id,
     "Window(document, index, start, ids, spans)": test_window_in_its_old_field_order,
@@ -419,8 +484,8 @@ KEYWORD_TESTS = {  # each README row that is a call, and the test of what it doe
     "figures.save(static=)": test_figures_save_static,
     "poslens.outputs.under_lock(name)": test_under_lock_factory_and_its_fixed_name,
     "figures.render.output_stem(csv, name, ...)": test_output_stem_with_its_unused_name,
-    "LOSSES_IN_CHUNKS = True (an analysis module's flag)":
-        test_an_analysis_module_declaring_losses_in_chunks_still_plans_no_logits,
+    "LOSSES_IN_CHUNKS = True (an analysis module's flag)": test_an_analysis_module_flag_is_read_as_builds_logits,
+    "BUILDS_LOGITS = False (an analysis module's flag)": test_an_analysis_module_flag_is_read_as_builds_logits,
 }
 
 
