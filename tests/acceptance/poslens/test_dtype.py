@@ -59,3 +59,15 @@ def test_run_analysis_takes_dtype_by_name_or_torch_dtype_and_refuses_others(qwen
                               options={"n_docs": 2, "half": 24}, formats=["html"])
     prov = json.loads(next(p for p in result.files if p.name.endswith(".provenance.json")).read_text())
     assert prov["dtype"] == "float16" and prov["models"][0]["dtype"] == "float16"
+
+
+def test_shards_run_in_the_dtype_asked_for_and_merge_loads_the_models_in_it(tmp_path, capsys):
+    base = ["analyze", "kl-ablation", "--model", "dstg-small", "--n-docs", "4", "--max-tokens", "48",
+            "--shard-dir", str(tmp_path / "shards"), "--out", str(tmp_path / "x")]
+    for i in range(2):
+        assert main(base + ["--shard", f"{i}/2", "--dtype", "bfloat16"]) == 0
+    assert main(base + ["--shard", "1/2"]) == 2  # float32 into bf16 shards: another run
+    assert "dtype: 'bfloat16' there, None here" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "shards"), "--out", str(tmp_path / "merged")]) == 0
+    prov = json.loads((tmp_path / "merged" / "kl-ablation.provenance.json").read_text())
+    assert prov["dtype"] == "bfloat16" and prov["models"][0]["dtype"] == "bfloat16"
