@@ -194,7 +194,9 @@ def test_the_half_precision_forward_is_as_close_to_exact_as_transformers_own(kin
         theirs.append(model_cls.from_pretrained(tmp_path, dtype=dtype, attn_implementation="sdpa").eval())
     except ValueError:  # Gemma 2: transformers has no sdpa path for it
         pass
-    ours = [load(tmp_path, dtype=dtype)]
+    ours, full = [load(tmp_path, dtype=dtype)], load(tmp_path)
+    assert ours[0].capabilities == full.capabilities  # a bf16 Gemma 3 keeps ROTARY
+    assert getattr(ours[0], "head_separable", True) == getattr(full, "head_separable", True)
     if ours[0].family == "hf":  # and a transformers model in memory, cast by load
         ours.append(load(copy.deepcopy(eager).float(), dtype=dtype))
     with torch.no_grad():
