@@ -22,8 +22,11 @@ kind it reads, with a reason (a ``llama`` directory whose rope scaling the llama
 yarn, is read by the generic family with transformers' own rotary embedding): the recorded format says so, and
 ``family=`` naming the declining family is refused with the reason.
 
-``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``) splits a large
-checkpoint over several devices with accelerate while it is read, for the families whose ``placement`` takes it.
+``dtype`` and ``device`` move the loaded model (a family that reads its checkpoint itself, such as the generic one,
+reads it in ``dtype``); every family runs in bfloat16 and float16, with the capabilities and rotations float32 finds
+(``tests/integration/interp/test_half_precision.py``); ``device_map`` ("auto" or a dict, with ``max_memory``)
+splits a large checkpoint over several devices with accelerate while it is read, for the families whose ``placement``
+takes it.
 
 Loading is strict: a missing or unexpected key, a wrong shape, a config field poslens does not understand,
 a config that contradicts the weights or a checkpoint of another family raises ``CheckpointError`` naming
