@@ -331,3 +331,23 @@ def test_every_intervention_a_half_precision_rotary_model_takes_acts_as_in_float
             assert float((got - want).norm()) <= 2 * noise, name
             ran.append(name)
     assert {"remove-rotary-bands", "unrotate-rotary-bands"} <= set(ran), ran
+
+
+def test_a_float16_forward_that_overflows_is_refused_by_name_unless_allowed(tmp_path):
+    """Finite weights whose logits pass float16's 65,504 (Gemma 3 in float16 where a document starts, as in
+    transformers' own float16 forward): ``load(..., dtype=torch.float16)`` says so and names bfloat16, from a
+    directory and from memory; ``allow_nonfinite=True`` loads it; bfloat16 (float32's range) runs it."""
+    from interp.loading.errors import CheckpointError
+
+    hf = tiny_hf("qwen2")
+    with torch.no_grad():
+        hf.lm_head.weight.mul_(3e4)  # at most 3.5e4: representable in float16; logits of about 7e4
+    hf.save_pretrained(tmp_path)
+    for source in (tmp_path, hf):
+        with pytest.raises(CheckpointError, match=r"in float16 its forward pass gives non-finite outputs .* load it in "
+                                                  r"bfloat16"):
+            load(source, dtype=torch.float16)
+    assert _floats(load(tmp_path, dtype=torch.float16, allow_nonfinite=True)) == {torch.float16}
+    half = load(tmp_path, dtype=torch.bfloat16)
+    with torch.no_grad():
+        assert torch.isfinite(half(_tokens(half, 8))).all()
