@@ -12,6 +12,8 @@ import re
 
 from analyses.registry import OptionError
 
+DTYPE_HELP = ("precision the models run in: float32 (default), bfloat16 or float16 (recorded in provenance; README "
+              "'Half precision' says how far bfloat16 statistics sit from float32 ones)")
 THREADS_HELP = ("torch CPU threads (default: the cores this process may use that other processes do not keep busy, "
                 "divided between torchrun's ranks on the node)")
 
@@ -32,6 +34,7 @@ def add_analysis_commands(sub) -> None:
         p.add_argument("--force", action="store_true", help="overwrite this analysis' earlier results in --out")
         p.add_argument("--seed", default="0", help="random seed (default: 0)")
         p.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
+        p.add_argument("--dtype", default=None, help=DTYPE_HELP)
         p.add_argument("--threads", default=None, help=THREADS_HELP)
         p.add_argument("--tokenizer", default=None, metavar="DIR_OR_MODEL",
                        help="tokenizer for models loaded without one: a directory of tokenizer files, or a registry "
@@ -55,6 +58,7 @@ def add_analysis_commands(sub) -> None:
                    help="also the pretrained models' runs behind README's known results (SmolLM2, Gemma 3; "
                         "minutes more)")
     r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
+    r.add_argument("--dtype", default=None, help=DTYPE_HELP)
     r.add_argument("--threads", default=None, help=THREADS_HELP)
     r.set_defaults(func=cmd_reproduce)
     merge.add_merge_command(sub)
@@ -153,6 +157,16 @@ def check_common(args: argparse.Namespace) -> int:
     return seed
 
 
+DTYPES = ("float32", "bfloat16", "float16")  # poslens.run.DTYPES, named here without importing torch
+
+
+def check_dtype(args: argparse.Namespace) -> str | None:
+    """``--dtype``, checked before anything loads."""
+    if args.dtype is not None and args.dtype not in DTYPES:
+        raise OptionError(f"--dtype {args.dtype}: expected one of {', '.join(DTYPES)}")
+    return args.dtype
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     spec = args.spec
     typed = spelled(args, spec)
@@ -168,6 +182,7 @@ def _analyze(args: argparse.Namespace, spec) -> int:
 
     options = spec.parse_cli(vars(args))
     seed = check_common(args)
+    dtype = check_dtype(args)
     check_shard_arguments(args)
     # the shards' manifest keeps what the command line gave for options read from files (--input, --entities),
     # so `poslens merge` reads them again (analyses.registry Option.parse)
@@ -176,7 +191,8 @@ def _analyze(args: argparse.Namespace, spec) -> int:
                 for o in spec.options if o.name in ns}
     with analysis_session(args, spec.name, recorded, seed):
         result = run_analysis(spec.name, args.model, args.out, options=options, seed=seed, force=args.force,
-                              device=args.device, cli=True, formats=args.format, tokenizer=args.tokenizer)
+                              device=args.device, dtype=dtype, cli=True, formats=args.format,
+                              tokenizer=args.tokenizer)
     if not result.files:
         return 0  # a torchrun rank > 0 or one --shard I/N: rank 0 / `poslens merge` writes the outputs
     with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
@@ -187,10 +203,11 @@ def _analyze(args: argparse.Namespace, spec) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     seed = check_common(args)
+    dtype = check_dtype(args)
     from interp import parallel
     from poslens.reproduce import reproduce
 
     with parallel.session(device=args.device):  # under torchrun: one process group for every step
         reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device,
-                  real_models=args.real_models)
+                  real_models=args.real_models, dtype=dtype)
     return 0

@@ -37,7 +37,8 @@ def analysis_session(args: argparse.Namespace, analysis: str, options: dict, see
 
     store = None
     if args.shard_dir is not None:
-        store = ShardStore(args.shard_dir, record=arguments_record(analysis, args.model, options, seed),
+        store = ShardStore(args.shard_dir, record=arguments_record(analysis, args.model, options, seed,
+                                                                  getattr(args, "dtype", None)),
                            flush_every=args.flush_every, standalone=args.shard is not None)
     share = parse_share(args.shard) if args.shard is not None else None
     return parallel.session(device=args.device, share=share, store=store)
@@ -53,8 +54,8 @@ def add_merge_command(sub) -> None:
 
 
 def merge(shard_dir, out, *, force: bool = False, device=None):
-    """Check the shards in ``shard_dir`` and write the analysis' outputs from them (the models are loaded
-    for provenance and for anything the analysis computes outside its corpus loop)."""
+    """Check the shards in ``shard_dir`` and write the analysis' outputs from them (the models are loaded, in the dtype
+    the shards ran in, for provenance and for anything the analysis computes outside its corpus loop)."""
     from analyses import get
     from interp import parallel
     from poslens.run import run_analysis
@@ -70,7 +71,7 @@ def merge(shard_dir, out, *, force: bool = False, device=None):
                for k, v in args["options"].items()}
     with parallel.session(store=ShardStore(shard_dir, record=record, serve=by_share)):
         return run_analysis(record["analysis"], args["models"], out, options=options, seed=args["seed"],
-                            force=force, device=device)
+                            force=force, device=device, dtype=args.get("dtype"))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

@@ -61,16 +61,20 @@ def __getattr__(name: str):
 
 
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
-              device=None, real_models: bool = False) -> Path:
+              device=None, real_models: bool = False, dtype=None) -> Path:
     """Run ``plan`` (default ``main_plan()``) into ``out`` and write ``out/index.html``; refuse to touch an existing
     report unless ``force``. ``real_models`` adds ``real_plan()``: the pretrained models' runs (minutes more) and
-    ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``).
+    ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``). ``dtype``
+    (``run_analysis``'s) is the precision every model runs in.
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
     (``poslens.outputs``), the index and summary last. In a data-parallel session (torchrun,
     ``interp.parallel.session``) every rank runs every step, in the same order: the data-parallel analyses share
     their documents, the others are computed on each rank. Only rank 0 takes the lock, logs and writes; it decides
     whether ``out`` may be written before any work, and every rank stops on a refusal (``parallel.agree``)."""
+    from poslens.run import model_dtype
+
+    dtype = model_dtype(dtype)  # before the report folder is touched
     out, plan = Path(out), (main_plan() + (real_plan() if real_models else ())) if plan is None else plan
     with contextlib.ExitStack() as held:
         outputs = parallel.agree(lambda: held.enter_context(_report_folder(out, force)))
@@ -82,7 +86,8 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
             say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({time.time() - start:.0f}s elapsed)")
             options = {**step.options, **(step.quick if quick else {})}
             result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
-                                  per_model={m: {**options, **o} for m, o in step.per_model.items()}, device=device)
+                                  per_model={m: {**options, **o} for m, o in step.per_model.items()}, device=device,
+                                  dtype=dtype)
             done.append((step, result))
         if outputs is not None:
             (outputs.staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")

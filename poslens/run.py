@@ -21,6 +21,17 @@ from poslens.outputs import active, under_lock
 from poslens.provenance import jsonable, provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # --dtype's choices
+
+
+def model_dtype(value) -> torch.dtype | None:
+    """``run_analysis(dtype=)`` / ``--dtype``: None (the models as they load: float32), a name of ``DTYPES``
+    (``"torch."`` allowed before it) or one of their torch dtypes; anything else is a ``ValueError`` naming them."""
+    if value is None or (isinstance(value, torch.dtype) and value in DTYPES.values()):
+        return value
+    if isinstance(value, str) and value.removeprefix("torch.") in DTYPES:
+        return DTYPES[value.removeprefix("torch.")]
+    raise ValueError(f"dtype {value!r}: expected one of {', '.join(DTYPES)}")
 
 
 @dataclass
@@ -35,17 +46,20 @@ def existing_outputs(out_dir: Path, name: str) -> list[Path]:
     return [out_dir / f"{name}{s}" for s in OUTPUT_SUFFIXES if (out_dir / f"{name}{s}").exists()]
 
 
-def resolve_models(models, device=None, tokenizer=None) -> list:
-    """Load names and paths (models already built pass through); ``device`` moves every one there.
-    ``tokenizer`` (a directory or a model holding one, or a tokenizer) is read first and given to every model
-    loaded without one."""
+def resolve_models(models, device=None, tokenizer=None, dtype=None) -> list:
+    """Load names and paths (models already built pass through); ``device`` moves every one there and ``dtype``
+    (``model_dtype``) casts its floating-point weights, names and paths as they load (a Hugging Face checkpoint is
+    read in that dtype, never whole in float32 first), built models in place. ``tokenizer`` (a directory or a model
+    holding one, or a tokenizer) is read first and given to every model loaded without one."""
     from interp.loading import attach_tokenizer, load, load_tokenizer
 
     if not models:
         raise ValueError("no model given (use --model NAME_OR_PATH; `poslens models` lists names)")
+    dtype = model_dtype(dtype)
     if isinstance(tokenizer, (str, os.PathLike)):
         tokenizer = load_tokenizer(tokenizer)
-    loaded = [m if hasattr(m, "hook_dict") else load(m) for m in models]
+    loaded = [(m.to(dtype) if dtype is not None else m) if hasattr(m, "hook_dict") else load(m, dtype=dtype)
+              for m in models]
     for model in loaded:
         if tokenizer is not None and getattr(model, "tokenizer", None) is None:
             attach_tokenizer(model, tokenizer)
@@ -54,12 +68,14 @@ def resolve_models(models, device=None, tokenizer=None) -> list:
 
 @under_lock
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
-                 formats=None, per_model: dict | None = None, device=None, tokenizer=None, cli: bool = False,
-                 static: bool | None = None) -> Result:
+                 formats=None, per_model: dict | None = None, device=None, dtype=None, tokenizer=None,
+                 cli: bool = False, static: bool | None = None) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
-    the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found). Every model's
+    the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found). ``dtype``
+    (``"float32"``, ``"bfloat16"``, ``"float16"`` or the torch dtype; default: as loaded, float32) is the precision
+    every model runs in, recorded in provenance (``dtype``, and each model's own). Every model's
     options are checked and bound (``Analysis.bind``) before the first one runs, and only once (the body then runs on
     them: ``Analysis.run_bound``); provenance records the values used, and
     user documents by their input file's path, size and sha256 (or a hash of texts given in Python).
@@ -71,6 +87,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.
     """
     analysis = get(name)
+    dtype = model_dtype(dtype)  # before anything loads
     formats = formats_for_static(static, formats, "poslens.run.run_analysis", stacklevel=4)  # under_lock's wrapper
     figures.resolve_formats(formats)
     out_dir = Path(out_dir)
@@ -86,9 +103,10 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     for given in models:  # before any weights load, where the config can be read alone
         config = memory.config_before_load(given)
         if config is not None:
+            config = {**config, "torch_dtype": str(dtype or torch.float32).removeprefix("torch.")}  # as it will load
             memory.check_run(analysis, {**kwargs, **(per_model or {}).get(given, {})}, config=config, device=target,
                              name=str(given))
-    loaded = resolve_models(models, target, tokenizer)
+    loaded = resolve_models(models, target, tokenizer, dtype)
     torch.manual_seed(seed)
     np.random.seed(seed)
     label = (lambda opt: opt.flag) if cli else None
@@ -115,6 +133,7 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     if differ:
         arguments["per_model"] = differ
     record = provenance(name, loaded, arguments, seed, [p.name for p in files])
+    record["dtype"] = str(dtype).removeprefix("torch.") if dtype is not None else None  # asked for; None: as loaded
     if parallel.describe():
         record["parallel"] = parallel.describe()
     prov = staged / f"{name}.provenance.json"

@@ -39,9 +39,12 @@ def parse_share(text: str) -> tuple[int, int]:
     return i, n
 
 
-def arguments_record(analysis: str, models, options: dict, seed: int) -> dict:
-    """What identifies a run across shards: analysis, models as given, options, seed (and their hash)."""
+def arguments_record(analysis: str, models, options: dict, seed: int, dtype: str | None = None) -> dict:
+    """What identifies a run across shards: analysis, models as given, options, seed, the dtype the models run in
+    when one was asked for (and their hash)."""
     args = {"models": [str(m) for m in models], "options": jsonable(options), "seed": seed}
+    if dtype is not None:  # absent for float32 as loaded: the records of earlier runs keep their hash
+        args["dtype"] = str(dtype).removeprefix("torch.")
     digest = hashlib.sha256(json.dumps([analysis, args], sort_keys=True).encode()).hexdigest()
     return {"analysis": analysis, "arguments": args, "args_hash": digest}
 

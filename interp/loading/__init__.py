@@ -22,8 +22,11 @@ kind it reads, with a reason (a ``llama`` directory whose rope scaling the llama
 yarn, is read by the generic family with transformers' own rotary embedding): the recorded format says so, and
 ``family=`` naming the declining family is refused with the reason.
 
-``dtype`` and ``device`` move the loaded model; ``device_map`` ("auto" or a dict, with ``max_memory``) splits a large
-checkpoint over several devices with accelerate while it is read, for the families whose ``placement`` takes it.
+``dtype`` and ``device`` move the loaded model (a family that reads its checkpoint itself, such as the generic one,
+reads it in ``dtype``); every family runs in bfloat16 and float16, with the capabilities and rotations float32 finds
+(``tests/integration/interp/test_half_precision.py``); ``device_map`` ("auto" or a dict, with ``max_memory``)
+splits a large checkpoint over several devices with accelerate while it is read, for the families whose ``placement``
+takes it.
 
 Loading is strict: a missing or unexpected key, a wrong shape, a config field poslens does not understand,
 a config that contradicts the weights or a checkpoint of another family raises ``CheckpointError`` naming
@@ -48,7 +51,7 @@ from interp.fingerprint import files_sha256, weights_sha256
 from interp.loading import hf_files
 from interp.loading.checkpoint import Checkpoint
 from interp.loading.errors import CheckpointError
-from interp.loading.finite import check_finite
+from interp.loading.finite import check_finite, check_forward
 
 FORMAT = "poslens-checkpoint"
 FORMAT_VERSION = 1
@@ -270,7 +273,8 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
          max_memory=None, allow_nonfinite: bool = False):
     """A new hooked model from a registry name, a path or a hub id (see the module docstring).
 
-    Weights holding NaN or inf are refused by name unless ``allow_nonfinite`` (see ``interp.loading.finite``)."""
+    Weights holding NaN or inf are refused by name unless ``allow_nonfinite`` (see ``interp.loading.finite``), and so
+    is a model whose forward pass in a half-precision ``dtype`` gives NaN or inf (float16 overflowing)."""
     res = resolve(source, revision=revision)
     where = res.name or (str(res.path) if res.path is not None else type(res.module).__name__)
     _check_family(res.family or family, family, where)
@@ -287,6 +291,8 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
     model.source["nonfinite"] = check_finite(model, where, allow_nonfinite)
     if place and (dtype is not None or device is not None):
         model = model.to(device=device, dtype=dtype)
+    if dtype is not None and dtype not in (torch.float32, torch.float64) and not allow_nonfinite:
+        check_forward(model, where)  # a half-precision forward that overflows is refused by name, not run as NaN
     model.source["weights_sha256"] = weights_sha256(model)  # provenance compares the weights it sees with these
     return model.eval()
 

@@ -3,6 +3,9 @@
 A single NaN weight turns every downstream number into NaN (or, worse, into a plausible-looking number after
 some ``nan_to_num``). ``check_finite`` lists each non-finite tensor with its NaN / inf counts, raises
 ``CheckpointError`` unless ``allow``, and otherwise warns and returns the names (recorded in ``model.source``).
+``check_forward`` refuses a model whose forward pass gives non-finite outputs in the half-precision dtype it was loaded
+in (Gemma 3's activations overflow float16's range where a document starts: transformers' own float16 forward of it is
+NaN there too).
 """
 
 from __future__ import annotations
@@ -39,3 +42,29 @@ def check_finite(state_or_model, where: str, allow: bool = False) -> list[str]:
         raise CheckpointError(message + "; pass allow_nonfinite=True to load them anyway")
     warnings.warn(message + " (loaded because allow_nonfinite=True)", stacklevel=3)
     return list(bad)
+
+
+@torch.no_grad()
+def check_forward(model, where: str) -> None:
+    """Refuse a model whose forward pass gives NaN or infinity (finite weights, so the dtype's range: activations past
+    float16's 65,504), naming the dtype and what to load instead. Probes: tokens 1..4 (Gemma's end and start of
+    document among them) and, with a tokenizer, a short text after the start-of-document token (Gemma 3 in float16
+    overflows only where a document starts, as transformers' own float16 forward does)."""
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    probes = [torch.arange(1, 5, device=model.device)[None] % model.d_vocab]
+    if getattr(model, "tokenizer", None) is not None:
+        try:
+            probes.append(model.to_tokens("The history of Paris", doc_start=True)[:, :8].to(model.device))
+        except Exception:  # noqa: BLE001 (a tokenizer that cannot say it: the other probe stands)
+            pass
+    for tokens in probes:
+        out = model(tokens)
+        out = out[0] if isinstance(out, tuple) else out
+        if not bool(torch.isfinite(out).all()):
+            name = str(dtype).removeprefix("torch.")
+            instead = ("bfloat16 (float32's range at half the memory) or float32" if dtype == torch.float16
+                       else "float32")
+            raise CheckpointError(f"{where}: in {name} its forward pass gives non-finite outputs on "
+                                  f"{tokens.shape[-1]} tokens ({tokens[0].tolist()}; activations beyond {name}'s "
+                                  f"range of {torch.finfo(dtype).max:.6g}, with finite weights); load it in {instead}, "
+                                  "or pass allow_nonfinite=True to load it anyway")

@@ -260,14 +260,67 @@ def _follow(pairs, module, _args, _output) -> None:
             held.copy_(getattr(module, buffer).detach().to(held.device, torch.float32))
 
 
+PROBE_POSITIONS = 32  # the layout probe's repeated token: positions 0..31 (fewer: see _probe_length)
+
+
+def _probe_length(model) -> int:
+    """Tokens of the layout probe: ``PROBE_POSITIONS``, no more than the model holds, nor more than the original
+    length past which a scaled rope (longrope, dynamic) turns by other frequencies."""
+    cfg = model.hf.config
+    params = getattr(cfg, "rope_parameters", None)
+    sets = [params, *params.values()] if isinstance(params, dict) else []
+    found = [PROBE_POSITIONS, model.max_seq_len, getattr(cfg, "original_max_position_embeddings", None),
+             *(p.get("original_max_position_embeddings") for p in sets if isinstance(p, dict))]
+    return max(2, min(int(n) for n in found if isinstance(n, (int, float)) and n > 0))
+
+
+def layout_tolerance(dtype: torch.dtype) -> float:
+    """The largest relative error ``rotary_specs`` accepts for the right layout of queries computed in ``dtype``:
+    1e-3 in float32 and float64, else 4 machine epsilons of the dtype (bfloat16: 0.031, float16: 0.0039).
+
+    A model in half precision rounds its queries, the cos and sin it rotates them by and their products to the
+    dtype: each element of the rotated query carries a relative error of about one epsilon, so the right layout
+    misses by less than an epsilon (measured on the test models: 0.2 to 0.75 epsilons in every dtype). A wrong pairing
+    of dims, or frequencies that are not the ones the model turns by, misses by a fraction of the query's norm whatever
+    the dtype (measured: 73% to 146% for the other layout, 30% for frequencies 2% too fast), ten times the bfloat16
+    bound or more (tests/integration/interp/test_half_precision.py plants them)."""
+    if dtype in (torch.float32, torch.float64):
+        return 1e-3
+    return 4 * torch.finfo(dtype).eps
+
+
+def layout_errors(q: torch.Tensor, inv_freq: torch.Tensor) -> dict[str, float]:
+    """For each layout of ``interp.rope.LAYOUTS``: how far layer 0's queries of one token repeated (``q [1, pos,
+    head, d_head]``, as the model rotated them, in its dtype) are from a rotation by ``inv_freq`` in that layout, the
+    largest over positions p of ``|q_p turned back by p - q_0| / |q_0|`` (in float32 from the model's numbers;
+    ``inf`` where the layout needs more dims than the head has)."""
+    from interp.rope import LAYOUTS, RotarySpec
+
+    q = q.detach().cpu().float()
+    n = q.shape[1]
+    back = torch.arange(n, dtype=torch.float32).neg()[None]
+    errors = {}
+    for layout in LAYOUTS:
+        spec = RotarySpec(inv_freq.detach().cpu().float().clone(), layout)
+        if 2 * spec.n_bands > q.shape[-1]:
+            errors[layout] = float("inf")
+            continue
+        turned = spec.rotate(q, back).double()
+        first = q[:, :1].double()
+        err = (turned - first).flatten(2).norm(dim=-1) / first.flatten(2).norm(dim=-1).clamp(min=1e-30)
+        errors[layout] = float(err.max())
+    return errors
+
+
 @torch.no_grad()
 def rotary_specs(model) -> list:
     """``[RotarySpec or None] * n_layers``: the frequencies, ``rope_type`` and attention scaling transformers' rotary
     embedding holds, in the pair layout that the model's own queries show: one token repeated, layer 0's query at
-    position 1 turned back by one position must be its query at position 0 (the attention scaling multiplies both and
-    cancels). All None when the frequencies or the layout cannot be established. Each spec's ``inv_freq`` is the
-    model's own tensor, refreshed by a hook after every call of the rotary module (``_follow``)."""
-    from interp.rope import LAYOUTS, RotarySpec
+    each position p turned back by p must be its query at position 0 (the attention scaling multiplies both and
+    cancels), within ``layout_tolerance`` of the dtype the model computes in (``layout_errors``). All None when the
+    frequencies or the layout cannot be established. Each spec's ``inv_freq`` is the model's own tensor, refreshed by
+    a hook after every call of the rotary module (``_follow``)."""
+    from interp.rope import RotarySpec
 
     sources = _rotary_sources(model)
     if sources is None:
@@ -276,20 +329,17 @@ def rotary_specs(model) -> list:
     held = {src: model.hf.get_submodule(src[0]).get_buffer(src[1]).detach().float().cpu().clone()
             for src in dict.fromkeys(sources)}
     seen = {}
-    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_rot_q", lambda q,
-                                 hook: seen.setdefault("q", q.detach().float()))]):
-        model(torch.full((1, 3), model.d_vocab // 2, device=model.device))
+
+    def keep(q, hook):  # returns None: the forward pass keeps its own queries, in the model's dtype
+        seen.setdefault("q", q.detach().clone())
+
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_rot_q", keep)]):
+        model(torch.full((1, _probe_length(model)), model.d_vocab // 2, device=model.device))
     q = seen["q"]
-    fits = []
-    for layout in LAYOUTS:
-        spec = RotarySpec(held[sources[0]].clone(), layout)
-        if 2 * spec.n_bands > q.shape[-1]:
-            return [None] * model.n_layers
-        back = spec.rotate(q[:, 1:2].cpu(), torch.tensor([[-1.0]]))
-        err = float((back - q[:, 0:1].cpu()).norm() / q[:, 0:1].norm().clamp(min=1e-12))
-        fits.append((err, layout))
-    err, layout = min(fits)
-    if err > 1e-3:
+    first = model.hf.get_submodule(sources[0][0]).get_buffer(sources[0][1])  # what the probe turned by
+    errors = layout_errors(q, first)
+    layout = min(errors, key=errors.get)
+    if not errors[layout] <= layout_tolerance(q.dtype):
         return [None] * model.n_layers
     specs = {}
     for src, freqs in held.items():

@@ -1,0 +1,353 @@
+"""Half precision, every family: ``interp.load(..., dtype=)`` in bfloat16 and float16 keeps the capabilities and the
+rotations that float32 finds, runs, and stays as close to exact arithmetic as transformers' own half-precision forward
+of the same weights; attention statistics stay as close as the rounding of the pattern allows to float64 reductions
+of the very patterns the half-precision model computed. The family-wide tests take every registered family's
+``examples``, so a new family enters them by registering."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import transformers as T
+
+from interp import families
+from interp.capabilities import Capability
+from interp.loading import load, save
+from tests.hf_helpers import CONFIGS, spread_weights, tiny_hf
+
+HALF = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="fp16")]
+FAMILIES = [f.name for f in families.families()]
+
+
+def _tokens(model, n: int, batch: int = 2, seed: int = 3) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(4, min(model.d_vocab, 250), (batch, n), generator=g)
+
+
+def _floats(model) -> set:
+    return {p.dtype for p in model.parameters() if p.is_floating_point()}
+
+
+def _rel(x: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((x.double() - ref.double()).norm() / ref.double().norm())
+
+
+# ---- every registered family: loads, keeps its capabilities and rotations, runs --------------------------------
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_loads_and_runs_in_half_precision(family, dtype, tmp_path):
+    """Each example of the family, saved and loaded back with ``dtype=``: every weight in that dtype, the same
+    capabilities and the same rotation per layer (frequencies in float32, bit for bit) as the float32 load, a finite
+    output in that dtype, and ``run_with_cache`` equal to the forward pass as in float32 (to the dtype's rounding)."""
+    for i, example in enumerate(families.get(family).examples()):
+        directory = save(example, tmp_path / f"{i}")
+        full, half = load(directory), load(directory, dtype=dtype)
+        assert _floats(half) == {dtype}, (family, i)
+        assert half.capabilities == full.capabilities, (family, i)
+        assert getattr(half, "head_separable", True) == getattr(full, "head_separable", True)
+        if Capability.ROTARY in full.capabilities:
+            for layer in range(full.n_layers):
+                a, b = full.rotation(layer), half.rotation(layer)
+                assert (a is None) == (b is None)
+                if a is not None:
+                    assert b.layout == a.layout and b.inv_freq.dtype == torch.float32
+                    assert torch.equal(b.inv_freq, a.inv_freq), (family, i, layer)
+        tokens = _tokens(full, min(24, full.max_seq_len))
+        with torch.no_grad():
+            out = half(tokens)
+            cached, cache = half.run_with_cache(tokens)
+        assert out.dtype == dtype and torch.isfinite(out).all(), (family, i)
+        # the hooked (materialised) attention against the fused one: both round to the dtype, in different orders
+        assert _rel(cached, out) < 8 * torch.finfo(dtype).eps, (family, i)
+        patterns = [v for k, v in cache.items() if k.endswith("hook_pattern")]
+        assert patterns and all(torch.isfinite(p).all() for p in patterns)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_half_precision_copy_keeps_its_rotary_frequencies_in_float32(family, dtype):
+    """``model.to(dtype)`` (what ``load`` does for the families that build in float32, and what a user does) leaves
+    each layer's rotation as it was: frequencies rounded to the dtype would turn late positions radians off."""
+    for example in families.get(family).examples():
+        if Capability.ROTARY not in example.capabilities:
+            continue
+        before = [example.rotation(l) for l in range(example.n_layers)]
+        half = copy.deepcopy(example).to(dtype)
+        with torch.no_grad():
+            half(_tokens(half, 8))
+        for layer, spec in enumerate(before):
+            if spec is not None:
+                assert torch.equal(half.rotation(layer).inv_freq, spec.inv_freq), (family, layer)
+        buffers = {n: b.dtype for n, b in half.named_buffers() if n.endswith("inv_freq")}
+        assert set(buffers.values()) <= {torch.float32}, buffers
+
+
+# ---- attention statistics of a half-precision model ------------------------------------------------------------
+
+STATISTICS = ("first_mass", "self_mass", "previous_mass", "window_mass", "far_mass", "distance_mean", "distance_std",
+              "entropy", "top_mass")
+WINDOW = 4
+
+
+def _reductions(patterns: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``STATISTICS`` (k = 1, w = ``WINDOW``) of ``patterns [..., q, k]`` reduced in float64, and ``E[d^2]``."""
+    p = patterns.double()
+    n_q, n_k = p.shape[-2:]
+    q, k = torch.arange(n_q)[:, None] + (n_k - n_q), torch.arange(n_k)[None]
+    d = (q - k).abs().double()
+    mean, square = (p * d).sum(-1), (p * d * d).sum(-1)
+    return {"first_mass": p[..., 0], "self_mass": (p * (k == q)).sum(-1), "previous_mass": (p * (k == q - 1)).sum(-1),
+            "window_mass": (p * (d <= WINDOW)).sum(-1), "far_mass": (p * (d > WINDOW)).sum(-1),
+            "distance_mean": mean, "distance_std": (square - mean ** 2).clamp(min=0).sqrt(), "square": square,
+            "entropy": -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1),
+            "top_mass": p.max(-1).values}
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_half_precision_statistics_are_the_float64_reductions_of_the_half_precision_patterns(family, dtype):
+    """``model_statistics`` of each example in ``dtype`` against float64 reductions of the patterns that the same
+    model hands ``hook_pattern`` (probabilities in ``dtype``), every row of every layer and head.
+
+    The bounds are the rounding of the pattern itself, u = half the dtype's epsilon (bfloat16 2^-8, float16 2^-11):
+    each probability the hook sees is the exact one times (1 + delta), |delta| <= u, so a statistic reduced exactly
+    from the unrounded pattern, or from the rounded one in float32 or wider, moves by at most u times: 1 for a mass
+    (first, self, previous, window, far: a sum of probabilities), the largest probability for ``top_mass``, E[d] for
+    ``distance_mean``, H + 1 for the entropy (p log p moves by u p (|log p| + 1)) and, for the variance behind
+    ``distance_std``, 3 E[d^2] (E[d^2] by u E[d^2], E[d]^2 by 2 u E[d]^2). 1% on top is float32's own rounding. A
+    reduction accumulated in the half dtype misses by many u (measured on these models: at most 1.0 u-bound, at most
+    0.5 for the masses)."""
+    from interp.attention import model_statistics
+
+    u = torch.finfo(dtype).eps / 2
+    for example in families.get(family).examples():
+        model = copy.deepcopy(example).to(dtype)
+        tokens = _tokens(model, min(48, model.max_seq_len))
+        seen = {}
+        hooks = [(f"blocks.{l}.attn.hook_pattern", lambda p, hook: seen.__setitem__(hook.layer(), p.clone()))
+                 for l in range(model.n_layers)]
+        with torch.no_grad():
+            model.run_with_hooks(tokens, fwd_hooks=hooks)
+            got = model_statistics(model, tokens, STATISTICS, first=(1,), windows=(WINDOW,))
+        patterns = torch.stack([seen[l] for l in range(model.n_layers)])
+        assert patterns.dtype == dtype
+        exact = _reductions(patterns)
+        for name in STATISTICS:
+            value = got[name].double()
+            value = value[..., 0] if value.dim() == patterns.dim() else value
+            assert value.shape == exact[name].shape, name
+            if name == "distance_std":
+                diff, scale = (value ** 2 - exact[name] ** 2).abs(), 3 * exact["square"]
+            else:
+                diff = (value - exact[name]).abs()
+                scale = {"distance_mean": exact[name], "entropy": exact[name] + 1,
+                         "top_mass": exact[name]}.get(name, torch.ones_like(diff))
+            worst = float((diff - (1.01 * u * scale + 1e-6)).max())
+            assert worst <= 0, (family, type(example).__name__, name, float((diff / (u * scale)).max()))
+
+
+# ---- the forward pass against transformers' own, where transformers has the model -----------------------------
+
+GEMMA3 = (T.Gemma3TextConfig, T.Gemma3ForCausalLM,
+          dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1,
+               head_dim=16, query_pre_attn_scalar=16, vocab_size=300, max_position_embeddings=512, sliding_window=64,
+               final_logit_softcapping=30.0, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+               rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                "full_attention": {"rope_type": "default", "rope_theta": 1e6}},
+               pad_token_id=0, bos_token_id=2, eos_token_id=1))
+# every architecture of tests.hf_helpers (the llama, bert and olmo2 directories are read by the llama, bert and repo
+# families, the others by the generic one) and Gemma 3 with its two kinds of layer
+ARCHITECTURES = {**CONFIGS, "gemma3": GEMMA3}
+LENGTH = 256  # positions up to 255: rotations far from the identity in every fast band
+
+
+def _output(out):
+    return out.logits if hasattr(out, "logits") else out.last_hidden_state
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("kind", list(ARCHITECTURES))
+def test_the_half_precision_forward_is_as_close_to_exact_as_transformers_own(kind, dtype, tmp_path):
+    """poslens' forward in ``dtype`` against transformers' forward in ``dtype`` of the same checkpoint, both measured
+    against the float64 forward (transformers, eager) of the very weights the half-precision models hold (the weights
+    rounded to ``dtype``, then widened): the error then is the arithmetic's alone, not the weights' rounding.
+
+    The bound: poslens' relative error is at most twice the larger of transformers' two (eager and sdpa attention,
+    where the architecture has sdpa). transformers' own implementations differ by about 20% (eager's separate softmax
+    rounds once more); poslens runs transformers' modules (generic family) or its own float32-rotating layers (llama,
+    bert, repo), so the same arithmetic in the same dtype, and its error should be of the same order (measured: 0.67
+    to 1.00 times transformers' larger one, 0.6% to 4% relative in bfloat16). A forward that loses precision
+    transformers keeps (a rotation or an accumulation in the half dtype, weights rounded twice) lands above it; one
+    that computes in float32 where transformers does not lands below, which the bound allows."""
+    config_cls, model_cls, kwargs = ARCHITECTURES[kind]
+    torch.manual_seed(0)
+    spread_weights(model_cls(config_cls(**kwargs))).save_pretrained(tmp_path)
+    tokens = torch.randint(4, 250, (2, LENGTH), generator=torch.Generator().manual_seed(0))
+    eager = model_cls.from_pretrained(tmp_path, dtype=dtype, attn_implementation="eager").eval()
+    theirs = [eager]
+    try:
+        theirs.append(model_cls.from_pretrained(tmp_path, dtype=dtype, attn_implementation="sdpa").eval())
+    except ValueError:  # Gemma 2: transformers has no sdpa path for it
+        pass
+    ours, full = [load(tmp_path, dtype=dtype)], load(tmp_path)
+    assert ours[0].capabilities == full.capabilities  # a bf16 Gemma 3 keeps ROTARY
+    assert getattr(ours[0], "head_separable", True) == getattr(full, "head_separable", True)
+    if ours[0].family == "hf":  # and a transformers model in memory, cast by load
+        ours.append(load(copy.deepcopy(eager).float(), dtype=dtype))
+    with torch.no_grad():
+        exact = _output(copy.deepcopy(eager).to(torch.float64)(tokens))
+        their_error = max(_rel(_output(m(tokens)), exact) for m in theirs)
+        for model in ours:
+            assert _floats(model) == {dtype}
+            out = model(tokens)
+            assert out.dtype == dtype
+            assert 0 < _rel(out, exact) <= 2 * their_error, (kind, model.family, _rel(out, exact), their_error)
+
+
+# ---- the rotary layout probe in half precision -----------------------------------------------------------------
+
+
+def _planted(monkeypatch, rotate):
+    """Qwen2's attention rotating its queries and keys by ``rotate(x, cos, sin)`` (cos / sin ``[batch, 1, pos, d]``
+    as transformers builds them: the band angles twice over) instead of transformers' ``rotate_half`` rotation."""
+    import transformers.models.qwen2.modeling_qwen2 as qwen2
+
+    def apply(q, k, cos, sin, unsqueeze_dim=1):
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return rotate(q, cos, sin), rotate(k, cos, sin)
+
+    monkeypatch.setattr(qwen2, "apply_rotary_pos_emb", apply)
+
+
+def _interleaved(x, cos, sin):
+    """GPT-J's layout: dims 2i and 2i + 1 turn together by band i's angle."""
+    half = x.shape[-1] // 2
+    c, s = cos[..., :half].repeat_interleave(2, -1), sin[..., :half].repeat_interleave(2, -1)
+    pairs = x.unflatten(-1, (half, 2))
+    turned = torch.stack((-pairs[..., 1], pairs[..., 0]), -1).flatten(-2)
+    return x * c + turned * s
+
+
+def _mirrored(x, cos, sin):
+    """A layout no model uses: dim i turns with dim d - 1 - i (band angles as ``rotate_half`` has them)."""
+    d = x.shape[-1]
+    partner = x.flip(-1)
+    sign = torch.cat((-torch.ones(d // 2), torch.ones(d - d // 2))).to(x.dtype)
+    return x * cos + partner * sign * sin
+
+
+def _faster(monkeypatch):
+    """Qwen2's rotary embedding turning 2% faster than the frequencies it holds (a frequency scaling that the config
+    does not state): cos and sin of 1.02 p inv_freq at position p."""
+    import transformers.models.qwen2.modeling_qwen2 as qwen2
+
+    real = qwen2.Qwen2RotaryEmbedding.forward
+    monkeypatch.setattr(qwen2.Qwen2RotaryEmbedding, "forward",
+                        lambda self, x, position_ids, *a, **k: real(self, x, position_ids * 1.02, *a, **k))
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(torch.float32, id="fp32"), *HALF])
+def test_the_layout_probe_keeps_rotary_in_half_precision_and_still_rejects_a_wrong_layout(dtype, tmp_path,
+                                                                                         monkeypatch):
+    """A rotary model loaded in ``dtype`` keeps ``ROTARY`` with the layout float32 finds; one that turns its queries in
+    GPT-J's interleaved layout is found to; one that pairs dims as no layout of ``interp.rope`` does, or turns 2%
+    faster than its stated frequencies, loads without ``ROTARY`` (its positions still per head) in every dtype.
+
+    The probe's bound (``layout_tolerance``: 4 epsilons of the dtype) sits between the two: the right layout misses
+    by 0.2 to 0.75 epsilons (rounding of the rotated query), a wrong pairing by 73% to 146% of the query's norm, and
+    turning 2% too fast by 30% (at the probe's last position, 31 positions of turning), whatever the dtype."""
+    from interp.families.hf.checkpoints import layout_errors, layout_tolerance
+
+    tiny_hf("qwen2").save_pretrained(tmp_path)
+    right = load(tmp_path, dtype=dtype)
+    assert right.family == "hf" and Capability.ROTARY in right.capabilities
+    assert [right.rotation(l).layout for l in range(right.n_layers)] == ["half_split"] * right.n_layers
+    seen = []
+    real = layout_errors
+
+    def spy(q, inv_freq):
+        seen.append(real(q, inv_freq))
+        return seen[-1]
+
+    monkeypatch.setattr("interp.families.hf.checkpoints.layout_errors", spy)
+    plants = ((lambda m: _planted(m, _interleaved), "interleaved"), (lambda m: _planted(m, _mirrored), None),
+              (_faster, None))
+    for i, (plant, layout) in enumerate(plants):
+        with monkeypatch.context() as m:
+            plant(m)
+            model = load(tmp_path, dtype=dtype)
+        errors = seen[-1]
+        assert Capability.POSITIONS in model.capabilities
+        if layout is None:
+            assert Capability.ROTARY not in model.capabilities, (i, errors)
+            assert min(errors.values()) > 3 * layout_tolerance(dtype), (i, errors)
+        else:
+            assert Capability.ROTARY in model.capabilities and model.rotation(0).layout == layout, errors
+            assert errors[layout] < layout_tolerance(dtype) / 3, errors
+
+
+def test_the_layout_tolerance_is_four_epsilons_of_the_dtype_and_float32s_own_bound_above():
+    from interp.families.hf.checkpoints import layout_tolerance
+
+    assert layout_tolerance(torch.float32) == layout_tolerance(torch.float64) == 1e-3
+    assert layout_tolerance(torch.bfloat16) == 4 * 2.0 ** -7
+    assert layout_tolerance(torch.float16) == 4 * 2.0 ** -10
+    assert math.isclose(layout_tolerance(torch.bfloat16), 0.03125)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_every_intervention_a_half_precision_rotary_model_takes_acts_as_in_float32(dtype, tmp_path):
+    """Each registered intervention (its ``example``) that a generic-family rotary model in ``dtype`` has the
+    capabilities for (the rotary ones need ``ROTARY``, which half precision used to lose): the intervened output is as
+    close to the intervened float32 output as the plain outputs are to each other, twice over (the same edit, made in
+    another precision; an edit lost or misplaced in half precision differs by the edit's own size)."""
+    from interp import interventions
+    from interp.interventions import applied
+
+    tiny_hf("qwen2").save_pretrained(tmp_path)
+    full, half = load(tmp_path), load(tmp_path, dtype=dtype)
+    tokens = _tokens(full, 64, batch=1)
+    ran = []
+    with torch.no_grad():
+        noise = float((half(tokens).double() - full(tokens).double()).norm())
+        for name, cls in interventions.registered().items():
+            if cls.example is None or not set(cls.needs) <= half.capabilities:
+                continue
+            edit = cls(**cls.example)
+            try:
+                with applied(full, edit):
+                    want = full(tokens).double()
+            except ValueError:  # refused in float32 (positions of the generic family are read-only): in half too
+                with pytest.raises(ValueError), applied(half, edit):
+                    half(tokens)
+                continue
+            with applied(half, edit):
+                got = half(tokens).double()
+            assert float((got - want).norm()) <= 2 * noise, name
+            ran.append(name)
+    assert {"remove-rotary-bands", "unrotate-rotary-bands"} <= set(ran), ran
+
+
+def test_a_float16_forward_that_overflows_is_refused_by_name_unless_allowed(tmp_path):
+    """Finite weights whose logits pass float16's 65,504 (Gemma 3 in float16 where a document starts, as in
+    transformers' own float16 forward): ``load(..., dtype=torch.float16)`` says so and names bfloat16, from a
+    directory and from memory; ``allow_nonfinite=True`` loads it; bfloat16 (float32's range) runs it."""
+    from interp.loading.errors import CheckpointError
+
+    hf = tiny_hf("qwen2")
+    with torch.no_grad():
+        hf.lm_head.weight.mul_(3e4)  # at most 3.5e4: representable in float16; logits of about 7e4
+    hf.save_pretrained(tmp_path)
+    for source in (tmp_path, hf):
+        with pytest.raises(CheckpointError, match=r"in float16 its forward pass gives non-finite outputs .* load it in "
+                                                  r"bfloat16"):
+            load(source, dtype=torch.float16)
+    assert _floats(load(tmp_path, dtype=torch.float16, allow_nonfinite=True)) == {torch.float16}
+    half = load(tmp_path, dtype=torch.bfloat16)
+    with torch.no_grad():
+        assert torch.isfinite(half(_tokens(half, 8))).all()
