@@ -303,6 +303,23 @@ class Analysis:
     real: Run | None = None
     memory: Run | None = None
     body: Callable | None = field(default=None, repr=False)  # the function as written: what ``run_bound`` runs
+    precheck: Callable | None = None  # (options, defaults filled, label) -> None: checks across options, before loading
+
+    def check_options(self, kwargs: dict, *, label=None) -> None:
+        """What can be checked without a model, before any loads: keywords the analysis does not take (with the
+        nearest names), then its ``precheck`` on the options with their defaults filled in."""
+        label = label or (lambda opt: opt.name)
+        parameters = inspect.signature(self.body).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            known = set(parameters) | set(self.renamed) | set(INPUT_KEYWORDS)
+            unknown = [k for k in kwargs if k not in known]
+            if unknown:
+                names = sorted({o.name for o in self.options if not o.feeds} | ({"seed"} if self.seeded else set()))
+                raise OptionError(f"{self.name}: no option {unknown[0]!r}{did_you_mean(unknown[0], names)} "
+                                  f"(options: {', '.join(names)})")
+        if self.precheck is not None:
+            self.precheck({**{o.name: o.default for o in self.options if not o.feeds}, **kwargs},
+                          lambda name: label(next(o for o in self.options if o.name == name)))
 
     @property
     def figure(self) -> Callable:
@@ -317,6 +334,7 @@ class Analysis:
         """``kwargs`` checked against the declaration and ``model``, with every option's value filled in
         (what the function receives and provenance records). ``label(option)`` names an option in errors."""
         label = label or (lambda opt: opt.name)
+        self.check_options(kwargs, label=label)
         kwargs = dict(kwargs)
         for old, new in self.renamed.items():
             if old in kwargs:
@@ -426,18 +444,29 @@ def check_window(model, max_tokens: int, what: str = "--length") -> None:
         raise InputError(f"{what}={max_tokens} is too short to hold a character")
 
 
+def did_you_mean(given: str, known) -> str:
+    """``"; did you mean 'x'?"`` (or ``'x' or 'y'``) for the known names nearest ``given``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(given, list(known), n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
 INPUT_KEYWORDS = ("docs", "token_ids", "samples", "texts")  # what documents= was called before it was one keyword
 
 _REGISTRY: dict[str, Analysis] = {}
 
 
-def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None) -> Callable:
-    """Declare ``function`` as the analysis ``name``; ``like`` takes the options of another analysis."""
+def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None,
+             precheck: Callable | None = None) -> Callable:
+    """Declare ``function`` as the analysis ``name``; ``like`` takes the options of another analysis. ``precheck(
+    options, label)`` checks values that contradict each other on the options alone (defaults filled in; ``label(name)``
+    is how the caller spells an option), so the error comes before any model loads."""
 
     def declare(function):
         options = _options(like.__wrapped__ if like is not None else function)
         spec = Analysis(name, None, inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " "),
-                        needs=tuple(needs), options=options, headline=headline, summary=summary,
+                        needs=tuple(needs), options=options, headline=headline, summary=summary, precheck=precheck,
                         seeded=("seed" in inspect.signature(function).parameters
                                 or (like is not None and like.analysis.seeded)),
                         renamed={a.lstrip("-").replace("-", "_"): o.name for o in options for a in o.aliases})
@@ -467,7 +496,8 @@ def load_all() -> None:
 def get(name: str) -> Analysis:
     load_all()
     if name not in _REGISTRY:
-        raise KeyError(f"unknown analysis '{name}' (known: {', '.join(sorted(_REGISTRY))})")
+        raise KeyError(f"unknown analysis '{name}'{did_you_mean(name, _REGISTRY)} "
+                       f"(known: {', '.join(sorted(_REGISTRY))})")
     return _REGISTRY[name]
 
 
