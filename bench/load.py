@@ -31,10 +31,11 @@ CHILD = """
 import json, sys, time
 start = time.perf_counter()
 from interp.loading import load
-imported = time.perf_counter()
+imported, cpu = time.perf_counter(), time.process_time()
 model = load(sys.argv[1])
 done = time.perf_counter()
-print(json.dumps({"import_s": imported - start, "load_s": done - imported, "format": model.source["format"]}))
+print(json.dumps({"import_s": imported - start, "load_s": done - imported, "load_cpu_s": time.process_time() - cpu,
+                  "format": model.source["format"]}))
 """
 
 
@@ -73,18 +74,24 @@ def measure(roots: dict[str, Path], models=MODELS, repeats: int = 2) -> dict:
 
 def table(result: dict) -> str:
     rows, trees = result["rows"], list(dict.fromkeys(r["tree"] for r in result["rows"]))
-    out = ["| model | tree | process | `load()` s | whole process: wall s | CPU s | `load()` vs process 1 |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+    out = ["| model | tree | process | `load()`: wall s | `load()`: CPU s | whole process: wall s | CPU s | "
+           "`load()` wall vs process 1 |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def cpu(rs) -> str:
+        got = [r["load_cpu_s"] for r in rs if "load_cpu_s" in r]
+        return f"{statistics.median(got):.1f}" if got else "-"
+
     for model in dict.fromkeys(r["model"] for r in rows):
         for tree in trees:
             mine = [r for r in rows if r["model"] == model and r["tree"] == tree]
             first = mine[0]
             later = mine[1:]
-            out.append(f"| {model} | {tree} | 1 (empty cache) | {first['load_s']:.1f} | {first['wall_s']:.1f} | "
+            out.append(f"| {model} | {tree} | 1 (empty cache) | {first['load_s']:.1f} | {cpu([first])} | "
+                       f"{first['wall_s']:.1f} | "
                        f"{first['cpu_s']:.1f} | 1.0x |")
             if later:
                 load_s = statistics.median(r["load_s"] for r in later)
-                out.append(f"| {model} | {tree} | 2-{len(mine)} (median) | {load_s:.1f} | "
+                out.append(f"| {model} | {tree} | 2-{len(mine)} (median) | {load_s:.1f} | {cpu(later)} | "
                            f"{statistics.median(r['wall_s'] for r in later):.1f} | "
                            f"{statistics.median(r['cpu_s'] for r in later):.1f} | "
                            f"{first['load_s'] / load_s:.1f}x faster |")
