@@ -41,7 +41,8 @@ def build(out: Path) -> list[Path]:
     shutil.rmtree(out, ignore_errors=True)
     pdoc.render.configure(docformat="markdown", show_source=False, search=True,
                           footer_text="poslens API reference (generated from the docstrings by pdoc)")
-    modules = module_names() + [f"!{m}" for m in DEPRECATED]  # also where a package's __getattr__ offers them
+    # also where a package's __getattr__ offers them (pdoc reads "!" + a regular expression matched at the start)
+    modules = module_names() + [rf"!{re.escape(m)}(\..*)?$" for m in DEPRECATED]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the libraries' import-time warnings are not the reference's business
         pdoc.pdoc(*modules, output_directory=out)
