@@ -165,8 +165,12 @@ def resolve(source, *, revision: str | None = None) -> Resolved:
         return _dequantised(path) if _is_gguf(path) else Resolved(path)
     if isinstance(source, str) and HUB_ID.match(text):
         return resolve_hub(text, revision)
+    import difflib
+
+    close = difflib.get_close_matches(text, [e.name for e in catalog.entries()], n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
     raise CheckpointError(f"{source}: no such file or directory, and not a model name ({catalog.names_hint()}) "
-                          "nor a hub id (owner/name)")
+                          f"nor a hub id (owner/name){hint}")
 
 
 def _resolve_entry(entry, revision) -> Resolved:

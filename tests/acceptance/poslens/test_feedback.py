@@ -39,6 +39,13 @@ def test_python_gets_did_you_mean_for_names_and_keywords():
         analyses.run("sink-rate", tiny_model("shared"), n_dcos=2)
 
 
+def test_a_misspelt_model_name_gets_the_nearest_one():
+    from interp.loading import CheckpointError, load
+
+    with pytest.raises(CheckpointError, match=r"smolm2: no such file .* did you mean 'smollm2'\?"):
+        load("smolm2")
+
+
 def test_options_that_contradict_each_other_are_refused_before_the_model_loads(tmp_path, capsys):
     """The model does not exist: an error about the options means nothing was loaded first."""
     rc = main(["analyze", "along-context", "--model", str(tmp_path / "missing"), "--out", str(tmp_path / "o"),
