@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.poslens-installed
 OUT    ?= results
 
-.PHONY: demo test test-unit test-integration test-acceptance bench clean-venv
+.PHONY: demo test test-unit test-integration test-acceptance docs bench clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/poslens reproduce --out $(OUT) --force
 
-test: $(STAMP)  # the linter (pyproject's [tool.ruff]), then every tier
+test: $(STAMP)  # the linter (pyproject's [tool.ruff]), the API reference and its links, then every tier
 	$(BIN)/ruff check .
+	$(BIN)/python docs/api_reference.py --out build/api
 	$(BIN)/python -m pytest
+
+docs: $(STAMP)  # the API reference from the docstrings (pdoc) into build/api, every link checked
+	$(BIN)/python docs/api_reference.py --out build/api
 
 test-unit: $(STAMP)  # statistics, spectra, buckets, rope, tokenizers, corpora: no model
 	$(BIN)/python -m pytest tests/unit

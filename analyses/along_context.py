@@ -156,11 +156,20 @@ def summary(df):
             .reset_index())
 
 
+def precheck(options: dict, label) -> None:
+    """Before any model loads: an interval needs two documents of the built-in corpus."""
+    from analyses.registry import OptionError
+
+    if options["interval"] != "none" and options.get("documents") is None and options["n_docs"] < 2:
+        raise OptionError(f"{label('n_docs')} {options['n_docs']}: a {options['interval']}-interval needs at least 2 "
+                          f"documents; give more or {label('interval')} none")
+
+
 @analysis("along-context", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
           small=Run(("repo-small", "rope-small"), dict(n_docs=2, length=64)),
           main=Run(DECODERS, dict(length=2048, n_docs=3), quick=dict(length=128, n_docs=2), section=HEADS),
           memory=Run(("rope-small",), dict(length=256)),
-          builds_logits=False)
+          builds_logits=False, precheck=precheck)
 @may_be_nan(layer_window="a global layer: every earlier key is visible",
             **{f"{s}_low": NO_INTERVAL for s in ("first_mass", "previous_mass", "window_mass_*", "distance_mean",
                                                  "entropy")},

@@ -291,6 +291,23 @@ class Analysis:
     memory: Run | None = None
     builds_logits: bool = True  # False: its passes build no [pos, vocab] logits (the memory estimate, interp.memory)
     body: Callable | None = field(default=None, repr=False)  # the function as written: what ``run_bound`` runs
+    precheck: Callable | None = None  # (options, defaults filled, label) -> None: checks across options, before loading
+
+    def check_options(self, kwargs: dict, *, label=None) -> None:
+        """What can be checked without a model, before any loads: keywords the analysis does not take (with the
+        nearest names), then its ``precheck`` on the options with their defaults filled in."""
+        label = label or (lambda opt: opt.name)
+        parameters = inspect.signature(self.body).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            known = set(parameters)
+            unknown = [k for k in kwargs if k not in known]
+            if unknown:
+                names = sorted({o.name for o in self.options if not o.feeds} | ({"seed"} if self.seeded else set()))
+                raise OptionError(f"{self.name}: no option {unknown[0]!r}{did_you_mean(unknown[0], names)} "
+                                  f"(options: {', '.join(names)})")
+        if self.precheck is not None:
+            self.precheck({**{o.name: o.default for o in self.options if not o.feeds}, **kwargs},
+                          lambda name: label(next(o for o in self.options if o.name == name)))
 
     @property
     def figure(self) -> Callable:
@@ -305,6 +322,7 @@ class Analysis:
         """``kwargs`` checked against the declaration and ``model``, with every option's value filled in
         (what the function receives and provenance records). ``label(option)`` names an option in errors."""
         label = label or (lambda opt: opt.name)
+        self.check_options(kwargs, label=label)
         kwargs = dict(kwargs)
         self.check_model(model)
         for opt in self.options:
@@ -399,16 +417,26 @@ def check_window(model, max_tokens: int, what: str = "--length") -> None:
         raise InputError(f"{what}={max_tokens} is too short to hold a character")
 
 
+def did_you_mean(given: str, known) -> str:
+    """``"; did you mean 'x'?"`` (or ``'x' or 'y'``) for the known names nearest ``given``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(given, list(known), n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
 _REGISTRY: dict[str, Analysis] = {}
 
 
 def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None,
              builds_logits: bool = True, small: Run | None = None, main: Run | None = None, real: Run | None = None,
-             memory: Run | None = None) -> Callable:
+             memory: Run | None = None, precheck: Callable | None = None) -> Callable:
     """Declare ``function`` as the analysis ``name``, everything about it in one record, built once: what it ``needs``,
     its options (``Annotated`` parameters; ``like`` takes another analysis' options), where it runs (``small``,
-    ``main``, ``real``, ``memory``: ``analyses.runs``, checked against its options here) and whether its passes build
-    logits (``builds_logits``: the memory estimate, ``interp.memory``)."""
+    ``main``, ``real``, ``memory``: ``analyses.runs``, checked against its options here), whether its passes build
+    logits (``builds_logits``: the memory estimate, ``interp.memory``) and ``precheck(options, label)``: values that
+    contradict each other on the options alone (defaults filled in; ``label(name)`` is how the caller spells an option),
+    so the error comes before any model loads."""
     from analyses.runs import check
 
     def declare(function):
@@ -425,7 +453,8 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
                         needs=tuple(needs), options=options, headline=headline, summary=summary,
                         seeded=("seed" in inspect.signature(function).parameters
                                 or (like is not None and like.analysis.seeded)),
-                        small=small, main=main, real=real, memory=memory, builds_logits=builds_logits, body=function)
+                        small=small, main=main, real=real, memory=memory, builds_logits=builds_logits, body=function,
+                        precheck=precheck)
         for setting in ("small", "main", "real", "memory"):
             if getattr(spec, setting) is not None:
                 check(spec, setting, getattr(spec, setting))
@@ -445,7 +474,8 @@ def load_all() -> None:
 def get(name: str) -> Analysis:
     load_all()
     if name not in _REGISTRY:
-        raise KeyError(f"unknown analysis '{name}' (known: {', '.join(sorted(_REGISTRY))})")
+        raise KeyError(f"unknown analysis '{name}'{did_you_mean(name, _REGISTRY)} "
+                       f"(known: {', '.join(sorted(_REGISTRY))})")
     return _REGISTRY[name]
 
 

@@ -113,7 +113,7 @@ def make_sample(tokenizer, rng: np.random.Generator, haystack: Haystack, context
 
     fixed = len(tokenizer.encode(head + needle + query, doc_start=True))
     if fixed > context_tokens:
-        raise ValueError(f"context of {context_tokens} tokens cannot hold the needle and the query ({fixed} tokens)")
+        raise NeedleTooLong(context_tokens, fixed)
     def fits(sentences) -> bool:
         return len(tokenizer.encode(build(sentences)[0], doc_start=True)) <= context_tokens
 
@@ -157,6 +157,15 @@ def niah_samples(tokenizer, n: int, context_tokens: int, *, seed: int = 0, depth
     rng = np.random.default_rng(seed)
     depths = [depth] * n if depth is not None else list(np.linspace(0, 1, n)) if n > 1 else [0.5] * n
     return [make_sample(tokenizer, rng, hay, context_tokens, depth=d, preamble=preamble) for d in depths]
+
+
+class NeedleTooLong(ValueError):
+    """NIAH prompts of ``context_tokens`` tokens cannot hold the needle and the query (``fixed`` tokens).
+    ``poslens.run.run_analysis`` names the option that set the length."""
+
+    def __init__(self, context_tokens: int, fixed: int):
+        self.context_tokens, self.fixed = context_tokens, fixed
+        super().__init__(f"context of {context_tokens} tokens cannot hold the needle and the query ({fixed} tokens)")
 
 
 def prompts_for(model, analysis: str, documents, n: int, length: int, *, seed: int = 0, depth: float | None = None,

@@ -37,7 +37,7 @@ def weights_sha256(model) -> str:
         if t.device.type == "meta":
             h.update(b"<not materialised>")  # offloaded by accelerate: only name, shape and dtype are known
         elif t.numel():
-            h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy())  # the buffer itself, no copy
     return h.hexdigest()
 
 

@@ -4,7 +4,42 @@ figure)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that says "did you mean" for a wrong choice (an analysis name, a recipe) and for an unknown option (the
+    options of the command given: ``poslens analyze sink-rate --n-doc 4`` suggests ``--n-docs``)."""
+
+    def error(self, message):
+        wrong = re.search(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)", message)
+        if wrong:
+            from analyses.registry import did_you_mean
+
+            message += did_you_mean(wrong.group(1), [c.strip(" '") for c in wrong.group(2).split(",")])
+        super().error(message)
+
+    def parse_args(self, args=None, namespace=None):
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from analyses.registry import did_you_mean
+
+            parser = self._innermost(ns)
+            flags = [f for a in parser._actions if a.help is not argparse.SUPPRESS for f in a.option_strings]
+            hint = next((h for e in extras if e.startswith("-") and (h := did_you_mean(e.split("=")[0], flags))), "")
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return ns
+
+    def _innermost(self, ns) -> argparse.ArgumentParser:
+        """The sub-command's own parser (``poslens analyze NAME``'s), whose options an unknown one is compared with."""
+        parser = self
+        while True:
+            sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            chosen = getattr(ns, sub.dest, None) if sub is not None else None
+            if chosen not in getattr(sub, "choices", {}):
+                return parser
+            parser = sub.choices[chosen]
 
 
 def _parse_overrides(items: list[str]) -> dict:
@@ -65,7 +100,7 @@ def cmd_train(args) -> int:
 def build_parser(argv=None) -> argparse.ArgumentParser:
     """The whole command line. Recipes (which import torch) are listed only when the command is ``train``."""
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(prog="poslens", description=__doc__)
+    p = Parser(prog="poslens", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("models", help="list the models loadable by name")

@@ -178,12 +178,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def _analyze(args: argparse.Namespace, spec) -> int:
     from poslens.merge import analysis_session, check_shard_arguments
+    from poslens.outputs import check_out_dir
     from poslens.run import run_analysis
 
     options = spec.parse_cli(vars(args))
     seed = check_common(args)
     dtype = check_dtype(args)
     check_shard_arguments(args)
+    check_out_dir(args.out)
+    spec.check_options(options, label=lambda opt: opt.flag)  # values that contradict each other: before any load
     # the shards' manifest keeps what the command line gave for options read from files (--input, --entities),
     # so `poslens merge` reads them again (analyses.registry Option.parse)
     ns = vars(args)
@@ -195,15 +198,18 @@ def _analyze(args: argparse.Namespace, spec) -> int:
                               tokenizer=args.tokenizer)
     if not result.files:
         return 0  # a torchrun rank > 0 or one --shard I/N: rank 0 / `poslens merge` writes the outputs
-    with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
-        print(result.table.head(40).to_string(index=False))
-    print("wrote " + ", ".join(str(p) for p in result.files))
+    from poslens import headline
+
+    print("\n".join(headline.lines(spec, result)))
     return 0
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from poslens.outputs import check_out_dir
+
     seed = check_common(args)
     dtype = check_dtype(args)
+    check_out_dir(args.out)
     from interp import parallel
     from poslens.reproduce import reproduce
 

@@ -503,33 +503,46 @@ def old_keywords(spec) -> dict[str, str]:
     return {a.lstrip("-").replace("-", "_"): o.name for o in spec.options for a in o.aliases}
 
 
+def _current_keywords(spec, kwargs: dict, stacklevel: int) -> dict:
+    """``kwargs`` with an analysis' old keywords (``old_keywords``) and the old names of ``documents=``
+    (``INPUT_KEYWORDS``) under their current names, each with its warning."""
+    kwargs = dict(kwargs)
+    for old, new in old_keywords(spec).items():
+        if old in kwargs:
+            warnings.warn(f"{spec.name}: '{old}=' is now '{new}=' (the old spelling is removed on {REMOVAL})",
+                          PoslensDeprecationWarning, stacklevel=stacklevel)
+            kwargs[new] = kwargs.pop(old)
+    if any(opt.name == "documents" for opt in spec.options):
+        for old in INPUT_KEYWORDS:
+            if old in kwargs:
+                warnings.warn(f"{spec.name}: '{old}=' is now 'documents=' (the old spelling is removed on "
+                              f"{REMOVAL})", PoslensDeprecationWarning, stacklevel=stacklevel)
+                value = kwargs.pop(old)
+                if value is not None and kwargs.get("documents") is not None:
+                    from analyses.registry import OptionError
+
+                    raise OptionError(f"{spec.name}: {old}= and documents= both give the input: use documents=")
+                kwargs["documents"] = value if value is not None else kwargs.get("documents")
+    return kwargs
+
+
 def _analysis_record(cls):
-    """``Analysis.bind`` that also reads an analysis' old keywords (``old_keywords``) and the old names of
-    ``documents=`` (``INPUT_KEYWORDS``)."""
-    bind = cls.bind
+    """``Analysis.bind`` and ``Analysis.check_options`` that also read an analysis' old keywords
+    (``_current_keywords``)."""
+    bind, check_options = cls.bind, cls.check_options
 
     @functools.wraps(bind)
-    def wrapper(self, model, kwargs: dict, *, label=None) -> dict:
-        kwargs = dict(kwargs)
-        for old, new in old_keywords(self).items():
-            if old in kwargs:
-                warnings.warn(f"{self.name}: '{old}=' is now '{new}=' (the old spelling is removed on {REMOVAL})",
-                              PoslensDeprecationWarning, stacklevel=4)
-                kwargs[new] = kwargs.pop(old)
-        if any(opt.name == "documents" for opt in self.options):
-            for old in INPUT_KEYWORDS:
-                if old in kwargs:
-                    warnings.warn(f"{self.name}: '{old}=' is now 'documents=' (the old spelling is removed on "
-                                  f"{REMOVAL})", PoslensDeprecationWarning, stacklevel=4)
-                    value = kwargs.pop(old)
-                    if value is not None and kwargs.get("documents") is not None:
-                        from analyses.registry import OptionError
+    def bind_current(self, model, kwargs: dict, *, label=None) -> dict:
+        return bind(self, model, _current_keywords(self, kwargs, 5), label=label)
 
-                        raise OptionError(f"{self.name}: {old}= and documents= both give the input: use documents=")
-                    kwargs["documents"] = value if value is not None else kwargs.get("documents")
-        return bind(self, model, kwargs, label=label)
+    @functools.wraps(check_options)
+    def check_current(self, kwargs: dict, *, label=None) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PoslensDeprecationWarning)  # bind warns once, with the same words
+            kwargs = _current_keywords(self, kwargs, 5)
+        return check_options(self, kwargs, label=label)
 
-    cls.bind = wrapper
+    cls.bind, cls.check_options = bind_current, check_current
     return cls
 
 

@@ -75,6 +75,20 @@ def acquire(lock: Path, what: str) -> None:
     raise OSError(errno.EBUSY, f"could not take the lock {lock}")
 
 
+def check_out_dir(out_dir, label: str = "--out") -> Path:
+    """``out_dir`` as a path, refused (``FileExistsError`` naming ``label`` and the value) where it, or a folder it
+    would be created in, is a file: checked before any model loads."""
+    out_dir = Path(out_dir)
+    for path in (out_dir, *out_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                what = "is a file" if path == out_dir else f"is inside {path}, which is a file"
+                raise FileExistsError(f"{label} {out_dir}: {what}, not a folder; give a folder (it is created if "
+                                      "missing)")
+            break
+    return out_dir
+
+
 class Outputs:
     def __init__(self, out_dir, name: str):
         self.out_dir, self.name = Path(out_dir), name
@@ -82,6 +96,7 @@ class Outputs:
         self.staging: Path | None = None
 
     def __enter__(self) -> Outputs:
+        check_out_dir(self.out_dir, "out_dir")
         self._created = not self.out_dir.exists()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         try:

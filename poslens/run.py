@@ -15,7 +15,9 @@ import torch
 import figures
 from analyses import get
 from analyses.nan_policy import check_table, nan_columns
+from corpora.niah import NeedleTooLong
 from interp import memory, parallel
+from interp.progress import stage
 from poslens.deprecated import formats_for_static
 from poslens.outputs import active, under_lock
 from poslens.provenance import jsonable, provenance
@@ -58,8 +60,13 @@ def resolve_models(models, device=None, tokenizer=None, dtype=None) -> list:
     dtype = model_dtype(dtype)
     if isinstance(tokenizer, (str, os.PathLike)):
         tokenizer = load_tokenizer(tokenizer)
-    loaded = [(m.to(dtype) if dtype is not None else m) if hasattr(m, "hook_dict") else load(m, dtype=dtype)
-              for m in models]
+    loaded = []
+    for m in models:
+        if hasattr(m, "hook_dict"):
+            loaded.append(m.to(dtype) if dtype is not None else m)
+            continue
+        with stage(f"loading {m}"):
+            loaded.append(load(m, dtype=dtype))
     for model in loaded:
         if tokenizer is not None and getattr(model, "tokenizer", None) is None:
             attach_tokenizer(model, tokenizer)
@@ -99,6 +106,9 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     if analysis.seeded:
         kwargs["seed"] = seed
     names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
+    label = (lambda opt: opt.flag) if cli else None
+    for given in names:  # keywords it does not take, values that contradict each other: before any model loads
+        analysis.check_options({**kwargs, **(per_model or {}).get(given, {})}, label=label)
     target = parallel.device_for(device)
     for given in models:  # before any weights load, where the config can be read alone
         config = memory.config_before_load(given)
@@ -109,7 +119,6 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     loaded = resolve_models(models, target, tokenizer, dtype)
     torch.manual_seed(seed)
     np.random.seed(seed)
-    label = (lambda opt: opt.flag) if cli else None
     bound = [analysis.bind(model, {**kwargs, **(per_model or {}).get(given, {})}, label=label)
              for given, model in zip(names, loaded)]
     for model, these in zip(loaded, bound):  # loaded: before any of them runs
@@ -117,7 +126,11 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     tables, used = [], {}
     for model, these in zip(loaded, bound):
         used[model.model_name] = these
-        tables.append(parallel.call(analysis.run_bound, model, these))
+        try:
+            with stage(f"{name} on {model.model_name}"):
+                tables.append(parallel.call(analysis.run_bound, model, these))
+        except NeedleTooLong as err:
+            raise _needle_option(err, analysis, these, model, label) from None
     if not parallel.writes_outputs():  # torchrun ranks > 0 and --shard I/N processes write nothing
         return Result(name, pd.concat([t for t in tables if t is not None] or [pd.DataFrame()], ignore_index=True), [])
     table = pd.concat(tables, ignore_index=True)
@@ -139,6 +152,21 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     prov = staged / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return Result(name, table, active().commit(files + [prov], replaces=clash), fig.layout.height)
+
+
+def _needle_option(err, analysis, bound: dict, model, label) -> Exception:
+    """NIAH prompts too short for the needle, as an error naming the option that set their length."""
+    from analyses.registry import OptionError
+
+    label = label or (lambda opt: opt.name)
+    hits = [o for o in analysis.options if isinstance(bound.get(o.name), int) and bound[o.name] == err.context_tokens
+            or isinstance(bound.get(o.name), tuple) and err.context_tokens in bound[o.name]]
+    hits.sort(key=lambda o: ("niah" not in o.name, "length" not in o.name))
+    if not hits:
+        return err
+    return OptionError(f"{label(hits[0])} {err.context_tokens}: NIAH prompts of {err.context_tokens} tokens cannot "
+                       f"hold the needle and the query ({err.fixed} tokens with {model.model_name}'s tokenizer); give "
+                       f"{label(hits[0])} {err.fixed} or more")
 
 
 def _arguments(analysis, bound: dict) -> dict:

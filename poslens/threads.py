@@ -5,7 +5,9 @@ other busy process that oversubscribes: kl-ablation on 40 documents took 91-95 s
 thread. ``choose`` counts the cores this process may run on (its CPU affinity, and a cgroup CPU quota when one is
 set), leaves out the cores other processes keep busy *now*, and under torchrun divides what is left between the
 ranks on this node (``LOCAL_WORLD_SIZE``). ``--threads N`` overrides it, and so does ``OMP_NUM_THREADS`` when the
-user set it.
+user set it. The same count governs the BLAS libraries outside torch (``limit_blas``: threadpoolctl, and the
+variables libraries read when they load), where scikit-learn's probes fit: left at their default they took a thread per
+core, 3.3x slower than one thread on a busy 2-core machine.
 
 "Busy now" is the number of other processes' threads in the running state (``R`` in ``/proc/<pid>/task/<tid>/stat``),
 averaged over a few samples 10 ms apart. The 1-minute load average, used before, still counted a command for about a
@@ -126,11 +128,29 @@ def choose(requested: int | None = None, *, cores: int | None = None, busy: floa
                                           f"{ranks_here} rank(s) on this node"}
 
 
+BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+_BLAS_LIMIT: list = []  # the threadpoolctl limiter in force (kept so that it is not collected)
+
+
+def limit_blas(threads: int) -> None:
+    """The BLAS and OpenMP pools outside torch (numpy's and scipy's OpenBLAS, MKL: scikit-learn's probes fit there) to
+    ``threads``: those already loaded through ``threadpoolctl``, those loaded later through their variables."""
+    for name in BLAS_VARIABLES:
+        os.environ[name] = str(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # scikit-learn brings it; without it, the variables above still reach later loads
+        return
+    _BLAS_LIMIT[:] = [threadpool_limits(limits=threads)]
+
+
 def apply(requested: int | None = None) -> dict:
-    """Set torch's intra-op threads from ``choose`` and remember the choice for provenance."""
+    """Set torch's intra-op threads and the BLAS libraries' (``limit_blas``) from ``choose``, and remember the choice
+    for provenance."""
     import torch
 
     CHOSEN.clear()
     CHOSEN.update(choose(requested))
     torch.set_num_threads(CHOSEN["threads"])
+    limit_blas(CHOSEN["threads"])
     return dict(CHOSEN)

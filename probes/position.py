@@ -97,7 +97,9 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
 
     rows_out = []
     alphas = np.asarray(alphas, dtype=np.float64)
-    for (layer, name), per_seed in acc.items():
+    from interp.progress import progress
+
+    for (layer, name), per_seed in progress(list(acc.items()), f"probe fits {model.model_name}"):
         scores, chosen = [], []
         for folds in per_seed:
             best = select_alpha(folds[:cv_folds], alphas)

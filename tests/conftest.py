@@ -8,6 +8,9 @@ import poslens.deprecated  # noqa: F401  (the old names' finder, as `import posl
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 # static export is tested where asked for: tests/acceptance/figures/test_render.py
 os.environ.setdefault("POSLENS_FORMATS", "html")
+# progress lines (interp.progress) are tested where asked for (tests/acceptance/poslens/test_feedback.py); elsewhere
+# an error's one line stays the whole of stderr
+os.environ.setdefault("POSLENS_PROGRESS", "0")
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,10 @@ A source is resolved first (``resolve``), then read by the family that recognise
   ``HF_HUB_CACHE``, both read at call time). ``./owner/name`` is always a path; ``hf://`` forces the hub;
 - a ``transformers`` model in memory (what ``LlamaTransformer.from_hf`` and ``BertEncoder.from_hf`` pass).
 
+A GGUF file (a path, or a catalog entry such as ``smollm2``) is de-quantised once into the on-disk cache, keyed by
+the file's sha256 (``interp.loading.converted``), and read from there like any Hugging Face directory: seconds from
+the second load on, in any process.
+
 A poslens directory (``model.safetensors`` + ``poslens.json`` naming the family and its config [+ ``training.json``,
 tokenizer files]) is read by the family it names. Anything else is offered to the registered families' layouts
 (``interp.families``), fallbacks last, and the first that recognises it reads it: upstream ``step_N.pt`` files,
@@ -160,11 +164,15 @@ def resolve(source, *, revision: str | None = None) -> Resolved:
     if path.exists():
         if revision is not None:
             raise CheckpointError(f"revision={revision!r} applies to hub ids only; {path} is a local path")
-        return Resolved(path)
+        return _dequantised(path) if _is_gguf(path) else Resolved(path)
     if isinstance(source, str) and HUB_ID.match(text):
         return resolve_hub(text, revision)
+    import difflib
+
+    close = difflib.get_close_matches(text, [e.name for e in catalog.entries()], n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
     raise CheckpointError(f"{source}: no such file or directory, and not a model name ({catalog.names_hint()}) "
-                          "nor a hub id (owner/name)")
+                          f"nor a hub id (owner/name){hint}")
 
 
 def _resolve_entry(entry, revision) -> Resolved:
@@ -185,11 +193,34 @@ def _resolve_entry(entry, revision) -> Resolved:
             spec = CHUNKED[entry.name]
             return Resolved(converted(entry.name, spec), record={"package": src.pip.split()[0], "gguf": spec["file"],
                                                                  "gguf_sha256": spec["sha256"], "converted": True})
+        if src.format == "gguf":
+            resolved = _dequantised(path)
+            resolved.record["package"] = src.pip.split()[0]
+            return resolved
         return Resolved(path, format=src.format, record={"package": src.pip.split()[0]})
     path = Path(src.location)
     if not path.exists():
         raise CheckpointError(f"model '{entry.name}' is not available here: {path} is missing")
     return Resolved(path, format=src.format)
+
+
+def _is_gguf(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    if path.suffix == ".gguf":
+        return True
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
+
+
+def _dequantised(path: Path) -> Resolved:
+    """A GGUF file as its de-quantised copy in the cache (``interp.loading.converted``: converted on the first load of
+    this file's bytes, read in seconds by every later one)."""
+    from interp.loading.converted import file_sha256, gguf_directory
+
+    sha = file_sha256(path)
+    return Resolved(gguf_directory(path, sha256=sha), name=None,
+                    record={"gguf": str(path.resolve()), "gguf_sha256": sha, "converted": True})
 
 
 def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -273,6 +304,10 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
          max_memory=None, allow_nonfinite: bool = False):
     """A new hooked model from a registry name, a path or a hub id (see the module docstring).
 
+    ``model.source`` records where it came from: ``path``, ``sha256`` (of the checkpoint's files; for a GGUF file,
+    read from its de-quantised copy in the cache at ``path``, the GGUF's own sha256, also under ``gguf_sha256``),
+    ``format`` and the weights' hash ``weights_sha256``.
+
     Weights holding NaN or inf are refused by name unless ``allow_nonfinite`` (see ``interp.loading.finite``), and so
     is a model whose forward pass in a half-precision ``dtype`` gives NaN or inf (float16 overflowing)."""
     res = resolve(source, revision=revision)
@@ -281,9 +316,19 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
     place = {"device": device, "dtype": dtype, "device_map": device_map, "max_memory": max_memory}
     model, fmt = _read(res, family, place)
     _check_family(model.family, family, where)
+    if res.record.get("converted"):  # a GGUF read from its de-quantised copy: named and hashed as the GGUF
+        gguf = Path(res.record["gguf"])
+        if not res.name:
+            model.model_name = gguf.stem
+        if getattr(model, "tokenizer", None) is not None and hasattr(model.tokenizer, "name"):
+            model.tokenizer.name = gguf.stem
+        fmt = f"gguf, de-quantised once into the cache ({fmt})"
     if res.name:
         model.model_name = res.name
-    if res.path is not None:
+    if res.record.get("converted"):
+        model.source = {"path": str(res.path.resolve()), "sha256": res.record["gguf_sha256"], "format": fmt,
+                        **res.record}
+    elif res.path is not None:
         model.source = {"path": str(res.path.resolve()), "sha256": files_sha256(res.path), "format": fmt, **res.record}
     else:
         model.source = {"path": None, "sha256": None, "format": f"{fmt}, from a transformers model in memory",

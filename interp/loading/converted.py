@@ -1,25 +1,41 @@
-"""Packaged GGUF weights split over several packages, converted once into a cached Hugging Face directory.
+"""Every GGUF file de-quantised once, into one on-disk cache of Hugging Face directories keyed by the file's sha256.
 
-Gemma 3 270M ships as four ``-partN`` packages of one GGUF file. The first load concatenates the chunks (read
-as files, no package is imported), checks the whole file's sha256, de-quantises it with ``transformers`` and
-writes ``config.json`` + ``model.safetensors`` + the tokenizer to the cache; every later load reads that
-directory through the generic ``hf`` family in seconds. The cache is ``$POSLENS_CACHE``, else
-``$XDG_CACHE_HOME/poslens``, else ``~/.cache/poslens``; a directory appears whole (written aside, then renamed)
-and holds ``poslens-converted.json`` naming the GGUF it came from.
+Reading a GGUF file costs tens of seconds (the ``gguf`` package builds its metadata field by field, and transformers
+reads the file for the config, the tokenizer and the weights), so poslens does it once per file: the first load
+de-quantises the weights with ``transformers`` (the ``gguf`` reader built once, shared by the three reads:
+``one_parse``) and writes ``config.json`` + ``model.safetensors`` + the tokenizer files to
+``<cache>/gguf-<first 16 hex digits of the sha256>``; every later load, in any process, reads that directory through
+the family that recognises it (``llama`` for SmolLM2, the generic ``hf`` family for Gemma 3) in seconds.
+
+- ``gguf_directory(path)``: any GGUF file (SmolLM2's, one the user names). Its sha256 is computed on each load
+  (about 0.3 s per 100 MB; memoised per process by path, size and modification time), so a different file, or the
+  same path rewritten, gets another directory.
+- ``converted(name, spec)``: a packaged model whose GGUF is split over several packages (Gemma 3 270M's four
+  ``-partN`` packages). Its sha256 is known (``interp.catalog.CHUNKED``): a cached directory is found without reading
+  the chunks; the first load concatenates them (read as files, no package is imported) and checks the sha256.
+
+The cache is ``$POSLENS_CACHE``, else ``$XDG_CACHE_HOME/poslens``, else ``~/.cache/poslens``. A directory appears
+whole (written aside, then renamed) and holds ``poslens-converted.json`` naming the GGUF's full sha256, which must
+match for the directory to be used; only safetensors and JSON are written, so nothing read from the cache unpickles.
+Deleting a directory (or the whole cache) is always safe: the next load converts again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from interp.loading.errors import CheckpointError
 
 MARKER = "poslens-converted.json"
+PREFIX = "gguf-"
+_HASHED: dict[tuple, str] = {}  # (resolved path, size, mtime_ns) -> sha256, for this process
 
 
 def cache_root() -> Path:
@@ -27,6 +43,25 @@ def cache_root() -> Path:
         return Path(os.environ["POSLENS_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "poslens"
+
+
+def cache_directory(sha256: str) -> Path:
+    """Where the de-quantised copy of the GGUF file with this sha256 is (or will be)."""
+    return cache_root() / f"{PREFIX}{sha256[:16]}"
+
+
+def file_sha256(path) -> str:
+    """Hex sha256 of a file's bytes (memoised per process while its size and modification time stay the same)."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHED:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
+        _HASHED[key] = digest.hexdigest()
+    return _HASHED[key]
 
 
 def _chunks(parts, pip: str) -> list[Path]:
@@ -54,43 +89,90 @@ def assemble(parts, sha256: str, target: Path, pip: str) -> Path:
     return target
 
 
+def gguf_directory(gguf, *, sha256: str | None = None) -> Path:
+    """The cached Hugging Face directory of any GGUF file, de-quantised on first use (``sha256``: the file's, when
+    the caller knows it)."""
+    gguf = Path(gguf)
+    sha = sha256 or file_sha256(gguf)
+    return _cached(sha, lambda work: gguf, {"gguf": str(gguf.resolve())})
+
+
 def converted(name: str, spec: dict) -> Path:
     """The cached Hugging Face directory of packaged model ``name`` (``spec``: ``parts``, ``file``, ``sha256``,
     ``pip``), converted on first use."""
-    final = cache_root() / f"{name}-{spec['sha256'][:12]}"
-    if _complete(final, spec):
+    return _cached(spec["sha256"], lambda work: assemble(spec["parts"], spec["sha256"], work / spec["file"],
+                                                         spec["pip"]),
+                   {"gguf": spec["file"], "model": name, "packages": spec["pip"]})
+
+
+def _cached(sha256: str, gguf_in: Callable[[Path], Path], record: dict) -> Path:
+    final = cache_directory(sha256)
+    if _complete(final, sha256):
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
     try:
-        gguf = assemble(spec["parts"], spec["sha256"], work / spec["file"], spec["pip"])
-        _dequantise(gguf, work / "hf")
-        gguf.unlink()
-        (work / "hf" / MARKER).write_text(json.dumps({"gguf": spec["file"], "gguf_sha256": spec["sha256"],
-                                                      "packages": spec["pip"]}, indent=2) + "\n", encoding="utf-8")
+        _dequantise(gguf_in(work), work / "hf")
+        (work / "hf" / MARKER).write_text(json.dumps({"gguf_sha256": sha256, **record}, indent=2) + "\n",
+                                          encoding="utf-8")
+        if final.exists() and not _complete(final, sha256):  # left incomplete by hand: replaced whole
+            os.replace(final, work / "stale")
         try:
             os.replace(work / "hf", final)
         except OSError:  # another process finished first: its directory is the same conversion
-            if not _complete(final, spec):
+            if not _complete(final, sha256):
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return final
 
 
-def _complete(directory: Path, spec: dict) -> bool:
+def _complete(directory: Path, sha256: str) -> bool:
     try:
-        return json.loads((directory / MARKER).read_text(encoding="utf-8")).get("gguf_sha256") == spec["sha256"]
+        return json.loads((directory / MARKER).read_text(encoding="utf-8")).get("gguf_sha256") == sha256
     except (OSError, json.JSONDecodeError):
         return False
+
+
+def marker(directory: Path) -> dict | None:
+    """What a cache directory was converted from (its ``poslens-converted.json``), or None for any other path."""
+    try:
+        return json.loads((Path(directory) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+@contextlib.contextmanager
+def one_parse():
+    """Within the block, ``gguf.GGUFReader`` of one path is built once and shared: transformers builds one for the
+    config, another for the tokenizer and a third for the weights, each parsing the whole metadata (the vocabulary
+    field by field: most of a conversion's time). Yields ``{path: reader}``."""
+    import gguf
+
+    original, readers = gguf.GGUFReader, {}
+
+    def reader(path, *args, **kwargs):
+        key = (os.fspath(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = original(path, *args, **kwargs)
+        return readers[key]
+
+    gguf.GGUFReader = reader
+    try:
+        yield readers
+    finally:
+        gguf.GGUFReader = original
 
 
 def _dequantise(gguf: Path, directory: Path) -> None:
     import torch
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    with one_parse():
+        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                                  dtype=torch.float32, local_files_only=True)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                               local_files_only=True)
     model.hf_quantizer = None  # the weights are plain float32 tensors now; save them as such
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config

@@ -7,15 +7,14 @@ know is refused by name. A directory (or a transformers model in memory) whose `
 (``yarn``, ``longrope``, ``dynamic``, ...) is declined, with the reason, and read by the generic ``hf`` family with
 transformers' own rotary embedding; a GGUF file with one is refused by name (GGUF files are read here only).
 
-De-quantising a GGUF file takes seconds, so its result is cached per process as an immutable
-``(config, state dict, tokenizer)``; every load builds a fresh module from it (a load never hands out an
-object another load returned, and converting or editing one model leaves the next load untouched).
+``interp.load`` reads a GGUF file from its de-quantised copy in the on-disk cache (``interp.loading.converted``:
+converted once per file, keyed by its sha256), as a ``llama`` directory; ``load_gguf`` does the same for a direct
+call. Every load builds a fresh module (a load never hands out an object another load returned, and converting or
+editing one model leaves the next load untouched).
 """
 
 from __future__ import annotations
 
-import functools
-import types
 from pathlib import Path
 
 import torch
@@ -85,28 +84,16 @@ def export(model: LlamaTransformer) -> tuple[dict, dict[str, torch.Tensor]]:
     return model.cfg.to_dict(), {to_file(k): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
 
 
-@functools.lru_cache(maxsize=2)
-def _read_gguf(path: str):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from interp.tokenizers import HFTokenizer
-
-    file = Path(path)
-    tok = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, local_files_only=True)
-    hf = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=torch.float32,
-                                              local_files_only=True)
-    state = types.MappingProxyType({k: v.detach().clone() for k, v in hf.state_dict().items()})
-    raw = hf.config.to_dict()
-    if str(getattr((raw.get("quantization_config") or {}).get("quant_method"), "value", "")) == "gguf":
-        raw.pop("quantization_config")  # the state above is already de-quantised to float32
-    return types.MappingProxyType(raw), state, HFTokenizer(tok, file.stem)
-
-
 def load_gguf(path: Path) -> LlamaTransformer:
-    """A GGUF LLaMA file, de-quantised to float32 (the parse is cached; the module is new every time)."""
-    raw, state, tokenizer = _read_gguf(str(Path(path).resolve()))
-    model = from_hf_state(dict(raw), state, str(path))
-    model.tokenizer = tokenizer
+    """A GGUF LLaMA file, de-quantised to float32 once into the on-disk cache (``interp.loading.converted``) and read
+    from there as a Hugging Face ``llama`` directory; the module is new every time."""
+    from interp.loading.checkpoint import Checkpoint
+    from interp.loading.converted import gguf_directory
+
+    model = read_hf(Checkpoint(gguf_directory(path)), {})
+    model.model_name = Path(path).stem
+    if model.tokenizer is not None:
+        model.tokenizer.name = Path(path).stem
     return model
 
 

@@ -148,7 +148,7 @@ def test_bad_input_is_refused_before_any_work():
     model.blocks[0].register_forward_pre_hook(lambda *a: calls.append(1))
     with pytest.raises(OptionError, match="--length 300: longer than|length 300: longer than"):
         along_context(model, documents=_docs(2, 20), length=300)
-    with pytest.raises(InputError, match="n-docs 1: a t-interval needs at least 2 documents"):
+    with pytest.raises(OptionError, match="n_docs 1: a t-interval needs at least 2 documents"):  # its precheck
         along_context(model, n_docs=1)
     with pytest.raises(InputError, match="make 1 context .* a t-interval needs at least 2"):
         along_context(model, documents=_docs(1, 20), length=50)
