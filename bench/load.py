@@ -17,13 +17,13 @@ import argparse
 import datetime as dt
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.harness import run
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("smollm2", "gemma3-270m")
@@ -40,17 +40,13 @@ print(json.dumps({"import_s": imported - start, "load_s": done - imported, "load
 
 
 def once(root: Path, name: str, cache: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1", POSLENS_CACHE=str(cache),
-               POSLENS_PROGRESS="0")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD, name], cwd=root, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise RuntimeError(f"{name} in {root}: {done.stderr[-2000:]}")
+    """A fresh process of the tree at ``root`` loading ``name`` with the cache at ``cache`` (``bench.harness.run``)."""
+    done = run([sys.executable, "-c", CHILD, name], cwd=root, env={"PYTHONPATH": str(root), "POSLENS_CACHE": str(cache),
+                                                                  "POSLENS_PROGRESS": "0"})
+    if done.failed:
+        raise RuntimeError(f"{name} in {root}: {done.failed}\n{done.stderr[-2000:]}")
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    return dict(got, wall_s=wall, cpu_s=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+    return dict(got, wall_s=done.wall_s, cpu_s=done.cpu_s)
 
 
 def measure(roots: dict[str, Path], models=MODELS, repeats: int = 2) -> dict:
