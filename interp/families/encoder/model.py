@@ -69,8 +69,9 @@ from interp.families.encoder.relative import (  # noqa: F401 (re-exported)
     special_mask,
     t5_buckets,
 )
-from interp.hooks import AttentionHooks, BlockHooks, Either, Hook, head_hooks
+from interp.hooks import RESULT, AttentionHooks, BlockHooks, Either, Hook, MLPHooks, NormHooks, head_hooks
 from interp.layers import RMSNorm, normal_init
+from interp.tl import AttentionWeights, result_heads
 
 
 class SwiGLUFFN(nn.Module):
@@ -81,9 +82,12 @@ class SwiGLUFFN(nn.Module):
         self.w12 = nn.Linear(dim, 2 * hidden, bias=False)
         self.w3 = nn.Linear(hidden, dim, bias=False)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, hooks: MLPHooks | None = None) -> Tensor:
+        """``hooks``: the block's ``mlp`` (TransformerLens' names for this ``ffn``'s hidden layer)."""
         gate, up = self.w12(x).chunk(2, dim=-1)
-        return self.w3(F.silu(gate) * up)
+        if hooks is None:
+            return self.w3(F.silu(gate) * up)
+        return self.w3(hooks.hook_post(F.silu(hooks.hook_pre(gate)) * up))
 
 
 class TiedDecoder(nn.Module):
@@ -165,10 +169,11 @@ class EncoderAttention(AttentionHooks):
         return sum(t for _, t in logits).index_copy(-2, rows, chosen)
 
 
-class SingleStreamAttention(EncoderAttention):
+class SingleStreamAttention(EncoderAttention, AttentionWeights):
     """The baselines: one fused ``qkv`` split per head ``[q_h k_h v_h]``."""
 
     hook_q, hook_k, hook_v, hook_z = head_hooks("queries", "keys", "values", "per-head output before wo")
+    hook_result = RESULT
     rotary = False
 
     def __init__(self, cfg: EncoderConfig):
@@ -187,7 +192,19 @@ class SingleStreamAttention(EncoderAttention):
             q, k = (self.hook_rot_q(turn(q, positions, cfg.rope_theta)),
                     self.hook_rot_k(turn(k, positions, cfg.rope_theta)))
         z = self.hook_z(self.attend([(self.hook_logits_sem, q, k, False)], v, rp))
-        return self.wo(z.reshape(b, n, -1))
+        return result_heads(self, z, self.wo)
+
+    @property
+    def tl_n_heads(self) -> int:
+        return self.cfg.num_attention_heads
+
+    def tl_projections(self):
+        """The fused ``qkv`` rows ``[q_h k_h v_h]`` per head, as three Linear-like views."""
+        from types import SimpleNamespace
+
+        h, d = self.cfg.num_attention_heads, self.cfg.d_qk
+        q, k, v = self.qkv.weight.view(h, 3, d, -1).unbind(1)
+        return (*(SimpleNamespace(weight=w.reshape(h * d, -1), bias=None) for w in (q, k, v)), self.wo)
 
 
 class RotaryAttention(SingleStreamAttention):
@@ -256,17 +273,24 @@ class EncoderBlock(BlockHooks):
         self.normalized = cfg.residual == "normalized"
         self.attn = attention
         self.ffn = SwiGLUFFN(cfg.d_model, cfg.intermediate_size)
+        self.mlp = MLPHooks()  # the subclasses add ln1 / ln2 once their norms exist
 
     def forward(self, x: Tensor, positions: Tensor | None, rp: Tensor | None) -> Tensor:
         x = self.hook_resid_pre(x)
-        a = self.hook_attn_in(self.attention_norm(x))
+        a = self.hook_attn_in(self.ln1(x))
         h = self.hook_resid_mid((a if self.normalized else x) + self.hook_attn_out(self.attn(a, positions, rp)))
-        m = self.hook_mlp_in(self.ffn_norm(h))
-        out = (m if self.normalized else h) + self.hook_mlp_out(self.ffn(m))
+        m = self.hook_mlp_in(self.ln2(h))
+        out = (m if self.normalized else h) + self.hook_mlp_out(self.ffn(m, self.mlp))
         if self.two_streams:  # each stream hooked before they are joined again, so edits propagate
             p = self.cfg.pos_size
             out = torch.cat([self.hook_resid_ap(out[..., :p]), self.hook_resid_sem(out[..., p:])], dim=-1)
         return self.hook_resid_post(out)
+
+
+class NormOutputHooks(NormHooks):
+    """DSTG's ``ln1`` / ``ln2``: the AP and semantic parts are normalised apart, so there is no one scale to hook."""
+
+    hook_scale = None
 
 
 class SingleStreamBlock(EncoderBlock):
@@ -274,6 +298,7 @@ class SingleStreamBlock(EncoderBlock):
         super().__init__(cfg, RotaryAttention(cfg) if cfg.variant == "rope" else SingleStreamAttention(cfg))
         self.attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
         self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.ln1, self.ln2 = NormHooks(self.attention_norm), NormHooks(self.ffn_norm)
 
 
 class TwoStreamBlock(EncoderBlock):
@@ -298,6 +323,7 @@ class TwoStreamBlock(EncoderBlock):
         self.sem_attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
         self.pos_ffn_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
         self.sem_ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.ln1, self.ln2 = NormOutputHooks(self.attention_norm), NormOutputHooks(self.ffn_norm)
 
     def attention_norm(self, x: Tensor) -> Tensor:
         p = self.cfg.pos_size
@@ -363,6 +389,7 @@ class EncoderModel(PosLensModel):
             self.sem_layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
         else:
             self.layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+            self.ln_final = NormHooks(self.layer_norm)
         self.decoder = None
         if cfg.mlm_head:
             width = cfg.d_model if self.head_reads_full else cfg.hidden_size
@@ -391,6 +418,29 @@ class EncoderModel(PosLensModel):
 
     def describe(self) -> str:
         return f"encoder family, {self.cfg.describe()}"
+
+    def tl_config(self) -> dict:
+        c = self.cfg
+        kind = {"disentangled": "disentangled (AP | semantic streams)", "ap": "standard", "rp": "relative (T5 bias)",
+                "rope": "rotary"}[c.variant]
+        return dict(d_head=c.d_qk, d_mlp=c.intermediate_size, act_fn="silu", gated_mlp=True, normalization_type="RMS",
+                    positional_embedding_type=kind, original_architecture=f"DSTG encoder ({c.variant})")
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.encoder.weight
+
+    @property
+    def W_U(self) -> Tensor:
+        if self.decoder is None:
+            return super().W_U
+        return (self.encoder.weight if self.tied else self.decoder.weight).T
+
+    @property
+    def b_U(self) -> Tensor:
+        if self.decoder is None:
+            return super().b_U
+        return self.decoder.bias
 
     def reset_parameters(self, std: float = 0.02):
         normal_init(self, std, {RelativePositionBias: "relative_attention_bias", SpecialTokenThetas: "thetas"})
@@ -447,7 +497,7 @@ class EncoderModel(PosLensModel):
             final = torch.cat([ap, sem], dim=-1)
             head_in = final if self.head_reads_full else sem
         else:
-            final = head_in = self.hook_final(self.layer_norm(x))
+            final = head_in = self.hook_final(self.ln_final(x))
         if self.decoder is None:
             return final
         if predict_at is not None:
