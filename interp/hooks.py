@@ -180,8 +180,9 @@ class NormHooks(nn.Module):
     checkpoint keys; ``interp.tl.normalize`` fires them."""
 
     hook_scale = Hook("[batch, pos, 1]", "the norm's divisor sqrt(mean(x^2) + eps) (of the centred x for "
-                      "LayerNorm); the norm runs step by step only while this is hooked")
-    hook_normalized = Hook("[batch, pos, d_model]", "the norm's output, weight included: what the next sublayer reads")
+                      "LayerNorm)")
+    hook_normalized = Hook("[batch, pos, d_model]", "x / scale, before the norm's weight (and bias); the norm runs "
+                           "step by step only while this or hook_scale is hooked")
 
     def __init__(self, norm: nn.Module | Callable | None = None):
         super().__init__()

@@ -265,27 +265,29 @@ def result_heads(attn, z: torch.Tensor, out_proj) -> torch.Tensor:
 
 
 def normalize(hooks, norm, x: torch.Tensor) -> torch.Tensor:
-    """``norm(x)`` through TransformerLens' norm hooks (``hooks``: a ``NormHooks`` module): ``hook_normalized`` sees
-    the norm's output (weight included: what the next sublayer reads); only when ``hook_scale`` is hooked is the norm
-    computed step by step, so that an edit of the scale changes the output."""
+    """``norm(x)`` through TransformerLens' norm hooks (``hooks``: a ``NormHooks`` module), as TransformerLens fires
+    them: ``hook_scale`` the divisor ``[batch, pos, 1]``, ``hook_normalized`` the normalised ``x / scale`` before the
+    norm's weight (and bias). Only while one of them is hooked does the norm run step by step (edits change the
+    output); otherwise it is ``norm(x)`` itself."""
     from interp.attention import hooked
 
-    scale_hook = hooks._modules.get("hook_scale")
-    if not hooked(scale_hook):
-        return hooks.hook_normalized(norm(x))
+    scale_hook, normalized_hook = hooks._modules.get("hook_scale"), hooks._modules.get("hook_normalized")
+    if not (hooked(scale_hook) or hooked(normalized_hook)):
+        return norm(x)
+    if scale_hook is None:  # no one scale (DSTG's two streams): the output is hooked whole
+        return normalized_hook(norm(x))
     dtype, xf = x.dtype, x.float()
     eps = norm.eps if getattr(norm, "eps", None) is not None else torch.finfo(xf.dtype).eps
     if isinstance(norm, torch.nn.LayerNorm):
         xf = xf - xf.mean(-1, keepdim=True)
     scale = scale_hook((xf.pow(2).mean(-1, keepdim=True) + eps).sqrt())
-    out = (xf / scale)
-    weight = getattr(norm, "weight", None)
-    if weight is not None:
-        out = out.to(dtype) * weight if getattr(norm, "style", "") == "llama" else (out * weight.float())
-    if getattr(norm, "bias", None) is not None:
-        out = out + norm.bias
-    return hooks.hook_normalized(out.to(dtype))
-
+    normed = normalized_hook(xf / scale)
+    weight, bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
+    if getattr(norm, "style", "") == "llama":  # interp.layers.RMSNorm: weight * normed cast back first
+        return weight * normed.to(dtype)
+    out = normed * weight.float() if weight is not None else normed
+    out = out + bias.float() if bias is not None else out
+    return out.to(dtype)
 
 TL_GENERATE = {"stop_at_eos", "eos_token_id", "do_sample", "top_k", "top_p", "temperature", "use_past_kv_cache",
                 "prepend_bos", "padding_side", "return_type", "verbose"}

@@ -291,6 +291,8 @@ class NormOutputHooks(NormHooks):
     """DSTG's ``ln1`` / ``ln2``: the AP and semantic parts are normalised apart, so there is no one scale to hook."""
 
     hook_scale = None
+    hook_normalized = Hook("[batch, pos, d_model]", "[AP | semantic], each stream normalised with its own scale and "
+                           "weight: what the next sublayer reads")
 
 
 class SingleStreamBlock(EncoderBlock):

@@ -36,26 +36,40 @@ import torch
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-from interp.attention import StopForward, attend, current_kv_cache
+from interp.attention import StopForward, attend, current_kv_cache, hooked
 from interp.base import CapabilityError, PosLensModel
-from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, MLPHooks, NormHooks
+from interp.tl import AttentionWeights
 
 ATTENTION_NAME = "poslens"
 
 _LAYER: contextvars.ContextVar[nn.Module | None] = contextvars.ContextVar("poslens_hf_layer", default=None)
 
 
-class LayerAttention(AttentionHooks):
-    """The hook points of one layer's attention; ``poslens_attention`` fires them."""
+class LayerAttention(AttentionHooks, AttentionWeights):
+    """The hook points of one layer's attention; ``poslens_attention`` fires them (``hook_result``: a forward hook on
+    the output projection, where it is an ``nn.Linear``)."""
 
     hook_v = Hook("[batch, pos, kv_head, d_head]", "values")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled (soft-capped), masked logits; built only when hooked")
     hook_pattern = Hook("[batch, head, q, k]", "attention probabilities; built only when hooked, query_rows honoured")
     hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before the output projection")
+    hook_result = Hook(RESULT.shape, RESULT.meaning + " (output projections that are an nn.Linear)",
+                       when=lambda attn: attn.linear_parts)
 
-    def __init__(self):
+    def __init__(self, parts: dict | None = None, n_heads: int = 0):
         super().__init__()
         self.calls = 0  # attention calls seen (the loader's probe checks one per layer)
+        self.tl_n_heads = n_heads
+        # transformers' q, k, v, o projections, as the bridge's adapter names them (not registered: they are self.hf's)
+        self.__dict__["parts"] = parts or {}
+        self.linear_parts = all(isinstance(self.parts.get(k), nn.Linear) for k in ("q", "k", "v", "o"))
+
+    def tl_projections(self):
+        if not self.linear_parts:
+            raise AttributeError("this architecture's attention has no separate nn.Linear q, k, v and o projections "
+                                 "(a fused or Conv1D projection): no per-head weight views")
+        return tuple(self.parts[k] for k in ("q", "k", "v", "o"))
 
 
 class PlainAttention(LayerAttention):
@@ -70,7 +84,14 @@ class PlainAttention(LayerAttention):
 
 
 class RotaryAttention(LayerAttention):
-    """transformers rotates inside the layer: attention receives queries and keys already turned."""
+    """transformers rotates inside the layer: attention receives queries and keys already turned. ``hook_q`` /
+    ``hook_k`` fire on the q / k projections' outputs (as TransformerLens' bridge hooks them), before any q / k norm and
+    the rotation, where the adapter names those projections."""
+
+    hook_q = Hook("[batch, pos, head, d_head]", "the q projection's output by head: before any q_norm and the rotation",
+                  when=lambda attn: "q" in attn.parts)
+    hook_k = Hook("[batch, pos, kv_head, d_head]", "the k projection's output by head: before any k_norm and the "
+                  "rotation", when=lambda attn: "k" in attn.parts)
 
     hook_rot_q = Hook("[batch, pos, head, d_head]",
                       "queries after rotation (rotary models: transformers rotates inside its "
@@ -88,15 +109,41 @@ class RotaryAttention(LayerAttention):
             self.hook_positions(pos.to(torch.float32).expand(b, -1)[:, None, :].expand(b, h, n_q))
 
 
+class OutputNormHooks(NormHooks):
+    """A transformers norm module's output (its scale is inside it, out of a hook's reach)."""
+
+    hook_scale = None
+    hook_normalized = Hook("[batch, pos, d_model]", "the output of transformers' norm module, weight included (its "
+                           "x / scale and scale are inside the module)")
+
+    def forward(self, x):
+        return self.norm(x)  # the module's own forward hook fires hook_normalized
+
+
 class Block(BlockHooks):
-    """transformers adds the attention and MLP outputs inside each layer's own forward, out of a hook's reach: a layer
-    offers its input and its output."""
+    """transformers adds the attention and MLP outputs inside each layer's own forward: the hooks fire on the modules
+    the bridge's adapter names (``parts``): ``hook_attn_out`` on the attention's output (after ``ln1_post`` where the
+    architecture has one), ``hook_mlp_out`` on the MLP's (after ``ln2_post``), ``hook_resid_mid`` on the input of
+    ``ln2`` (sequential pre-norm layers), whose edit is also added to what the layer adds after the MLP, so that the
+    residual carries it as in TransformerLens."""
 
-    hook_attn_out = hook_resid_mid = hook_mlp_out = None
+    hook_attn_out = Hook("[batch, pos, d_model]", "attention output added to the residual (after any post-attention "
+                         "norm)", when=lambda block: "attn" in block.parts)
+    hook_resid_mid = Hook("[batch, pos, d_model]", "residual after attention (the input of the pre-MLP norm; layers "
+                          "with one)", when=lambda block: "ln2" in block.parts and "mlp" in block.parts)
+    hook_mlp_out = Hook("[batch, pos, d_model]", "MLP output added to the residual (after any post-MLP norm)",
+                        when=lambda block: "mlp" in block.parts)
 
-    def __init__(self, attention: LayerAttention):
+    def __init__(self, attention: LayerAttention, parts: dict | None = None, mlp_parts: dict | None = None):
         super().__init__()
         self.attn = attention
+        self.__dict__["parts"] = parts or {}  # transformers' modules of this layer (self.hf's, not registered here)
+        self.__dict__["mlp_parts"] = mlp_parts or {}
+        if "out" in self.mlp_parts and ({"gate", "in"} & set(self.mlp_parts)):
+            self.mlp = MLPHooks()
+        for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
+            if key in self.parts:
+                self.add_module(key, OutputNormHooks(self.parts[key]))
 
 
 def _heads_last(hook, x: Tensor) -> Tensor:
@@ -161,6 +208,50 @@ def _fire(hook: HookPoint, _module, _args, output):
     return hook(output)
 
 
+def _fire_hidden(hook: HookPoint, _module, _args, output):
+    return _replace_hidden(output, hook)
+
+
+def _heads_hook(hook: HookPoint, d_head: int, _module, _args, output):
+    """A projection's ``[batch, pos, heads * d_head]`` output through a hook documented per head."""
+    if not hooked(hook):
+        return None
+    return hook(output.view(*output.shape[:-1], -1, d_head)).reshape(output.shape)
+
+
+def _result(attn: LayerAttention, module, args, output):
+    """The output projection of per-head outputs, through ``hook_result`` while it is hooked (their sum + bias)."""
+    if not hooked(attn.hook_result):
+        return None
+    z = args[0]
+    w = module.weight.T.reshape(attn.tl_n_heads, -1, module.weight.shape[0])  # [head, d_head, d_model]
+    result = attn.hook_result(torch.einsum("...hd,hdm->...hm", z.view(*z.shape[:-1], attn.tl_n_heads, -1), w))
+    out = result.sum(-2)
+    return out + module.bias if module.bias is not None else out
+
+
+def _mid(block: Block, _module, args, kwargs):
+    """The pre-MLP norm's input is the residual after attention: ``hook_resid_mid``; an edit is kept for
+    ``_mlp_out``."""
+    x = args[0] if args else kwargs["hidden_states"]
+    y = block.hook_resid_mid(x)
+    if y is x:
+        return None
+    block.__dict__["_mid_edit"] = y - x
+    return ((y,) + tuple(args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": y})
+
+
+def _fire_input(hook: HookPoint, _module, args):
+    y = hook(args[0])
+    return None if y is args[0] else (y,) + tuple(args[1:])
+
+
+def _mlp_out(block: Block, _module, _args, output):
+    out = _replace_hidden(output, block.hook_mlp_out)
+    edit = block.__dict__.pop("_mid_edit", None)
+    return out if edit is None else _replace_hidden(out, lambda t: t + edit)
+
+
 def _enter(block: Block, _module, args, kwargs):
     """A layer starts: its hook points are the ones attention fires, and its input passes ``hook_resid_pre``."""
     block._token = _LAYER.set(block)
@@ -195,6 +286,7 @@ class HFModel(PosLensModel):
     def __init__(self, hf_model: nn.Module, structure: dict, tokenizer=None):
         super().__init__()
         cfg = hf_model.config
+        self.cfg = cfg  # model.cfg: TransformerLens' fields over it (interp.tl.TLConfig)
         self.hf = hf_model
         self.structure = {k: v for k, v in structure.items() if not isinstance(v, nn.Module)}
         self.architecture = type(hf_model).__name__
@@ -216,8 +308,29 @@ class HFModel(PosLensModel):
         # keys each layer's queries may see (None: every earlier key), as transformers' masks apply them
         self.attention_windows = tuple(window if t == "sliding_attention" else None for t in self.layer_types)
         attention = RotaryAttention if self.rotary else PlainAttention
-        self.blocks = nn.ModuleList([Block(attention()) for _ in layers])
+        part_names, attn_names = structure.get("parts", {}), structure.get("attn_parts", {})
+        mlp_names = structure.get("mlp_parts", {})
+
+        def parts(layer, names):
+            found = {}
+            for key, name in names.items():
+                try:
+                    found[key] = layer.get_submodule(name)
+                except AttributeError:
+                    continue
+            return found
+
+        self.d_head = int(getattr(cfg, "head_dim", None) or self.d_model // self.n_heads)
+        self.blocks = nn.ModuleList()
+        for layer in layers:
+            block_parts = parts(layer, part_names)
+            attn_parts = parts(block_parts["attn"], attn_names) if "attn" in block_parts else {}
+            mlp_parts = parts(block_parts["mlp"], mlp_names) if "mlp" in block_parts else {}
+            self.blocks.append(Block(attention(attn_parts, self.n_heads), block_parts, mlp_parts))
         self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
+        final = structure.get("ln_final")
+        if isinstance(final, nn.Module):
+            self.ln_final = OutputNormHooks(final)
         self.capabilities = frozenset()
         # each layer's RotarySpec, found by the loader (Capability.ROTARY)
         self.rotary_specs: list = [None] * self.n_layers
@@ -230,6 +343,58 @@ class HFModel(PosLensModel):
         for layer, block in zip(layers, self.blocks):
             layer.register_forward_pre_hook(functools.partial(_enter, block), with_kwargs=True)
             layer.register_forward_hook(functools.partial(_leave, block))
+            self._hook_parts(block)
+        if "ln_final" in self._modules:
+            final.register_forward_hook(functools.partial(_fire, self.ln_final.hook_normalized))
+
+    def _hook_parts(self, block: Block) -> None:
+        """The forward hooks on transformers' modules of one layer that fire its TransformerLens-named hooks."""
+        p, attn = block.parts, block.attn
+        for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
+            if key in p:
+                p[key].register_forward_hook(functools.partial(_fire, block._modules[key].hook_normalized))
+        if "attn" in p:
+            p["ln1_post" if "ln1_post" in p else "attn"].register_forward_hook(
+                functools.partial(_fire_hidden, block.hook_attn_out))
+        if "hook_resid_mid" in block._modules:
+            p["ln2"].register_forward_pre_hook(functools.partial(_mid, block), with_kwargs=True)
+        if "mlp" in p:
+            p["ln2_post" if "ln2_post" in p else "mlp"].register_forward_hook(functools.partial(_mlp_out, block))
+        if "mlp" in block._modules:
+            m = block.mlp_parts
+            m["gate" if "gate" in m else "in"].register_forward_hook(functools.partial(_fire, block.mlp.hook_pre))
+            m["out"].register_forward_pre_hook(functools.partial(_fire_input, block.mlp.hook_post))
+        if isinstance(attn, RotaryAttention):
+            for key in ("q", "k"):
+                if key in attn.parts:
+                    attn.parts[key].register_forward_hook(
+                        functools.partial(_heads_hook, attn._modules[f"hook_{key}"], self.d_head))
+        if attn.linear_parts:
+            attn.parts["o"].register_forward_hook(functools.partial(_result, attn))
+
+    def tl_config(self) -> dict:
+        tl = {k: v for k, v in self.structure.get("tl", {}).items() if v is not None}
+        cfg = self.hf.config
+        d_mlp = getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None)
+        return {"d_head": self.d_head, "n_key_value_heads": int(getattr(cfg, "num_key_value_heads", None)
+                                                                  or self.n_heads),
+                "act_fn": getattr(cfg, "hidden_act", None) or getattr(cfg, "activation_function", None),
+                **({"d_mlp": int(d_mlp)} if d_mlp else {}), **tl, "original_architecture": self.architecture}
+
+    @property
+    def W_U(self) -> Tensor:
+        if not self.has_output_head:
+            return super().W_U
+        return self._head_module().weight.T
+
+    @property
+    def b_U(self) -> Tensor:
+        bias = getattr(self._head_module(), "bias", None) if self.has_output_head else None
+        return bias if bias is not None else super().b_U
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.hf.get_input_embeddings().weight
 
     def describe(self) -> str:
         kind = {"causal": "causal LM", "masked": "masked LM", None: "no LM head"}[self.head]
