@@ -289,6 +289,16 @@ def normalize(hooks, norm, x: torch.Tensor) -> torch.Tensor:
     out = out + bias.float() if bias is not None else out
     return out.to(dtype)
 
+TL_HOOKS = (  # the TransformerLens hooks a script written for one model reads, in forward order: the README's matrix
+    "hook_embed", "hook_pos_embed", "blocks.{l}.hook_resid_pre", "blocks.{l}.ln1.hook_scale",
+    "blocks.{l}.ln1.hook_normalized", "blocks.{l}.attn.hook_q", "blocks.{l}.attn.hook_k", "blocks.{l}.attn.hook_v",
+    "blocks.{l}.attn.hook_rot_q", "blocks.{l}.attn.hook_rot_k", "blocks.{l}.attn.hook_attn_scores",
+    "blocks.{l}.attn.hook_pattern", "blocks.{l}.attn.hook_z", "blocks.{l}.attn.hook_result",
+    "blocks.{l}.hook_attn_out", "blocks.{l}.hook_resid_mid", "blocks.{l}.ln2.hook_scale",
+    "blocks.{l}.ln2.hook_normalized", "blocks.{l}.mlp.hook_pre", "blocks.{l}.mlp.hook_post",
+    "blocks.{l}.hook_mlp_out", "blocks.{l}.hook_resid_post", "ln_final.hook_scale", "ln_final.hook_normalized",
+)
+
 TL_GENERATE = {"stop_at_eos", "eos_token_id", "do_sample", "top_k", "top_p", "temperature", "use_past_kv_cache",
                 "prepend_bos", "padding_side", "return_type", "verbose"}
 
@@ -324,6 +334,17 @@ class TLSurface:
             fields["final_rms"] = True
         self.__dict__["original_cfg"] = original
         self.__dict__["cfg"] = TLConfig(original, **fields)
+
+    def tl_absent(self) -> dict[str, str]:
+        """Why each hook of ``TL_HOOKS`` this model lacks is absent (the README's matrix): the shared reasons here, a
+        family's own in its override."""
+        reasons = {}
+        if getattr(self, "rotation", None) is None or not any(
+                f"blocks.{l}.attn.hook_rot_q" in self.hook_dict for l in range(self.n_layers)):
+            reasons["blocks.{l}.attn.hook_rot_q"] = reasons["blocks.{l}.attn.hook_rot_k"] = "no rotary positions"
+        if "hook_pos_embed" not in self.hook_dict:
+            reasons["hook_pos_embed"] = "no learned position table added to the embeddings"
+        return reasons
 
     # -- hook names: an unknown name or an empty filter is an error ---------------------------------------------------
     def _enable_hook(self, name, hook, dir="fwd"):

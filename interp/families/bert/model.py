@@ -124,6 +124,10 @@ class BertEncoder(PosLensModel):
     def W_pos(self) -> Tensor:
         return self.position_embeddings.weight
 
+    def tl_absent(self) -> dict[str, str]:
+        final = "post-LN: no final norm (each layer's ln2 is the last thing it does)"
+        return {**super().tl_absent(), "ln_final.hook_scale": final, "ln_final.hook_normalized": final}
+
     def describe(self) -> str:
         return f"bert family, learned absolute positions, {self.n_layers} layers x {self.d_model}"
 

@@ -347,6 +347,8 @@ class EncoderModel(PosLensModel):
         Hook("[batch, pos, hidden_size]", "token embeddings (encoder.weight rows): the semantic stream's input",
              when=lambda model: model.disentangled),
         Hook("[batch, pos, hidden_size]", "token embeddings (encoder.weight rows), before any positions are added"))
+    hook_embed = Hook("[batch, pos, hidden_size]", "token embeddings under TransformerLens' name: hook_embed_sem's "
+                      "tensor, after it (one stream)", when=lambda model: not model.disentangled)
     hook_embed_ap = Hook("[batch, pos, pos_size]", "AP embeddings, rows offset+1..offset+n of positional_embedding",
                          when=lambda model: model.disentangled)
     hook_pos_embed = Hook("[batch, pos, hidden_size]",
@@ -432,6 +434,21 @@ class EncoderModel(PosLensModel):
     def W_E(self) -> Tensor:
         return self.encoder.weight
 
+    def tl_absent(self) -> dict[str, str]:
+        out = super().tl_absent()
+        if self.disentangled:
+            out["hook_embed"] = "DSTG: the token embeddings are one of two streams, hook_embed_sem (beside " \
+                                "hook_embed_ap)"
+            two = "DSTG: two streams, hooked apart: blocks.{l}.attn.hook_{q,k,v,z}_ap and _sem"
+            out.update({f"blocks.{{l}}.attn.hook_{n}": two for n in "qkvz"})
+            out["blocks.{l}.attn.hook_result"] = "DSTG: two value streams with two output projections (wo_pos, wo_sem)"
+            out.update({f"blocks.{{l}}.ln{i}.hook_scale": "DSTG: the AP and semantic parts are normalised apart, "
+                                                         "with two scales" for i in (1, 2)})
+            out.update({f"ln_final.hook_{h}": "DSTG: two final norms, hook_final_ap and hook_final_sem"
+                        for h in ("scale", "normalized")})
+            out["hook_pos_embed"] = "DSTG: the AP rows are their own stream, hook_embed_ap (not added)"
+        return out
+
     @property
     def W_U(self) -> Tensor:
         if self.decoder is None:
@@ -484,9 +501,9 @@ class EncoderModel(PosLensModel):
             x = torch.cat([ap, self.hook_embed_sem(self.encoder(tokens))], dim=-1)
         elif self.added_positions:
             rows = self.hook_pos_embed(self.positional_embedding(positions + 1))
-            x = self.hook_embed_sem(self.encoder(tokens)) + rows
+            x = self.hook_embed(self.hook_embed_sem(self.encoder(tokens))) + rows
         else:
-            x = self.hook_embed_sem(self.encoder(tokens))
+            x = self.hook_embed(self.hook_embed_sem(self.encoder(tokens)))
         rp = None if self.cfg.rp_per_layer else relative_logits(self.cfg, n, self.relative_pos_bias,
                                                                 self.cls_sep_override, x)
         rope_positions = positions.float() if self.rotary else None

@@ -162,7 +162,8 @@ def structure(hf_model, hf_config, architecture: str) -> dict:
     mlp_parts = {key: part.name for key, part in (getattr(mlp, "submodules", None) or {}).items()
                  if key in ("gate", "in", "out")}
     tl = {key: getattr(bridge_config, key, None)
-          for key in ("normalization_type", "positional_embedding_type", "gated_mlp", "act_fn", "d_mlp", "final_rms")}
+          for key in ("normalization_type", "positional_embedding_type", "gated_mlp", "act_fn", "d_mlp", "final_rms",
+                      "rmsnorm_uses_offset")}
     return dict(
         architecture=architecture, layers=layers, parts=parts, attn_parts=attn_parts, mlp_parts=mlp_parts, tl=tl,
         ln_final=_module(hf_model, name("ln_final")),

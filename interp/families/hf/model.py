@@ -110,14 +110,45 @@ class RotaryAttention(LayerAttention):
 
 
 class OutputNormHooks(NormHooks):
-    """A transformers norm module's output (its scale is inside it, out of a hook's reach)."""
+    """TransformerLens' norm hooks around a transformers norm module (a forward hook on it, ``_fire_norm``): its
+    ``x / scale`` recomputed from its input while hooked, an edit added to its output through its weight."""
 
-    hook_scale = None
-    hook_normalized = Hook("[batch, pos, d_model]", "the output of transformers' norm module, weight included (its "
-                           "x / scale and scale are inside the module)")
+    hook_scale = None  # inside transformers' module
+    hook_normalized = Hook("[batch, pos, d_model]", "x / scale (centred x for LayerNorm), before the norm's weight: "
+                           "recomputed from the norm's input only while hooked; an edit d changes the norm's output "
+                           "by d * weight (1 + weight for Gemma's norms)")
+
+    def __init__(self, norm, centred: bool = False, offset: bool = False):
+        super().__init__(norm)
+        self.centred, self.offset = centred, offset
 
     def forward(self, x):
         return self.norm(x)  # the module's own forward hook fires hook_normalized
+
+
+def norm_eps(module) -> float | None:
+    """A transformers norm module's epsilon, under the names its classes give it."""
+    for name in ("eps", "variance_epsilon", "epsilon", "layer_norm_eps"):
+        value = getattr(module, name, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def _fire_norm(hooks: OutputNormHooks, module, args, output):
+    hook = hooks.hook_normalized
+    if not hooked(hook) or not isinstance(output, Tensor):
+        return None
+    x = args[0].float()
+    if hooks.centred:
+        x = x - x.mean(-1, keepdim=True)
+    normed = x / (x.pow(2).mean(-1, keepdim=True) + norm_eps(module)).sqrt()
+    edited = hook(normed)
+    if edited is normed:
+        return None
+    weight = getattr(module, "weight", None)
+    gain = 1.0 if weight is None else (1.0 + weight.float() if hooks.offset else weight.float())
+    return (output.float() + (edited - normed) * gain).to(output.dtype)
 
 
 class Block(BlockHooks):
@@ -134,7 +165,8 @@ class Block(BlockHooks):
     hook_mlp_out = Hook("[batch, pos, d_model]", "MLP output added to the residual (after any post-MLP norm)",
                         when=lambda block: "mlp" in block.parts)
 
-    def __init__(self, attention: LayerAttention, parts: dict | None = None, mlp_parts: dict | None = None):
+    def __init__(self, attention: LayerAttention, parts: dict | None = None, mlp_parts: dict | None = None,
+                 norm_kind: tuple[bool, bool] = (False, False)):
         super().__init__()
         self.attn = attention
         self.__dict__["parts"] = parts or {}  # transformers' modules of this layer (self.hf's, not registered here)
@@ -142,8 +174,8 @@ class Block(BlockHooks):
         if "out" in self.mlp_parts and ({"gate", "in"} & set(self.mlp_parts)):
             self.mlp = MLPHooks()
         for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
-            if key in self.parts:
-                self.add_module(key, OutputNormHooks(self.parts[key]))
+            if key in self.parts and norm_eps(self.parts[key]) is not None:
+                self.add_module(key, OutputNormHooks(self.parts[key], *norm_kind))
 
 
 def _heads_last(hook, x: Tensor) -> Tensor:
@@ -321,16 +353,18 @@ class HFModel(PosLensModel):
             return found
 
         self.d_head = int(getattr(cfg, "head_dim", None) or self.d_model // self.n_heads)
+        tl = structure.get("tl", {})
+        norm_kind = (tl.get("normalization_type") == "LN", bool(tl.get("rmsnorm_uses_offset")))  # centred, 1 + w
         self.blocks = nn.ModuleList()
         for layer in layers:
             block_parts = parts(layer, part_names)
             attn_parts = parts(block_parts["attn"], attn_names) if "attn" in block_parts else {}
             mlp_parts = parts(block_parts["mlp"], mlp_names) if "mlp" in block_parts else {}
-            self.blocks.append(Block(attention(attn_parts, self.n_heads), block_parts, mlp_parts))
+            self.blocks.append(Block(attention(attn_parts, self.n_heads), block_parts, mlp_parts, norm_kind))
         self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
         final = structure.get("ln_final")
-        if isinstance(final, nn.Module):
-            self.ln_final = OutputNormHooks(final)
+        if isinstance(final, nn.Module) and norm_eps(final) is not None:
+            self.ln_final = OutputNormHooks(final, *norm_kind)
         self.capabilities = frozenset()
         # each layer's RotarySpec, found by the loader (Capability.ROTARY)
         self.rotary_specs: list = [None] * self.n_layers
@@ -345,14 +379,14 @@ class HFModel(PosLensModel):
             layer.register_forward_hook(functools.partial(_leave, block))
             self._hook_parts(block)
         if "ln_final" in self._modules:
-            final.register_forward_hook(functools.partial(_fire, self.ln_final.hook_normalized))
+            final.register_forward_hook(functools.partial(_fire_norm, self.ln_final))
 
     def _hook_parts(self, block: Block) -> None:
         """The forward hooks on transformers' modules of one layer that fire its TransformerLens-named hooks."""
         p, attn = block.parts, block.attn
         for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
-            if key in p:
-                p[key].register_forward_hook(functools.partial(_fire, block._modules[key].hook_normalized))
+            if key in block._modules:
+                p[key].register_forward_hook(functools.partial(_fire_norm, block._modules[key]))
         if "attn" in p:
             p["ln1_post" if "ln1_post" in p else "attn"].register_forward_hook(
                 functools.partial(_fire_hidden, block.hook_attn_out))
@@ -395,6 +429,25 @@ class HFModel(PosLensModel):
     @property
     def W_E(self) -> Tensor:
         return self.hf.get_input_embeddings().weight
+
+    def tl_absent(self) -> dict[str, str]:
+        inside = "inside transformers' norm module (hook_normalized is recomputed from its input)"
+        out = {**super().tl_absent(), **{f"blocks.{{l}}.ln{i}.hook_scale": inside for i in (1, 2)},
+               "ln_final.hook_scale": inside}
+        names = {"ln1": "no pre-attention norm named by the bridge's adapter",
+                 "ln2": "no pre-MLP norm named by the bridge's adapter (parallel or post-norm layers)"}
+        for key, why in names.items():
+            if not any(key in b._modules for b in self.blocks):
+                out[f"blocks.{{l}}.{key}.hook_normalized"] = why
+        if not any(b.attn.linear_parts for b in self.blocks):
+            out["blocks.{l}.attn.hook_result"] = "the output projection is not an nn.Linear (fused / Conv1D)"
+        if "ln2" not in self.blocks[0].parts:
+            out["blocks.{l}.hook_resid_mid"] = "no pre-MLP norm whose input is the residual after attention"
+        if self.rotary and "q" not in self.blocks[0].attn.parts:
+            out["blocks.{l}.attn.hook_q"] = out["blocks.{l}.attn.hook_k"] = ("transformers rotates inside the "
+                                                                          "layer and the adapter names no q / k "
+                                                                          "projection: hook_rot_q / hook_rot_k")
+        return out
 
     def describe(self) -> str:
         kind = {"causal": "causal LM", "masked": "masked LM", None: "no LM head"}[self.head]

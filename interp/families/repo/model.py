@@ -245,6 +245,11 @@ class RepoTransformer(PosLensModel):
     def W_E(self) -> Tensor:
         return self.embed_tokens.weight
 
+    def tl_absent(self) -> dict[str, str]:
+        post = "post-norm (OLMo-2): the norms act on the sublayers' outputs, hooked as blocks.{l}.ln1_post / ln2_post"
+        return {**super().tl_absent(), **{f"blocks.{{l}}.ln{i}.hook_{h}": post for i in (1, 2)
+                                          for h in ("scale", "normalized")}}
+
     def rotation(self, layer: int) -> rope.RotarySpec | None:
         """RoPE and RePo layers turn dim i with i + d/2 (by integer positions or by z); NoPE layers do not rotate."""
         if self.cfg.mode_of(layer) == "nope":

@@ -220,7 +220,7 @@ def test_padded_or_ragged_input_is_refused_with_the_reason():
 
 
 HOOK_SHAPES = {  # b=2, n=7, hidden 24, pos 8, heads 4, d_qk 8, d_head 6
-    "hook_embed_sem": (2, 7, 24), "hook_embed_ap": (2, 7, 8), "hook_pos_embed": (2, 7, 24),
+    "hook_embed_sem": (2, 7, 24), "hook_embed": (2, 7, 24), "hook_embed_ap": (2, 7, 8), "hook_pos_embed": (2, 7, 24),
     "blocks.1.hook_resid_pre": None, "blocks.1.hook_attn_in": None, "blocks.1.hook_attn_out": None,
     "blocks.1.hook_resid_mid": None, "blocks.1.hook_mlp_in": None, "blocks.1.hook_mlp_out": None,
     "blocks.1.hook_resid_post": None, "blocks.1.hook_resid_ap": (2, 7, 8), "blocks.1.hook_resid_sem": (2, 7, 24),
@@ -242,8 +242,8 @@ HOOK_SHAPES = {  # b=2, n=7, hidden 24, pos 8, heads 4, d_qk 8, d_head 6
     "blocks.1.attn.hook_result": (2, 7, 4, 24), "ln_final.hook_scale": (2, 7, 1),
     "ln_final.hook_normalized": (2, 7, 24),
 }
-SINGLE = {"blocks.1.ln1.hook_scale", "blocks.1.ln2.hook_scale", "blocks.1.attn.hook_result", "ln_final.hook_scale",
-          "ln_final.hook_normalized"}  # one stream: one norm scale, one output projection per head
+SINGLE = {"hook_embed", "blocks.1.ln1.hook_scale", "blocks.1.ln2.hook_scale", "blocks.1.attn.hook_result",
+          "ln_final.hook_scale", "ln_final.hook_normalized"}  # one stream: one scale, one wo
 PRESENT = {
     "disentangled": {"hook_embed_sem", "hook_embed_ap", "hook_final_ap", "hook_final_sem", "blocks.1.hook_resid_ap",
                      "blocks.1.hook_resid_sem"} | {f"blocks.1.attn.hook_{n}" for n in
