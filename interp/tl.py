@@ -28,22 +28,25 @@ TL_FIELDS = ("n_layers", "n_heads", "n_key_value_heads", "d_model", "d_head", "d
 
 class TLConfig:
     """TransformerLens' config fields (``TL_FIELDS``) over the family's own config: any other attribute is the
-    original's (read and written through), so family code and ``dataclasses.asdict(model.cfg)`` see what they saw."""
+    original's (read and written through), and so is a TL name the original already has (its value is the family's),
+    so family code, checkpoints and ``dataclasses.asdict(model.cfg)`` see what they saw."""
 
     def __init__(self, original, **fields):
         object.__setattr__(self, "original", original)
         object.__setattr__(self, "tl", {k: fields.get(k) for k in TL_FIELDS})
 
+    def _own(self, name: str) -> bool:
+        return name in self.__dict__.get("tl", {}) and not hasattr(self.__dict__.get("original"), name)
+
     def __getattr__(self, name):
         if name.startswith("__") or name in ("original", "tl"):
             raise AttributeError(name)
-        tl = self.__dict__.get("tl", {})
-        if name in tl:
-            return tl[name]
+        if self._own(name):
+            return self.__dict__["tl"][name]
         return getattr(self.__dict__["original"], name)
 
     def __setattr__(self, name, value):
-        if name in self.tl:
+        if self._own(name):
             self.tl[name] = value
         else:
             setattr(self.original, name, value)
@@ -138,7 +141,7 @@ class Cache(ActivationCache):
         try:
             return super().__getitem__(key)
         except KeyError:
-            from transformer_lens import utils
+            import transformer_lens.utilities as utils
 
             name = key if isinstance(key, str) else None
             if name is None:

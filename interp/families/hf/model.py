@@ -110,20 +110,22 @@ class RotaryAttention(LayerAttention):
 
 
 class OutputNormHooks(NormHooks):
-    """TransformerLens' norm hooks around a transformers norm module (a forward hook on it, ``_fire_norm``): its
-    ``x / scale`` recomputed from its input while hooked, an edit added to its output through its weight."""
+    """TransformerLens' norm hooks around a transformers norm module (a forward hook on it, ``_fire_norm``): its scale
+    and ``x / scale`` recomputed from its input while hooked, an edit of either added to its output through its
+    weight."""
 
-    hook_scale = None  # inside transformers' module
-    hook_normalized = Hook("[batch, pos, d_model]", "x / scale (centred x for LayerNorm), before the norm's weight: "
-                           "recomputed from the norm's input only while hooked; an edit d changes the norm's output "
-                           "by d * weight (1 + weight for Gemma's norms)")
+    hook_scale = Hook("[batch, pos, 1]", "the norm's divisor sqrt(mean(x^2) + eps) (of the centred x for LayerNorm), "
+                      "recomputed from the norm's input while hooked")
+    hook_normalized = Hook("[batch, pos, d_model]", "x / scale, before the norm's weight: recomputed from the norm's "
+                           "input only while this or hook_scale is hooked; an edit d changes the norm's output by "
+                           "d * weight (1 + weight for Gemma's norms)")
 
     def __init__(self, norm, centred: bool = False, offset: bool = False):
         super().__init__(norm)
         self.centred, self.offset = centred, offset
 
     def forward(self, x):
-        return self.norm(x)  # the module's own forward hook fires hook_normalized
+        return self.norm(x)  # the module's own forward hook fires the hooks
 
 
 def norm_eps(module) -> float | None:
@@ -136,15 +138,15 @@ def norm_eps(module) -> float | None:
 
 
 def _fire_norm(hooks: OutputNormHooks, module, args, output):
-    hook = hooks.hook_normalized
-    if not hooked(hook) or not isinstance(output, Tensor):
+    if not (hooked(hooks.hook_scale) or hooked(hooks.hook_normalized)) or not isinstance(output, Tensor):
         return None
     x = args[0].float()
     if hooks.centred:
         x = x - x.mean(-1, keepdim=True)
-    normed = x / (x.pow(2).mean(-1, keepdim=True) + norm_eps(module)).sqrt()
-    edited = hook(normed)
-    if edited is normed:
+    scale = (x.pow(2).mean(-1, keepdim=True) + norm_eps(module)).sqrt()
+    normed = x / scale
+    edited = hooks.hook_normalized(x / hooks.hook_scale(scale))
+    if edited is normed or torch.equal(edited, normed):
         return None
     weight = getattr(module, "weight", None)
     gain = 1.0 if weight is None else (1.0 + weight.float() if hooks.offset else weight.float())
@@ -431,14 +433,12 @@ class HFModel(PosLensModel):
         return self.hf.get_input_embeddings().weight
 
     def tl_absent(self) -> dict[str, str]:
-        inside = "inside transformers' norm module (hook_normalized is recomputed from its input)"
-        out = {**super().tl_absent(), **{f"blocks.{{l}}.ln{i}.hook_scale": inside for i in (1, 2)},
-               "ln_final.hook_scale": inside}
+        out = super().tl_absent()
         names = {"ln1": "no pre-attention norm named by the bridge's adapter",
                  "ln2": "no pre-MLP norm named by the bridge's adapter (parallel or post-norm layers)"}
         for key, why in names.items():
             if not any(key in b._modules for b in self.blocks):
-                out[f"blocks.{{l}}.{key}.hook_normalized"] = why
+                out[f"blocks.{{l}}.{key}.hook_normalized"] = out[f"blocks.{{l}}.{key}.hook_scale"] = why
         if not any(b.attn.linear_parts for b in self.blocks):
             out["blocks.{l}.attn.hook_result"] = "the output projection is not an nn.Linear (fused / Conv1D)"
         if "ln2" not in self.blocks[0].parts:
