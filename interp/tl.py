@@ -180,17 +180,12 @@ class Cache(ActivationCache):
     __hash__ = None
 
 
-def _kv_to_heads(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """``[kv_head, ...]`` -> ``[head, ...]``: each key / value head repeated for the query heads that share it, as
-    TransformerLens' grouped-query attention reports ``W_K`` / ``W_V``."""
-    return w if w.shape[0] == n_heads else w.repeat_interleave(n_heads // w.shape[0], dim=0)
-
-
 class AttentionWeights:
     """TransformerLens' per-head weight views on an attention module whose class says where its projections are
     (``tl_projections()``: the q, k, v and o ``nn.Linear``s, nn.Linear layout; None where the architecture has none).
-    ``W_Q`` / ``W_K`` / ``W_V`` ``[head, d_model, d_head]``, ``W_O`` ``[head, d_head, d_model]``, ``b_Q`` / ``b_K`` /
-    ``b_V`` ``[head, d_head]``, ``b_O`` ``[d_model]``: views of the weights in use (edit the modules, not these)."""
+    ``W_Q`` ``[head, d_model, d_head]``, ``W_K`` / ``W_V`` ``[kv_head, d_model, d_head]`` (grouped-query heads, as
+    TransformerLens' bridge gives them), ``W_O`` ``[head, d_head, d_model]``, ``b_Q`` ``[head, d_head]``, ``b_K`` /
+    ``b_V`` ``[kv_head, d_head]``, ``b_O`` ``[d_model]``: views of the weights in use (edit the modules, not these)."""
 
     def tl_projections(self):
         raise NotImplementedError
@@ -211,12 +206,12 @@ class AttentionWeights:
     @property
     def W_K(self) -> torch.Tensor:
         h, kv = self._heads()
-        return _kv_to_heads(self._split(self.tl_projections()[1], kv), h)
+        return self._split(self.tl_projections()[1], kv)
 
     @property
     def W_V(self) -> torch.Tensor:
         h, kv = self._heads()
-        return _kv_to_heads(self._split(self.tl_projections()[2], kv), h)
+        return self._split(self.tl_projections()[2], kv)
 
     @property
     def W_O(self) -> torch.Tensor:
@@ -237,12 +232,12 @@ class AttentionWeights:
     @property
     def b_K(self) -> torch.Tensor:
         h, kv = self._heads()
-        return _kv_to_heads(self._bias(1, kv), h)
+        return self._bias(1, kv)
 
     @property
     def b_V(self) -> torch.Tensor:
         h, kv = self._heads()
-        return _kv_to_heads(self._bias(2, kv), h)
+        return self._bias(2, kv)
 
     @property
     def b_O(self) -> torch.Tensor:
@@ -510,8 +505,15 @@ class TLSurface:
                                               device=tokens.device).reshape(len(new), width)], dim=1)
         if return_type == "tokens" or (return_type == "input" and not text_in):
             return out
-        texts = self.to_string(out)
+        texts = [self._decode_text(row) for row in out.tolist()]  # special tokens left out, as TransformerLens does
         return texts[0] if isinstance(input, str) else texts
+
+    def _decode_text(self, ids: list[int]) -> str:
+        tok = getattr(self.tokenizer, "tok", None)
+        if tok is not None and hasattr(tok, "convert_ids_to_tokens"):
+            return tok.decode(ids, skip_special_tokens=True)
+        special = {getattr(self.tokenizer, n, None) for n in ("bos_id", "eos_id", "cls_id", "sep_id", "pad_id")}
+        return self.tokenizer.decode([i for i in ids if i not in special])
 
     @torch.no_grad()
     def _sample(self, tokens, max_new_tokens, stops, temperature, top_k, top_p) -> list[list[int]]:
@@ -548,12 +550,12 @@ class TLSurface:
         return torch.stack([getattr(a, name) for a in attns])
 
     W_Q = property(lambda self: self._stacked("W_Q"), doc="``[layer, head, d_model, d_head]``")
-    W_K = property(lambda self: self._stacked("W_K"), doc="``[layer, head, d_model, d_head]``")
-    W_V = property(lambda self: self._stacked("W_V"), doc="``[layer, head, d_model, d_head]``")
+    W_K = property(lambda self: self._stacked("W_K"), doc="``[layer, kv_head, d_model, d_head]``")
+    W_V = property(lambda self: self._stacked("W_V"), doc="``[layer, kv_head, d_model, d_head]``")
     W_O = property(lambda self: self._stacked("W_O"), doc="``[layer, head, d_head, d_model]``")
     b_Q = property(lambda self: self._stacked("b_Q"), doc="``[layer, head, d_head]``")
-    b_K = property(lambda self: self._stacked("b_K"), doc="``[layer, head, d_head]``")
-    b_V = property(lambda self: self._stacked("b_V"), doc="``[layer, head, d_head]``")
+    b_K = property(lambda self: self._stacked("b_K"), doc="``[layer, kv_head, d_head]``")
+    b_V = property(lambda self: self._stacked("b_V"), doc="``[layer, kv_head, d_head]``")
     b_O = property(lambda self: self._stacked("b_O"), doc="``[layer, d_model]``")
 
     @property

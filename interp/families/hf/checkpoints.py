@@ -157,7 +157,7 @@ def structure(hf_model, hf_config, architecture: str) -> dict:
              if key in ("ln1", "ln1_post", "ln2", "ln2_post", "attn", "mlp")}
     attn = (getattr(blocks, "submodules", None) or {}).get("attn")
     attn_parts = {key: part.name for key, part in (getattr(attn, "submodules", None) or {}).items()
-                  if key in ("q", "k", "v", "o")}
+                  if key in ("q", "k", "v", "o", "qkv")}
     mlp = (getattr(blocks, "submodules", None) or {}).get("mlp")
     mlp_parts = {key: part.name for key, part in (getattr(mlp, "submodules", None) or {}).items()
                  if key in ("gate", "in", "out")}

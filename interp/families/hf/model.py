@@ -31,6 +31,7 @@ import contextvars
 import functools
 import inspect
 import math
+from types import SimpleNamespace
 
 import torch
 from torch import Tensor, nn
@@ -54,7 +55,7 @@ class LayerAttention(AttentionHooks, AttentionWeights):
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled (soft-capped), masked logits; built only when hooked")
     hook_pattern = Hook("[batch, head, q, k]", "attention probabilities; built only when hooked, query_rows honoured")
     hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before the output projection")
-    hook_result = Hook(RESULT.shape, RESULT.meaning + " (output projections that are an nn.Linear)",
+    hook_result = Hook(RESULT.shape, RESULT.meaning + " (an output projection that is an nn.Linear or a Conv1D)",
                        when=lambda attn: attn.linear_parts)
 
     def __init__(self, parts: dict | None = None, n_heads: int = 0):
@@ -63,13 +64,31 @@ class LayerAttention(AttentionHooks, AttentionWeights):
         self.tl_n_heads = n_heads
         # transformers' q, k, v, o projections, as the bridge's adapter names them (not registered: they are self.hf's)
         self.__dict__["parts"] = parts or {}
-        self.linear_parts = all(isinstance(self.parts.get(k), nn.Linear) for k in ("q", "k", "v", "o"))
+        names = ("q", "k", "v", "o") if "qkv" not in self.parts else ("qkv", "o")
+        self.linear_parts = all(linear_view(self.parts.get(k)) is not None for k in names)
 
     def tl_projections(self):
+        """The q, k, v and o projections as ``nn.Linear``-like views (GPT-2's fused Conv1D ``c_attn`` split in
+        three)."""
         if not self.linear_parts:
-            raise AttributeError("this architecture's attention has no separate nn.Linear q, k, v and o projections "
-                                 "(a fused or Conv1D projection): no per-head weight views")
-        return tuple(self.parts[k] for k in ("q", "k", "v", "o"))
+            raise AttributeError("this architecture's attention has no q, k, v and o projections poslens can read as "
+                                 "linear maps: no per-head weight views")
+        if "qkv" in self.parts:
+            fused = linear_view(self.parts["qkv"])
+            bias = fused.bias.chunk(3) if fused.bias is not None else (None,) * 3
+            q, k, v = (SimpleNamespace(weight=w, bias=b) for w, b in zip(fused.weight.chunk(3), bias))
+            return q, k, v, linear_view(self.parts["o"])
+        return tuple(linear_view(self.parts[k]) for k in ("q", "k", "v", "o"))
+
+
+def linear_view(module):
+    """``module`` as an ``nn.Linear``-like object (``weight [out, in]``, ``bias``): itself, a transposed view of a
+    transformers ``Conv1D`` (GPT-2), or None."""
+    if isinstance(module, nn.Linear):
+        return module
+    if type(module).__name__ == "Conv1D":
+        return SimpleNamespace(weight=module.weight.T, bias=module.bias)
+    return None
 
 
 class PlainAttention(LayerAttention):
@@ -257,11 +276,11 @@ def _result(attn: LayerAttention, module, args, output):
     """The output projection of per-head outputs, through ``hook_result`` while it is hooked (their sum + bias)."""
     if not hooked(attn.hook_result):
         return None
-    z = args[0]
-    w = module.weight.T.reshape(attn.tl_n_heads, -1, module.weight.shape[0])  # [head, d_head, d_model]
+    z, linear = args[0], linear_view(module)
+    w = linear.weight.T.reshape(attn.tl_n_heads, -1, linear.weight.shape[0])  # [head, d_head, d_model]
     result = attn.hook_result(torch.einsum("...hd,hdm->...hm", z.view(*z.shape[:-1], attn.tl_n_heads, -1), w))
     out = result.sum(-2)
-    return out + module.bias if module.bias is not None else out
+    return out + linear.bias if linear.bias is not None else out
 
 
 def _mid(block: Block, _module, args, kwargs):
@@ -440,7 +459,7 @@ class HFModel(PosLensModel):
             if not any(key in b._modules for b in self.blocks):
                 out[f"blocks.{{l}}.{key}.hook_normalized"] = out[f"blocks.{{l}}.{key}.hook_scale"] = why
         if not any(b.attn.linear_parts for b in self.blocks):
-            out["blocks.{l}.attn.hook_result"] = "the output projection is not an nn.Linear (fused / Conv1D)"
+            out["blocks.{l}.attn.hook_result"] = "the output projection is neither an nn.Linear nor a Conv1D"
         if "ln2" not in self.blocks[0].parts:
             out["blocks.{l}.hook_resid_mid"] = "no pre-MLP norm whose input is the residual after attention"
         if self.rotary and "q" not in self.blocks[0].attn.parts:
