@@ -84,7 +84,8 @@ def closest(name: str, names: Iterable[str], n: int = 5) -> list[str]:
 
 
 class HookNameError(KeyError):
-    """A hook name or filter that matches no hook point of the model."""
+    """A hook name or filter that matches no hook point of the model; the message names the closest hooks it has
+    (``interp.extract`` raises it too)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
