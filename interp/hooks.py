@@ -189,7 +189,7 @@ class NormHooks(nn.Module):
         self.__dict__["norm"] = norm  # not registered: the norm's weights keep their own name and checkpoint keys
 
     def forward(self, x):
-        from interp.tl import normalize
+        from interp.tl import normalize  # interp.tl imports this module
 
         return normalize(self, self.norm, x)
 

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from interp.attention import hooked
 from interp.hooks import Hook
 
 
@@ -43,6 +44,8 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(hidden, dim, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
+        if not (hooked(self.hook_pre) or hooked(self.hook_pre_linear) or hooked(self.hook_post)):
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # no hook-point calls unless hooked
         gate, up = self.hook_pre(self.gate_proj(x)), self.hook_pre_linear(self.up_proj(x))
         return self.down_proj(self.hook_post(F.silu(gate) * up))
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 import torch
 from transformer_lens.ActivationCache import ActivationCache
 
+from interp.attention import hooked
+
 TL_FIELDS = ("n_layers", "n_heads", "n_key_value_heads", "d_model", "d_head", "d_mlp", "d_vocab", "d_vocab_out",
              "n_ctx", "act_fn", "normalization_type", "positional_embedding_type", "attn_only", "final_rms",
              "gated_mlp", "parallel_attn_mlp", "original_architecture", "model_name", "device", "dtype",
@@ -252,8 +254,6 @@ def result_heads(attn, z: torch.Tensor, out_proj) -> torch.Tensor:
     ``attn.hook_result`` is hooked; then each head's contribution ``[batch, pos, head, d_model]`` passes that hook
     (TransformerLens' ``use_attn_result``, computed only when asked) and their sum plus the bias is the output, so its
     edits change the output."""
-    from interp.attention import hooked
-
     hook = attn._modules.get("hook_result")
     if not hooked(hook):
         return out_proj(z.reshape(*z.shape[:2], -1))
@@ -268,8 +268,6 @@ def normalize(hooks, norm, x: torch.Tensor) -> torch.Tensor:
     them: ``hook_scale`` the divisor ``[batch, pos, 1]``, ``hook_normalized`` the normalised ``x / scale`` before the
     norm's weight (and bias). Only while one of them is hooked does the norm run step by step (edits change the
     output); otherwise it is ``norm(x)`` itself."""
-    from interp.attention import hooked
-
     scale_hook, normalized_hook = hooks._modules.get("hook_scale"), hooks._modules.get("hook_normalized")
     if not (hooked(scale_hook) or hooked(normalized_hook)):
         return norm(x)
@@ -461,7 +459,7 @@ class TLSurface:
             from interp.capabilities import CapabilityError
 
             raise CapabilityError(f"return_type={return_type!r}: {self.model_name} has no output head, so no loss")
-        if self.head_separable is False and not isinstance(out, torch.Tensor):
+        if not isinstance(out, torch.Tensor):
             raise TypeError(f"{self.model_name}: forward returned {type(out).__name__}, not logits")
         loss = self.loss_of(out, input, per_token=loss_per_token)
         return (out, loss) if return_type == "both" else loss
