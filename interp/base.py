@@ -45,13 +45,14 @@ from transformer_lens import HookedRootModule
 from interp import attention
 from interp.capabilities import Capability, CapabilityError, require  # noqa: F401 (re-exported)
 from interp.hooks import HookDoc, doc_of, hook_table, make_hook_points
+from interp.tl import TL_GENERATE, TLSurface
 
 
 class InputError(ValueError):
     """Tokens a model cannot take (wrong shape, out of vocabulary, longer than the model allows)."""
 
 
-class PosLensModel(HookedRootModule):
+class PosLensModel(TLSurface, HookedRootModule):
     """A HookedRootModule with a tokenizer, a family name, declared hooks and declared capabilities.
 
     ``max_seq_len`` is a plain attribute: inputs longer than it are refused. Rotary families compute their
@@ -59,7 +60,8 @@ class PosLensModel(HookedRootModule):
 
     Subclasses set ``family``, ``self.capabilities``, ``self.tokenizer``, ``self.n_layers``, ``self.n_heads`` and
     ``self.max_seq_len``, declare their hooks (``interp.hooks.Hook``, on the module classes that fire them), build
-    their modules, then call ``self.setup()``, which gives every declared hook its ``HookPoint``.
+    their modules, then call ``self.setup()``, which gives every declared hook its ``HookPoint`` and makes ``model.cfg``
+    TransformerLens-style (``interp.tl``: the family's config stays ``model.original_cfg``, read through ``cfg``).
     """
 
     family: str = "?"
@@ -75,6 +77,7 @@ class PosLensModel(HookedRootModule):
     def setup(self):
         make_hook_points(self)
         super().setup()
+        self.make_tl_config()
 
     def describe(self) -> str:
         return f"{self.family} family"
@@ -133,10 +136,23 @@ class PosLensModel(HookedRootModule):
         return tokens.long().to(self.device)
 
     @torch.no_grad()
-    def generate(self, tokens, max_new_tokens: int, stop_ids=()) -> list[int]:
-        """Greedy continuation of one sequence, ending after a token in ``stop_ids`` (kept) or at
-        ``max_new_tokens`` or the context limit. Families with ``supports_kv_cache`` run one token per step;
-        the others re-run the whole sequence."""
+    def generate(self, tokens, max_new_tokens: int = 10, stop_ids=(), **tl_options):
+        """Greedy continuation of one sequence of token ids: the new ids (a list), ending after a token in ``stop_ids``
+        (kept) or at ``max_new_tokens`` or the context limit. Families with ``supports_kv_cache`` run one token per
+        step; the others re-run the whole sequence.
+
+        A text, or any of TransformerLens' options (``do_sample``, ``return_type``, ``stop_at_eos``, ...), runs
+        TransformerLens' ``generate`` instead (``interp.tl.TLSurface.tl_generate``): a text gives a text, tokens give
+        ``[batch, pos + new]`` tokens, and it samples unless ``do_sample=False``."""
+        text = isinstance(tokens, str) or (isinstance(tokens, list) and tokens and isinstance(tokens[0], str))
+        if text or tl_options:
+            unknown = set(tl_options) - set(TL_GENERATE)
+            if unknown:
+                raise TypeError(f"generate got unknown options {sorted(unknown)} (TransformerLens' are "
+                                f"{sorted(TL_GENERATE)})")
+            if stop_ids:
+                raise TypeError("stop_ids is poslens' option; with TransformerLens' options pass eos_token_id")
+            return self.tl_generate(tokens, max_new_tokens, **tl_options)
         seq = self.check_tokens(tokens)
         if seq.shape[0] != 1:
             raise InputError(f"generate takes one sequence, got a batch of {seq.shape[0]}; use generate_batch")
@@ -294,17 +310,6 @@ class PosLensModel(HookedRootModule):
                                   "model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL), or pass --tokenizer "
                                   "DIR_OR_MODEL)")
         return self.tokenizer
-
-    def to_tokens(self, text: str, *, doc_start: bool = False) -> Tensor:
-        """``[1, pos]`` token ids for one text."""
-        if getattr(self, "tokenizer", None) is None:
-            from interp.tokenizers import TokenizerError
-
-            raise TokenizerError(f"{self.model_name} was loaded without a tokenizer, so it cannot turn text into "
-                                 "tokens: put the tokenizer files beside the checkpoint, attach one "
-                                 "(model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL)), or pass --tokenizer on the "
-                                 "command line")
-        return torch.tensor([self.tokenizer.encode(text, doc_start=doc_start)], device=self.device)
 
 
 LONG_RUN = 2048  # positions from which a pass shows its progress per layer and per loss chunk

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from interp.attention import StopForward
 from interp.capabilities import Capability
+from interp.tl import HookNameError
 
 
 def _trim(model, name: str, t: Tensor, n: int) -> Tensor:
@@ -37,11 +38,6 @@ def _trim(model, name: str, t: Tensor, n: int) -> Tensor:
     return t
 
 
-class HookNameError(KeyError):
-    """A hook name the model does not have; the message lists the closest names it does have."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 def check_hook_names(model, names: Sequence[str]) -> None:

@@ -54,8 +54,36 @@ def table(cls, rows, family: str, variant: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def matrix() -> str:
+    """The family x TransformerLens hook matrix (``interp.tl.TL_HOOKS``): yes, or why the hook is absent (the model's
+    ``tl_absent``), numbered under the table."""
+    from interp.tl import TL_HOOKS
+
+    columns: dict[tuple, list] = {}
+    for model in models():
+        columns.setdefault((type(model), getattr(model, "variant", None)), []).append(model)
+    reasons: list[str] = []
+    head = [f"{cls.family}" + (f" ({variant})" if variant else "") for cls, variant in columns]
+    lines = ["| hook | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(head)]
+    for hook in TL_HOOKS:
+        cells = []
+        for examples in columns.values():
+            if any(hook in {row.pattern for row in m.hook_table()} for m in examples):
+                cells.append("yes")
+                continue
+            why = next((m.tl_absent().get(hook) for m in examples if m.tl_absent().get(hook)), "(no reason given)")
+            if why not in reasons:
+                reasons.append(why)
+            cells.append(f"no ({reasons.index(why) + 1})")
+        lines.append(f"| `{hook}` | " + " | ".join(cells) + " |")
+    notes = [f"{i}. {why.replace('|', chr(92) + '|')}" for i, why in enumerate(reasons, 1)]
+    return "\n".join(["**Every family x TransformerLens' hooks** (`interp.tl.TL_HOOKS`; no: absent, and why)", "",
+                      *lines, "", *notes])
+
+
 def markdown() -> str:
-    return "\n\n".join(table(cls, rows, cls.family, variant) for (cls, variant), rows in sections().items())
+    return "\n\n".join([matrix()] + [table(cls, rows, cls.family, variant)
+                                     for (cls, variant), rows in sections().items()])
 
 
 def readme_section(text: str) -> str:

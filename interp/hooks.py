@@ -119,8 +119,12 @@ class HookDoc:
 
 
 _LAYER = re.compile(r"^blocks\.\d+(?=\.|$)")
-_BLOCK_ORDER = {"hook_resid_pre": 1, "attn.hook_attn_scores": 4, "attn.hook_pattern": 5, "hook_attn_out": 7,
-                "hook_resid_mid": 8, "hook_mlp_in": 9, "hook_mlp_out": 10, "hook_resid_post": 12}
+_BLOCK_ORDER = {"hook_resid_pre": 1, "ln1.hook_scale": 1.5, "ln1.hook_normalized": 1.6, "attn.hook_attn_scores": 4,
+                "attn.hook_pattern": 5, "attn.hook_result": 6.5, "hook_attn_out": 7, "ln1_post.hook_scale": 7.1,
+                "ln1_post.hook_normalized": 7.2, "hook_resid_mid": 8, "ln2.hook_scale": 8.5,
+                "ln2.hook_normalized": 8.6, "hook_mlp_in": 9, "mlp.hook_pre": 9.2, "mlp.hook_pre_linear": 9.3,
+                "mlp.hook_post": 9.4, "ln2_post.hook_scale": 9.6, "ln2_post.hook_normalized": 9.7, "hook_mlp_out": 10,
+                "hook_resid_post": 12}
 
 
 def forward_rank(pattern: str) -> float:
@@ -168,3 +172,34 @@ class AttentionHooks(nn.Module):
 
     hook_attn_scores = Hook("[batch, head, q, k]", "attention logits before the softmax")
     hook_pattern = Hook("[batch, head, q, k]", "attention probabilities")
+
+
+class NormHooks(nn.Module):
+    """TransformerLens' norm hooks under its names (``blocks.{l}.ln1``, ``ln2``, ``ln_final``; ``ln1_post`` /
+    ``ln2_post`` for norms on a sublayer's output): a weightless module beside the norm, which keeps its own name and
+    checkpoint keys; ``interp.tl.normalize`` fires them."""
+
+    hook_scale = Hook("[batch, pos, 1]", "the norm's divisor sqrt(mean(x^2) + eps) (of the centred x for "
+                      "LayerNorm)")
+    hook_normalized = Hook("[batch, pos, d_model]", "x / scale, before the norm's weight (and bias); the norm runs "
+                           "step by step only while this or hook_scale is hooked")
+
+    def __init__(self, norm: nn.Module | Callable | None = None):
+        super().__init__()
+        self.__dict__["norm"] = norm  # not registered: the norm's weights keep their own name and checkpoint keys
+
+    def forward(self, x):
+        from interp.tl import normalize  # interp.tl imports this module
+
+        return normalize(self, self.norm, x)
+
+
+class MLPHooks(nn.Module):
+    """TransformerLens' MLP hooks under ``blocks.{l}.mlp`` for a family whose MLP module has another name."""
+
+    hook_pre = Hook("[batch, pos, d_mlp]", "MLP hidden pre-activation (the gate's, for a gated MLP)")
+    hook_post = Hook("[batch, pos, d_mlp]", "MLP hidden activation: what the output projection reads")
+
+
+RESULT = Hook("[batch, pos, head, d_model]", "each head's contribution to the attention output (z_h @ W_O[h]); "
+              "computed only while hooked, and then the output is their sum (plus b_O)")

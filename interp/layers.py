@@ -6,6 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from interp.attention import hooked
+from interp.hooks import Hook
+
 
 class RMSNorm(nn.Module):
     """RMSNorm normalised in float32, as OLMo-2 and LLaMA do; they differ only in where bf16 is cast back.
@@ -28,7 +31,11 @@ class RMSNorm(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    """``down_proj(silu(gate_proj x) * up_proj x)``."""
+    """``down_proj(silu(gate_proj x) * up_proj x)``, hooked as TransformerLens' gated MLP."""
+
+    hook_pre = Hook("[batch, pos, d_mlp]", "gate_proj x, before the SiLU")
+    hook_pre_linear = Hook("[batch, pos, d_mlp]", "up_proj x")
+    hook_post = Hook("[batch, pos, d_mlp]", "silu(gate) * up: what down_proj reads")
 
     def __init__(self, dim: int, hidden: int, bias: bool = False):
         super().__init__()
@@ -37,7 +44,10 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(hidden, dim, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if not (hooked(self.hook_pre) or hooked(self.hook_pre_linear) or hooked(self.hook_post)):
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # no hook-point calls unless hooked
+        gate, up = self.hook_pre(self.gate_proj(x)), self.hook_pre_linear(self.up_proj(x))
+        return self.down_proj(self.hook_post(F.silu(gate) * up))
 
 
 def repeat_kv(x: Tensor, n_rep: int) -> Tensor:

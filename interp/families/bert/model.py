@@ -18,7 +18,8 @@ from torch import Tensor, nn
 from interp.attention import attend
 from interp.base import InputError, PosLensModel
 from interp.capabilities import Capability
-from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
+from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, MLPHooks, NormHooks, head_hooks
+from interp.tl import AttentionWeights, result_heads
 
 
 @dataclass
@@ -37,14 +38,16 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
 
-class BertAttention(AttentionHooks):
+class BertAttention(AttentionHooks, AttentionWeights):
     hook_q, hook_k, hook_v, hook_z = head_hooks("queries", "keys",
                                                 "values", "per-head attention output before the dense projection")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled logits (bidirectional, unmasked)")
+    hook_result = RESULT
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.cfg = cfg
+        self.tl_n_heads = cfg.num_attention_heads
         self.query = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.key = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.value = nn.Linear(cfg.hidden_size, cfg.hidden_size)
@@ -59,7 +62,10 @@ class BertAttention(AttentionHooks):
         z = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=False,
                    hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern,
                    scale=1.0 / math.sqrt(self.cfg.head_dim))
-        return self.dense(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
+        return result_heads(self, self.hook_z(z.transpose(1, 2)), self.dense)
+
+    def tl_projections(self):
+        return self.query, self.key, self.value, self.dense
 
 
 class BertBlock(BlockHooks):
@@ -75,11 +81,14 @@ class BertBlock(BlockHooks):
         self.intermediate = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
         self.output = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
         self.ffn_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        # post-LN, named as TransformerLens' BERT names them: ln1 after attention, ln2 after the MLP
+        self.ln1, self.ln2, self.mlp = NormHooks(self.attn_norm), NormHooks(self.ffn_norm), MLPHooks()
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.hook_resid_pre(x)
-        h = self.hook_resid_mid(self.attn_norm(x + self.hook_attn_out(self.attn(x))))
-        return self.hook_resid_post(self.ffn_norm(h + self.hook_mlp_out(self.output(F.gelu(self.intermediate(h))))))
+        h = self.hook_resid_mid(self.ln1(x + self.hook_attn_out(self.attn(x))))
+        hidden = self.mlp.hook_post(F.gelu(self.mlp.hook_pre(self.intermediate(h))))
+        return self.hook_resid_post(self.ln2(h + self.hook_mlp_out(self.output(hidden))))
 
 
 class BertEncoder(PosLensModel):
@@ -101,6 +110,23 @@ class BertEncoder(PosLensModel):
         self.blocks = nn.ModuleList([BertBlock(cfg) for _ in range(cfg.num_hidden_layers)])
         self.capabilities = frozenset({Capability.HIDDEN_STATES, Capability.ATTENTION, Capability.AP_STREAM})
         self.setup()
+
+    def tl_config(self) -> dict:
+        c = self.cfg
+        return dict(d_head=c.head_dim, d_mlp=c.intermediate_size, act_fn="gelu", normalization_type="LN",
+                    positional_embedding_type="standard", original_architecture="BertModel")
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.word_embeddings.weight
+
+    @property
+    def W_pos(self) -> Tensor:
+        return self.position_embeddings.weight
+
+    def tl_absent(self) -> dict[str, str]:
+        final = "post-LN: no final norm (each layer's ln2 is the last thing it does)"
+        return {**super().tl_absent(), "ln_final.hook_scale": final, "ln_final.hook_normalized": final}
 
     def describe(self) -> str:
         return f"bert family, learned absolute positions, {self.n_layers} layers x {self.d_model}"

@@ -69,8 +69,9 @@ from interp.families.encoder.relative import (  # noqa: F401 (re-exported)
     special_mask,
     t5_buckets,
 )
-from interp.hooks import AttentionHooks, BlockHooks, Either, Hook, head_hooks
+from interp.hooks import RESULT, AttentionHooks, BlockHooks, Either, Hook, MLPHooks, NormHooks, head_hooks
 from interp.layers import RMSNorm, normal_init
+from interp.tl import AttentionWeights, result_heads
 
 
 class SwiGLUFFN(nn.Module):
@@ -81,9 +82,12 @@ class SwiGLUFFN(nn.Module):
         self.w12 = nn.Linear(dim, 2 * hidden, bias=False)
         self.w3 = nn.Linear(hidden, dim, bias=False)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, hooks: MLPHooks | None = None) -> Tensor:
+        """``hooks``: the block's ``mlp`` (TransformerLens' names for this ``ffn``'s hidden layer)."""
         gate, up = self.w12(x).chunk(2, dim=-1)
-        return self.w3(F.silu(gate) * up)
+        if hooks is None:
+            return self.w3(F.silu(gate) * up)
+        return self.w3(hooks.hook_post(F.silu(hooks.hook_pre(gate)) * up))
 
 
 class TiedDecoder(nn.Module):
@@ -165,10 +169,11 @@ class EncoderAttention(AttentionHooks):
         return sum(t for _, t in logits).index_copy(-2, rows, chosen)
 
 
-class SingleStreamAttention(EncoderAttention):
+class SingleStreamAttention(EncoderAttention, AttentionWeights):
     """The baselines: one fused ``qkv`` split per head ``[q_h k_h v_h]``."""
 
     hook_q, hook_k, hook_v, hook_z = head_hooks("queries", "keys", "values", "per-head output before wo")
+    hook_result = RESULT
     rotary = False
 
     def __init__(self, cfg: EncoderConfig):
@@ -187,7 +192,19 @@ class SingleStreamAttention(EncoderAttention):
             q, k = (self.hook_rot_q(turn(q, positions, cfg.rope_theta)),
                     self.hook_rot_k(turn(k, positions, cfg.rope_theta)))
         z = self.hook_z(self.attend([(self.hook_logits_sem, q, k, False)], v, rp))
-        return self.wo(z.reshape(b, n, -1))
+        return result_heads(self, z, self.wo)
+
+    @property
+    def tl_n_heads(self) -> int:
+        return self.cfg.num_attention_heads
+
+    def tl_projections(self):
+        """The fused ``qkv`` rows ``[q_h k_h v_h]`` per head, as three Linear-like views."""
+        from types import SimpleNamespace
+
+        h, d = self.cfg.num_attention_heads, self.cfg.d_qk
+        q, k, v = self.qkv.weight.view(h, 3, d, -1).unbind(1)
+        return (*(SimpleNamespace(weight=w.reshape(h * d, -1), bias=None) for w in (q, k, v)), self.wo)
 
 
 class RotaryAttention(SingleStreamAttention):
@@ -256,17 +273,26 @@ class EncoderBlock(BlockHooks):
         self.normalized = cfg.residual == "normalized"
         self.attn = attention
         self.ffn = SwiGLUFFN(cfg.d_model, cfg.intermediate_size)
+        self.mlp = MLPHooks()  # the subclasses add ln1 / ln2 once their norms exist
 
     def forward(self, x: Tensor, positions: Tensor | None, rp: Tensor | None) -> Tensor:
         x = self.hook_resid_pre(x)
-        a = self.hook_attn_in(self.attention_norm(x))
+        a = self.hook_attn_in(self.ln1(x))
         h = self.hook_resid_mid((a if self.normalized else x) + self.hook_attn_out(self.attn(a, positions, rp)))
-        m = self.hook_mlp_in(self.ffn_norm(h))
-        out = (m if self.normalized else h) + self.hook_mlp_out(self.ffn(m))
+        m = self.hook_mlp_in(self.ln2(h))
+        out = (m if self.normalized else h) + self.hook_mlp_out(self.ffn(m, self.mlp))
         if self.two_streams:  # each stream hooked before they are joined again, so edits propagate
             p = self.cfg.pos_size
             out = torch.cat([self.hook_resid_ap(out[..., :p]), self.hook_resid_sem(out[..., p:])], dim=-1)
         return self.hook_resid_post(out)
+
+
+class NormOutputHooks(NormHooks):
+    """DSTG's ``ln1`` / ``ln2``: the AP and semantic parts are normalised apart, so there is no one scale to hook."""
+
+    hook_scale = None
+    hook_normalized = Hook("[batch, pos, d_model]", "[AP | semantic], each stream normalised with its own scale and "
+                           "weight: what the next sublayer reads")
 
 
 class SingleStreamBlock(EncoderBlock):
@@ -274,6 +300,7 @@ class SingleStreamBlock(EncoderBlock):
         super().__init__(cfg, RotaryAttention(cfg) if cfg.variant == "rope" else SingleStreamAttention(cfg))
         self.attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
         self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.ln1, self.ln2 = NormHooks(self.attention_norm), NormHooks(self.ffn_norm)
 
 
 class TwoStreamBlock(EncoderBlock):
@@ -298,6 +325,7 @@ class TwoStreamBlock(EncoderBlock):
         self.sem_attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
         self.pos_ffn_norm = RMSNorm(cfg.pos_size, cfg.norm_eps, style="llama")
         self.sem_ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+        self.ln1, self.ln2 = NormOutputHooks(self.attention_norm), NormOutputHooks(self.ffn_norm)
 
     def attention_norm(self, x: Tensor) -> Tensor:
         p = self.cfg.pos_size
@@ -319,6 +347,8 @@ class EncoderModel(PosLensModel):
         Hook("[batch, pos, hidden_size]", "token embeddings (encoder.weight rows): the semantic stream's input",
              when=lambda model: model.disentangled),
         Hook("[batch, pos, hidden_size]", "token embeddings (encoder.weight rows), before any positions are added"))
+    hook_embed = Hook("[batch, pos, hidden_size]", "token embeddings under TransformerLens' name: hook_embed_sem's "
+                      "tensor, after it (one stream)", when=lambda model: not model.disentangled)
     hook_embed_ap = Hook("[batch, pos, pos_size]", "AP embeddings, rows offset+1..offset+n of positional_embedding",
                          when=lambda model: model.disentangled)
     hook_pos_embed = Hook("[batch, pos, hidden_size]",
@@ -363,6 +393,7 @@ class EncoderModel(PosLensModel):
             self.sem_layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
         else:
             self.layer_norm = RMSNorm(cfg.hidden_size, cfg.norm_eps, style="llama")
+            self.ln_final = NormHooks(self.layer_norm)
         self.decoder = None
         if cfg.mlm_head:
             width = cfg.d_model if self.head_reads_full else cfg.hidden_size
@@ -391,6 +422,44 @@ class EncoderModel(PosLensModel):
 
     def describe(self) -> str:
         return f"encoder family, {self.cfg.describe()}"
+
+    def tl_config(self) -> dict:
+        c = self.cfg
+        kind = {"disentangled": "disentangled (AP | semantic streams)", "ap": "standard", "rp": "relative (T5 bias)",
+                "rope": "rotary"}[c.variant]
+        return dict(d_head=c.d_qk, d_mlp=c.intermediate_size, act_fn="silu", gated_mlp=True, normalization_type="RMS",
+                    positional_embedding_type=kind, original_architecture=f"DSTG encoder ({c.variant})")
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.encoder.weight
+
+    def tl_absent(self) -> dict[str, str]:
+        out = super().tl_absent()
+        if self.disentangled:
+            out["hook_embed"] = "DSTG: the token embeddings are one of two streams, hook_embed_sem (beside " \
+                                "hook_embed_ap)"
+            two = "DSTG: two streams, hooked apart: blocks.{l}.attn.hook_{q,k,v,z}_ap and _sem"
+            out.update({f"blocks.{{l}}.attn.hook_{n}": two for n in "qkvz"})
+            out["blocks.{l}.attn.hook_result"] = "DSTG: two value streams with two output projections (wo_pos, wo_sem)"
+            out.update({f"blocks.{{l}}.ln{i}.hook_scale": "DSTG: the AP and semantic parts are normalised apart, "
+                                                         "with two scales" for i in (1, 2)})
+            out.update({f"ln_final.hook_{h}": "DSTG: two final norms, hook_final_ap and hook_final_sem"
+                        for h in ("scale", "normalized")})
+            out["hook_pos_embed"] = "DSTG: the AP rows are their own stream, hook_embed_ap (not added)"
+        return out
+
+    @property
+    def W_U(self) -> Tensor:
+        if self.decoder is None:
+            return super().W_U
+        return (self.encoder.weight if self.tied else self.decoder.weight).T
+
+    @property
+    def b_U(self) -> Tensor:
+        if self.decoder is None:
+            return super().b_U
+        return self.decoder.bias
 
     def reset_parameters(self, std: float = 0.02):
         normal_init(self, std, {RelativePositionBias: "relative_attention_bias", SpecialTokenThetas: "thetas"})
@@ -432,9 +501,9 @@ class EncoderModel(PosLensModel):
             x = torch.cat([ap, self.hook_embed_sem(self.encoder(tokens))], dim=-1)
         elif self.added_positions:
             rows = self.hook_pos_embed(self.positional_embedding(positions + 1))
-            x = self.hook_embed_sem(self.encoder(tokens)) + rows
+            x = self.hook_embed(self.hook_embed_sem(self.encoder(tokens))) + rows
         else:
-            x = self.hook_embed_sem(self.encoder(tokens))
+            x = self.hook_embed(self.hook_embed_sem(self.encoder(tokens)))
         rp = None if self.cfg.rp_per_layer else relative_logits(self.cfg, n, self.relative_pos_bias,
                                                                 self.cls_sep_override, x)
         rope_positions = positions.float() if self.rotary else None
@@ -447,7 +516,7 @@ class EncoderModel(PosLensModel):
             final = torch.cat([ap, sem], dim=-1)
             head_in = final if self.head_reads_full else sem
         else:
-            final = head_in = self.hook_final(self.layer_norm(x))
+            final = head_in = self.hook_final(self.ln_final(x))
         if self.decoder is None:
             return final
         if predict_at is not None:

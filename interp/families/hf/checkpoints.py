@@ -152,8 +152,21 @@ def structure(hf_model, hf_config, architecture: str) -> dict:
         raise CheckpointError(f"{type(hf_model).__name__}: the bridge's adapter for {architecture} names no list "
                               f"of layers that this model has ({name('blocks')!r})")
     pos_embed = _module(hf_model, name("pos_embed"))
+    blocks = mapping.get("blocks")
+    parts = {key: part.name for key, part in (getattr(blocks, "submodules", None) or {}).items()
+             if key in ("ln1", "ln1_post", "ln2", "ln2_post", "attn", "mlp")}
+    attn = (getattr(blocks, "submodules", None) or {}).get("attn")
+    attn_parts = {key: part.name for key, part in (getattr(attn, "submodules", None) or {}).items()
+                  if key in ("q", "k", "v", "o", "qkv")}
+    mlp = (getattr(blocks, "submodules", None) or {}).get("mlp")
+    mlp_parts = {key: part.name for key, part in (getattr(mlp, "submodules", None) or {}).items()
+                 if key in ("gate", "in", "out")}
+    tl = {key: getattr(bridge_config, key, None)
+          for key in ("normalization_type", "positional_embedding_type", "gated_mlp", "act_fn", "d_mlp", "final_rms",
+                      "rmsnorm_uses_offset")}
     return dict(
-        architecture=architecture, layers=layers,
+        architecture=architecture, layers=layers, parts=parts, attn_parts=attn_parts, mlp_parts=mlp_parts, tl=tl,
+        ln_final=_module(hf_model, name("ln_final")),
         embed=_module(hf_model, name("embed")) or hf_model.get_input_embeddings(),
         pos_embed=pos_embed if isinstance(pos_embed, torch.nn.Embedding) else None,
         rotary=getattr(bridge_config, "positional_embedding_type", None) == "rotary", head=_head(hf_model),

@@ -31,31 +31,64 @@ import contextvars
 import functools
 import inspect
 import math
+from types import SimpleNamespace
 
 import torch
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-from interp.attention import StopForward, attend, current_kv_cache
+from interp.attention import StopForward, attend, current_kv_cache, hooked
 from interp.base import CapabilityError, PosLensModel
-from interp.hooks import AttentionHooks, BlockHooks, Hook
+from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, MLPHooks, NormHooks
+from interp.tl import AttentionWeights
 
 ATTENTION_NAME = "poslens"
 
 _LAYER: contextvars.ContextVar[nn.Module | None] = contextvars.ContextVar("poslens_hf_layer", default=None)
 
 
-class LayerAttention(AttentionHooks):
-    """The hook points of one layer's attention; ``poslens_attention`` fires them."""
+class LayerAttention(AttentionHooks, AttentionWeights):
+    """The hook points of one layer's attention; ``poslens_attention`` fires them (``hook_result``: a forward hook on
+    the output projection, where it is an ``nn.Linear``)."""
 
     hook_v = Hook("[batch, pos, kv_head, d_head]", "values")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled (soft-capped), masked logits; built only when hooked")
     hook_pattern = Hook("[batch, head, q, k]", "attention probabilities; built only when hooked, query_rows honoured")
     hook_z = Hook("[batch, pos, head, d_head]", "per-head attention output before the output projection")
+    hook_result = Hook(RESULT.shape, RESULT.meaning + " (an output projection that is an nn.Linear or a Conv1D)",
+                       when=lambda attn: attn.linear_parts)
 
-    def __init__(self):
+    def __init__(self, parts: dict | None = None, n_heads: int = 0):
         super().__init__()
         self.calls = 0  # attention calls seen (the loader's probe checks one per layer)
+        self.tl_n_heads = n_heads
+        # transformers' q, k, v, o projections, as the bridge's adapter names them (not registered: they are self.hf's)
+        self.__dict__["parts"] = parts or {}
+        names = ("q", "k", "v", "o") if "qkv" not in self.parts else ("qkv", "o")
+        self.linear_parts = all(linear_view(self.parts.get(k)) is not None for k in names)
+
+    def tl_projections(self):
+        """The q, k, v and o projections as ``nn.Linear``-like views (GPT-2's fused Conv1D ``c_attn`` split in
+        three)."""
+        if not self.linear_parts:
+            raise AttributeError("this architecture's attention has no q, k, v and o projections poslens can read as "
+                                 "linear maps: no per-head weight views")
+        if "qkv" in self.parts:
+            fused = linear_view(self.parts["qkv"])
+            bias = fused.bias.chunk(3) if fused.bias is not None else (None,) * 3
+            q, k, v = (SimpleNamespace(weight=w, bias=b) for w, b in zip(fused.weight.chunk(3), bias))
+            return q, k, v, linear_view(self.parts["o"])
+        return tuple(linear_view(self.parts[k]) for k in ("q", "k", "v", "o"))
+
+
+def linear_view(module):
+    """``module`` as an ``nn.Linear``-like object (``weight [out, in]``, ``bias``): itself, a transposed view of a
+    transformers ``Conv1D`` (GPT-2), or None."""
+    if isinstance(module, nn.Linear):
+        return module
+    if type(module).__name__ == "Conv1D":
+        return SimpleNamespace(weight=module.weight.T, bias=module.bias)
+    return None
 
 
 class PlainAttention(LayerAttention):
@@ -70,7 +103,14 @@ class PlainAttention(LayerAttention):
 
 
 class RotaryAttention(LayerAttention):
-    """transformers rotates inside the layer: attention receives queries and keys already turned."""
+    """transformers rotates inside the layer: attention receives queries and keys already turned. ``hook_q`` /
+    ``hook_k`` fire on the q / k projections' outputs (as TransformerLens' bridge hooks them), before any q / k norm and
+    the rotation, where the adapter names those projections."""
+
+    hook_q = Hook("[batch, pos, head, d_head]", "the q projection's output by head: before any q_norm and the rotation",
+                  when=lambda attn: "q" in attn.parts)
+    hook_k = Hook("[batch, pos, kv_head, d_head]", "the k projection's output by head: before any k_norm and the "
+                  "rotation", when=lambda attn: "k" in attn.parts)
 
     hook_rot_q = Hook("[batch, pos, head, d_head]",
                       "queries after rotation (rotary models: transformers rotates inside its "
@@ -88,15 +128,75 @@ class RotaryAttention(LayerAttention):
             self.hook_positions(pos.to(torch.float32).expand(b, -1)[:, None, :].expand(b, h, n_q))
 
 
+class OutputNormHooks(NormHooks):
+    """TransformerLens' norm hooks around a transformers norm module (a forward hook on it, ``_fire_norm``): its scale
+    and ``x / scale`` recomputed from its input while hooked, an edit of either added to its output through its
+    weight."""
+
+    hook_scale = Hook("[batch, pos, 1]", "the norm's divisor sqrt(mean(x^2) + eps) (of the centred x for LayerNorm), "
+                      "recomputed from the norm's input while hooked")
+    hook_normalized = Hook("[batch, pos, d_model]", "x / scale, before the norm's weight: recomputed from the norm's "
+                           "input only while this or hook_scale is hooked; an edit d changes the norm's output by "
+                           "d * weight (1 + weight for Gemma's norms)")
+
+    def __init__(self, norm, centred: bool = False, offset: bool = False):
+        super().__init__(norm)
+        self.centred, self.offset = centred, offset
+
+    def forward(self, x):
+        return self.norm(x)  # the module's own forward hook fires the hooks
+
+
+def norm_eps(module) -> float | None:
+    """A transformers norm module's epsilon, under the names its classes give it."""
+    for name in ("eps", "variance_epsilon", "epsilon", "layer_norm_eps"):
+        value = getattr(module, name, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def _fire_norm(hooks: OutputNormHooks, module, args, output):
+    if not (hooked(hooks.hook_scale) or hooked(hooks.hook_normalized)) or not isinstance(output, Tensor):
+        return None
+    x = args[0].float()
+    if hooks.centred:
+        x = x - x.mean(-1, keepdim=True)
+    scale = (x.pow(2).mean(-1, keepdim=True) + norm_eps(module)).sqrt()
+    normed = x / scale
+    edited = hooks.hook_normalized(x / hooks.hook_scale(scale))
+    if edited is normed or torch.equal(edited, normed):
+        return None
+    weight = getattr(module, "weight", None)
+    gain = 1.0 if weight is None else (1.0 + weight.float() if hooks.offset else weight.float())
+    return (output.float() + (edited - normed) * gain).to(output.dtype)
+
+
 class Block(BlockHooks):
-    """transformers adds the attention and MLP outputs inside each layer's own forward, out of a hook's reach: a layer
-    offers its input and its output."""
+    """transformers adds the attention and MLP outputs inside each layer's own forward: the hooks fire on the modules
+    the bridge's adapter names (``parts``): ``hook_attn_out`` on the attention's output (after ``ln1_post`` where the
+    architecture has one), ``hook_mlp_out`` on the MLP's (after ``ln2_post``), ``hook_resid_mid`` on the input of
+    ``ln2`` (sequential pre-norm layers), whose edit is also added to what the layer adds after the MLP, so that the
+    residual carries it as in TransformerLens."""
 
-    hook_attn_out = hook_resid_mid = hook_mlp_out = None
+    hook_attn_out = Hook("[batch, pos, d_model]", "attention output added to the residual (after any post-attention "
+                         "norm)", when=lambda block: "attn" in block.parts)
+    hook_resid_mid = Hook("[batch, pos, d_model]", "residual after attention (the input of the pre-MLP norm; layers "
+                          "with one)", when=lambda block: "ln2" in block.parts and "mlp" in block.parts)
+    hook_mlp_out = Hook("[batch, pos, d_model]", "MLP output added to the residual (after any post-MLP norm)",
+                        when=lambda block: "mlp" in block.parts)
 
-    def __init__(self, attention: LayerAttention):
+    def __init__(self, attention: LayerAttention, parts: dict | None = None, mlp_parts: dict | None = None,
+                 norm_kind: tuple[bool, bool] = (False, False)):
         super().__init__()
         self.attn = attention
+        self.__dict__["parts"] = parts or {}  # transformers' modules of this layer (self.hf's, not registered here)
+        self.__dict__["mlp_parts"] = mlp_parts or {}
+        if "out" in self.mlp_parts and ({"gate", "in"} & set(self.mlp_parts)):
+            self.mlp = MLPHooks()
+        for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
+            if key in self.parts and norm_eps(self.parts[key]) is not None:
+                self.add_module(key, OutputNormHooks(self.parts[key], *norm_kind))
 
 
 def _heads_last(hook, x: Tensor) -> Tensor:
@@ -161,6 +261,50 @@ def _fire(hook: HookPoint, _module, _args, output):
     return hook(output)
 
 
+def _fire_hidden(hook: HookPoint, _module, _args, output):
+    return _replace_hidden(output, hook)
+
+
+def _heads_hook(hook: HookPoint, d_head: int, _module, _args, output):
+    """A projection's ``[batch, pos, heads * d_head]`` output through a hook documented per head."""
+    if not hooked(hook):
+        return None
+    return hook(output.view(*output.shape[:-1], -1, d_head)).reshape(output.shape)
+
+
+def _result(attn: LayerAttention, module, args, output):
+    """The output projection of per-head outputs, through ``hook_result`` while it is hooked (their sum + bias)."""
+    if not hooked(attn.hook_result):
+        return None
+    z, linear = args[0], linear_view(module)
+    w = linear.weight.T.reshape(attn.tl_n_heads, -1, linear.weight.shape[0])  # [head, d_head, d_model]
+    result = attn.hook_result(torch.einsum("...hd,hdm->...hm", z.view(*z.shape[:-1], attn.tl_n_heads, -1), w))
+    out = result.sum(-2)
+    return out + linear.bias if linear.bias is not None else out
+
+
+def _mid(block: Block, _module, args, kwargs):
+    """The pre-MLP norm's input is the residual after attention: ``hook_resid_mid``; an edit is kept for
+    ``_mlp_out``."""
+    x = args[0] if args else kwargs["hidden_states"]
+    y = block.hook_resid_mid(x)
+    if y is x:
+        return None
+    block.__dict__["_mid_edit"] = y - x
+    return ((y,) + tuple(args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": y})
+
+
+def _fire_input(hook: HookPoint, _module, args):
+    y = hook(args[0])
+    return None if y is args[0] else (y,) + tuple(args[1:])
+
+
+def _mlp_out(block: Block, _module, _args, output):
+    out = _replace_hidden(output, block.hook_mlp_out)
+    edit = block.__dict__.pop("_mid_edit", None)
+    return out if edit is None else _replace_hidden(out, lambda t: t + edit)
+
+
 def _enter(block: Block, _module, args, kwargs):
     """A layer starts: its hook points are the ones attention fires, and its input passes ``hook_resid_pre``."""
     block._token = _LAYER.set(block)
@@ -195,6 +339,7 @@ class HFModel(PosLensModel):
     def __init__(self, hf_model: nn.Module, structure: dict, tokenizer=None):
         super().__init__()
         cfg = hf_model.config
+        self.cfg = cfg  # model.cfg: TransformerLens' fields over it (interp.tl.TLConfig)
         self.hf = hf_model
         self.structure = {k: v for k, v in structure.items() if not isinstance(v, nn.Module)}
         self.architecture = type(hf_model).__name__
@@ -216,8 +361,31 @@ class HFModel(PosLensModel):
         # keys each layer's queries may see (None: every earlier key), as transformers' masks apply them
         self.attention_windows = tuple(window if t == "sliding_attention" else None for t in self.layer_types)
         attention = RotaryAttention if self.rotary else PlainAttention
-        self.blocks = nn.ModuleList([Block(attention()) for _ in layers])
+        part_names, attn_names = structure.get("parts", {}), structure.get("attn_parts", {})
+        mlp_names = structure.get("mlp_parts", {})
+
+        def parts(layer, names):
+            found = {}
+            for key, name in names.items():
+                try:
+                    found[key] = layer.get_submodule(name)
+                except AttributeError:
+                    continue
+            return found
+
+        self.d_head = int(getattr(cfg, "head_dim", None) or self.d_model // self.n_heads)
+        tl = structure.get("tl", {})
+        norm_kind = (tl.get("normalization_type") == "LN", bool(tl.get("rmsnorm_uses_offset")))  # centred, 1 + w
+        self.blocks = nn.ModuleList()
+        for layer in layers:
+            block_parts = parts(layer, part_names)
+            attn_parts = parts(block_parts["attn"], attn_names) if "attn" in block_parts else {}
+            mlp_parts = parts(block_parts["mlp"], mlp_names) if "mlp" in block_parts else {}
+            self.blocks.append(Block(attention(attn_parts, self.n_heads), block_parts, mlp_parts, norm_kind))
         self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
+        final = structure.get("ln_final")
+        if isinstance(final, nn.Module) and norm_eps(final) is not None:
+            self.ln_final = OutputNormHooks(final, *norm_kind)
         self.capabilities = frozenset()
         # each layer's RotarySpec, found by the loader (Capability.ROTARY)
         self.rotary_specs: list = [None] * self.n_layers
@@ -230,6 +398,75 @@ class HFModel(PosLensModel):
         for layer, block in zip(layers, self.blocks):
             layer.register_forward_pre_hook(functools.partial(_enter, block), with_kwargs=True)
             layer.register_forward_hook(functools.partial(_leave, block))
+            self._hook_parts(block)
+        if "ln_final" in self._modules:
+            final.register_forward_hook(functools.partial(_fire_norm, self.ln_final))
+
+    def _hook_parts(self, block: Block) -> None:
+        """The forward hooks on transformers' modules of one layer that fire its TransformerLens-named hooks."""
+        p, attn = block.parts, block.attn
+        for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
+            if key in block._modules:
+                p[key].register_forward_hook(functools.partial(_fire_norm, block._modules[key]))
+        if "attn" in p:
+            p["ln1_post" if "ln1_post" in p else "attn"].register_forward_hook(
+                functools.partial(_fire_hidden, block.hook_attn_out))
+        if "hook_resid_mid" in block._modules:
+            p["ln2"].register_forward_pre_hook(functools.partial(_mid, block), with_kwargs=True)
+        if "mlp" in p:
+            p["ln2_post" if "ln2_post" in p else "mlp"].register_forward_hook(functools.partial(_mlp_out, block))
+        if "mlp" in block._modules:
+            m = block.mlp_parts
+            m["gate" if "gate" in m else "in"].register_forward_hook(functools.partial(_fire, block.mlp.hook_pre))
+            m["out"].register_forward_pre_hook(functools.partial(_fire_input, block.mlp.hook_post))
+        if isinstance(attn, RotaryAttention):
+            for key in ("q", "k"):
+                if key in attn.parts:
+                    attn.parts[key].register_forward_hook(
+                        functools.partial(_heads_hook, attn._modules[f"hook_{key}"], self.d_head))
+        if attn.linear_parts:
+            attn.parts["o"].register_forward_hook(functools.partial(_result, attn))
+
+    def tl_config(self) -> dict:
+        tl = {k: v for k, v in self.structure.get("tl", {}).items() if v is not None}
+        cfg = self.hf.config
+        d_mlp = getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None)
+        return {"d_head": self.d_head, "n_key_value_heads": int(getattr(cfg, "num_key_value_heads", None)
+                                                                  or self.n_heads),
+                "act_fn": getattr(cfg, "hidden_act", None) or getattr(cfg, "activation_function", None),
+                **({"d_mlp": int(d_mlp)} if d_mlp else {}), **tl, "original_architecture": self.architecture}
+
+    @property
+    def W_U(self) -> Tensor:
+        if not self.has_output_head:
+            return super().W_U
+        return self._head_module().weight.T
+
+    @property
+    def b_U(self) -> Tensor:
+        bias = getattr(self._head_module(), "bias", None) if self.has_output_head else None
+        return bias if bias is not None else super().b_U
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.hf.get_input_embeddings().weight
+
+    def tl_absent(self) -> dict[str, str]:
+        out = super().tl_absent()
+        names = {"ln1": "no pre-attention norm named by the bridge's adapter",
+                 "ln2": "no pre-MLP norm named by the bridge's adapter (parallel or post-norm layers)"}
+        for key, why in names.items():
+            if not any(key in b._modules for b in self.blocks):
+                out[f"blocks.{{l}}.{key}.hook_normalized"] = out[f"blocks.{{l}}.{key}.hook_scale"] = why
+        if not any(b.attn.linear_parts for b in self.blocks):
+            out["blocks.{l}.attn.hook_result"] = "the output projection is neither an nn.Linear nor a Conv1D"
+        if "ln2" not in self.blocks[0].parts:
+            out["blocks.{l}.hook_resid_mid"] = "no pre-MLP norm whose input is the residual after attention"
+        if self.rotary and "q" not in self.blocks[0].attn.parts:
+            out["blocks.{l}.attn.hook_q"] = out["blocks.{l}.attn.hook_k"] = ("transformers rotates inside the "
+                                                                          "layer and the adapter names no q / k "
+                                                                          "projection: hook_rot_q / hook_rot_k")
+        return out
 
     def _apply(self, fn, recurse=True):
         """``to`` / ``half`` / ``bfloat16`` move transformers' rotary frequency buffers (``*inv_freq``) to the new

@@ -30,8 +30,9 @@ from interp import rope
 from interp.attention import attend
 from interp.base import PosLensModel
 from interp.capabilities import Capability
-from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
+from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, MLPHooks, NormHooks, head_hooks
 from interp.layers import normal_init
+from interp.tl import AttentionWeights, result_heads
 from interp.tokenizers import ByteTokenizer
 
 MAX_DELTA = 10.0  # upper bound of the per-layer increments, hard-coded upstream
@@ -150,17 +151,19 @@ def alibi_bias(n_heads: int, n: int, device) -> Tensor:
     return (-slopes[:, None, None] * dist)[None]
 
 
-class Attention(AttentionHooks):
+class Attention(AttentionHooks, AttentionWeights):
     hook_q, hook_k, hook_v, hook_z = head_hooks("queries before rotation", "keys before rotation",
                                                 "values", "per-head attention output before wo")
     hook_positions = Hook("[batch, head, pos]", "positions each head rotates by (cumsum of delta, or 0..N-1)")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, masked logits (-inf above the diagonal)")
+    hook_result = RESULT
 
     def __init__(self, cfg: IncrementConfig):
         super().__init__()
         self.cfg = cfg
+        self.tl_n_heads = cfg.n_heads
         d = cfg.n_heads * cfg.head_dim
         self.wq = nn.Linear(cfg.dim, d, bias=False)
         self.wk = nn.Linear(cfg.dim, d, bias=False)
@@ -185,8 +188,10 @@ class Attention(AttentionHooks):
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True, bias=bias,
             hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern,
         )
-        z = self.hook_z(z.transpose(1, 2))
-        return self.wo(z.reshape(b, n, -1))
+        return result_heads(self, self.hook_z(z.transpose(1, 2)), self.wo)
+
+    def tl_projections(self):
+        return self.wq, self.wk, self.wv, self.wo
 
 
 class FeedForward(nn.Module):
@@ -198,10 +203,11 @@ class FeedForward(nn.Module):
         self.w_up = nn.Linear(cfg.dim, cfg.intermediate_dim, bias=False)
         self.w_down = nn.Linear(cfg.intermediate_dim, cfg.dim, bias=False)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, hooks: MLPHooks) -> Tensor:
+        """``hooks``: the block's ``mlp`` (TransformerLens' names for this ``ffn``'s hidden layer)."""
         if self.gated:
-            return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
-        return self.w_down(F.gelu(self.w_up(x)))
+            return self.w_down(hooks.hook_post(F.silu(hooks.hook_pre(self.w_gate(x))) * self.w_up(x)))
+        return self.w_down(hooks.hook_post(F.gelu(hooks.hook_pre(self.w_up(x)))))
 
 
 class Block(BlockHooks):
@@ -215,6 +221,7 @@ class Block(BlockHooks):
         self.attn = Attention(cfg)
         self.ffn_norm = make_norm(cfg)
         self.ffn = FeedForward(cfg)
+        self.ln1, self.ln2, self.mlp = NormHooks(self.attn_norm), NormHooks(self.ffn_norm), MLPHooks()
         self.delta_mlp = None
         if cfg.selective and cfg.per_layer_delta:
             n_out = cfg.n_heads if cfg.per_head_delta else 1
@@ -224,8 +231,8 @@ class Block(BlockHooks):
         x = self.hook_resid_pre(x)
         if self.delta_mlp is not None:  # this layer's own increments
             positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
-        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.attn_norm(x), positions, bias)))
-        return self.hook_resid_post(x + self.hook_mlp_out(self.ffn(self.ffn_norm(x))))
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x), positions, bias)))
+        return self.hook_resid_post(x + self.hook_mlp_out(self.ffn(self.ln2(x), self.mlp)))
 
 
 class IncrementTransformer(PosLensModel):
@@ -253,6 +260,7 @@ class IncrementTransformer(PosLensModel):
                                     cfg.n_heads) if cfg.decay == "learned" else None
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
         self.final_norm = make_norm(cfg)
+        self.ln_final = NormHooks(self.final_norm)
         self.integer_positions = not cfg.selective  # else increments: shared (delta_mlp) or each layer's own
         self.alibi = cfg.decay == "alibi"
         caps = {Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM}
@@ -295,10 +303,27 @@ class IncrementTransformer(PosLensModel):
             bias = self.hook_decay_bias(alibi_bias(self.cfg.n_heads, n, x.device).expand(b, -1, -1, -1))
         for block in self.blocks:
             x = block(x, positions, bias)
-        return self.unembed(self.hook_final(self.final_norm(x)))
+        return self.unembed(self.hook_final(self.ln_final(x)))
 
     def unembed(self, hidden: Tensor) -> Tensor:
         return F.linear(hidden, self.tok_emb.weight)
+
+    def tl_config(self) -> dict:
+        c = self.cfg
+        rotary = not c.pos_encoding.endswith("pope")
+        return dict(d_head=c.head_dim, d_mlp=c.intermediate_dim, act_fn="silu" if c.activation == "swiglu" else "gelu",
+                    normalization_type="RMS" if c.norm_type == "rmsnorm" else "LN", gated_mlp=c.activation == "swiglu",
+                    positional_embedding_type=("rotary" if rotary else "pope") + (" (learned increments)"
+                                                                                 if c.selective else ""),
+                    original_architecture="SelectivePETransformer")
+
+    @property
+    def W_U(self) -> Tensor:
+        return self.tok_emb.weight.T
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.tok_emb.weight
 
     # -- capability: INCREMENTS ---------------------------------------------------------------
     def increment_sources(self) -> list[tuple[str, str]]:

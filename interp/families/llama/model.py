@@ -20,8 +20,9 @@ from interp import rope
 from interp.attention import attend, current_kv_cache, hooked
 from interp.base import PosLensModel
 from interp.capabilities import Capability
-from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
+from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, NormHooks, head_hooks
 from interp.layers import RMSNorm, SwiGLU
+from interp.tl import AttentionWeights, result_heads
 
 
 @dataclass
@@ -51,17 +52,19 @@ class LlamaConfig:
         return dataclasses.asdict(self)
 
 
-class LlamaAttention(AttentionHooks):
+class LlamaAttention(AttentionHooks, AttentionWeights):
     hook_q, hook_k, hook_v, hook_z = head_hooks("queries before rotation", "keys before rotation (grouped-query heads)",
                                                 "values", "per-head attention output before o_proj", kv_head=True)
     hook_positions = Hook("[batch, head, pos]", "integer positions 0..N-1")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
+    hook_result = RESULT
 
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         self.cfg = cfg
+        self.tl_n_heads = cfg.num_attention_heads
         h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.q_proj = nn.Linear(cfg.hidden_size, h * d, bias=cfg.attention_bias)
         self.k_proj = nn.Linear(cfg.hidden_size, kv * d, bias=cfg.attention_bias)
@@ -92,7 +95,10 @@ class LlamaAttention(AttentionHooks):
                    hook_scores=self.hook_attn_scores,
                    hook_pattern=self.hook_pattern,
                    bias=cache.visible(self, n, k.shape[1]) if cache is not None else None)
-        return self.o_proj(self.hook_z(z.transpose(1, 2)).reshape(b, n, -1))
+        return result_heads(self, self.hook_z(z.transpose(1, 2)), self.o_proj)
+
+    def tl_projections(self):
+        return self.q_proj, self.k_proj, self.v_proj, self.o_proj
 
 
 class LlamaBlock(BlockHooks):
@@ -102,11 +108,12 @@ class LlamaBlock(BlockHooks):
         self.attn = LlamaAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
         self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
+        self.ln1, self.ln2 = NormHooks(self.input_layernorm), NormHooks(self.post_attention_layernorm)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.hook_resid_pre(x)
-        h = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.input_layernorm(x))))
-        return self.hook_resid_post(h + self.hook_mlp_out(self.mlp(self.post_attention_layernorm(h))))
+        h = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x))))
+        return self.hook_resid_post(h + self.hook_mlp_out(self.mlp(self.ln2(h))))
 
 
 class LlamaTransformer(PosLensModel):
@@ -124,6 +131,7 @@ class LlamaTransformer(PosLensModel):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.blocks = nn.ModuleList([LlamaBlock(cfg) for _ in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, style="llama")
+        self.ln_final = NormHooks(self.norm)
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self.capabilities = frozenset({Capability.POSITIONS, Capability.ROTARY, Capability.ATTENTION,
                                        Capability.HIDDEN_STATES, Capability.CAUSAL_LM})
@@ -139,10 +147,24 @@ class LlamaTransformer(PosLensModel):
         x = self.hook_embed(self.embed_tokens(tokens))
         for block in self.blocks:
             x = block(x)
-        return self.unembed(self.hook_final(self.norm(x)))
+        return self.unembed(self.hook_final(self.ln_final(x)))
 
     def unembed(self, hidden: Tensor) -> Tensor:
         return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed_tokens.weight)
+
+    def tl_config(self) -> dict:
+        c = self.cfg
+        return dict(d_head=c.head_dim, d_mlp=c.intermediate_size, n_key_value_heads=c.num_key_value_heads,
+                    act_fn="silu", normalization_type="RMS", positional_embedding_type="rotary", gated_mlp=True,
+                    original_architecture="LlamaForCausalLM")
+
+    @property
+    def W_U(self) -> Tensor:
+        return (self.lm_head.weight if self.lm_head is not None else self.embed_tokens.weight).T
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.embed_tokens.weight
 
     def rotation(self, layer: int) -> rope.RotarySpec:
         """Every layer turns the whole head by the integer positions, dim i paired with i + d/2."""

@@ -29,8 +29,9 @@ from interp import rope
 from interp.attention import attend, current_kv_cache
 from interp.base import PosLensModel
 from interp.capabilities import Capability
-from interp.hooks import AttentionHooks, BlockHooks, Hook, head_hooks
+from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, NormHooks, head_hooks
 from interp.layers import RMSNorm, SwiGLU, normal_init, repeat_kv
+from interp.tl import AttentionWeights, result_heads
 from interp.tokenizers import ByteTokenizer
 
 MODES = ("rope", "nope", "repo")
@@ -93,7 +94,7 @@ class RepoConfig:
         return d
 
 
-class RepoAttention(AttentionHooks):
+class RepoAttention(AttentionHooks, AttentionWeights):
     hook_repo_p = Hook("[batch, pos, repo_dim]",
                        "RePo position representation silu(gate_map x) * content_map x (RePo layers)",
                        when=lambda attn: attn.learned)
@@ -105,10 +106,12 @@ class RepoAttention(AttentionHooks):
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
+    hook_result = RESULT
 
     def __init__(self, cfg: RepoConfig, layer: int):
         super().__init__()
         self.cfg, self.mode = cfg, cfg.mode_of(layer)
+        self.tl_n_heads = cfg.num_attention_heads
         # positions z from the hidden state (RePo); else integers (RoPE) or none (NoPE)
         self.learned = self.mode == "repo"
         self.rotates = self.mode != "nope"
@@ -155,8 +158,10 @@ class RepoAttention(AttentionHooks):
         z = attend(q.transpose(1, 2), repeat_kv(k.transpose(1, 2), rep), repeat_kv(v.transpose(1, 2), rep), causal=True,
                    hook_scores=self.hook_attn_scores, hook_pattern=self.hook_pattern,
                    bias=cache.visible(self, n, k.shape[1]) if cache is not None else None)
-        z = self.hook_z(z.transpose(1, 2))
-        return self.o_proj(z.reshape(b, n, -1))
+        return result_heads(self, self.hook_z(z.transpose(1, 2)), self.o_proj)
+
+    def tl_projections(self):
+        return self.q_proj, self.k_proj, self.v_proj, self.o_proj
 
 
 class RepoBlock(BlockHooks):
@@ -170,11 +175,14 @@ class RepoBlock(BlockHooks):
         self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        # post-norm (OLMo-2): the norms act on the sublayers' outputs, TransformerLens' ln1_post / ln2_post
+        self.ln1_post = NormHooks(self.post_attention_layernorm)
+        self.ln2_post = NormHooks(self.post_feedforward_layernorm)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.hook_resid_pre(x)
-        h = self.hook_resid_mid(x + self.hook_attn_out(self.post_attention_layernorm(self.attn(x))))
-        return self.hook_resid_post(h + self.hook_mlp_out(self.post_feedforward_layernorm(self.mlp(h))))
+        h = self.hook_resid_mid(x + self.hook_attn_out(self.ln1_post(self.attn(x))))
+        return self.hook_resid_post(h + self.hook_mlp_out(self.ln2_post(self.mlp(h))))
 
 
 class RepoTransformer(PosLensModel):
@@ -192,6 +200,7 @@ class RepoTransformer(PosLensModel):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.blocks = nn.ModuleList([RepoBlock(cfg, i) for i in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.ln_final = NormHooks(self.norm)
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         caps = {Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM}
         if any(cfg.mode_of(i) != "nope" for i in range(cfg.num_hidden_layers)):
@@ -217,10 +226,29 @@ class RepoTransformer(PosLensModel):
         x = self.hook_embed(self.embed_tokens(tokens))
         for block in self.blocks:
             x = block(x)
-        return self.unembed(self.hook_final(self.norm(x)))
+        return self.unembed(self.hook_final(self.ln_final(x)))
 
     def unembed(self, hidden: Tensor) -> Tensor:
         return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed_tokens.weight)
+
+    def tl_config(self) -> dict:
+        c = self.cfg
+        return dict(d_head=c.head_dim, d_mlp=c.intermediate_size, n_key_value_heads=c.num_key_value_heads,
+                    act_fn="silu", normalization_type="RMS", positional_embedding_type="rotary", gated_mlp=True,
+                    original_architecture="Olmo2ForCausalLM")
+
+    @property
+    def W_U(self) -> Tensor:
+        return (self.lm_head.weight if self.lm_head is not None else self.embed_tokens.weight).T
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.embed_tokens.weight
+
+    def tl_absent(self) -> dict[str, str]:
+        post = "post-norm (OLMo-2): the norms act on the sublayers' outputs, hooked as blocks.{l}.ln1_post / ln2_post"
+        return {**super().tl_absent(), **{f"blocks.{{l}}.ln{i}.hook_{h}": post for i in (1, 2)
+                                          for h in ("scale", "normalized")}}
 
     def rotation(self, layer: int) -> rope.RotarySpec | None:
         """RoPE and RePo layers turn dim i with i + d/2 (by integer positions or by z); NoPE layers do not rotate."""

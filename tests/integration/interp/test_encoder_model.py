@@ -220,7 +220,7 @@ def test_padded_or_ragged_input_is_refused_with_the_reason():
 
 
 HOOK_SHAPES = {  # b=2, n=7, hidden 24, pos 8, heads 4, d_qk 8, d_head 6
-    "hook_embed_sem": (2, 7, 24), "hook_embed_ap": (2, 7, 8), "hook_pos_embed": (2, 7, 24),
+    "hook_embed_sem": (2, 7, 24), "hook_embed": (2, 7, 24), "hook_embed_ap": (2, 7, 8), "hook_pos_embed": (2, 7, 24),
     "blocks.1.hook_resid_pre": None, "blocks.1.hook_attn_in": None, "blocks.1.hook_attn_out": None,
     "blocks.1.hook_resid_mid": None, "blocks.1.hook_mlp_in": None, "blocks.1.hook_mlp_out": None,
     "blocks.1.hook_resid_post": None, "blocks.1.hook_resid_ap": (2, 7, 8), "blocks.1.hook_resid_sem": (2, 7, 24),
@@ -236,21 +236,29 @@ HOOK_SHAPES = {  # b=2, n=7, hidden 24, pos 8, heads 4, d_qk 8, d_head 6
     "blocks.1.attn.hook_z_sem": (2, 7, 4, 6),
     "blocks.1.attn.hook_z": (2, 7, 4, 6), "hook_final_ap": (2, 7, 8), "hook_final_sem": (2, 7, 24),
     "hook_final": (2, 7, 24),
+    # TransformerLens' names (interp.tl): norms, MLP hidden layer, per-head results
+    "blocks.1.ln1.hook_normalized": None, "blocks.1.ln2.hook_normalized": None, "blocks.1.ln1.hook_scale": (2, 7, 1),
+    "blocks.1.ln2.hook_scale": (2, 7, 1), "blocks.1.mlp.hook_pre": (2, 7, 40), "blocks.1.mlp.hook_post": (2, 7, 40),
+    "blocks.1.attn.hook_result": (2, 7, 4, 24), "ln_final.hook_scale": (2, 7, 1),
+    "ln_final.hook_normalized": (2, 7, 24),
 }
+SINGLE = {"hook_embed", "blocks.1.ln1.hook_scale", "blocks.1.ln2.hook_scale", "blocks.1.attn.hook_result",
+          "ln_final.hook_scale", "ln_final.hook_normalized"}  # one stream: one scale, one wo
 PRESENT = {
     "disentangled": {"hook_embed_sem", "hook_embed_ap", "hook_final_ap", "hook_final_sem", "blocks.1.hook_resid_ap",
                      "blocks.1.hook_resid_sem"} | {f"blocks.1.attn.hook_{n}" for n in
                                                     ("q_ap", "k_ap", "v_ap", "q_sem", "k_sem", "v_sem", "logits_ap",
                                                      "logits_sem", "logits_rp", "z_ap", "z_sem")},
-    "ap": {"hook_embed_sem", "hook_pos_embed", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
+    "ap": SINGLE | {"hook_embed_sem", "hook_pos_embed", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
                                                                 ("q", "k", "v", "logits_sem", "z")},
-    "rp": {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
+    "rp": SINGLE | {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
                                               ("q", "k", "v", "logits_sem", "logits_rp", "z")},
-    "rope": {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
+    "rope": SINGLE | {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
                                                 ("q", "k", "v", "rot_q", "rot_k", "logits_sem", "z")},
 }
 COMMON = {k for k in HOOK_SHAPES if HOOK_SHAPES[k] is None} | {"blocks.1.attn.hook_attn_scores",
-                                                               "blocks.1.attn.hook_pattern"}
+                                                               "blocks.1.attn.hook_pattern", "blocks.1.mlp.hook_pre",
+                                                               "blocks.1.mlp.hook_post"}
 
 
 @pytest.mark.parametrize("variant", list(PRESENT))
