@@ -26,7 +26,8 @@ NAMES = [(f"{module}.{name}", new, entry) for module, table in deprecated.names(
          for name, (new, entry) in table.items()]
 COLUMNS = [(a, old, new) for a, table in deprecated.columns().items() for old, new in table.items()]
 CALLS = [e.old for e in deprecated.TABLE if isinstance(e, (deprecated.Wrapped, deprecated.Said))]
-LAZY_EXPORTS = {"interp/__init__.py", "poslens/__init__.py", "poslens/reproduce.py", "bench/memory.py", "bench/script.py"}
+LAZY_EXPORTS = {"interp/__init__.py", "poslens/__init__.py", "poslens/reproduce.py", "bench/memory.py",
+                "bench/script.py"}
 
 
 def _fresh_import(path: str):
