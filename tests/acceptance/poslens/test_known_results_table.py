@@ -274,3 +274,30 @@ def test_streaming_verdict_needs_sinks_to_recover_re_computation(tmp_path):
     _stream_csv(tmp_path, window=2.75, sinks=2.7, recomputed=2.7, past=False)
     verdict = claim.verdict(known_types.Results(tmp_path))
     assert verdict.startswith("SmolLM2-135M differs (over the whole stream, inside the trained length)")
+
+
+def _massive_csv(folder, log_ratio, first_share, n=100, layers=6):
+    rows = []
+    for model in ("smollm2", "gemma3-270m"):
+        for start in (True, False):
+            for s in range(n):
+                for layer in range(layers):
+                    big = 2 <= layer < 4  # the middle third
+                    ratio = 10 ** (log_ratio + 0.1 * ((s * 0.618) % 1 - 0.5)) if big else 10.0
+                    rows.append(dict(model=model, start_token=start, layer=layer, sequence=s, rank=1,
+                                     magnitude=ratio, median=1.0, ratio=ratio, dim=7, position=0 if s < first_share * n
+                                     else 5, first_token=s < first_share * n, length=64, n_layers=layers, n_docs=n))
+    pd.DataFrame(rows).to_csv(folder / "massive-activations.csv", index=False)
+
+
+def test_massive_activation_verdict_reads_size_and_place(tmp_path):
+    claim = _claim("massive activations at the first token")
+    _massive_csv(tmp_path, 3.5, 0.95)
+    r = known_types.Results(tmp_path)
+    assert claim.verdict(r).count(": agrees (size: agrees; at the first token: agrees)") == 2
+    said = claim.measure(r, "smollm2")
+    assert "layers 2-3 10^3.5" in said and "dimension 7 in 100 of 100" in said
+    _massive_csv(tmp_path, 2.0, 0.95)
+    assert claim.verdict(known_types.Results(tmp_path)).count("(size: differs") == 2
+    _massive_csv(tmp_path, 3.5, 0.5, n=20)  # half the sequences: the binomial interval straddles 50%
+    assert "at the first token: inconclusive at n = 20" in claim.verdict(known_types.Results(tmp_path))
