@@ -301,3 +301,15 @@ def test_massive_activation_verdict_reads_size_and_place(tmp_path):
     assert claim.verdict(known_types.Results(tmp_path)).count("(size: differs") == 2
     _massive_csv(tmp_path, 3.5, 0.5, n=20)  # half the sequences: the binomial interval straddles 50%
     assert "at the first token: inconclusive at n = 20" in claim.verdict(known_types.Results(tmp_path))
+
+
+def test_length_verdict_reads_every_gemma_layer_within_its_window(tmp_path):
+    claim = _claim("sinks and evaluation length")
+    windows = {("gemma3-270m", layer): 512 for layer in (0, 1, 2)}
+    rates = {}
+    for t, local in ((64, 0.8), (256, 0.5)):  # T <= 512: every layer still sees token 0
+        rates[("smollm2", "text", False, t)] = local
+        rates[("gemma3-270m", "text", True, t)] = [local, local, local, 0.9]
+    _sink_csv(tmp_path, rates, windows=windows)
+    v = claim.verdict(known_types.Results(tmp_path))
+    assert "Gemma 3 270M base (Q4_K_M): agrees (T = 64 -> 256" in v and "global layers 3 (" not in v
