@@ -30,7 +30,7 @@ from interp.capabilities import Capability
 if TYPE_CHECKING:
     import pandas as pd
 
-BUILDS_LOGITS = True  # one plain forward pass per sequence (the hidden states are read by hooks on the way)
+BUILDS_LOGITS = False  # the pass stops after the last layer's residual is read
 
 
 def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[bool, list[list[int]]]:
@@ -54,6 +54,8 @@ def top_activations(model, ids: list[int], top_k: int) -> dict:
     import numpy as np
     import torch
 
+    from interp.attention import StopForward
+
     found: dict[int, tuple] = {}
 
     def keep(layer):
@@ -62,12 +64,17 @@ def top_activations(model, ids: list[int], top_k: int) -> dict:
             values, flat = a.flatten().topk(min(top_k, a.numel()))
             found[layer] = (values.cpu().numpy(), (flat // a.shape[1]).cpu().numpy(), (flat % a.shape[1]).cpu().numpy(),
                             float(a.flatten().median()))
+            if layer == model.n_layers - 1:
+                raise StopForward  # everything is recorded: no final norm, no logits
             return resid
         return hook
 
     hooks = [(f"blocks.{layer}.hook_resid_post", keep(layer)) for layer in range(model.n_layers)]
     with model.hooks(fwd_hooks=hooks):
-        model(torch.tensor([ids], device=model.device))
+        try:
+            model(torch.tensor([ids], device=model.device))
+        except StopForward:
+            pass
     return {k: np.stack([found[layer][i] for layer in range(model.n_layers)])
             for i, k in enumerate(("magnitude", "position", "dim"))} | {
         "median": np.array([found[layer][3] for layer in range(model.n_layers)])}

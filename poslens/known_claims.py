@@ -439,7 +439,10 @@ MASSIVE_LOG10 = 3.0  # Sun et al.'s "10^3-10^5 times the median": the lower end
 
 
 def _massive(r: Results, m: str, start: bool) -> pd.DataFrame | None:
-    d = r["massive-activations"]
+    try:
+        d = r["massive-activations"]
+    except FileNotFoundError:  # a run without this analysis: the row says "not run"
+        return None
     d = d[(d.model == m) & (d.start_token == start) & (d["rank"] == 1)]
     if d.empty:
         return None
