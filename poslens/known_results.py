@@ -77,11 +77,29 @@ def models_header(folder: Path) -> list[str]:
     return lines
 
 
+def provenance_lines(folder: Path) -> list[str]:
+    """Which commit each kept CSV ran at, and by what command (its provenance files): one run at one commit is the
+    aim (``poslens reproduce --real-models``); where the kept CSVs are not, the table says so."""
+    runs: dict[str, list[str]] = {}
+    for path in sorted(Path(folder).glob("*.provenance.json")):
+        prov = json.loads(path.read_text(encoding="utf-8"))
+        command = prov.get("command") or []
+        how = ("`poslens analyze`" if any(str(c).endswith("poslens") for c in command[:1]) or "analyze" in command[:3]
+               else "a script outside the repository" if command else "no command recorded")
+        models = ", ".join(m["name"] for m in prov.get("models", []))
+        runs.setdefault(prov.get("analysis", path.name), []).append(
+            f"{models} at `{(prov.get('git_commit') or '?')[:7]}` ({how})")
+    commits = {line.split("`")[1] for lines in runs.values() for line in lines}
+    head = (f"**Provenance**: the kept CSVs ran at {len(commits)} commit{'s' if len(commits) != 1 else ''}"
+            + (" (not yet one `reproduce --real-models` run at one commit)" if len(commits) > 1 else "") + ": ")
+    return [head + "; ".join(f"{a}: {', '.join(lines)}" for a, lines in runs.items()) + "."]
+
+
 def render(folder: Path = EVIDENCE) -> str:
     """The markdown of both tables from the CSVs in ``folder``, under the models they ran on."""
     results = Results(folder)
     lines = ["**The models, as they are** (from the runs' provenance files):", "", *models_header(folder), "",
-             *MODEL_NOTES.get("", "").splitlines(), "",
+             *MODEL_NOTES.get("", "").splitlines(), "", *provenance_lines(folder), "",
              "Every poslens number is given with its 95% interval and its number of units (a percentile bootstrap "
              "over the units, 10,000 resamples, seed 0, or an exact binomial interval; `analyses.intervals`); a "
              "verdict says \"agrees\" or \"differs\" only where the interval clears the paper's number or the rule's "
