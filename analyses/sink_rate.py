@@ -268,10 +268,11 @@ def _units(indicators) -> str:
 def sequence_rates(df, column: str = "sink_by_sequence"):
     """``[sequence, head]`` 0/1 matrix of one condition's rows (``df`` filtered to one model, input, start token and
     length; any subset of its layers and heads): its row means are the per-sequence Sink rates, the units a bootstrap
-    resamples. None when ``df`` has no unit-level column (CSVs written before it)."""
+    resamples. None when ``df`` has no unit-level values (CSVs written before them, or rows of such a CSV concatenated
+    with newer ones)."""
     import numpy as np
 
-    if column not in df.columns or df.empty:
+    if column not in df.columns or df.empty or df[column].isna().any():
         return None
     strings = [x[1:] if x.startswith("b") else x for x in df[column].astype(str)]
     if len({len(x) for x in strings}) != 1:

@@ -178,7 +178,8 @@ def _table1_verdict(r: Results) -> str:
                      "below GPT2-XL's 77.00%" if text.hi < gpt2 else "above GPT2-XL's 77.00%")
         else:
             where = "not compared with GPT2-XL's 77.00% (no interval)"
-        out.append(f"{LABELS[m]}: {verdict} (sinks present on text and random tokens); {where}")
+        out.append(f"{LABELS[m]}: {verdict} (sinks present: Sink_1 above {SINK_FLOOR:.0%} on text and on random "
+                   f"tokens); {where}")
     return "; ".join(out)
 
 
@@ -201,9 +202,9 @@ def _position_verdict(r: Results) -> str:
     parts = [verdict_of(two, above=SINK_FLOOR), verdict_of(one, below=SINK_FLOOR)]
     gemma = ("agrees" if all(p == "agrees" for p in parts) else
              "differs" if any(p == "differs" for p in parts) else next(p for p in parts if p != "agrees"))
-    return (f"{LABELS['smollm2']}: {smol} (Gu §5 / Xiao §3.1: a model pretrained without a fixed first token sinks on "
-            f"whatever comes first); {LABELS['gemma3-270m']}: {gemma} (the sink follows `<bos>` to position 2: "
-            "Sink_2 above, Sink_1 below the floor)")
+    return (f"{LABELS['smollm2']}: {smol} (predicted by Gu §5 / Xiao §3.1: a sink on whatever comes first); "
+            f"{LABELS['gemma3-270m']}: {gemma} (predicted: the sink follows `<bos>` to position 2, Sink_2 above "
+            f"{SINK_FLOOR:.0%} and Sink_1 below)")
 
 
 def _global_layers(r: Results, m: str, length: int = GU_T):
@@ -313,9 +314,18 @@ def _depth_verdict(r: Results) -> str:
     return "; ".join(out)
 
 
+def _repeat_cell(r: Results, m: str, start: bool) -> str:
+    out = f"{_cond_name(r, m, start)} {shown(_rate(r, m, 'repeat', start))}"
+    units = _units(_condition(r, m, "repeat", start))
+    if units is not None and not units.any():  # a bootstrap of zeros is [0, 0]: bound the sequences instead
+        none = binomial(0, len(units))
+        out += (f" (no sink head in any of the {len(units)} sequences; the share of sequences with one: exact "
+                f"binomial [0, {100 * none.hi:.1f}%])")
+    return out
+
+
 def _repeat(r: Results, m: str) -> str:
-    cells = [f"{_cond_name(r, m, s)} {shown(_rate(r, m, 'repeat', s))}" for s in _starts(r, m)
-             if _condition(r, m, "repeat", s) is not None]
+    cells = [_repeat_cell(r, m, s) for s in _starts(r, m) if _condition(r, m, "repeat", s) is not None]
     return f"Sink_1 at T = {GU_T} on one repeated token: " + ("; ".join(cells) if cells else "not run")
 
 

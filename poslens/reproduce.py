@@ -68,9 +68,10 @@ def __getattr__(name: str):
 
 
 STEPS = ".steps"  # out/.steps/<analysis>.json: the commit, arguments and time of each step done
-# measured seconds of the --real-models steps on the shared 2-core machine (1 thread, 2026-11-27), the estimate a
-# step gets before this folder has timed it; None: not measured
-ESTIMATES = {"sink-rate": None, "massive-activations": None}
+# wall seconds of the --real-models steps, both models, measured on 2026-11-27 on the shared 2-core machine (1 thread,
+# load average 10-15: the process got 15-25% of a core; an idle core would take about a fifth), the estimate a step
+# gets before this folder has timed it; a step not listed has no estimate
+ESTIMATES = {"sink-rate": 1079 + 790, "massive-activations": 220 + 179}
 
 
 def step_key(step: Step, options: dict, seed: int) -> str:
