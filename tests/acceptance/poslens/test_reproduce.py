@@ -59,8 +59,8 @@ def test_every_step_of_the_plans_names_an_analysis_and_its_options():
     from poslens.reproduce import main_plan, real_plan
 
     PLAN, REAL_PLAN = main_plan(), real_plan()
-    assert [s.analysis for s in REAL_PLAN] == ["sink-rate", "induction", "rope-frequencies", "retrieval-heads",
-                                               "attention-window"]
+    assert [s.analysis for s in REAL_PLAN] == ["sink-rate", "massive-activations", "induction", "rope-frequencies",
+                                               "retrieval-heads", "attention-window"]
     assert [s.analysis for s in PLAN] == [a.name for a in all_analyses()]
     modules = [inspect.unwrap(get(s.analysis).body).__module__ for s in PLAN]
     assert list(dict.fromkeys(modules)) == list(MODULES)  # the report's order, one line each
