@@ -52,6 +52,7 @@ MODULES = (  # one line per analysis module, in the order the report shows them
     "analyses.position_probes",
     "analyses.head_profiles",
     "analyses.sink_rate",
+    "analyses.massive_activations",
     "analyses.induction",
     "analyses.rope_frequencies",
     "analyses.retrieval_heads",

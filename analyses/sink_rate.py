@@ -57,9 +57,12 @@ from interp.capabilities import Capability
 if TYPE_CHECKING:
     import pandas as pd
 
-INPUTS = ("text", "random")
+INPUTS = ("text", "random", "repeat", "start-second")
 ESTIMATORS = ("gu", "poslens")
 GU_LENGTH = 64  # Gu et al.'s T
+# a condition is its input, "+start" when the start token comes first; "start-second" puts the start token second
+CONDITIONS = ("text", "text+start", "random", "random+start", "repeat", "repeat+start", "start-second")
+DEFAULT_CONDITIONS = ("text", "text+start", "random", "random+start")
 
 
 def _lengths(model, options) -> tuple[int, ...]:
@@ -67,28 +70,43 @@ def _lengths(model, options) -> tuple[int, ...]:
     return tuple(n for n in wanted if n < model.max_seq_len) or (model.max_seq_len - 1,)
 
 
-def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[tuple[str, bool], list[list[int]]]:
-    """``{(input, start_token): [ids]}``: each context of ``length`` tokens with and without the start token."""
+def condition_name(kind: str, start: bool) -> str:
+    return kind if kind == "start-second" or not start else f"{kind}+start"
+
+
+def _contexts(model, n_docs: int, length: int, seed: int, documents,
+              wanted=DEFAULT_CONDITIONS) -> dict[tuple[str, bool], list[list[int]]]:
+    """``{(input, start_token): [ids]}``: each context of ``length`` tokens in each condition of ``wanted`` that the
+    model has (a model without a start token has no ``+start`` or ``start-second`` condition). ``repeat``: one
+    random ordinary token (one per sequence, seeded) repeated ``length`` times (Gu et al.'s Table 1 "repeat"
+    column); ``start-second``: the text's first ordinary token, then the start token, then the text (the start token
+    at position 2, as Gu's Table 10 fixes a token there; read as Sink_2)."""
+    import numpy as np
+
     from corpora.contexts import analysis_windows
-    from corpora.random_tokens import random_sequences, start_token
+    from corpora.random_tokens import ordinary_ids, random_sequences, start_token
 
     bos = start_token(model)
     text = [w.ids for w in analysis_windows(model, "sink-rate", documents, length=length + 1, n_docs=n_docs, seed=seed)]
     plain = [ids[1:] if bos is not None and ids and ids[0] == bos else ids for ids in text]
-    rand = random_sequences(model, n_docs if documents is None else len(text), length, seed)
+    n = n_docs if documents is None else len(text)
+    rand = random_sequences(model, n, length, seed)
+    tokens = np.random.default_rng([seed, 1]).choice(ordinary_ids(model), size=n).tolist()
     out = {("text", False): [ids[:length] for ids in plain if len(ids) >= 2],
-           ("random", False): rand}
+           ("random", False): rand, ("repeat", False): [[t] * length for t in tokens]}
     if bos is not None:
         out[("text", True)] = [[bos] + ids[: length - 1] for ids in plain if len(ids) >= 1]
         out[("random", True)] = [[bos] + r[: length - 1] for r in rand]
-    return out
+        out[("repeat", True)] = [[bos] + [t] * (length - 1) for t in tokens]
+        out[("start-second", True)] = [ids[:1] + [bos] + ids[1: length - 1] for ids in plain if len(ids) >= 2]
+    return {k: v for k, v in out.items() if condition_name(*k) in wanted}
 
 
 @no_grad
 def first_token_attention(model, ids: list[int], max_rows: int) -> dict:
-    """``{"row0": [layer, head] A_00, "mass": [layer, head] mean over query rows 1..N-1 of the attention to key 0}``
-    (float64 numpy; every row by default, through ``interp.attention.model_statistics``, or the ``max_rows`` evenly
-    spaced rows of ``head_profiles.sampled_rows``)."""
+    """``{"row0": [layer, head] A_00, "mass": [layer, head] mean over query rows 1..N-1 of the attention to key 0,
+    "mass2": the same to key 1}`` (float64 numpy; every row by default, through ``interp.attention.model_statistics``,
+    or the ``max_rows`` evenly spaced rows of ``head_profiles.sampled_rows``)."""
     import torch
 
     from analyses.head_profiles import sampled_rows
@@ -97,10 +115,12 @@ def first_token_attention(model, ids: list[int], max_rows: int) -> dict:
     n = len(ids)
     rows = sampled_rows(n, max_rows)
     every = rows.numel() == n - 1
-    first = model_statistics(model, torch.tensor([ids], device=model.device), ("first_mass",), first=(1,),
+    first = model_statistics(model, torch.tensor([ids], device=model.device), ("first_mass",), first=(1, 2),
                              rows=None if every else torch.cat([torch.zeros(1, dtype=torch.long), rows]))["first_mass"]
-    to_first = first[:, 0, :, :, 0].double()  # [layer, head, 1 + rows]: row 0, then rows 1..N-1 (or the sampled ones)
-    return {"row0": to_first[..., 0].numpy(), "mass": to_first[..., 1:].mean(-1).numpy()}
+    first = first[:, 0].double()  # [layer, head, 1 + rows, (first key, first two keys)]
+    to_first, to_second = first[..., 0], first[..., 1] - first[..., 0]
+    return {"row0": to_first[..., 0].numpy(), "mass": to_first[..., 1:].mean(-1).numpy(),
+            "mass2": to_second[..., 1:].mean(-1).numpy()}
 
 
 def gu_alpha(row0, mass, length: int):
@@ -132,10 +152,16 @@ def summary(df):
           small=Run(("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
           main=Run(DECODERS, dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
                    section=HEADS),
-          # Gu et al.'s estimator (the default) at their T = 64 and at two longer evaluation lengths (their Fig. 3),
-          # every query row as their alpha_1 has it
-          real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256, 1024), n_docs=16),
-                   quick=dict(lengths=(64,), n_docs=1, max_rows=32), section=KNOWN),
+          # Gu et al.'s estimator (the default) at their T = 64 on their 100 sequences per condition, with their
+          # "repeat" column and the start token at position 2 (their Table 10); at a longer evaluation length (their
+          # Fig. 3) the text in the Gu-comparable condition only (their code's tokenizer(prompt): no BOS for SmolLM2's
+          # tokenizer, <bos> for Gemma's) on 50 sequences, every query row as their alpha_1 has it. T = 256 rather than
+          # 1024 and 50 sequences there: what the shared 2-core machine ran in the time it had (2026-11-27); 256 <= 512
+          # keeps every Gemma 3 layer able to see token 0
+          real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256), n_docs=100, long_docs=50, conditions=CONDITIONS),
+                   quick=dict(lengths=(64,), n_docs=2, max_rows=32), section=KNOWN,
+                   per_model={"smollm2": dict(long_conditions=("text",)),
+                              "gemma3-270m": dict(long_conditions=("text+start",))}),
           memory=Run(("rope-small",), dict(lengths=(128,))),
           builds_logits=False)
 def sink_rate(model, *,
@@ -152,50 +178,103 @@ def sink_rate(model, *,
                                  Range(0, 1)] = 0.3,
               max_rows: Annotated[int, Help("query rows 1..T-1 read per context: 0 (default) every row; a number, "
                                             "that many evenly spaced (every row when at least T - 1)"), Range(0)] = 0,
+              conditions: Annotated[tuple[str, ...], Help("conditions read (repeatable; default text and random, "
+                                                          "each with and without the start token)"),
+                                    Choices(CONDITIONS), Cli("--condition")] = DEFAULT_CONDITIONS,
+              long_conditions: Annotated[tuple[str, ...], Help("the conditions read at lengths above the shortest "
+                                                               "(default: every one of --condition)"),
+                                         Choices(CONDITIONS), Cli("--long-condition")] = (),
+              long_docs: Annotated[int, Help("contexts per condition at lengths above the shortest (default 0: "
+                                             "--n-docs)"), Range(0)] = 0,
               seed: int = 0, documents=None) -> pd.DataFrame:
     """Share of heads whose attention goes mostly to the first token (attention sinks), per layer, on text and on
     random tokens, with and without the document-start token (Gu et al.'s Sink_1 by default).
 
-    One row per input, start token, length, layer and head: alpha_1 (Gu), first-token mass (rows 1..T-1), and the share
-    of contexts in which the head is a sink under ``estimator``."""
+    One row per input, start token, length, layer and head: alpha_1 (Gu), first-token mass (rows 1..T-1), the share
+    of contexts in which the head is a sink under ``estimator``, alpha_2 and its share (the second token's, Gu's
+    Sink_2), and the unit-level values behind the shares: ``sink_by_sequence`` and ``sink_2_by_sequence``, one
+    character per sequence after a "b" (so that no reader takes them for numbers; "1": alpha > epsilon in that
+    sequence), in the same sequence order in every row of a
+    condition, so a rate's interval can be bootstrapped over sequences (``sequence_rates``). ``key_window`` is the
+    layer's attention window (0: every earlier key); ``start_text`` the start token as the tokenizer writes it
+    ("none" without one)."""
     import numpy as np
     import pandas as pd
 
+    from corpora.random_tokens import start_token
     from interp import parallel
 
-    items, keys = [], []
-    for length in lengths:
-        for (kind, start), seqs in _contexts(model, n_docs, length, seed, documents).items():
-            for ids in seqs:
+    items, keys, index = [], [], []
+    for i, length in enumerate(sorted(lengths)):
+        wanted = conditions if i == 0 or not long_conditions else long_conditions
+        docs = n_docs if i == 0 or not long_docs else long_docs
+        for (kind, start), seqs in _contexts(model, docs, length, seed, documents, wanted).items():
+            for j, ids in enumerate(seqs):
                 items.append(ids)
                 keys.append((kind, start, length))
-    conditions = sorted(set(keys), key=lambda k: (INPUTS.index(k[0]), k[1], k[2]))
+                index.append(j)
+    conds = sorted(set(keys), key=lambda k: (INPUTS.index(k[0]), k[1], k[2]))
+    counts = {c: keys.count(c) for c in conds}
     shape = (model.n_layers, model.n_heads)
-    state = {f"{m}|{k}|{s}|{n}": np.zeros(shape) for m in ("mass", "alpha", "sink") for k, s, n in conditions}
-    state |= {f"count|{k}|{s}|{n}": np.zeros(1) for k, s, n in conditions}
+    state = {f"{m}|{k}|{s}|{n}": np.zeros(shape) for m in ("mass", "alpha", "sink", "alpha2", "sink2")
+             for k, s, n in conds}
+    state |= {f"{m}|{k}|{s}|{n}": np.zeros((counts[(k, s, n)], *shape)) for m in ("seq", "seq2") for k, s, n in conds}
+    state |= {f"count|{k}|{s}|{n}": np.zeros(1) for k, s, n in conds}
 
     def one(ids):
         seen = first_token_attention(model, ids, max_rows)
         alpha = gu_alpha(seen["row0"], seen["mass"], len(ids))
-        return {"mass": seen["mass"], "alpha": alpha, "sink": (alpha > epsilon).astype(np.float64)}
+        alpha2 = seen["mass2"]  # alpha_2 = 1/(T - 1) sum over rows 1..T-1 of A_{t,1} (row 0 cannot see key 1)
+        return {"mass": seen["mass"], "alpha": alpha, "sink": (alpha > epsilon).astype(np.float64),
+                "alpha2": alpha2, "sink2": (alpha2 > epsilon).astype(np.float64)}
 
     def add(state, i, stats):
         k, s, n = keys[i]
         for m, v in stats.items():
             state[f"{m}|{k}|{s}|{n}"] += v
+        state[f"seq|{k}|{s}|{n}"][index[i]] += stats["sink"]
+        state[f"seq2|{k}|{s}|{n}"][index[i]] += stats["sink2"]
         state[f"count|{k}|{s}|{n}"] += 1
 
     state = parallel.fold_items(one, items, state, add, model=model, desc=f"sink-rate {model.model_name}")
     layer, head = np.meshgrid(np.arange(model.n_layers), np.arange(model.n_heads), indexing="ij")
+    windows = getattr(model, "attention_windows", None) or (None,) * model.n_layers
     frames = []
-    for k, s, n in conditions:
+    for k, s, n in conds:
         count = int(state[f"count|{k}|{s}|{n}"][0])
         mass, alpha = state[f"mass|{k}|{s}|{n}"] / count, state[f"alpha|{k}|{s}|{n}"] / count
         share = state[f"sink|{k}|{s}|{n}"] / count if estimator == "gu" else (mass > epsilon).astype(np.float64)
+        by_seq, by_seq2 = ([_units(col) for col in state[f"{m}|{k}|{s}|{n}"].reshape(count, -1).T]
+                           for m in ("seq", "seq2"))
         frames.append(pd.DataFrame(dict(estimator=estimator, input=k, start_token=s, length=n, layer=layer.ravel(),
                                         head=head.ravel(), depth=layer.ravel() / max(1, model.n_layers - 1),
+                                        key_window=[windows[int(x)] or 0 for x in layer.ravel()],
                                         alpha_1=alpha.ravel(), first_token_mass=mass.ravel(), sink_share=share.ravel(),
-                                        epsilon=epsilon, n_docs=count)))
+                                        alpha_2=state[f"alpha2|{k}|{s}|{n}"].ravel() / count,
+                                        sink_2_share=state[f"sink2|{k}|{s}|{n}"].ravel() / count,
+                                        epsilon=epsilon, n_docs=count, sink_by_sequence=by_seq,
+                                        sink_2_by_sequence=by_seq2)))
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "model", model.model_name)
+    bos = start_token(model)
+    df["start_text"] = "none" if bos is None else model.tokenizer.decode([bos])
     return df
+
+
+def _units(indicators) -> str:
+    return "b" + "".join("1" if x else "0" for x in indicators)
+
+
+def sequence_rates(df, column: str = "sink_by_sequence"):
+    """``[sequence, head]`` 0/1 matrix of one condition's rows (``df`` filtered to one model, input, start token and
+    length; any subset of its layers and heads): its row means are the per-sequence Sink rates, the units a bootstrap
+    resamples. None when ``df`` has no unit-level values (CSVs written before them, or rows of such a CSV concatenated
+    with newer ones)."""
+    import numpy as np
+
+    if column not in df.columns or df.empty or df[column].isna().any():
+        return None
+    strings = [x[1:] if x.startswith("b") else x for x in df[column].astype(str)]
+    if len({len(x) for x in strings}) != 1:
+        raise ValueError(f"{column}: rows of one condition hold different numbers of sequences")
+    return np.array([[c == "1" for c in x] for x in strings], dtype=float).T

@@ -1,6 +1,7 @@
 """Share of sink heads per layer against depth (the layer's mean ``sink_share``: under Gu et al.'s estimator the share
 of (head, sequence) pairs with alpha_1 > epsilon), one panel per input x start-token condition, a line per model and
-length (longer contexts darker)."""
+length (longer contexts darker); where the table keeps its unit-level values (``sink_by_sequence``), each point's 95%
+bootstrap interval over the sequences (``analyses.intervals``) as an error bar."""
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -18,6 +19,18 @@ def figure(df) -> go.Figure:
     lengths = sorted(df["length"].unique())
     per_layer = df.groupby(["model", "input", "start_token", "length", "layer"], sort=False).agg(
         rate=("sink_share", "mean"), depth=("depth", "first")).reset_index()
+    per_layer["lo"], per_layer["hi"] = per_layer["rate"], per_layer["rate"]
+    if "sink_by_sequence" in df:
+        from analyses.intervals import bootstrap
+        from analyses.sink_rate import sequence_rates
+
+        for i, (key, g) in enumerate(df.groupby(["model", "input", "start_token", "length", "layer"], sort=False)):
+            units = sequence_rates(g)
+            if units is not None and len(units) > 1:
+                iv = bootstrap(units.mean(axis=1), n_boot=2000)
+                j = per_layer.index[(per_layer[["model", "input", "start_token", "length", "layer"]]
+                                     .apply(tuple, axis=1) == key)]
+                per_layer.loc[j, ["lo", "hi"]] = iv.lo, iv.hi
     for j, (inp, start) in enumerate(conditions):
         r, c = j // cols + 1, j % cols + 1
         for model, g in per_layer[(per_layer["input"] == inp)
@@ -33,6 +46,8 @@ def figure(df) -> go.Figure:
                               dash=("dot", "dash", "solid")[min(2, k + 3 - len(lengths))] if len(lengths) <= 3
                               else "solid"),
                     marker=dict(size=4), customdata=gg[["layer"]].values,
+                    error_y=dict(type="data", symmetric=False, array=gg["hi"] - gg["rate"],
+                                 arrayminus=gg["rate"] - gg["lo"], thickness=0.8, width=0),
                     hovertemplate="layer %{customdata[0]}: %{y:.0%} sink heads<extra>"
                                   + f"{model}, {n} tokens</extra>"),
                     row=r, col=c)

@@ -54,6 +54,8 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--force", action="store_true", help="overwrite an earlier report in --out")
     r.add_argument("--seed", default="0", help="random seed (default: 0)")
     r.add_argument("--quick", action="store_true", help="smaller samples (for tests)")
+    r.add_argument("--resume", action="store_true",
+                   help="continue a report in --out: steps done at this commit with the same arguments are kept")
     r.add_argument("--real-models", action="store_true",
                    help="also the pretrained models' runs behind README's known results (SmolLM2, Gemma 3; "
                         "minutes more)")
@@ -215,5 +217,5 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     with parallel.session(device=args.device):  # under torchrun: one process group for every step
         reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device,
-                  real_models=args.real_models, dtype=dtype)
+                  real_models=args.real_models, dtype=dtype, resume=args.resume)
     return 0

@@ -4,11 +4,46 @@ code read are in ``shared/reference/known-results-papers.md`` of the steering re
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from poslens.known_types import NAMES, Claim, Observation, Results, head, pct
+from analyses.intervals import Interval, binomial, bootstrap, judge
+from poslens.known_types import (
+    LABELS,
+    NAMES,
+    Claim,
+    Observation,
+    Results,
+    Revision,
+    Rule,
+    difference,
+    has_interval,
+    head,
+    no_interval,
+    pct,
+    rate_interval,
+    shown,
+    verdict_of,
+)
 
 PRETRAINED = ("smollm2", "gemma3-270m")
+
+# the table's header (``poslens.known_results.models_header``): what each model is, beyond its provenance, and why it
+# matters for the rows; "" is the note under the models
+MODEL_NOTES = {
+    "smollm2": "The instruction-tuned variant, not the base model. Its start token `<|im_start|>` (id 1, the "
+               "tokenizer's BOS) is the chat-turn opener, not a document start of pretraining: \"with its start "
+               "token\" means with `<|im_start|>` prepended. Gu et al.'s code (`tokenizer(prompt)`) adds no BOS for "
+               "this tokenizer, so its Gu-comparable cells are those without a start token.",
+    "gemma3-270m": "The pretrained (base) model. Its tokenizer adds `<bos>` (id 2), as Gu et al.'s "
+                   "`tokenizer(prompt)` would: its Gu-comparable cells are those with `<bos>` first. 15 of its 18 "
+                   "layers attend within a sliding window of 512 keys; layers 5, 11 and 17 are global.",
+    "": "Both are 4-bit GGUFs de-quantised to float32, which no paper covers: heads near a threshold are what "
+        "quantisation can move. Using an Instruct model for SmolLM2 is a tolerable departure for the sink rows: Gu "
+        "et al.'s Table 1 (Right) finds chat variants sink like their base models (e.g. LLaMA2-7B 92.47% base, "
+        "92.88% chat), and Wu et al. find chat variants keep their retrieval heads; for the other rows it is "
+        "untested.",
+}
 
 
 # -- induction and previous-token heads (Olsson et al. 2022) -------------------------------------------------------
@@ -67,17 +102,43 @@ CLAIMS: list[Claim] = [
 # -- attention sinks (Gu et al., ICLR 2025; Xiao et al., ICLR 2024) ------------------------------------------------
 GU_TABLE1 = {"GPT2-XL": (77.00, 70.29), "Mistral-7B": (97.49, 75.21), "LLaMA2-7B": (92.47, 90.13),
              "LLaMA3-8B": (99.02, 91.23)}
+GU_REPEAT = {"GPT2-XL": 62.28, "Mistral-7B": 0.00, "LLaMA2-7B": 0.00, "LLaMA3-8B": 0.00}
+GU_T = 64
+# Gu's code tokenizes with ``tokenizer(prompt)``: no BOS for SmolLM2's tokenizer, <bos> for Gemma's. These are the
+# conditions their numbers are comparable with (review, cross-cutting 2)
+GU_START = {"smollm2": False, "gemma3-270m": True}
+SINK_FLOOR = 0.10  # "sinks present": Sink_1's interval above 10% (a shuffled-weight copy has < 5%: tests/acceptance)
+REPEAT_CEILING = 0.05  # "no sink on one repeated token": Sink_1's interval below 5% (Gu: 0.00% for rotary models)
+DEPTH_CUT = 0.5  # Xiao's "consistently focuses": most heads of a layer sink; "local": most do not
+WRITTEN = "2026-11-27, before the 100-sequence run"
 
 
-def _sinks(r: Results, m: str, length: int = 64, **where) -> pd.DataFrame:
-    d = r.model("sink-rate", m, estimator="gu", length=length, **where)
-    return d
-
-
-def _sink_rate(r: Results, m: str, inp: str, start: bool, length: int = 64) -> float | None:
+def _condition(r: Results, m: str, inp: str, start: bool, length: int = GU_T) -> pd.DataFrame | None:
     d = r["sink-rate"]
     d = d[(d.model == m) & (d.estimator == "gu") & (d.length == length) & (d.input == inp) & (d.start_token == start)]
-    return None if d.empty else float(d["sink_share"].mean())
+    return None if d.empty else d
+
+
+def _units(d: pd.DataFrame, second: bool = False):
+    from analyses.sink_rate import sequence_rates
+
+    return sequence_rates(d, "sink_2_by_sequence" if second else "sink_by_sequence")
+
+
+def _rate(r: Results, m: str, inp: str, start: bool, length: int = GU_T, layers=None,
+          second: bool = False) -> Interval | None:
+    """Sink_1 (or Sink_2) of one condition, over ``layers`` (default all), with its bootstrap interval over
+    sequences; no bounds where the CSV keeps per-head means only."""
+    d = _condition(r, m, inp, start, length)
+    if d is None:
+        return None
+    if layers is not None:
+        d = d[d.layer.isin(list(layers))]
+    units = _units(d, second)
+    if units is None:
+        column = "sink_2_share" if second else "sink_share"
+        return None if column not in d else no_interval(d[column].mean(), int(d["n_docs"].iloc[0]))
+    return rate_interval(units)
 
 
 def _starts(r: Results, m: str) -> list[bool]:
@@ -85,130 +146,379 @@ def _starts(r: Results, m: str) -> list[bool]:
     return sorted(set(d["start_token"]), reverse=True)
 
 
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else pct(x)
+def _start_text(r: Results, m: str, analysis: str = "sink-rate") -> str:
+    d = r.model(analysis, m)
+    return f"`{d['start_text'].iloc[0]}`" if "start_text" in d else "its start token"
+
+
+def _cond_name(r: Results, m: str, start: bool, analysis: str = "sink-rate") -> str:
+    return f"{_start_text(r, m, analysis)} first" if start else "no start token"
 
 
 def _table1(r: Results, m: str) -> str:
     parts = []
     for start in _starts(r, m):
-        parts.append(f"{'with' if start else 'without'} its start token {_fmt(_sink_rate(r, m, 'text', start))} / "
-                     f"{_fmt(_sink_rate(r, m, 'random', start))}")
-    return "Sink_1 at T = 64, natural / random: " + "; ".join(parts)
+        cells = [f"{inp} {shown(_rate(r, m, inp, start))}" for inp in ("text", "random")]
+        gu = " (Gu-comparable)" if GU_START.get(m) == start else ""
+        parts.append(f"{_cond_name(r, m, start)}{gu}: " + "; ".join(cells))
+    return f"Sink_1 at T = {GU_T}: " + ". ".join(parts)
 
 
 def _table1_verdict(r: Results) -> str:
-    low, high = min(v[0] for v in GU_TABLE1.values()), max(v[0] for v in GU_TABLE1.values())
     out = []
     for m in PRETRAINED:
-        best = max(_sink_rate(r, m, "text", s) or 0.0 for s in _starts(r, m))
-        where = ("within" if low <= 100 * best <= high else "below" if 100 * best < low else "above")
-        out.append(f"{NAMES[m]} {where} Table 1's natural-text range ({low:.2f}-{high:.2f}%)")
-    return "; ".join(out) + ": sinks present in both"
+        start = GU_START[m]
+        text, rand = _rate(r, m, "text", start), _rate(r, m, "random", start)
+        votes = [verdict_of(text, above=SINK_FLOOR), verdict_of(rand, above=SINK_FLOOR)]
+        verdict = ("agrees" if all(v == "agrees" for v in votes) else
+                   "differs" if any(v == "differs" for v in votes) else next(v for v in votes if v != "agrees"))
+        if text is not None and has_interval(text):
+            gpt2 = GU_TABLE1["GPT2-XL"][0] / 100
+            where = ("comparable to GPT2-XL's 77.00% (the interval covers it)" if text.lo <= gpt2 <= text.hi else
+                     "below GPT2-XL's 77.00%" if text.hi < gpt2 else "above GPT2-XL's 77.00%")
+        else:
+            where = "not compared with GPT2-XL's 77.00% (no interval)"
+        out.append(f"{LABELS[m]}: {verdict} (sinks present: Sink_1 above {SINK_FLOOR:.0%} on text and on random "
+                   f"tokens); {where}")
+    return "; ".join(out)
 
 
 def _position(r: Results, m: str) -> str:
     starts = _starts(r, m)
     if len(starts) < 2:
         return "no start token: only the first ordinary token can be tested"
-    return (f"Sink_1 at T = 64 (text): {_fmt(_sink_rate(r, m, 'text', True))} with the start token first, "
-            f"{_fmt(_sink_rate(r, m, 'text', False))} when an ordinary token comes first")
+    second = _condition(r, m, "start-second", True)
+    two = _rate(r, m, "start-second", True, second=True)
+    moved = (f"; start token second (one ordinary token first): Sink_1 {shown(_rate(r, m, 'start-second', True))}, "
+             f"Sink_2 {shown(two)}" if second is not None else "; start token second: not run")
+    return (f"Sink_1 at T = {GU_T} (text): {_start_text(r, m)} first {shown(_rate(r, m, 'text', True))}; an ordinary "
+            f"token first {shown(_rate(r, m, 'text', False))}" + moved)
 
 
 def _position_verdict(r: Results) -> str:
-    g_with, g_without = _sink_rate(r, "gemma3-270m", "text", True), _sink_rate(r, "gemma3-270m", "text", False)
-    s_with, s_without = _sink_rate(r, "smollm2", "text", True), _sink_rate(r, "smollm2", "text", False)
-    gemma = ("agrees for Gemma 3 (pretrained with its BOS first): its sink needs the BOS"
-             if g_with is not None and g_without is not None and g_with > 0.3 and g_without < 0.1 * g_with
-             else "Gemma 3 does not show it")
-    smol = (f"SmolLM2 sinks on whatever comes first ({pct(s_with)} / {pct(s_without)}); how its pretraining placed "
-            "documents is not stated here, so the paper makes no prediction for it"
-            if s_with is not None and s_without is not None else "")
-    return "; ".join(x for x in (gemma, smol) if x)
+    smol = verdict_of(_rate(r, "smollm2", "text", False), above=SINK_FLOOR)
+    one = _rate(r, "gemma3-270m", "start-second", True)
+    two = _rate(r, "gemma3-270m", "start-second", True, second=True)
+    parts = [verdict_of(two, above=SINK_FLOOR), verdict_of(one, below=SINK_FLOOR)]
+    gemma = ("agrees" if all(p == "agrees" for p in parts) else
+             "differs" if any(p == "differs" for p in parts) else next(p for p in parts if p != "agrees"))
+    return (f"{LABELS['smollm2']}: {smol} (predicted by Gu §5 / Xiao §3.1: a sink on whatever comes first); "
+            f"{LABELS['gemma3-270m']}: {gemma} (predicted: the sink follows `<bos>` to position 2, Sink_2 above "
+            f"{SINK_FLOOR:.0%} and Sink_1 below)")
+
+
+def _global_layers(r: Results, m: str, length: int = GU_T):
+    d = _condition(r, m, "text", GU_START[m], length)
+    if d is None or "key_window" not in d:
+        return None
+    return sorted(set(d[d.key_window == 0].layer))
+
+
+def _lengths(r: Results, m: str) -> list[int]:
+    d = r.model("sink-rate", m, estimator="gu", input="text")
+    return sorted(set(d[d.start_token == GU_START[m]].length))
 
 
 def _lengths_row(r: Results, m: str) -> str:
-    d = r.model("sink-rate", m, estimator="gu", input="text")
-    start = _starts(r, m)[0]
-    d = d[d.start_token == start]
-    rates = d.groupby("length")["sink_share"].mean()
-    return (f"Sink_1 (text{', start token first' if start else ''}): "
-            + ", ".join(f"T = {int(t)}: {pct(v)}" for t, v in rates.items()))
+    start = GU_START[m]
+    cells = [f"T = {t}: {shown(_rate(r, m, 'text', start, t))}" for t in _lengths(r, m)]
+    out = f"Sink_1 (text, {_cond_name(r, m, start)}): " + ", ".join(cells)
+    layers = _global_layers(r, m)
+    if layers is not None and len(layers) < len(set(r.model("sink-rate", m).layer)):
+        out += (f"; its global layers ({', '.join(map(str, layers))}) only: "
+                + ", ".join(f"T = {t}: {shown(_rate(r, m, 'text', start, t, layers))}" for t in _lengths(r, m)))
+    steps = _steps(r, m)
+    if steps:
+        out += "; the fall per step: " + ", ".join(f"{a}->{b} {iv.format('{:+.1f}', 100, ' pp')}"
+                                                   for (a, b), iv in steps)
+    return out
+
+
+def _judged_layers(r: Results, m: str):
+    """Gemma 3's sliding layers cannot see token 0 past 512 keys: where the longest length run exceeds a layer's
+    window, its fall is judged on the global layers; at lengths within every window, on every layer."""
+    d = _condition(r, m, "text", GU_START[m])
+    if d is None or "key_window" not in d:
+        return None
+    windows = [w for w in set(d.key_window) if w > 0]
+    if not windows or max(_lengths(r, m)) <= min(windows):
+        return None
+    return _global_layers(r, m)
+
+
+def _steps(r: Results, m: str):
+    """Each length step's fall (earlier minus later Sink_1) with its interval, on the layers judged."""
+    start, layers, out = GU_START[m], _judged_layers(r, m), []
+    ts = _lengths(r, m)
+    for a, b in zip(ts, ts[1:]):
+        ua, ub = (_condition(r, m, "text", start, t) for t in (a, b))
+        if layers is not None:
+            ua, ub = ua[ua.layer.isin(layers)], ub[ub.layer.isin(layers)]
+        xa, xb = _units(ua), _units(ub)
+        if xa is None or xb is None:
+            continue
+        out.append(((a, b), difference(xa.mean(axis=1), xb.mean(axis=1))))
+    return out
 
 
 def _lengths_verdict(r: Results) -> str:
-    falls = []
+    out = []
     for m in PRETRAINED:
-        d = r.model("sink-rate", m, estimator="gu", input="text")
-        d = d[d.start_token == _starts(r, m)[0]]
-        rates = d.groupby("length")["sink_share"].mean().sort_index()
-        falls.append(len(rates) > 1 and rates.iloc[-1] < rates.iloc[0])
-    return ("agrees: Sink_1 falls with T in both models" if all(falls) else
-            "partly: Sink_1 falls with T in " + ", ".join(NAMES[m] for m, f in zip(PRETRAINED, falls) if f)
-            if any(falls) else "differs: Sink_1 does not fall with T")
+        start, layers, ts = GU_START[m], _judged_layers(r, m), _lengths(r, m)
+        if len(ts) < 2:
+            out.append(f"{LABELS[m]}: not run at two lengths")
+            continue
+        ua, ub = (_condition(r, m, "text", start, t) for t in (ts[0], ts[-1]))
+        if layers is not None:
+            ua, ub = ua[ua.layer.isin(layers)], ub[ub.layer.isin(layers)]
+        xa, xb = _units(ua), _units(ub)
+        where = f" on its global layers {', '.join(map(str, layers))}" if layers is not None else ""
+        if xa is None or xb is None:
+            out.append(f"{LABELS[m]}: inconclusive (no interval){where}")
+            continue
+        fall = difference(xa.mean(axis=1), xb.mean(axis=1))
+        out.append(f"{LABELS[m]}: {judge(fall, above=0.0)}{where} (T = {ts[0]} -> {ts[-1]}: "
+                   f"{fall.format('{:+.1f}', 100, ' pp')})")
+    return "; ".join(out)
+
+
+def _depth_parts(r: Results, m: str):
+    """(bottom two layers' Sink_1, the layers above's Sink_1, each layer above's verdict against DEPTH_CUT)."""
+    d = _condition(r, m, "text", GU_START[m])
+    bottom = _rate(r, m, "text", GU_START[m], layers=(0, 1))
+    rest_layers = sorted(set(d.layer) - {0, 1})
+    rest = _rate(r, m, "text", GU_START[m], layers=rest_layers)
+    per_layer = {layer: verdict_of(_rate(r, m, "text", GU_START[m], layers=(layer,)), above=DEPTH_CUT)
+                 for layer in rest_layers}
+    return bottom, rest, per_layer
 
 
 def _depth(r: Results, m: str) -> str:
-    d = r.model("sink-rate", m, estimator="gu", input="text", length=64)
-    d = d[d.start_token == _starts(r, m)[0]]
-    per_layer = d.groupby("layer")["sink_share"].mean()
-    bottom, rest = per_layer[per_layer.index < 2].mean(), per_layer[per_layer.index >= 2]
-    half = per_layer[per_layer >= 0.5]
-    first = int(half.index.min()) if len(half) else None
-    return (f"T = 64: layers 0-1 {pct(bottom)} sink heads; layers 2-{int(per_layer.index.max())} {pct(rest.mean())} "
-            f"(per layer {pct(rest.min())}-{pct(rest.max())}); first layer with half its heads sinking: "
-            + (f"{first}" if first is not None else "none"))
+    bottom, rest, per_layer = _depth_parts(r, m)
+    above = [layer for layer, v in per_layer.items() if v == "agrees"]
+    below = [layer for layer, v in per_layer.items() if v == "differs"]
+    return (f"T = {GU_T}, text, {_cond_name(r, m, GU_START[m])}: layers 0-1 {shown(bottom)} sink heads; layers 2-"
+            f"{max(per_layer)} {shown(rest)}; of the {len(per_layer)} layers above, {len(above)} have most heads "
+            f"sinking (interval above 50%), {len(below)} most not (below: "
+            f"{', '.join(map(str, below)) or 'none'}), {len(per_layer) - len(above) - len(below)} inconclusive")
 
 
 def _depth_verdict(r: Results) -> str:
     out = []
     for m in PRETRAINED:
-        d = r.model("sink-rate", m, estimator="gu", input="text", length=64)
-        d = d[d.start_token == _starts(r, m)[0]]
-        per_layer = d.groupby("layer")["sink_share"].mean()
-        rest = per_layer[per_layer.index >= 2]
-        out.append(f"{NAMES[m]} {'agrees' if rest.min() >= 0.5 else 'differs'}: "
-                   f"{int((rest >= 0.5).sum())} of {len(rest)} layers above the bottom two have most heads sinking")
+        bottom, rest, _ = _depth_parts(r, m)
+        parts = [verdict_of(bottom, below=DEPTH_CUT), verdict_of(rest, above=DEPTH_CUT)]
+        verdict = ("agrees" if all(p == "agrees" for p in parts) else
+                   "differs" if any(p == "differs" for p in parts) else next(p for p in parts if p != "agrees"))
+        out.append(f"{LABELS[m]}: {verdict} (bottom two layers: {parts[0]}; the layers above: {parts[1]})")
     return "; ".join(out)
 
+
+def _repeat_cell(r: Results, m: str, start: bool) -> str:
+    out = f"{_cond_name(r, m, start)} {shown(_rate(r, m, 'repeat', start))}"
+    units = _units(_condition(r, m, "repeat", start))
+    if units is not None and not units.any():  # a bootstrap of zeros is [0, 0]: bound the sequences instead
+        none = binomial(0, len(units))
+        out += (f" (no sink head in any of the {len(units)} sequences; the share of sequences with one: exact "
+                f"binomial [0, {100 * none.hi:.1f}%])")
+    return out
+
+
+def _repeat(r: Results, m: str) -> str:
+    cells = [_repeat_cell(r, m, s) for s in _starts(r, m) if _condition(r, m, "repeat", s) is not None]
+    return f"Sink_1 at T = {GU_T} on one repeated token: " + ("; ".join(cells) if cells else "not run")
+
+
+def _repeat_verdict(r: Results) -> str:
+    return "; ".join(f"{LABELS[m]}: {verdict_of(_rate(r, m, 'repeat', False), below=REPEAT_CEILING)}"
+                     for m in PRETRAINED)
+
+
+GU_RULE = ("the Gu-comparable condition of each model (their code's tokenizer(prompt): SmolLM2 with no start token, "
+           "Gemma 3 with `<bos>` first), T = 64, ε = 0.3 (α_1 > ε per sequence), 95% bootstrap intervals over the "
+           "sequences")
 
 CLAIMS += [
     Claim(
         finding="attention sinks in pretrained LMs", source="Gu et al., ICLR 2025, When Attention Sink Emerges",
         quote="α_1 = 1/T Σ_t A_{t,1} … a head is a sink when α_1 > ε [ε = 0.3] … For fair comparisons, we need to "
               "fix T … e.g., T = 64",
-        where="§3 (metric), Table 1 (Sink_1^ε at T = 64)",
+        where="§3 (metric), Table 1 (Sink_1^ε at T = 64; Right: base vs chat), Fig. 4 (Left: small models)",
         paper="Table 1, natural / random tokens: " + ", ".join(f"{k} {a:.2f} / {b:.2f}%"
-                                                               for k, (a, b) in GU_TABLE1.items()),
+                                                               for k, (a, b) in GU_TABLE1.items())
+              + ". Table 1 (Right): chat variants sink like their base models (LLaMA2-7B 92.47 base vs 92.88 chat). "
+                "Fig. 4 (Left): sinks in small models too (Pythia-14M up, GPT-2-124M, OPT-125M; figure only)",
         protocol="Gu's estimator (`sink-rate --estimator gu`, the default): row 0 included, each sequence thresholded, "
-                 "then averaged. Their natural text is their probe set; poslens' is English Wikipedia leads. "
-                 "The models are 135M / 270M parameters, smaller than Table 1's",
-        models=PRETRAINED, measure=_table1, verdict=_table1_verdict),
+                 "then averaged, on 100 sequences per condition as theirs. Their natural text is their probe set (the "
+                 "Pile); poslens' is English Wikipedia leads (their App. C.2: domain barely matters at ε = 0.3). The "
+                 "models are 135M / 270M parameters, nearer Fig. 4 (Left) than Table 1's 1.5B-8B; SmolLM2 is an "
+                 "Instruct model (Table 1 Right: tolerable) and both are 4-bit GGUFs (no paper covers that)",
+        models=PRETRAINED, measure=_table1, verdict=_table1_verdict,
+        rule=Rule(f"on {GU_RULE}: agrees when Sink_1's interval lies above {SINK_FLOOR:.0%} on both natural text "
+                  "and random tokens, differs when either lies below; the comparison with GPT2-XL's 77.00% says "
+                  "\"comparable\" only when the interval covers it", WRITTEN,
+                  (Revision("2026-11-27", "the higher rate over the start-token conditions placed within / below / "
+                            "above Table 1's natural-text range, then \"sinks present in both\" appended",
+                            "\"SmolLM2-135M below Table 1's natural-text range (77.00-99.02%); Gemma 3 270M below "
+                            "Table 1's natural-text range (77.00-99.02%): sinks present in both\" (16 sequences, no "
+                            "intervals)",
+                            "the review: \"present\" was printed whatever the rates, and \"below\" sat within "
+                            "sampling error"),))),
     Claim(
-        finding="the sink sits where pretraining fixes a token", source="Gu et al., ICLR 2025",
+        finding="the sink sits where pretraining fixes a token", source="Gu et al., ICLR 2025; Xiao et al., ICLR 2024",
         quote="[with a token fixed at the second position in pretraining] Sink_1 0.00%, Sink_2 69.03%",
-        where="Table 10",
-        paper="a model pretrained with a fixed token at position 2 sinks there and not on the first token",
-        protocol="the same text with the model's start token first and without it (the first token is then ordinary); "
-                 "no pretraining is varied",
-        models=PRETRAINED, measure=_position, verdict=_position_verdict),
+        where="Table 10 (App. D); §5 \"Randomness in data distribution\"; Xiao §3.1",
+        paper="a model pretrained with a fixed token at position 2 sinks there and not on the first (Sink_1 0.00%, "
+              "Sink_2 69.03%); with the first token re-sampled at random the model still sinks on it (Sink_1 27.03%, "
+              "§5), and Xiao §3.1 calls Llama-2's first token \"a mostly random token\": a model pretrained without a "
+              "fixed first token is predicted to sink on whatever comes first",
+        protocol="no pretraining is varied. SmolLM2: its text with no start token (the first token is ordinary), "
+                 "judged against Gu §5 / Xiao §3.1's prediction (whether its pretraining chunks start at arbitrary "
+                 "tokens is not verified). Gemma 3 (its tokenizer adds `<bos>`; pretrained with it first, which is "
+                 "circumstantial): `<bos>` moved to position 2 at inference, one ordinary token before it, Sink_2 = "
+                 "share of heads with α_2 > ε (α_2 = mean over rows 2..T of A_{t,2}). This tests whether the sink "
+                 "follows the token pretraining fixed; Table 10 moves it in pretraining instead",
+        models=PRETRAINED, measure=_position, verdict=_position_verdict,
+        rule=Rule(f"T = 64, ε = 0.3, text, intervals over sequences. SmolLM2 (no start token): agrees when Sink_1's "
+                  f"interval lies above {SINK_FLOOR:.0%}. Gemma 3 (`<bos>` second): agrees when Sink_2's interval "
+                  f"lies above {SINK_FLOOR:.0%} and Sink_1's below {SINK_FLOOR:.0%}; differs when either lies on "
+                  "the wrong side", WRITTEN,
+                  (Revision("2026-11-27", "Gemma: Sink_1 with `<bos>` above 30% and without it under a tenth of that; "
+                            "SmolLM2: \"the paper makes no prediction\"",
+                            "\"agrees for Gemma 3 (pretrained with its BOS first): its sink needs the BOS; SmolLM2 "
+                            "sinks on whatever comes first (69.1% / 73.7%); ... the paper makes no prediction for "
+                            "it\" (16 sequences, no intervals)",
+                            "the review: Gu §5 and Xiao §3.1 do predict SmolLM2's sink, and removing the BOS tests "
+                            "\"needs the BOS\", not \"the sink sits where the fixed token sits\""),))),
     Claim(
         finding="sinks and evaluation length", source="Gu et al., ICLR 2025",
         quote="Sink_1^ε (averaged on 100 sequences) tends to decrease with larger token lengths T",
         where="Fig. 3",
-        paper="curves only; the reason they fix T = 64. (Barbero et al., COLM 2025, vary the *training* context length "
-              "of models they pretrain: not testable on fixed checkpoints, and not tested here)",
-        protocol="Gu's estimator at T = 64, 256, 1024, every query row (exact, in the memory of a forward pass). "
-                 "Gemma 3's sliding layers see only 512 keys, so their rows past 512 cannot reach token 0",
-        models=PRETRAINED, measure=_lengths_row, verdict=_lengths_verdict),
+        paper="curves only (GPT2-XL, LLaMA2-7B, LLaMA3-8B, all full attention); the reason they fix T = 64. "
+              "(Barbero et al., COLM 2025, vary the *training* context length of models they pretrain: not testable "
+              "on fixed checkpoints, and not tested here)",
+        protocol="Gu's estimator, every query row, on the Gu-comparable condition: T = 64 (100 sequences) and T = 256 "
+                 "(50 sequences; Gu: 100 at every T). Gemma 3's 15 sliding layers see only 512 keys, so past row 512 "
+                 "they could not reach token 0 whatever the model learned: at T <= 512 every layer is read, its "
+                 "global layers (5, 11, 17) shown apart",
+        models=PRETRAINED, measure=_lengths_row, verdict=_lengths_verdict,
+        rule=Rule("Gu-comparable condition, text, ε = 0.3: agrees when the bootstrap interval of Sink_1 at T = 64 "
+                  "minus Sink_1 at the longest length run (independent sequences at each length) lies above 0, "
+                  "differs when it lies at or below 0; where the longest length exceeds Gemma 3's sliding window (512 "
+                  "keys), Gemma is judged on its global layers only, at T <= 512 on every layer; each step's fall "
+                  "is shown with its interval, not judged", WRITTEN,
+                  (Revision("2026-11-27", "the rate at the longest length below the rate at the shortest, all layers, "
+                            "either start condition",
+                            "\"agrees: Sink_1 falls with T in both models\" (Gemma's fall was its sliding layers "
+                            "losing token 0 past 512)", "the review: the verdict measured Gemma's sliding window"),))),
     Claim(
         finding="sinks above the bottom layers", source="Xiao et al., ICLR 2024, StreamingLLM",
-        quote="beyond the bottom two layers, the model consistently focuses on the initial tokens",
-        where="§3.1, Fig. 2 (Llama-2-7B)",
-        paper="attention maps of Llama-2-7B only; no per-layer numbers",
-        protocol="per-layer share of Gu sink heads at T = 64 (text): Xiao shows attention maps, not a sink metric. "
-                 "(Barbero et al., COLM 2025, compare models of different depth, not layers of one model)",
-        models=PRETRAINED, measure=_depth, verdict=_depth_verdict),
+        quote="beyond the bottom two layers, the model consistently focuses on the initial tokens across all layers "
+              "and heads",
+        where="§3.1, Fig. 2 (Llama-2-7B; layers 0-1 local)",
+        paper="attention maps of Llama-2-7B (256 sentences of 16 tokens); no per-layer numbers",
+        protocol="per-layer share of Gu sink heads at T = 64 (text, the Gu-comparable condition, 100 sequences): Xiao "
+                 "shows attention maps, not a sink metric; \"local\" read as most heads not sinking. (Barbero et al., "
+                 "COLM 2025, compare models of different depth, not layers of one model)",
+        models=PRETRAINED, measure=_depth, verdict=_depth_verdict,
+        rule=Rule(f"two-sided, on {GU_RULE}: agrees when the interval of Sink_1 over layers 0-1 lies below "
+                  f"{DEPTH_CUT:.0%} and the interval over the layers above lies above {DEPTH_CUT:.0%}; differs when "
+                  "either lies on the wrong side; the count of layers above whose own interval clears 50% is shown",
+                  WRITTEN,
+                  (Revision("2026-11-27", "every layer above the bottom two has at least half its heads sinking "
+                            "(per-head means, the higher start condition)",
+                            "\"SmolLM2-135M differs: 24 of 28 layers above the bottom two have most heads sinking; "
+                            "Gemma 3 270M differs: 13 of 16 layers ...\" (16 sequences, no intervals)",
+                            "the review: the rule tested half the claim (not that the bottom two are local)"),))),
+    Claim(
+        finding="no sink on one repeated token in rotary models", source="Gu et al., ICLR 2025",
+        quote="[Table 1, \"repeat\" column: Sink_1^ε on a single token repeated]",
+        where="Table 1 (repeat column); §3.3, Prop. 4 / Table 7",
+        paper="repeat: " + ", ".join(f"{k} {v:.2f}%" for k, v in GU_REPEAT.items())
+              + " (the rotary models have none; GPT2-XL's learned absolute positions give its first token a sink)",
+        protocol="one random ordinary token (one per sequence, 100 sequences) repeated T = 64 times, no start token "
+                 "(with a start token first the first token is no longer a repeat: shown beside it, not judged)",
+        models=PRETRAINED, measure=_repeat, verdict=_repeat_verdict,
+        rule=Rule(f"T = 64, ε = 0.3, no start token: agrees when Sink_1's interval lies below {REPEAT_CEILING:.0%} "
+                  f"(Gu: 0.00% for rotary models), differs when it lies above", WRITTEN)),
+]
+
+
+# -- massive activations (Sun et al., COLM 2024) -------------------------------------------------------------------
+MASSIVE_LOG10 = 3.0  # Sun et al.'s "10^3-10^5 times the median": the lower end
+
+
+def _massive(r: Results, m: str, start: bool) -> pd.DataFrame | None:
+    try:
+        d = r["massive-activations"]
+    except FileNotFoundError:  # a run without this analysis: the row says "not run"
+        return None
+    d = d[(d.model == m) & (d.start_token == start) & (d["rank"] == 1)]
+    if d.empty:
+        return None
+    n = int(d.n_layers.iloc[0])
+    return d[(d.layer >= n // 3) & (d.layer < n - n // 3)]  # the middle third of the layers
+
+
+def _massive_units(d: pd.DataFrame):
+    """Per sequence, the largest top-1 ratio over the middle layers (log10) and whether it sits at the first token."""
+    best = d.loc[d.groupby("sequence")["ratio"].idxmax()]
+    return np.log10(best["ratio"].to_numpy()), best["first_token"].astype(bool).to_numpy(), best
+
+
+def _massive_row(r: Results, m: str) -> str:
+    parts = []
+    for start in (GU_START[m], not GU_START[m]):
+        d = _massive(r, m, start)
+        if d is None:
+            continue
+        logs, first, best = _massive_units(d)
+        ratio = bootstrap(logs)
+        dims = best["dim"].value_counts()
+        parts.append(f"{_cond_name(r, m, start, 'massive-activations')}"
+                     f"{' (Gu-comparable)' if start == GU_START[m] else ''}: top-1 / median "
+                     f"over layers {int(d.layer.min())}-{int(d.layer.max())} 10^{ratio.estimate:.2f} "
+                     f"[10^{ratio.lo:.2f}, 10^{ratio.hi:.2f}] (geometric mean over n = {ratio.n} sequences); at the "
+                     f"first token in {shown(binomial(int(first.sum()), len(first)))}; dimension {int(dims.index[0])} "
+                     f"in {dims.iloc[0]} of {len(best)}")
+    return "; ".join(parts) or "not run"
+
+
+def _massive_verdict(r: Results) -> str:
+    out = []
+    for m in PRETRAINED:
+        d = _massive(r, m, GU_START[m])
+        if d is None:
+            out.append(f"{LABELS[m]}: not run")
+            continue
+        logs, first, _ = _massive_units(d)
+        parts = [judge(bootstrap(logs), above=MASSIVE_LOG10), judge(binomial(int(first.sum()), len(first)), above=0.5)]
+        verdict = ("agrees" if all(p == "agrees" for p in parts) else
+                   "differs" if any(p == "differs" for p in parts) else next(p for p in parts if p != "agrees"))
+        out.append(f"{LABELS[m]}: {verdict} (size: {parts[0]}; at the first token: {parts[1]})")
+    return "; ".join(out)
+
+
+CLAIMS += [
+    Claim(
+        finding="massive activations at the first token", source="Sun et al., COLM 2024, Massive Activations in "
+                                                                 "Large Language Models",
+        quote="very few activations exhibit significantly larger values than others (e.g., 100,000 times larger)",
+        where="abstract; §2 (locations: the starting token and delimiter tokens, middle layers), Fig. 1, Table 1; "
+              "§4 (attention concentrates on their tokens)",
+        paper="LLaMA2-7B: top-1 2622.0 vs median 0.2 in a middle layer (Table 1); in a few fixed dimensions, at the "
+              "starting token (and in some models the first period or newline); ~10^3-10^5 x the median across the "
+              "LLMs they study; they give the attention sink its bias (§4)",
+        protocol="`massive-activations`: the residual stream leaving each layer (`hook_resid_post`), per sequence its "
+                 "largest |activation| over positions and dimensions and the median |activation|, on 100 Wikipedia "
+                 "windows of 64 tokens per start-token condition (Sun et al.: RedPajama samples); the middle third of "
+                 "the layers read; intervals over sequences (bootstrap of the mean log10 ratio; exact binomial for "
+                 "the share at the first token)",
+        models=PRETRAINED, measure=_massive_row, verdict=_massive_verdict,
+        rule=Rule("Gu-comparable condition, T = 64: per sequence the largest top-1 / median ratio over the middle "
+                  "third of the layers; agrees when the interval of its geometric mean lies above "
+                  f"10^{MASSIVE_LOG10:g} and the interval of the share of sequences whose largest activation sits at "
+                  "the first token lies above 50%; differs when either lies below", WRITTEN)),
 ]
 
 OBSERVATIONS: list[Observation] = []

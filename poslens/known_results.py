@@ -15,11 +15,12 @@ README's section from a new run.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
-from poslens.known_claims import CLAIMS, OBSERVATIONS
-from poslens.known_types import EVIDENCE, NAMES, Results
+from poslens.known_claims import CLAIMS, MODEL_NOTES, OBSERVATIONS
+from poslens.known_types import EVIDENCE, LABELS, Results
 
 MARK = "known-results"
 
@@ -29,18 +30,88 @@ def _cell(text: str) -> str:
 
 
 def _per_model(row, results: Results) -> str:
-    return "<br>".join(f"**{NAMES.get(m, m)}**: {row.measure(results, m)}" for m in row.models)
+    return "<br>".join(f"**{LABELS.get(m, m)}**: {row.measure(results, m)}" for m in row.models)
+
+
+def _verdict(claim, results: Results) -> str:
+    """The verdict, then the rule it follows and the rule's history (or that no rule was written before the data)."""
+    said = claim.verdict(results)
+    if claim.rule is None:
+        return f"{said}<br>*no rule was written before the data for this row*"
+    return f"{said}<br>*{claim.rule.history()}*"
+
+
+def _quantisation(file: str) -> str:
+    m = re.search(r"[._-]((?:Q|IQ|F|BF)\d[0-9A-Z_]*)\.gguf$", file, re.I)
+    return m.group(1).upper() if m else "unquantised"
+
+
+def models_header(folder: Path) -> list[str]:
+    """One line per model, from the provenance files of ``folder`` (weights file, package, format, dtype) and the
+    catalog (variant); the start token from the sink-rate CSV where it says; ``MODEL_NOTES`` say why it matters."""
+    from interp.catalog import PACKAGED
+
+    about = {name: description.split(",")[0] for name, _, _, _, _, description in PACKAGED}
+    seen: dict[str, dict] = {}
+    for path in sorted(Path(folder).glob("*.provenance.json")):
+        for m in json.loads(path.read_text(encoding="utf-8")).get("models", []):
+            seen.setdefault(m["name"], m)
+    starts = {}
+    try:
+        d = Results(folder)["sink-rate"]
+        if "start_text" in d:
+            starts = d.groupby("model")["start_text"].first().to_dict()
+    except FileNotFoundError:
+        pass
+    lines = []
+    order = list(LABELS)
+    for name, m in sorted(seen.items(), key=lambda x: order.index(x[0]) if x[0] in order else len(order)):
+        file = m.get("gguf") or Path(m.get("path", "")).name
+        quant = _quantisation(file)
+        how = (f"a {quant} GGUF de-quantised to {m.get('dtype', 'float32')}" if file.endswith(".gguf")
+               else f"{m.get('format', '')}, {m.get('dtype', '')}")
+        start = f"; start token `{starts[name]}`" if name in starts and starts[name] != "none" else ""
+        lines.append(f"- **{about.get(name, name)}** ({quant if file.endswith('.gguf') else m.get('family', '')}): "
+                     f"from `{file}` "
+                     f"({m.get('package', 'bundled')}), {how}{start}. {MODEL_NOTES.get(name, '')}".rstrip())
+    return lines
+
+
+def provenance_lines(folder: Path) -> list[str]:
+    """Which commit each kept CSV ran at, and by what command (its provenance files): one run at one commit is the
+    aim (``poslens reproduce --real-models``); where the kept CSVs are not, the table says so."""
+    runs: dict[str, list[str]] = {}
+    for path in sorted(Path(folder).glob("*.provenance.json")):
+        prov = json.loads(path.read_text(encoding="utf-8"))
+        command = prov.get("command") or []
+        how = ("`poslens analyze`" if any(str(c).endswith("poslens") for c in command[:1]) or "analyze" in command[:3]
+               else "a script outside the repository" if command else "no command recorded")
+        models = ", ".join(m["name"] for m in prov.get("models", []))
+        runs.setdefault(prov.get("analysis", path.name), []).append(
+            f"{models} at `{(prov.get('git_commit') or '?')[:7]}` ({how})")
+    commits = {line.split("`")[1] for lines in runs.values() for line in lines}
+    head = (f"**Provenance**: the kept CSVs ran at {len(commits)} commit{'s' if len(commits) != 1 else ''}"
+            + (" (not yet one `reproduce --real-models` run at one commit)" if len(commits) > 1 else "") + ": ")
+    return [head + "; ".join(f"{a}: {', '.join(lines)}" for a, lines in runs.items()) + "."]
 
 
 def render(folder: Path = EVIDENCE) -> str:
-    """The markdown of both tables from the CSVs in ``folder``."""
+    """The markdown of both tables from the CSVs in ``folder``, under the models they ran on."""
     results = Results(folder)
-    lines = ["| finding (source) | the claim, as the paper states it | where | the paper's numbers | poslens (same "
-             "definition unless the protocol column says otherwise) | protocol: how poslens departs | verdict |",
+    lines = ["**The models, as they are** (from the runs' provenance files):", "", *models_header(folder), "",
+             *MODEL_NOTES.get("", "").splitlines(), "", *provenance_lines(folder), "",
+             "Every poslens number is given with its 95% interval and its number of units (a percentile bootstrap "
+             "over the units, 10,000 resamples, seed 0, or an exact binomial interval; `analyses.intervals`); a "
+             "verdict says \"agrees\" or \"differs\" only where the interval clears the paper's number or the rule's "
+             "threshold, else \"inconclusive at n = ...\". Each row states its rule, the date it was written (before "
+             "the run that judges it) and any earlier rule with the verdict it gave.", "",
+             "| finding (source) | the claim, as the paper states it | where | the paper's numbers | poslens (same "
+             "definition unless the protocol column says otherwise) | protocol: how poslens departs | verdict, and "
+             "its rule |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in CLAIMS:
         lines.append("| " + " | ".join(_cell(x) for x in (f"{c.finding} ({c.source})", f"“{c.quote}”", c.where, c.paper,
-                                                          _per_model(c, results), c.protocol, c.verdict(results)))
+                                                          _per_model(c, results), c.protocol, _verdict(c, results)))
                      + " |")
     lines += ["", "**poslens' own observations** (no published claim behind them; related work named for context):", "",
               "| observation | context | poslens |", "| --- | --- | --- |"]

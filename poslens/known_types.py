@@ -8,12 +8,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
+from analyses.intervals import LEVEL, N_BOOT, SEED, Interval, bootstrap, judge
 from poslens.deprecated import current_columns as current
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "docs" / "known-results"
 NAMES = {"smollm2": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M", "minilm": "MiniLM-L6"}
+# the models as they are, in every row's per-model cell (the table's header says more: ``poslens.known_results``)
+LABELS = {"smollm2": "SmolLM2-135M-Instruct (Q4_1)", "gemma3-270m": "Gemma 3 270M base (Q4_K_M)",
+          "minilm": "all-MiniLM-L6-v2"}
+NO_UNITS = "no interval: the kept CSV holds per-head means only"
 
 
 class Results:
@@ -67,7 +73,7 @@ class Rule:
     revisions: tuple[Revision, ...] = ()
 
     def history(self) -> str:
-        now = f"rule (written {self.written}): {self.text}"
+        now = f"rule (written {self.written}): {self.text.rstrip('.')}."
         return " ".join([now] + [f"Rule revised on {r.on} ({r.why}): the earlier rule ({r.earlier}) gave "
                                  f"{r.earlier_verdict}." for r in self.revisions])
 
@@ -82,7 +88,8 @@ class Claim:
     protocol: str  # where poslens' protocol departs from the authors'
     models: tuple[str, ...]
     measure: Callable[[Results, str], str]  # poslens' number for one model
-    verdict: Callable[[Results], str]  # with the rule it follows
+    verdict: Callable[[Results], str]  # from the numbers alone, by ``rule``
+    rule: Rule | None = None  # None: no rule was written before the data (the row says so)
 
 
 @dataclass(frozen=True)
@@ -102,3 +109,49 @@ def head(row) -> str:
     return f"L{int(row['layer'])}H{int(row['head'])}"
 
 
+
+
+def no_interval(estimate: float, n: int) -> Interval:
+    """A summary whose CSV keeps no unit-level values: its estimate, and no bounds (NaN)."""
+    return Interval(float(estimate), float("nan"), float("nan"), int(n), NO_UNITS)
+
+
+def has_interval(interval: Interval) -> bool:
+    return not (np.isnan(interval.lo) or np.isnan(interval.hi))
+
+
+def shown(interval: Interval | None, digits: int = 1) -> str:
+    """A share with its interval and n: ``74.0% [70.1, 77.8], n = 100``, or ``73.7% (no interval), n = 16``."""
+    if interval is None:
+        return "n/a"
+    if has_interval(interval):
+        return interval.pct(digits)
+    return f"{100 * interval.estimate:.{digits}f}% (no interval), n = {interval.n}"
+
+
+def verdict_of(interval: Interval | None, **rule) -> str:
+    """``analyses.intervals.judge`` on ``interval``; "inconclusive (no interval)" where the CSV kept no units and
+    "not run" where the condition is missing."""
+    if interval is None:
+        return "not run"
+    return judge(interval, **rule) if has_interval(interval) else "inconclusive (no interval)"
+
+
+def rate_interval(units: np.ndarray) -> Interval:
+    """Bootstrap (over the rows of ``units``: one row per sequence, one column per head) of the mean over heads."""
+    return bootstrap(np.asarray(units, dtype=float).mean(axis=1))
+
+
+def difference(a: np.ndarray, b: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED,
+               level: float = LEVEL) -> Interval:
+    """mean(a) - mean(b) of two independent samples of units, with its percentile-bootstrap interval (each sample
+    resampled with replacement, ``n_boot`` times from ``seed``); n is the smaller sample."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    rng = np.random.default_rng(seed)
+    boots = (a[rng.integers(0, len(a), size=(n_boot, len(a)))].mean(axis=1)
+             - b[rng.integers(0, len(b), size=(n_boot, len(b)))].mean(axis=1))
+    est = float(a.mean() - b.mean())
+    lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    return Interval(est, float(min(lo, est)), float(max(hi, est)), int(min(len(a), len(b))),
+                    f"percentile bootstrap of a difference of means, {len(a)} and {len(b)} independent units, "
+                    f"{n_boot} resamples, seed {seed}")

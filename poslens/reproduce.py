@@ -1,10 +1,11 @@
 """The main job: every analysis on the bundled models, written as CSVs, figures and an ``index.html``. Its steps are
-the analyses' own declarations (``@runs(main=..., real=...)`` beside each ``@analysis``, ``analyses.runs``)."""
+the analyses' own declarations (``@analysis(main=..., real=...)``, ``analyses.runs``)."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import html
 import json
 import time
@@ -18,7 +19,8 @@ from analyses import all_analyses, get
 from interp import parallel
 from interp.atomic import write_text
 from poslens.outputs import Outputs
-from poslens.run import run_analysis
+from poslens.provenance import git_commit
+from poslens.run import Result, run_analysis
 from poslens.summary import summary
 
 REPORT_MARKER = ".poslens-report"
@@ -35,7 +37,7 @@ class Step:
 
 
 def main_plan() -> tuple[Step, ...]:
-    """The main job: each analysis' ``main`` run (``@runs``, ``analyses.runs``), in the report's order
+    """The main job: each analysis' ``main`` run (``@analysis(main=...)``, ``analyses.runs``), in the report's order
     (``analyses.registry.MODULES``, then analyses registered from other modules)."""
     return _steps("main")
 
@@ -60,12 +62,63 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+STEPS = ".steps"  # out/.steps/<analysis>.json: the commit, arguments and time of each step done
+# wall seconds of the --real-models steps, both models, measured on 2026-11-27 on the shared 2-core machine (1 thread,
+# load average 10-15: the process got 15-25% of a core; an idle core would take about a fifth), the estimate a step
+# gets before this folder has timed it; a step not listed has no estimate
+ESTIMATES = {"sink-rate": 1079 + 790, "massive-activations": 220 + 179}
+
+
+def step_key(step: Step, options: dict, seed: int) -> str:
+    """The hash of everything a step's outputs depend on besides the code: models, options, per-model options, seed."""
+    blob = json.dumps(dict(analysis=step.analysis, models=list(step.models), options=options,
+                           per_model=step.per_model, seed=seed), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _record(out: Path, step: Step) -> dict | None:
+    path = out / STEPS / f"{step.analysis}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _reusable(out: Path, step: Step, key: str, commit: str | None) -> Result | None:
+    """The step's earlier result in ``out`` when it ran at ``commit`` with the same arguments and its files are all
+    there; else None."""
+    rec = _record(out, step)
+    if rec is None or commit is None or rec.get("commit") != commit or rec.get("key") != key:
+        return None
+    files = [out / f for f in rec.get("files", [])]
+    if not files or not all(f.exists() for f in files) or not (out / f"{step.analysis}.csv").exists():
+        return None
+    return Result(step.analysis, pd.read_csv(out / f"{step.analysis}.csv"), files, rec.get("figure_height"))
+
+
+def _estimate(out: Path, step: Step) -> float | None:
+    rec = _record(out, step)
+    return rec["seconds"] if rec and "seconds" in rec else ESTIMATES.get(step.analysis)
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 \
+        else f"{seconds:.0f} s"
+
+
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
-              device=None, real_models: bool = False, dtype=None) -> Path:
+              device=None, real_models: bool = False, dtype=None, resume: bool = False) -> Path:
     """Run ``plan`` (default ``main_plan()``) into ``out`` and write ``out/index.html``; refuse to touch an existing
-    report unless ``force``. ``real_models`` adds ``real_plan()``: the pretrained models' runs (minutes more) and
-    ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``). ``dtype``
-    (``run_analysis``'s) is the precision every model runs in.
+    report unless ``force`` or ``resume``. ``real_models`` adds ``real_plan()``: the pretrained models' runs (minutes
+    more) and ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``).
+    ``dtype`` (``run_analysis``'s) is the precision every model runs in.
+
+    Each step done is recorded in ``out/.steps/<analysis>.json`` (git commit, a hash of its models, options and seed,
+    its files and seconds). With ``resume`` a step already done at the same commit with the same arguments is not
+    redone (its files are read back); anything else is run again. Before each step a line gives its estimate (its
+    last time in this folder, else ``ESTIMATES``) and the time left for the steps with one.
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
     (``poslens.outputs``), the index and summary last. In a data-parallel session (torchrun,
@@ -77,17 +130,33 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
     dtype = model_dtype(dtype)  # before the report folder is touched
     out, plan = Path(out), (main_plan() + (real_plan() if real_models else ())) if plan is None else plan
     with contextlib.ExitStack() as held:
-        outputs = parallel.agree(lambda: held.enter_context(_report_folder(out, force)))
+        outputs = parallel.agree(lambda: held.enter_context(_report_folder(out, force or resume)))
         say = log if outputs is not None else (lambda line: None)
         start = time.time()
         done = []
+        commit = git_commit()
         held.enter_context(figures.shared_plotlyjs())  # the report's figures share one plotly.min.js
         for i, step in enumerate(plan, 1):
-            say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({time.time() - start:.0f}s elapsed)")
             options = {**step.options, **(step.quick if quick else {})}
-            result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
-                                  per_model={m: {**options, **o} for m, o in step.per_model.items()}, device=device,
-                                  dtype=dtype)
+            key = step_key(step, options, seed)
+            result = _reusable(out, step, key, commit) if resume else None
+            left = [_estimate(out, s) for s in plan[i - 1:]]
+            known = [x for x in left if x is not None]
+            say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({_clock(time.time() - start)} "
+                f"elapsed; " + ("done at this commit with these arguments: reused)" if result is not None else
+                                f"estimate {_clock(left[0])}, {_clock(sum(known))} left for {len(known)} of the "
+                                f"{len(left)} steps timed)"))
+            if result is None:
+                t0 = time.time()
+                result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
+                                      per_model={m: {**options, **o} for m, o in step.per_model.items()},
+                                      device=device, dtype=dtype)
+                if outputs is not None:
+                    (out / STEPS).mkdir(exist_ok=True)
+                    write_text(out / STEPS / f"{step.analysis}.json", json.dumps(dict(
+                        commit=commit, key=key, seconds=round(time.time() - t0, 1),
+                        files=[p.name for p in result.files], figure_height=result.figure_height,
+                        finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")), indent=1) + "\n")
             done.append((step, result))
         if outputs is not None:
             (outputs.staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")

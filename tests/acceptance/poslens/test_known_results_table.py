@@ -51,50 +51,137 @@ def test_induction_verdict_turns_when_no_head_scores(tmp_path):
     assert _claim("induction heads").verdict(known_types.Results(tmp_path)).startswith("does not reproduce")
 
 
-def _sink_csv(folder, rates: dict, per_layer=None):
-    """Gu-estimator rows: ``rates[(model, length, start_token, input)]`` is the share of sink heads, spread over
-    4 layers x 4 heads (``per_layer[model]`` overrides the layers' shares at T = 64 text)."""
+def _sink_csv(folder, rates: dict, n: int = 100, layers: int = 4, heads: int = 4, windows=None, unit_level=True):
+    """Gu-estimator rows with unit-level values: ``rates[(model, input, start_token, length)]`` is the share of sink
+    heads (a number, or one per layer), spread evenly over ``n`` sequences x heads (so the per-sequence rates barely
+    vary: a tight interval unless ``n`` is small); ``sink_2`` is 1 - rate in the start-second condition."""
     rows = []
-    for (model, length, start, inp), rate in rates.items():
-        for layer in range(4):
-            share = per_layer[model][layer] if per_layer and length == 64 and inp == "text" else rate
-            for head in range(4):
-                rows.append(dict(model=model, estimator="gu", input=inp, start_token=start, length=length,
-                                 layer=layer, head=head, depth=layer / 4, sink_share=share, alpha_1=share,
-                                 first_token_mass=share, epsilon=0.3))
+    for (model, inp, start, length), rate in rates.items():
+        per_layer = rate if isinstance(rate, (list, tuple)) else [rate] * layers
+        for layer, p in enumerate(per_layer):
+            for head in range(heads):
+                ind = [int(((s * heads + head) * 0.6180339887) % 1.0 < p) for s in range(n)]
+                two = [1 - x for x in ind] if inp == "start-second" else [0] * n
+                row = dict(model=model, estimator="gu", input=inp, start_token=start, length=length, layer=layer,
+                           head=head, depth=layer / layers, sink_share=np.mean(ind), alpha_1=p, first_token_mass=p,
+                           epsilon=0.3, n_docs=n, sink_2_share=np.mean(two), alpha_2=0.0,
+                           key_window=(windows or {}).get((model, layer), 0), start_text="<s>")
+                if unit_level:
+                    row |= dict(sink_by_sequence="b" + "".join(map(str, ind)),
+                                sink_2_by_sequence="b" + "".join(map(str, two)))
+                rows.append(row)
     pd.DataFrame(rows).to_csv(folder / "sink-rate.csv", index=False)
 
 
-def _rates(smol_by_length, gemma_with, gemma_without):
+def _table1_rates(smol, gemma, n=100):
+    """SmolLM2's Gu-comparable condition is without a start token, Gemma's with it; the other is 0."""
     out = {}
-    for length, rate in smol_by_length.items():
-        for start in (True, False):
-            for inp in ("text", "random"):
-                out[("smollm2", length, start, inp)] = rate
-                out[("gemma3-270m", length, start, inp)] = gemma_with if start else gemma_without
+    for inp in ("text", "random"):
+        out[("smollm2", inp, False, 64)], out[("smollm2", inp, True, 64)] = smol, 0.0
+        out[("gemma3-270m", inp, True, 64)], out[("gemma3-270m", inp, False, 64)] = gemma, 0.0
     return out
 
 
-def test_sink_verdicts_follow_the_numbers(tmp_path):
-    _sink_csv(tmp_path, _rates({64: 0.8, 256: 0.6, 1024: 0.5}, 0.75, 0.0))
+def test_table1_verdict_is_conditional_on_sinks_and_compares_with_gpt2_only_within_the_interval(tmp_path):
+    claim = _claim("attention sinks in pretrained LMs")
+    _sink_csv(tmp_path, _table1_rates(0.77, 0.95))
+    v = claim.verdict(known_types.Results(tmp_path))
+    assert "SmolLM2-135M-Instruct (Q4_1): agrees" in v and "comparable to GPT2-XL's 77.00%" in v
+    assert "Gemma 3 270M base (Q4_K_M): agrees" in v and "above GPT2-XL's 77.00%" in v
+    assert "[" in claim.measure(known_types.Results(tmp_path), "smollm2")  # the interval is shown
+    _sink_csv(tmp_path, _table1_rates(0.02, 0.0))  # no sinks: "present" is not printed as agreement
+    v = claim.verdict(known_types.Results(tmp_path))
+    assert "SmolLM2-135M-Instruct (Q4_1): differs" in v and "Gemma 3 270M base (Q4_K_M): differs" in v
+    _sink_csv(tmp_path, _table1_rates(0.12, 0.12), n=4, heads=2)  # 4 sequences: the interval straddles 10%
+    assert "inconclusive at n = 4" in claim.verdict(known_types.Results(tmp_path))
+
+
+def test_position_verdict_reads_sink_2_when_the_start_token_is_second(tmp_path):
+    claim = _claim("the sink sits where pretraining fixes a token")
+    rates = {("smollm2", "text", False, 64): 0.7, ("smollm2", "text", True, 64): 0.7,
+             ("gemma3-270m", "text", True, 64): 0.8, ("gemma3-270m", "text", False, 64): 0.0,
+             ("gemma3-270m", "start-second", True, 64): 0.0}  # Sink_1 0, Sink_2 1
+    _sink_csv(tmp_path, rates)
     r = known_types.Results(tmp_path)
-    assert "within Table 1's natural-text range" in _claim("attention sinks in pretrained LMs").verdict(r)
-    assert _claim("the sink sits where pretraining fixes a token").verdict(r).startswith("agrees for Gemma 3")
-    # gemma's rate is the same at every length here: only SmolLM2's falls
-    assert _claim("sinks and evaluation length").verdict(r).startswith("partly")
+    assert claim.verdict(r).count(": agrees") == 2
+    assert "Sink_2 100.0% [" in claim.measure(r, "gemma3-270m")
+    rates[("gemma3-270m", "start-second", True, 64)] = 0.9  # the sink stays on the first token: Sink_2 0.1
+    _sink_csv(tmp_path, rates)
+    assert "Gemma 3 270M base (Q4_K_M): differs" in claim.verdict(known_types.Results(tmp_path))
 
-    _sink_csv(tmp_path, _rates({64: 0.5, 256: 0.6, 1024: 0.7}, 0.5, 0.5))
+
+def test_length_verdict_judges_gemma_on_its_global_layers(tmp_path):
+    claim = _claim("sinks and evaluation length")
+    windows = {("gemma3-270m", layer): 512 for layer in (0, 1, 2)}  # layer 3 global
+    rates = {}
+    for t, smol, local in ((64, 0.8, 0.8), (256, 0.6, 0.5), (1024, 0.5, 0.0)):
+        rates[("smollm2", "text", False, t)] = smol
+        rates[("gemma3-270m", "text", True, t)] = [local, local, local, 0.9]  # global layer flat
+    _sink_csv(tmp_path, rates, windows=windows)
     r = known_types.Results(tmp_path)
-    assert "below Table 1's natural-text range" in _claim("attention sinks in pretrained LMs").verdict(r)
-    assert _claim("the sink sits where pretraining fixes a token").verdict(r).startswith("Gemma 3 does not show it")
-    assert _claim("sinks and evaluation length").verdict(r).startswith("differs")
+    v = claim.verdict(r)
+    assert "SmolLM2-135M-Instruct (Q4_1): agrees" in v
+    # the sliding layers fall to 0 but the global one is flat: no fall shown, and none refuted
+    assert "Gemma 3 270M base (Q4_K_M): inconclusive at n = 100 on its global layers 3" in v
+    assert "global layers (3) only" in claim.measure(r, "gemma3-270m") and "64->256" in claim.measure(r, "smollm2")
+    rates[("gemma3-270m", "text", True, 64)] = [0.8, 0.8, 0.8, 0.3]  # the global layer rises
+    rates[("smollm2", "text", False, 1024)] = 0.75
+    _sink_csv(tmp_path, rates, n=6, windows=windows)
+    v = claim.verdict(known_types.Results(tmp_path))
+    assert "SmolLM2-135M-Instruct (Q4_1): inconclusive at n = 6" in v
+    assert "Gemma 3 270M base (Q4_K_M): differs on its global layers 3" in v
 
 
-def test_depth_verdict_reads_the_layers_above_the_bottom_two(tmp_path):
-    layers = {"smollm2": [0.0, 0.0, 0.25, 1.0], "gemma3-270m": [0.0, 0.5, 0.75, 1.0]}
-    _sink_csv(tmp_path, _rates({64: 0.5}, 0.5, 0.5), per_layer=layers)
-    verdict = _claim("sinks above the bottom layers").verdict(known_types.Results(tmp_path))
-    assert "SmolLM2-135M differs: 1 of 2 layers" in verdict and "Gemma 3 270M agrees: 2 of 2 layers" in verdict
+def test_depth_verdict_is_two_sided(tmp_path):
+    claim = _claim("sinks above the bottom layers")
+    rates = {("smollm2", "text", False, 64): [0.0, 0.0, 0.9, 0.9],  # Xiao's picture
+             ("gemma3-270m", "text", True, 64): [0.9, 0.9, 0.9, 0.9]}  # the bottom two sink too
+    _sink_csv(tmp_path, rates)
+    v = claim.verdict(known_types.Results(tmp_path))
+    assert "SmolLM2-135M-Instruct (Q4_1): agrees" in v
+    assert "Gemma 3 270M base (Q4_K_M): differs (bottom two layers: differs; the layers above: agrees)" in v
+    rates[("smollm2", "text", False, 64)] = [0.0, 0.0, 0.5, 0.5]
+    _sink_csv(tmp_path, rates, n=10)
+    assert "SmolLM2-135M-Instruct (Q4_1): inconclusive at n = 10" in claim.verdict(known_types.Results(tmp_path))
+
+
+def test_repeat_verdict(tmp_path):
+    claim = _claim("no sink on one repeated token in rotary models")
+    _sink_csv(tmp_path, {(m, "repeat", False, 64): 0.0 for m in ("smollm2", "gemma3-270m")})
+    assert claim.verdict(known_types.Results(tmp_path)).count(": agrees") == 2
+    _sink_csv(tmp_path, {(m, "repeat", False, 64): 0.6 for m in ("smollm2", "gemma3-270m")})
+    assert claim.verdict(known_types.Results(tmp_path)).count(": differs") == 2
+
+
+def test_old_csvs_without_unit_level_values_render_as_no_interval(tmp_path):
+    """The CSVs kept before unit-level values: every sink row prints its estimate with "no interval" and an
+    inconclusive verdict, and no row crashes."""
+    rates = _table1_rates(0.74, 0.77)
+    rates |= {("smollm2", "text", False, 256): 0.55, ("gemma3-270m", "text", True, 256): 0.6}
+    _sink_csv(tmp_path, rates, n=16, unit_level=False)
+    r = known_types.Results(tmp_path)
+    for name in ("attention sinks in pretrained LMs", "sinks and evaluation length", "sinks above the bottom layers"):
+        c = _claim(name)
+        assert "(no interval)" in c.measure(r, "smollm2"), name
+        assert "inconclusive (no interval)" in c.verdict(r), name
+    assert "not run" in _claim("no sink on one repeated token in rotary models").verdict(r)
+
+
+def test_every_sink_row_shows_a_rule_written_before_its_run_and_its_history():
+    for name in ("attention sinks in pretrained LMs", "the sink sits where pretraining fixes a token",
+                 "sinks and evaluation length", "sinks above the bottom layers",
+                 "no sink on one repeated token in rotary models"):
+        rule = _claim(name).rule
+        assert rule is not None and "before" in rule.written, name
+        assert rule.history().startswith("rule (written 2026-11-27")
+    assert "earlier rule" in _claim("sinks above the bottom layers").rule.history()
+
+
+def test_a_claim_without_a_rule_says_so():
+    from dataclasses import replace
+
+    c = replace(_claim("induction heads"), rule=None, verdict=lambda r: "agrees")
+    assert "no rule was written before the data" in known_results._verdict(c, None)
 
 
 def test_a_missing_csv_is_named(tmp_path):
@@ -187,3 +274,42 @@ def test_streaming_verdict_needs_sinks_to_recover_re_computation(tmp_path):
     _stream_csv(tmp_path, window=2.75, sinks=2.7, recomputed=2.7, past=False)
     verdict = claim.verdict(known_types.Results(tmp_path))
     assert verdict.startswith("SmolLM2-135M differs (over the whole stream, inside the trained length)")
+
+
+def _massive_csv(folder, log_ratio, first_share, n=100, layers=6):
+    rows = []
+    for model in ("smollm2", "gemma3-270m"):
+        for start in (True, False):
+            for s in range(n):
+                for layer in range(layers):
+                    big = 2 <= layer < 4  # the middle third
+                    ratio = 10 ** (log_ratio + 0.1 * ((s * 0.618) % 1 - 0.5)) if big else 10.0
+                    rows.append(dict(model=model, start_token=start, layer=layer, sequence=s, rank=1,
+                                     magnitude=ratio, median=1.0, ratio=ratio, dim=7, position=0 if s < first_share * n
+                                     else 5, first_token=s < first_share * n, length=64, n_layers=layers, n_docs=n))
+    pd.DataFrame(rows).to_csv(folder / "massive-activations.csv", index=False)
+
+
+def test_massive_activation_verdict_reads_size_and_place(tmp_path):
+    claim = _claim("massive activations at the first token")
+    _massive_csv(tmp_path, 3.5, 0.95)
+    r = known_types.Results(tmp_path)
+    assert claim.verdict(r).count(": agrees (size: agrees; at the first token: agrees)") == 2
+    said = claim.measure(r, "smollm2")
+    assert "layers 2-3 10^3.5" in said and "dimension 7 in 100 of 100" in said
+    _massive_csv(tmp_path, 2.0, 0.95)
+    assert claim.verdict(known_types.Results(tmp_path)).count("(size: differs") == 2
+    _massive_csv(tmp_path, 3.5, 0.5, n=20)  # half the sequences: the binomial interval straddles 50%
+    assert "at the first token: inconclusive at n = 20" in claim.verdict(known_types.Results(tmp_path))
+
+
+def test_length_verdict_reads_every_gemma_layer_within_its_window(tmp_path):
+    claim = _claim("sinks and evaluation length")
+    windows = {("gemma3-270m", layer): 512 for layer in (0, 1, 2)}
+    rates = {}
+    for t, local in ((64, 0.8), (256, 0.5)):  # T <= 512: every layer still sees token 0
+        rates[("smollm2", "text", False, t)] = local
+        rates[("gemma3-270m", "text", True, t)] = [local, local, local, 0.9]
+    _sink_csv(tmp_path, rates, windows=windows)
+    v = claim.verdict(known_types.Results(tmp_path))
+    assert "Gemma 3 270M base (Q4_K_M): agrees (T = 64 -> 256" in v and "global layers 3 (" not in v

@@ -59,8 +59,8 @@ def test_every_step_of_the_plans_names_an_analysis_and_its_options():
     from poslens.reproduce import main_plan, real_plan
 
     PLAN, REAL_PLAN = main_plan(), real_plan()
-    assert [s.analysis for s in REAL_PLAN] == ["sink-rate", "induction", "rope-frequencies", "retrieval-heads",
-                                               "attention-window"]
+    assert [s.analysis for s in REAL_PLAN] == ["sink-rate", "massive-activations", "induction", "rope-frequencies",
+                                               "retrieval-heads", "attention-window"]
     assert [s.analysis for s in PLAN] == [a.name for a in all_analyses()]
     modules = [inspect.unwrap(get(s.analysis).body).__module__ for s in PLAN]
     assert list(dict.fromkeys(modules)) == list(MODULES)  # the report's order, one line each
@@ -69,3 +69,27 @@ def test_every_step_of_the_plans_names_an_analysis_and_its_options():
         names = {o.name for o in get(step.analysis).options} | {"seed"}
         for options in (step.options, step.quick, *step.per_model.values()):
             assert set(options) <= names, (step.analysis, set(options) - names)
+
+
+def test_resume_keeps_the_steps_done_at_this_commit_with_the_same_arguments(plan, tmp_path, monkeypatch):
+    import dataclasses
+    import json
+
+    from poslens import reproduce as rep
+
+    monkeypatch.setattr(rep, "git_commit", lambda: "c0ffee")
+    steps = plan[:2]
+    reproduce(tmp_path / "r", quick=True, plan=steps, log=lambda s: None)
+    record = json.loads((tmp_path / "r" / ".steps" / "loss-neutrality.json").read_text())
+    assert record["commit"] == "c0ffee" and record["seconds"] >= 0 and "loss-neutrality.csv" in record["files"]
+    stamp = (tmp_path / "r" / "loss-neutrality.csv").stat().st_mtime_ns
+    lines = []
+    changed = (steps[0], dataclasses.replace(steps[1], models=steps[1].models[:1]))  # the second step: other models
+    reproduce(tmp_path / "r", quick=True, plan=changed, resume=True, log=lines.append)
+    assert "reused" in lines[0] and (tmp_path / "r" / "loss-neutrality.csv").stat().st_mtime_ns == stamp
+    assert "reused" not in lines[1] and "estimate" in lines[1]  # timed in this folder: an estimate in seconds
+    assert "<iframe src='loss-neutrality.html'" in (tmp_path / "r" / "index.html").read_text()
+    monkeypatch.setattr(rep, "git_commit", lambda: "beef")  # another commit: everything is redone
+    lines.clear()
+    reproduce(tmp_path / "r", quick=True, plan=changed, resume=True, log=lines.append)
+    assert not any("reused" in x for x in lines)

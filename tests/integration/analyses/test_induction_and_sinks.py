@@ -166,3 +166,31 @@ def test_options_that_do_not_fit_are_refused_by_name(model):
         induction(model, half=5000)
     with pytest.raises(OptionError, match="lengths 99999: longer than"):
         sink_rate(model, lengths=(99999,))
+
+
+def test_planted_second_token_sink_unit_values_and_new_conditions(model):
+    """A head planted to attend to key 1 (position 2) is Sink_2 and not Sink_1 in every condition; the per-sequence
+    strings average to the per-head shares; the repeat and start-second conditions are built as stated."""
+    from analyses.sink_rate import CONDITIONS, _contexts, sequence_rates
+    from corpora.random_tokens import start_token
+
+    _plant(model, 1, 1, lambda q, n: _one_hot(q, n, torch.clamp(q, max=1)))  # every row t >= 1 to key 1
+    df = sink_rate(model, lengths=(32, 64), n_docs=3, conditions=CONDITIONS, long_conditions=("text",))
+    assert set(df[df.length == 32]["input"]) == {"text", "random", "repeat", "start-second"}
+    assert set(zip(*df[df.length == 64][["input", "start_token"]].values.T)) == {("text", False)}
+    h = df[(df.layer == 1) & (df["head"] == 1)]
+    assert (h["sink_2_share"] == 1.0).all() and (h["sink_share"] == 0.0).all()
+    assert h["alpha_2"].to_numpy() == pytest.approx(1.0) and (h["sink_2_by_sequence"] == "b111").all()
+    # the unit-level values agree with the per-head shares everywhere
+    for _, g in df.groupby(["input", "start_token", "length"]):
+        units = sequence_rates(g)
+        assert units.shape == (3, len(g))
+        assert units.mean(axis=0) == pytest.approx(g["sink_share"].to_numpy())
+        assert sequence_rates(g, "sink_2_by_sequence").mean(axis=0) == pytest.approx(g["sink_2_share"].to_numpy())
+    bos, built = start_token(model), _contexts(model, 3, 16, 0, None, CONDITIONS)
+    assert all(len(set(ids)) == 1 and len(ids) == 16 for ids in built[("repeat", False)])
+    assert all(ids[0] == bos and len(set(ids[1:])) == 1 for ids in built[("repeat", True)])
+    assert all(ids[1] == bos and ids[0] != bos and len(ids) == 16 for ids in built[("start-second", True)])
+    assert [ids[0] for ids in built[("start-second", True)]] == [ids[0] for ids in built[("text", False)]]
+    assert set(df["key_window"]) == {0}
+    assert sequence_rates(df.drop(columns=["sink_by_sequence"])) is None
