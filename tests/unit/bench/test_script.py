@@ -22,12 +22,16 @@ def plain(options: dict) -> dict:
 @pytest.mark.parametrize("name", script.ANALYSES)
 def test_each_analysis_runs_its_real_run_shrunk_by_its_quick_options(name):
     run = get(name).real
-    assert read_back(name, script.options(name, "smollm2")) == plain({**run.options, **run.quick})
+    assert read_back(name, script.options(name, "smollm2")) == plain({**run.options, **run.quick,
+                                                                      **run.per_model.get("smollm2", {})})
 
 
 def test_quick_options_win_over_the_run_and_the_models_own_over_both(monkeypatch):
-    assert read_back("sink-rate", script.options("sink-rate", "smollm2")) == dict(
-        estimator="gu", lengths=(64,), n_docs=1, max_rows=32)  # real's max_rows=256 and lengths shrunk by quick
+    got = read_back("sink-rate", script.options("sink-rate", "smollm2"))
+    real = get("sink-rate").real
+    assert real.options["lengths"] != (64,) and real.options["n_docs"] == 100 and "max_rows" not in real.options
+    assert (got["lengths"], got["n_docs"], got["max_rows"]) == ((64,), 2, 32)  # real's lengths and n_docs shrunk
+    assert got["long_conditions"] == ("text",)  # SmolLM2's own option
     spec = get("induction")
     monkeypatch.setattr(spec, "real", Run(PRETRAINED, dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1),
                                           per_model={"gemma3-270m": dict(half=64)}, section=KNOWN))
