@@ -26,6 +26,7 @@ which isolates the statistics from the forward.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 
 import torch
@@ -116,27 +117,46 @@ def pattern64(q, k, *, causal: bool, bias, scale: float, softcap, scores) -> tor
     return torch.softmax(s, -1)
 
 
-def with_own_patterns(model, tokens, wanted, **options):
-    """``model_statistics`` and, per layer, the ``reference_statistics`` of the float64 pattern of the queries, keys and
-    mask each attention call was handed (``interp.attention.call.dispatch`` recorded; key windows folded)."""
+@contextlib.contextmanager
+def recording(on_call):
+    """Inside the block, ``on_call(call)`` for every attention call at dispatch (``interp.attention.call.dispatch``),
+    its key windows folded into the mask, before a backend runs it: the queries, keys, mask, scale, soft-cap and
+    scores the attention was handed, whichever family built them."""
     from unittest import mock
 
     from interp.attention import call as calls
+
+    dispatch = calls.dispatch
+
+    def recorded(call):
+        on_call(call.folded())
+        return dispatch(call)
+
+    with mock.patch.object(calls, "dispatch", recorded):
+        yield
+
+
+def own_pattern(call) -> torch.Tensor:
+    """The float64 pattern of a (folded) call's queries, keys and mask."""
+    return pattern64(call.q, call.k, causal=call.causal, bias=call.bias, scale=call.scale, softcap=call.softcap,
+                     scores=call.scores)
+
+
+def with_own_patterns(model, tokens, wanted, **options):
+    """``model_statistics`` and, per layer, the ``reference_statistics`` of the float64 pattern of the queries, keys and
+    mask each attention call was handed (``recording``; key windows folded)."""
     from interp.attention import model_statistics
 
     own: dict[str, dict] = {}
-    dispatch = calls.dispatch
 
-    def recording(call):
-        if call.statistics is not None:
-            c = call.folded()
-            p = pattern64(c.q, c.k, causal=c.causal, bias=c.bias, scale=c.scale, softcap=c.softcap, scores=c.scores)
+    def reference(c):
+        if c.statistics is not None:
+            p = own_pattern(c)
             own[c.name] = {name: t.cpu() for name, t in reference_statistics(
-                p, c.statistics, c.mask.offset, [w for w in call.statistics.wanted if w != "span_mass"]).items()}
+                p, c.statistics, c.mask.offset, [w for w in c.statistics.wanted if w != "span_mass"]).items()}
             del p
-        return dispatch(call)
 
-    with mock.patch.object(calls, "dispatch", recording):
+    with recording(reference):
         got = model_statistics(model, tokens, wanted, **options)
     return got, [own[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.n_layers)]
 
