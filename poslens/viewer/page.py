@@ -27,7 +27,8 @@ body{font:13px/1.4 system-ui,sans-serif;margin:12px;color:#222}
 header{display:flex;gap:16px;align-items:center;flex-wrap:wrap}
 h1{font-size:17px;margin:0} h2{font-size:14px;margin:6px 0} h3{font-size:12px;margin:4px 0;color:#555}
 #grids{display:flex;gap:24px;flex-wrap:wrap;margin-top:8px} canvas.grid{cursor:pointer}
-.row{display:flex;gap:24px;flex-wrap:wrap} #pooled{cursor:crosshair;border:1px solid #ccc}
+.row{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start} .row>div{flex:0 0 auto;max-width:480px}
+#pooled{cursor:crosshair;border:1px solid #ccc}
 .note,#legend,#mode,#curve-note,#pooled-note{color:#555;font-size:12px;max-width:640px}
 .qrow{margin:4px 0;font-family:ui-monospace,monospace;white-space:pre-wrap;line-height:1.9}
 .qlabel{display:inline-block;min-width:70px;color:#555} .gap{color:#999}
@@ -129,7 +130,7 @@ def render(data: dict) -> str:
     """The page: the data as JSON (``</`` escaped) and the script inline."""
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     about = html.escape(data.get("title") or "")
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
             f"<title>poslens head viewer{': ' + about if about else ''}</title><style>{STYLE}</style></head><body>"
             + BODY.replace('<p class="note" id="about"></p>', f'<p class="note" id="about">{about}</p>')
             + f'<script id="poslens-data" type="application/json">{body}</script>'
