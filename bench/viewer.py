@@ -1,0 +1,201 @@
+"""The head viewer on the real models: page size, time to first paint and to each drill-down in headless Chromium.
+
+``python -m bench.viewer --model smollm2 [--model gemma3-270m] [--shots docs/viewer] [--json out.json]``: loads the
+models, builds one page at each model's full context (``poslens.viewer.view``: one statistics pass and one pass for
+the precomputed blocks' rows per model), writes it, then in Debian's Chromium (Playwright, headless):
+
+- **first paint**: a fresh page per repeat, the file opened from disk; ``first-contentful-paint`` and the moment the
+  grid is drawn (``viewer.ready``), both from navigation start;
+- **head**: a click on a grid cell until that head's curves and pooled pattern are drawn (wall clock around the click);
+- **block (file)**: a click on a precomputed block until its rows' tokens are shown;
+- **block (live)**: the same page served by ``View.serve`` (127.0.0.1), a click on a block the file does not hold until
+  its rows, computed by the loaded model, are shown (a pass that stops after the head's layer).
+
+Not a timed test: the numbers depend on the machine's load, which is printed with them. ``--shots`` keeps one
+screenshot of each level (the README's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _load() -> str:
+    return " / ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def _small_png(png: bytes, path: Path) -> None:
+    """A screenshot as a 64-colour PNG (README-sized)."""
+    import io
+
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(png)).convert("RGB")
+    im.quantize(64).save(path, optimize=True)
+
+
+def measure(models: list[str], repeats: int, shots: Path | None, layers: dict | None = None) -> dict:
+    import torch
+    from playwright.sync_api import sync_playwright
+
+    from interp.loading import load
+    from poslens.viewer import view
+
+    record = {"models": models, "load_start": _load(), "torch_threads": torch.get_num_threads()}
+    t0 = time.perf_counter()
+    loaded = [load(m) for m in models]
+    record["load_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    v = view(loaded)
+    record["build_s"] = time.perf_counter() - t0
+    record["timings"] = v.timings
+    record["lengths"] = [m["length"] for m in v.data["models"]]
+    record["blocks"] = [[m["block"], m["n_blocks"]] for m in v.data["models"]]
+    out = Path(tempfile.mkdtemp()) / "view.html"
+    v.save(out)
+    record["page_mb"] = out.stat().st_size / 1e6
+    print(f"built in {record['build_s']:.0f} s, page {record['page_mb']:.1f} MB", flush=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        paints = []
+        for _ in range(repeats):
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(out.as_uri())
+            page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
+            fcp = page.evaluate("(performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime")
+            paints.append({"fcp_ms": fcp, "grid_ms": page.evaluate("viewer.ready")})
+            page.close()
+        record["paint"] = paints
+        record["file"], record["live"] = [], []
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(out.as_uri())
+        page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
+        for i, m in enumerate(v.data["models"]):
+            for l in _layers(m["n_layers"], repeats):
+                h = l % m["n_heads"]
+                page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
+                t = time.perf_counter()
+                page.mouse.click(*page.evaluate(f"viewer.cellCentre({i}, {l}, {h})"))
+                title = f"layer {l} head {h}"
+                page.wait_for_function(f"document.getElementById('head-title').textContent.endsWith('{title}')")
+                head_ms = (time.perf_counter() - t) * 1e3
+                b = m["precomputed"][-1]
+                page.locator("#pooled").scroll_into_view_if_needed()
+                t = time.perf_counter()
+                page.mouse.click(*page.evaluate(f"viewer.blockCentre({b}, 0)"))
+                page.wait_for_selector("#tokens .tok")
+                record["file"].append({"model": m["name"], "layer": l, "head": h, "head_ms": head_ms,
+                                       "block_ms": (time.perf_counter() - t) * 1e3})
+        if shots is not None:
+            _shots(page, v.data, shots)
+        page.close()
+        v.serve(0)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(v.url)
+            page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
+            for i, m in enumerate(v.data["models"]):
+                free = [b for b in range(m["n_blocks"]) if b not in m["precomputed"]]
+                for j, l in enumerate(_layers(m["n_layers"], repeats)):
+                    h, b = l % m["n_heads"], free[(j + 1) * len(free) // (repeats + 1)]
+                    page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
+                    page.mouse.click(*page.evaluate(f"viewer.cellCentre({i}, {l}, {h})"))
+                    page.locator("#pooled").scroll_into_view_if_needed()
+                    t = time.perf_counter()
+                    page.mouse.click(*page.evaluate(f"viewer.blockCentre({b}, 0)"))
+                    page.wait_for_selector("#tokens .tok", timeout=600_000)
+                    record["live"].append({"model": m["name"], "layer": l, "head": h, "block": b,
+                                           "ms": (time.perf_counter() - t) * 1e3})
+                    print(record["live"][-1], flush=True)
+            if shots is not None:
+                page.screenshot()  # settle
+                png = page.screenshot()
+                _small_png(png, shots / "tokens-live.png")
+        finally:
+            v.stop()
+        browser.close()
+    record["load_end"] = _load()
+    return record
+
+
+def _layers(n_layers: int, repeats: int) -> list[int]:
+    """Layers to click: the first, the middle and the last (``repeats`` of them, spread)."""
+    return sorted({round(i * (n_layers - 1) / max(1, repeats - 1)) for i in range(repeats)})
+
+
+def _shots(page, data: dict, shots: Path) -> None:
+    """The three levels on the last model: the grid (first-token mass), a sink head's pooled pattern, a block's tokens
+    with a hover."""
+    import numpy as np
+
+    shots.mkdir(parents=True, exist_ok=True)
+    i = len(data["models"]) - 1
+    m = data["models"][i]
+    page.select_option("#stat", "first")
+    page.evaluate("window.scrollTo(0, 0)")
+    _small_png(page.screenshot(), shots / "grid.png")
+    prev = np.array(m["grid"]["previous"], dtype=float)
+    l, h = np.unravel_index(np.nanargmax(prev), prev.shape)  # the strongest previous-token head
+    page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
+    page.mouse.click(*page.evaluate(f"viewer.cellCentre({i}, {int(l)}, {int(h)})"))
+    page.locator("#head").scroll_into_view_if_needed()
+    _small_png(page.screenshot(), shots / "head.png")
+    b = m["precomputed"][len(m["precomputed"]) // 2]
+    page.locator("#pooled").scroll_into_view_if_needed()
+    page.mouse.click(*page.evaluate(f"viewer.blockCentre({b}, 0)"))
+    page.wait_for_selector("#tokens .tok")
+    page.locator("#tokens-panel").scroll_into_view_if_needed()
+    page.locator("#tokens .qrow").nth(1).locator(".tok").nth(2).hover()
+    _small_png(page.screenshot(), shots / "tokens.png")
+
+
+def table(record: dict) -> str:
+    import statistics as st
+
+    def med(xs):
+        return f"{st.median(xs):.0f}" if xs else "-"
+
+    lines = [f"- models {', '.join(record['models'])} at {', '.join(f'{n:,}' for n in record['lengths'])} tokens "
+             f"(blocks {', '.join(f'{b} x {n}' for b, n in record['blocks'])}); load average {record['load_start']} at "
+             f"the start, {record['load_end']} at the end; {record['torch_threads']} torch thread(s)",
+             f"- page: {record['page_mb']:.1f} MB; built in {record['build_s']:.0f} s ("
+             + ", ".join(f"{k} {v:.0f}" for k, v in record["timings"].items()) + ")",
+             f"- first paint (n={len(record['paint'])}): first-contentful-paint median "
+             f"{med([p['fcp_ms'] for p in record['paint'] if p['fcp_ms']])} ms, grid drawn median "
+             f"{med([p['grid_ms'] for p in record['paint']])} ms (each: "
+             + ", ".join(f"{p['grid_ms']:.0f}" for p in record["paint"]) + ")"]
+    for name in dict.fromkeys(r["model"] for r in record["file"]):
+        f = [r for r in record["file"] if r["model"] == name]
+        live = [r for r in record["live"] if r["model"] == name]
+        lines.append(f"- {name}: head click to pooled pattern median {med([r['head_ms'] for r in f])} ms (n={len(f)}); "
+                     f"precomputed block to tokens median {med([r['block_ms'] for r in f])} ms (n={len(f)}); live "
+                     f"block to tokens " + ", ".join(f"layer {r['layer']}: {r['ms'] / 1e3:.1f} s" for r in live)
+                     + f" (n={len(live)})")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", action="append", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--shots", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("POSLENS_PROGRESS", "0")
+    record = measure(args.model, args.repeats, args.shots)
+    if args.json is not None:
+        args.json.write_text(json.dumps(record, indent=2))
+    text = table(record)
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
