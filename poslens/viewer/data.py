@@ -116,13 +116,18 @@ class _Done(Exception):
 
 def pattern_rows(model, ids, rows, layers) -> dict:
     """``{layer: [head, len(rows), N]}`` float32: the exact ``hook_pattern`` rows of these query rows (sorted, once
-    each) at each of ``layers``, from one pass inside ``query_rows`` that stops after the last of them."""
+    each) at each of ``layers``, from one pass inside ``query_rows`` that stops after the last of them. A causal LM
+    reads only the tokens up to the last row (no row sees a later one), so a block near the start costs a short pass;
+    its rows then hold keys up to that row only."""
     import torch
 
     from interp.attention import query_rows
+    from interp.capabilities import Capability
 
     tokens = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1).to(model.device)
     rows = sorted(set(int(r) for r in rows))
+    if Capability.CAUSAL_LM in getattr(model, "capabilities", ()):
+        tokens = tokens[:, : rows[-1] + 1]
     layers = sorted(set(int(l) for l in layers))
     out = {}
 

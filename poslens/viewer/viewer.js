@@ -174,9 +174,10 @@
   function drawPooled(m, l, h) {
     const c = $("pooled"), ctx = c.getContext("2d"), nb = m.n_blocks, px = c.width / nb;
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, c.width, c.height);
-    for (let b = 0; b < nb; b++) for (let k = 0; k <= b; k++) {  // causal: blocks above the diagonal are 0
+    for (let b = 0; b < nb; b++) for (let k = 0; k < nb; k++) {  // a block of zeros (causal, a window) stays white
       const mass = pooledAt(m, l, h, b, k) * blockSize(m, k);  // a row's mass on key block k
-      ctx.fillStyle = mass > 0 ? colour((Math.log10(mass) + 4) / 4) : "#f4f4f4";
+      if (!(mass > 0)) continue;
+      ctx.fillStyle = colour((Math.log10(mass) + 4) / 4);
       ctx.fillRect(k * px, b * px, Math.ceil(px), Math.ceil(px));
     }
     if (!D.live) {
@@ -187,7 +188,7 @@
       ctx.strokeStyle = "#e4002b"; ctx.lineWidth = 2; ctx.strokeRect(1, state.block * px, c.width - 2, px);
     }
     $("pooled-note").textContent = `${nb} x ${nb} blocks of ${m.block} tokens; colour: log10 of a row's mass on the ` +
-      `key block, -4 (dark) to 0 (yellow). Click a row of blocks for its tokens` +
+      `key block, -4 (dark) to 0 (yellow), white: none. Click a row of blocks for its tokens` +
       (D.live ? " (computed now)." : "; red ticks: blocks whose rows this file holds.");
   }
   function blockAt(ev) {

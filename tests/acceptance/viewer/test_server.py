@@ -129,3 +129,14 @@ def test_the_command_line_writes_the_page(tmp_path, capsys):
     assert "http://" not in text and "https://" not in text  # nothing fetched from the network
     assert main(["view", "--model", "rope-small", "--length", "3000", "--out", str(out)]) == 2
     assert "--length 3000: rope-small takes 2 to 2304 tokens" in capsys.readouterr().err
+
+
+def test_view_help_imports_no_heavy_module():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom poslens.cli import main\ntry:\n    main(['view', '--help'])\n"
+            "except SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformers') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "--serve" in proc.stdout and proc.stdout.strip().splitlines()[-1] == "[]"

@@ -195,3 +195,22 @@ def test_bounded_keeps_the_heaviest_and_the_keys_before_the_query():
     row = torch.tensor([0.5, 0.0, 0.0, 0.2, 0.0, 0.0, 0.1, 0.1, 0.1, 0.0])
     keys, ws = bounded(row, 8, top=2, before=2)
     assert keys == [0, 3, 7, 8] and ws == pytest.approx([0.5, 0.2, 0.1, 0.1])
+
+
+def test_an_encoders_rows_read_every_key():
+    """A bidirectional model's rows see later keys too: they come from the whole text (no causal prefix), and its
+    pooled blocks above the diagonal are not 0."""
+    from interp.capabilities import Capability
+    from tests.encoder_helpers import tiny_encoder
+
+    model = tiny_encoder()
+    assert Capability.CAUSAL_LM not in model.capabilities
+    ids = torch.randint(5, 60, (24,), generator=torch.Generator().manual_seed(6)).tolist()
+    a = _patterns(model, ids)
+    got = head_data(model, ids, 8)
+    assert np.abs(got.pooled - _pooled(a, 8).numpy()).max() < 1e-6 and got.pooled[..., 0, 2].min() > 0
+    from poslens.viewer.data import pattern_rows
+
+    rows = pattern_rows(model, ids, [3, 10], [0, 1])
+    assert rows[1].shape == (a.shape[1], 2, 24)
+    np.testing.assert_allclose(rows[1].double().numpy(), a[1][:, [3, 10]].numpy(), atol=1e-6)
