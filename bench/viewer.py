@@ -38,6 +38,7 @@ def _small_png(png: bytes, path: Path) -> None:
     from PIL import Image
 
     im = Image.open(io.BytesIO(png)).convert("RGB")
+    path.parent.mkdir(parents=True, exist_ok=True)
     im.quantize(64).save(path, optimize=True)
 
 
@@ -157,6 +158,36 @@ def _shots(page, data: dict, shots: Path) -> None:
     _small_png(page.screenshot(), shots / "tokens.png")
 
 
+def page_data(path: Path) -> dict:
+    """The data a written page holds."""
+    text = Path(path).read_text(encoding="utf-8")
+    start = text.index('<script id="poslens-data" type="application/json">') + len(
+        '<script id="poslens-data" type="application/json">')
+    return json.loads(text[start:text.index("</script>", start)].replace("<\\/", "</"))
+
+
+def side_by_side(pages: list[Path], png: Path, stat: str = "first") -> None:
+    """One grid of the models of several written pages (each built by its own run) on one scale, as a page of them
+    all shows it: the README's two-model grid without running both models in one process."""
+    from playwright.sync_api import sync_playwright
+
+    from poslens.viewer.page import render
+
+    datas = [page_data(p) for p in pages]
+    data = dict(datas[0], models=[m for d in datas for m in d["models"]],
+                title=", ".join(m["name"] for d in datas for m in d["models"]))
+    out = Path(tempfile.mkdtemp()) / "both.html"
+    out.write_text(render(data), encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1000, "height": 640})
+        page.goto(out.as_uri())
+        page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
+        page.select_option("#stat", stat)
+        _small_png(page.screenshot(), png)
+        browser.close()
+
+
 def table(record: dict) -> str:
     import statistics as st
 
@@ -199,6 +230,8 @@ def main(argv=None) -> str:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--shots", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--side-by-side", type=Path, nargs="+", default=None, metavar="PAGE",
+                    help="screenshot one grid of these written pages' models to --shots/grid.png (no measuring)")
     ap.add_argument("--write", type=Path, nargs="+", default=None,
                     help="write BENCHMARKS.md's section from these runs' JSON (no measuring)")
     args = ap.parse_args(argv)
@@ -208,8 +241,11 @@ def main(argv=None) -> str:
         text = section([json.loads(p.read_text()) for p in args.write])
         write_section("viewer", "The head viewer: page size, first paint, drill-downs (headless Chromium)", text)
         return text
+    if args.side_by_side:
+        side_by_side(args.side_by_side, (args.shots or Path(".")) / "grid.png")
+        return ""
     if not args.model:
-        ap.error("--model or --write")
+        ap.error("--model, --side-by-side or --write")
     os.environ.setdefault("POSLENS_PROGRESS", "0")
     record = measure(args.model, args.repeats, args.shots)
     record["page"] = str(record.get("page", ""))
