@@ -113,10 +113,22 @@ def _ids(model, text, length: int | None) -> list[int]:
 
 
 def _token_strings(model, ids) -> list[str]:
+    """Each token as the text it stands for (``decode`` of that id alone: a space, not BPE's "Ġ" or "▁"); the
+    tokenizer's own piece where that alone is not whole text (part of a UTF-8 character: "\ufffd")."""
     tok = getattr(model, "tokenizer", None)
-    if tok is not None and hasattr(tok, "token_strings"):
-        return [str(s) for s in tok.token_strings(ids)]
-    return [f"#{i}" for i in ids]
+    if tok is None:
+        return [f"#{i}" for i in ids]
+    pieces = [str(s) for s in tok.token_strings(ids)] if hasattr(tok, "token_strings") else [f"#{i}" for i in ids]
+    if not hasattr(tok, "decode"):
+        return pieces
+    seen: dict[int, str] = {}
+    out = []
+    for i, piece in zip(ids, pieces):
+        if i not in seen:
+            text = tok.decode([i])
+            seen[i] = text if text and "\ufffd" not in text else piece
+        out.append(seen[i])
+    return out
 
 
 def view(models=None, *, text=None, results=None, length: int | None = None, block: int | None = None,

@@ -214,3 +214,14 @@ def test_an_encoders_rows_read_every_key():
     rows = pattern_rows(model, ids, [3, 10], [0, 1])
     assert rows[1].shape == (a.shape[1], 2, 24)
     np.testing.assert_allclose(rows[1].double().numpy(), a[1][:, [3, 10]].numpy(), atol=1e-6)
+
+
+def test_tokens_read_as_text_not_bpe_pieces():
+    from types import SimpleNamespace
+
+    from poslens.viewer import _token_strings
+
+    pieces = {1: "<s>", 2: "Ġthe", 3: "Ċ", 4: "âĢ"}
+    texts = {1: "<s>", 2: " the", 3: "\n", 4: "\ufffd"}  # 4: part of a UTF-8 character alone
+    tok = SimpleNamespace(token_strings=lambda ids: [pieces[i] for i in ids], decode=lambda ids: texts[ids[0]])
+    assert _token_strings(SimpleNamespace(tokenizer=tok), [1, 2, 3, 4, 2]) == ["<s>", " the", "\n", "âĢ", " the"]
