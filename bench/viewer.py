@@ -166,9 +166,28 @@ def page_data(path: Path) -> dict:
     return json.loads(text[start:text.index("</script>", start)].replace("<\\/", "</"))
 
 
-def side_by_side(pages: list[Path], png: Path, stat: str = "first") -> None:
-    """One grid of the models of several written pages (each built by its own run) on one scale, as a page of them
-    all shows it: the README's two-model grid without running both models in one process."""
+def readable(data: dict) -> None:
+    """Token strings of pages written before the viewer decoded each id (BPE pieces such as "Ġthe"): each piece back
+    to its id through the model's tokenizer (``interp.load_tokenizer``: a transformers tokenizer) and decoded as
+    ``poslens.viewer`` now does."""
+    from types import SimpleNamespace
+
+    from interp.loading import load_tokenizer
+    from poslens.viewer import _token_strings
+
+    for m in data["models"]:
+        tok = load_tokenizer(m["name"])
+        if not hasattr(tok, "tok"):
+            continue
+        ids = tok.tok.convert_tokens_to_ids(m["tokens"])
+        m["tokens"] = _token_strings(SimpleNamespace(tokenizer=tok), ids)
+
+
+def readme_shots(pages: list[Path], shots: Path, *, retokenize: bool = False) -> None:
+    """The README's three screenshots from written pages (each built by its own run at full context): the grid of
+    all their models on one scale (first-token mass), the last model's farthest-reading head (largest far mass) with
+    its pooled pattern, and the tokens of its last precomputed block with a hover on a row's heaviest key."""
+    import numpy as np
     from playwright.sync_api import sync_playwright
 
     from poslens.viewer.page import render
@@ -176,15 +195,35 @@ def side_by_side(pages: list[Path], png: Path, stat: str = "first") -> None:
     datas = [page_data(p) for p in pages]
     data = dict(datas[0], models=[m for d in datas for m in d["models"]],
                 title=", ".join(m["name"] for d in datas for m in d["models"]))
+    if retokenize:
+        readable(data)
     out = Path(tempfile.mkdtemp()) / "both.html"
     out.write_text(render(data), encoding="utf-8")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1000, "height": 640})
+        page = browser.new_page(viewport={"width": 1100, "height": 760})
         page.goto(out.as_uri())
         page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
-        page.select_option("#stat", stat)
-        _small_png(page.screenshot(), png)
+        page.select_option("#stat", "first")
+        _small_png(page.screenshot(), shots / "grid.png")
+        i = len(data["models"]) - 1
+        m = data["models"][i]
+        far = np.array(m["grid"]["far"], dtype=float)
+        l, h = (int(x) for x in np.unravel_index(np.nanargmax(far), far.shape))
+        page.select_option("#stat", "far")
+        page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
+        page.mouse.click(*page.evaluate(f"viewer.cellCentre({i}, {l}, {h})"))
+        page.locator("#head").scroll_into_view_if_needed()
+        _small_png(page.screenshot(), shots / "head.png")
+        b = m["precomputed"][-1]
+        page.locator("#pooled").scroll_into_view_if_needed()
+        page.mouse.click(*page.evaluate(f"viewer.blockCentre({b}, 0)"))
+        page.wait_for_selector("#tokens .tok")
+        rows = m["rows"][f"{l}|{h}|{b}"]
+        r = min(1, len(rows) - 1)
+        page.locator("#tokens-panel").scroll_into_view_if_needed()
+        page.locator("#tokens .qrow").nth(r).locator(".tok").nth(int(np.argmax(rows[r][2]))).hover()
+        _small_png(page.screenshot(), shots / "tokens.png")
         browser.close()
 
 
@@ -230,8 +269,9 @@ def main(argv=None) -> str:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--shots", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--side-by-side", type=Path, nargs="+", default=None, metavar="PAGE",
-                    help="screenshot one grid of these written pages' models to --shots/grid.png (no measuring)")
+    ap.add_argument("--readme-shots", type=Path, nargs="+", default=None, metavar="PAGE",
+                    help="the README's screenshots of these written pages' models to --shots (no measuring)")
+    ap.add_argument("--retokenize", action="store_true", help="with --readme-shots: decode BPE pieces (old pages)")
     ap.add_argument("--write", type=Path, nargs="+", default=None,
                     help="write BENCHMARKS.md's section from these runs' JSON (no measuring)")
     args = ap.parse_args(argv)
@@ -241,11 +281,11 @@ def main(argv=None) -> str:
         text = section([json.loads(p.read_text()) for p in args.write])
         write_section("viewer", "The head viewer: page size, first paint, drill-downs (headless Chromium)", text)
         return text
-    if args.side_by_side:
-        side_by_side(args.side_by_side, (args.shots or Path(".")) / "grid.png")
+    if args.readme_shots:
+        readme_shots(args.readme_shots, args.shots or Path("."), retokenize=args.retokenize)
         return ""
     if not args.model:
-        ap.error("--model, --side-by-side or --write")
+        ap.error("--model, --readme-shots or --write")
     os.environ.setdefault("POSLENS_PROGRESS", "0")
     record = measure(args.model, args.repeats, args.shots)
     record["page"] = str(record.get("page", ""))
