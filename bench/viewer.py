@@ -256,7 +256,10 @@ INTRO = """Written by `python -m bench.viewer --write RUN.json ...` from the run
 --json RUN.json` (module docstring: what each number times). Headless Debian Chromium through Playwright on this
 machine, one torch thread, the machine shared with other work (its load average is given with each run). The issue's
 targets, Gemma 3 at 32,768 tokens: page under 20 MB, first paint under 3 s, a live drill-down under 2 s once the
-model is loaded."""
+model is loaded. A live drill-down is one pass of the model over the tokens up to the block's last row, stopped after
+the head's layer (``poslens.viewer.data.pattern_rows``), so its time grows with both: an early block of layer 0 is a
+short pass, a late block of the last layer nearly a whole forward. The torch process got about a fifth of a core
+under these loads (its wall time, not its CPU time, is what is given)."""
 
 
 def section(records: list[dict]) -> str:
