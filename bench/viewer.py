@@ -127,6 +127,48 @@ def measure(models: list[str], repeats: int, shots: Path | None, layers: dict | 
     return record
 
 
+def synthetic(n_layers: int, n_heads: int, n: int, repeats: int = 3) -> dict:
+    """Page size and first paint of a page with a model's shapes and random numbers (no model run): what the page
+    costs the browser, apart from the model's time. Rows of 8 blocks, each row its full 48 keys; tokens of 4-6
+    characters."""
+    import numpy as np
+    from playwright.sync_api import sync_playwright
+
+    from poslens.viewer.data import STATS, HeadData, block_rows, default_block
+    from poslens.viewer.page import ModelView, payload, precomputed_blocks, write
+
+    rng = np.random.default_rng(0)
+    block = default_block(n)
+    nb = -(-n // block)
+    heads = HeadData(n, block, {k: rng.random((n_layers, n_heads)) for k in STATS},
+                     {k: rng.random((n_layers, n_heads, nb)) for k in STATS},
+                     rng.random((n_layers, n_heads, nb, nb)).astype(np.float32) / block)
+    blocks = precomputed_blocks(nb)
+    rows = {}
+    for b in blocks:
+        for q in block_rows(n, block, b):
+            keys = sorted(set(rng.integers(0, q + 1, 32).tolist()) | set(range(max(0, q - 15), q + 1)))
+            for l in range(n_layers):
+                for h in range(n_heads):
+                    rows[(l, h, q)] = (keys, rng.random(len(keys)).tolist())
+    tokens = ["".join(rng.choice(list("abcdefghij "), rng.integers(4, 7))) for _ in range(n)]
+    view = ModelView(f"synthetic {n_layers}x{n_heads}", n_layers, n_heads, tokens, heads, rows, blocks)
+    out = write(Path(tempfile.mkdtemp()) / "view.html", payload([view]))
+    record = {"shape": [n_layers, n_heads, n, block, nb], "page_mb": out.stat().st_size / 1e6, "load": _load()}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        paints = []
+        for _ in range(repeats):
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(out.as_uri())
+            page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
+            paints.append(page.evaluate("viewer.ready"))
+            page.close()
+        browser.close()
+    record["grid_ms"] = paints
+    return record
+
+
 def _layers(n_layers: int, repeats: int) -> list[int]:
     """Layers to click: the first, the middle and the last (``repeats`` of them, spread)."""
     return sorted({round(i * (n_layers - 1) / max(1, repeats - 1)) for i in range(repeats)})
@@ -230,6 +272,13 @@ def readme_shots(pages: list[Path], shots: Path, *, retokenize: bool = False) ->
 def table(record: dict) -> str:
     import statistics as st
 
+    if "shape" in record:  # synthetic
+        l, h, n, block, nb = record["shape"]
+        return (f"- synthetic page of Gemma 3's shapes ({l} layers x {h} heads, {n:,} tokens, {nb} x {nb} blocks of "
+                f"{block}; random numbers, no model run; `--synthetic {l},{h},{n}`): {record['page_mb']:.1f} MB, grid "
+                f"drawn {', '.join(f'{x:.0f}' for x in record['grid_ms'])} ms (n={len(record['grid_ms'])}), load "
+                f"average {record['load']}")
+
     def med(xs):
         return f"{st.median(xs):.0f}" if xs else "-"
 
@@ -275,6 +324,8 @@ def main(argv=None) -> str:
     ap.add_argument("--readme-shots", type=Path, nargs="+", default=None, metavar="PAGE",
                     help="the README's screenshots of these written pages' models to --shots (no measuring)")
     ap.add_argument("--retokenize", action="store_true", help="with --readme-shots: decode BPE pieces (old pages)")
+    ap.add_argument("--synthetic", default=None, metavar="LAYERS,HEADS,TOKENS",
+                    help="page size and first paint of a page of these shapes with random numbers (no model)")
     ap.add_argument("--write", type=Path, nargs="+", default=None,
                     help="write BENCHMARKS.md's section from these runs' JSON (no measuring)")
     args = ap.parse_args(argv)
@@ -284,6 +335,12 @@ def main(argv=None) -> str:
         text = section([json.loads(p.read_text()) for p in args.write])
         write_section("viewer", "The head viewer: page size, first paint, drill-downs (headless Chromium)", text)
         return text
+    if args.synthetic:
+        record = synthetic(*(int(x) for x in args.synthetic.split(",")), repeats=args.repeats)
+        if args.json is not None:
+            args.json.write_text(json.dumps(record, indent=2))
+        print(json.dumps(record))
+        return json.dumps(record)
     if args.readme_shots:
         readme_shots(args.readme_shots, args.shots or Path("."), retokenize=args.retokenize)
         return ""
