@@ -81,7 +81,7 @@ class View:
                 'style="width:100%;height:900px;border:0"></iframe>')
 
 
-def _load(model, tokenizer=None):
+def _load(model):
     if not isinstance(model, str):
         return model
     from interp.loading import load
