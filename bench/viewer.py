@@ -169,6 +169,28 @@ def synthetic(n_layers: int, n_heads: int, n: int, repeats: int = 3) -> dict:
     return record
 
 
+def paint(page: Path, repeats: int = 3) -> dict:
+    """Size and first paint of a page written by an earlier run (``--paint PAGE``: no model)."""
+    from playwright.sync_api import sync_playwright
+
+    data = page_data(page)
+    record = {"paint_of": [m["name"] for m in data["models"]], "lengths": [m["length"] for m in data["models"]],
+              "blocks": [[m["block"], m["n_blocks"]] for m in data["models"]],
+              "page_mb": page.stat().st_size / 1e6, "load": _load()}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        paints = []
+        for _ in range(repeats):
+            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+            tab.goto(page.resolve().as_uri())
+            tab.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
+            paints.append(tab.evaluate("viewer.ready"))
+            tab.close()
+        browser.close()
+    record["grid_ms"] = paints
+    return record
+
+
 def _layers(n_layers: int, repeats: int) -> list[int]:
     """Layers to click: the first, the middle and the last (``repeats`` of them, spread)."""
     return sorted({round(i * (n_layers - 1) / max(1, repeats - 1)) for i in range(repeats)})
@@ -272,6 +294,11 @@ def readme_shots(pages: list[Path], shots: Path, *, retokenize: bool = False) ->
 def table(record: dict) -> str:
     import statistics as st
 
+    if "paint_of" in record:  # --paint: a page an earlier run wrote
+        return (f"- {', '.join(record['paint_of'])} at {', '.join(f'{n:,}' for n in record['lengths'])} tokens (blocks "
+                f"{', '.join(f'{b} x {n}' for b, n in record['blocks'])}), the page its run wrote (`--paint PAGE`): "
+                f"{record['page_mb']:.1f} MB, grid drawn {', '.join(f'{x:.0f}' for x in record['grid_ms'])} ms "
+                f"(n={len(record['grid_ms'])}), load average {record['load']}")
     if "shape" in record:  # synthetic
         l, h, n, block, nb = record["shape"]
         return (f"- synthetic page of Gemma 3's shapes ({l} layers x {h} heads, {n:,} tokens, {nb} x {nb} blocks of "
@@ -324,6 +351,8 @@ def main(argv=None) -> str:
     ap.add_argument("--readme-shots", type=Path, nargs="+", default=None, metavar="PAGE",
                     help="the README's screenshots of these written pages' models to --shots (no measuring)")
     ap.add_argument("--retokenize", action="store_true", help="with --readme-shots: decode BPE pieces (old pages)")
+    ap.add_argument("--paint", type=Path, default=None, metavar="PAGE",
+                    help="size and first paint of a page an earlier run wrote (no model)")
     ap.add_argument("--synthetic", default=None, metavar="LAYERS,HEADS,TOKENS",
                     help="page size and first paint of a page of these shapes with random numbers (no model)")
     ap.add_argument("--write", type=Path, nargs="+", default=None,
@@ -335,6 +364,12 @@ def main(argv=None) -> str:
         text = section([json.loads(p.read_text()) for p in args.write])
         write_section("viewer", "The head viewer: page size, first paint, drill-downs (headless Chromium)", text)
         return text
+    if args.paint:
+        record = paint(args.paint, args.repeats)
+        if args.json is not None:
+            args.json.write_text(json.dumps(record, indent=2))
+        print(table(record))
+        return table(record)
     if args.synthetic:
         record = synthetic(*(int(x) for x in args.synthetic.split(",")), repeats=args.repeats)
         if args.json is not None:
