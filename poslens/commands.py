@@ -64,6 +64,9 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--threads", default=None, help=THREADS_HELP)
     r.set_defaults(func=cmd_reproduce)
     merge.add_merge_command(sub)
+    from poslens.viewer.cli import add_view_command
+
+    add_view_command(sub)
 
 
 class _Help(argparse.HelpFormatter):

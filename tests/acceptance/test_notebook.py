@@ -20,6 +20,9 @@ def test_tutorial_notebook_runs():
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs) >= 5  # figures render inline
     assert any("text/html" in o.get("data", {}) and "previous_token_mass" in o["data"]["text/html"] for o in outputs)
+    # the head viewer, inline: an iframe of the self-contained page (grid, pooled patterns, a block's tokens)
+    assert any("text/html" in o.get("data", {}) and "poslens-data" in o["data"]["text/html"]
+               and "<iframe srcdoc=" in o["data"]["text/html"] for o in outputs)
 
 
 def test_tutorial_teaches_the_current_option_names():

@@ -1,0 +1,183 @@
+"""The viewer in a real browser (Playwright driving Debian's Chromium): the page loads without console errors, picking a
+statistic recolours the grid, clicking a head draws its pooled pattern, clicking a block shows its rows' tokens, a
+hover shows a token's weight; each state's screenshot is read back and its pixels checked against the data. Skipped
+only where no Chromium is installed (``.ci/run`` installs Debian's). ``POSLENS_VIEWER_SHOTS=DIR`` keeps the
+screenshots there."""
+
+import io
+import math
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from poslens.viewer import view
+from tests.repo_helpers import tiny_repo
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install chromium)")
+
+VIRIDIS = [(68, 1, 84), (71, 44, 122), (59, 81, 139), (44, 113, 142), (33, 144, 141), (39, 173, 129), (92, 200, 99),
+           (170, 220, 50), (253, 231, 37)]
+
+
+def viridis(t: float) -> np.ndarray:
+    """viewer.js's colour of ``t`` in 0..1."""
+    t = min(1.0, max(0.0, t)) * (len(VIRIDIS) - 1)
+    i = min(len(VIRIDIS) - 2, int(math.floor(t)))
+    f = t - i
+    a, b = np.array(VIRIDIS[i]), np.array(VIRIDIS[i + 1])
+    return np.round(a + f * (b - a))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class Page:
+    """One page with its console errors collected and screenshots read back as pixels."""
+
+    def __init__(self, browser, url, shots: Path):
+        self.errors = []
+        self.page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.goto(url)
+        self.page.wait_for_function("window.viewer && window.viewer.ready > 0")
+        self.shots = shots
+
+    def shot(self, name: str) -> np.ndarray:
+        from PIL import Image
+
+        png = self.page.screenshot()
+        (self.shots / f"{name}.png").write_bytes(png)
+        if os.environ.get("POSLENS_VIEWER_SHOTS"):
+            Path(os.environ["POSLENS_VIEWER_SHOTS"]).mkdir(parents=True, exist_ok=True)
+            (Path(os.environ["POSLENS_VIEWER_SHOTS"]) / f"{name}.png").write_bytes(png)
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+
+    def at(self, pixels: np.ndarray, xy) -> np.ndarray:
+        x, y = xy
+        return pixels[int(y), int(x)]
+
+    def cell(self, i, l, h):
+        self.page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
+        return self.page.evaluate(f"viewer.cellCentre({i}, {l}, {h})")
+
+    def block(self, b, k):
+        self.page.locator("#pooled").scroll_into_view_if_needed()
+        return self.page.evaluate(f"viewer.blockCentre({b}, {k})")
+
+
+def _models():
+    a, b = tiny_repo("rope"), tiny_repo("rope", seed=1)
+    b.model_name = "tiny-rope-b"
+    return [a, b]
+
+
+def _grid(data, i, stat):
+    return np.array(data["models"][i]["grid"][stat], dtype=float)
+
+
+def test_grid_head_block_and_token_levels_in_chromium(browser, tmp_path):
+    ids = torch.randint(1, 250, (200,), generator=torch.Generator().manual_seed(4)).tolist()
+    v = view(_models(), text=ids, block=16, precompute=3)
+    path = v.save(tmp_path / "view.html")
+    data = v.data
+    p = Page(browser, path.as_uri(), tmp_path)
+
+    # level 1: the grid, on one scale for both models; picking a statistic recolours it
+    first = p.shot("1-grid")
+    cells = [(i, l, h) for i in range(2) for l in range(3) for h in range(4)]
+    before = [p.at(first, p.cell(*c)) for c in cells]
+    p.page.select_option("#stat", "entropy")
+    after_shot = p.shot("1-grid-entropy")
+    after = [p.at(after_shot, p.cell(*c)) for c in cells]
+    assert sum(int(np.abs(a - b).max() > 10) for a, b in zip(before, after)) >= len(cells) // 2
+    values = np.concatenate([_grid(data, 0, "entropy").ravel(), _grid(data, 1, "entropy").ravel()])
+    lo, hi = values.min(), values.max()
+    for c, seen, value in zip(cells, after, values):
+        assert np.abs(seen - viridis((value - lo) / (hi - lo))).max() <= 3, (c, seen, value)
+    assert "entropy (nats)" in p.page.locator("#legend").text_content()
+
+    # level 2: one head's pooled pattern, each block's colour the log of a row's mass on the key block
+    m = data["models"][0]
+    nb = m["n_blocks"]
+    assert nb == 13
+    p.page.mouse.click(*p.cell(0, 2, 1))
+    p.page.wait_for_selector("#head:not([hidden])")
+    assert p.page.locator("#head-title").text_content() == "tiny-rope layer 2 head 1"
+    pooled = np.frombuffer(__import__("base64").b64decode(m["pooled"]), dtype="<f4").reshape(3, 4, nb, nb)
+    p.block(0, 0)
+    shot = p.shot("2-head")
+    sizes = np.bincount(np.arange(200) // 16)
+    for b, k in [(12, 0), (12, 12), (6, 3), (9, 8), (1, 0)]:
+        mass = float(pooled[2, 1, b, k]) * sizes[k]
+        assert np.abs(p.at(shot, p.block(b, k)) - viridis((math.log10(mass) + 4) / 4)).max() <= 3, (b, k)
+    assert (p.at(shot, p.block(2, 9)) == 255).all()  # above the diagonal: 0, left white
+    x, y = p.cell(0, 2, 1)
+    outline = p.at(p.shot("2-head-grid"), (x - data["cell"] / 2 - 1.5, y))
+    assert outline[0] > 200 and outline[1] < 40  # the picked head, outlined in red
+    assert "13 x 13 blocks of 16 tokens" in p.page.locator("#pooled-note").text_content()
+
+    # level 3: a block's rows, their tokens, a hover giving a token's weight
+    assert m["precomputed"] == [0, 6, 12]
+    p.page.mouse.click(*p.block(6, 2))
+    p.page.wait_for_selector("#tokens .tok")
+    rows = m["rows"]["2|1|6"]
+    assert p.page.locator("#tokens .qrow").count() == len(rows) == 4
+    assert p.page.locator("#tokens .tok").count() == sum(len(k) for _, k, _ in rows)
+    q, keys, ws = rows[1]
+    heavy = int(np.argmax(ws))
+    token = p.page.locator("#tokens .qrow").nth(1).locator(".tok").nth(heavy)
+    token.hover()
+    tip = p.page.locator("#tip")
+    assert tip.is_visible()
+    text = tip.text_content()
+    assert text.startswith(f"weight {ws[heavy]:.4f} | key {keys[heavy]} ") and text.endswith(f"| query {q}")
+    shot = p.shot("3-tokens")
+    box = token.bounding_box()
+    seen = shot[int(box["y"]):int(box["y"] + box["height"]), int(box["x"]):int(box["x"] + box["width"])]
+    red = (seen[..., 0] > 200) & (seen[..., 1] < 60) & (seen[..., 2] < 90)
+    assert red.mean() > 0.4  # the row's heaviest key: full red behind its glyph
+    assert p.page.locator("#tokens .tok.query").count() == 4
+    assert "q 96" in p.page.locator("#tokens .qrow").nth(0).text_content()
+
+    # a block the file does not hold says how to get it
+    p.page.mouse.click(*p.block(4, 0))
+    p.page.wait_for_function("document.getElementById('tokens').textContent.includes('holds the rows of blocks')")
+    assert "0, 6, 12" in p.page.locator("#tokens").text_content()
+    assert p.errors == []
+
+
+def test_live_drill_down_computes_any_block(browser, tmp_path):
+    model = _models()[0]
+    ids = torch.randint(1, 250, (160,), generator=torch.Generator().manual_seed(5)).tolist()
+    v = view(model, text=ids, block=16, precompute=1, serve=True, port=0)
+    try:
+        p = Page(browser, v.url, tmp_path)
+        assert "live" in p.page.locator("#mode").text_content()
+        p.page.mouse.click(*p.cell(0, 1, 3))
+        p.page.wait_for_selector("#head:not([hidden])")
+        p.page.mouse.click(*p.block(7, 1))
+        p.page.wait_for_selector("#tokens .tok")
+        p.shot("3-live-tokens")
+        got = p.page.evaluate("viewer.data.models[0].rows['1|3|7']")
+        _, cache = model.run_with_cache(torch.tensor([ids]))
+        a = cache["blocks.1.attn.hook_pattern"][0].double()
+        assert [q for q, _, _ in got] == [112, 117, 122, 127]
+        for q, keys, ws in got:
+            np.testing.assert_allclose(ws, a[3, q, keys].numpy(), atol=1e-6)
+        assert p.page.locator("#tokens .qrow").count() == 4
+        assert p.errors == []
+    finally:
+        v.stop()
