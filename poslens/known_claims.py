@@ -6,13 +6,28 @@ from __future__ import annotations
 
 import pandas as pd
 
-from poslens.known_types import NAMES, Claim, Observation, Results, head, pct
+from poslens.known_types import NAMES, Claim, Observation, Results, Revision, Rule, head, pct
 
 PRETRAINED = ("smollm2", "gemma3-270m")
 
 
 # -- induction and previous-token heads (Olsson et al. 2022) -------------------------------------------------------
 INDUCTION_CUT = 0.4  # poslens' own: the paper gives no threshold
+PREVIOUS_CUT = 0.5  # poslens' own: "half its attention on the previous token"
+WRITTEN = "2026-11-27 (before the reruns of branch known2)"
+
+INDUCTION_RULE = Rule(
+    text=f"per model, the head with the highest mean prefix-matching score on repeated random tokens; its 95% "
+         f"percentile bootstrap interval over sequences (10,000 resamples, seed 0). Agrees when, in both models, "
+         f"the interval lies above {INDUCTION_CUT} (poslens' cut: the paper gives none); differs when a model's "
+         f"interval lies at or below it; otherwise inconclusive at n = the sequences",
+    written=WRITTEN)
+PREVIOUS_RULE = Rule(
+    text=f"Olsson's previous-token score on training-like text (Wikipedia windows), per model the best head's mean "
+         f"with its 95% bootstrap interval over sequences. Agrees when, in both models, the interval lies above "
+         f"{PREVIOUS_CUT} (poslens' cut: the paper gives none); differs when a model's interval lies at or below it; "
+         f"otherwise inconclusive. The same score on repeated random tokens is shown beside it, not judged",
+    written=WRITTEN)
 
 
 def _induction(r: Results, m: str) -> str:
@@ -260,6 +275,25 @@ def _span(d: pd.DataFrame) -> tuple[str, str]:
     return (past, past) if (d["bucket"] == past).any() else ("all", "over the whole stream, inside the trained length")
 
 
+STREAMING_RULE = Rule(
+    text="relative, per stream bucket once the cache is full (every bucket after the first): gain = loss(window) - "
+         "loss(window + 4 sinks) in nats/token. Agrees when the gain is > 0 in every bucket, or the 95% bootstrap "
+         "interval of the mean gain over buckets lies above 0, and, on the tokens re-computed (re-computation with "
+         "the model's start token first), the sinks remove at least half of the window's excess loss over "
+         "re-computation (95% bootstrap interval over those tokens of the share (window - sinks) / (window - "
+         "re-computation) above 0.5: \"largely recover\"); differs when the gain's interval lies at or below 0 or "
+         "the share's at or below 0.5; otherwise inconclusive. The no-start-token control (4 sinks that are ordinary "
+         "tokens) and 1 vs 4 sinks are shown, not judged",
+    written=WRITTEN,
+    revisions=(Revision(
+        on="2026-11-27", earlier="sinks lower the window's loss by > 0.1 nats and come within 0.1 nats of "
+                                 "re-computation (re-computation without the start token), point estimates",
+        earlier_verdict="SmolLM2 agrees (3.30 -> 2.66; 2.68 vs 2.68), Gemma 3 agrees by 0.015 and 0.005 nats "
+                        "(2.87 -> 2.76; 2.68 vs 2.58)",
+        why="the review found both 0.1-nat thresholds arbitrary and Gemma 3 within sampling error of both; the rule "
+            "is now relative, with intervals, and the re-computation oracle keeps the start token"),))
+
+
 def _streaming(r: Results, m: str) -> str:
     d = _stream(r, m)
     first = d.iloc[0]
@@ -319,6 +353,21 @@ def _quarters(r: Results, m: str):
     b = _bands(r, m)
     q = max(1, len(b) // 4)
     return b.iloc[:q], b.iloc[-q:], len(b)
+
+
+ROTARY_RULE = Rule(
+    text="Barbero's statistic per layer, queries and keys apart: ratio = mean 2-norm of the lowest-frequency quarter "
+         "of the bands / that of the highest-frequency quarter (mean over heads and tokens), with a 95% bootstrap "
+         "interval over contexts. Per model and for q and k separately: agrees when the interval lies above 1 in "
+         "every layer (\"this seems to be true at each layer\"); differs when it lies at or below 1 in at least a "
+         "quarter of the layers; otherwise inconclusive (the layers that fail are named)",
+    written=WRITTEN,
+    revisions=(Revision(
+        on="2026-11-27", earlier="the lowest quarter's mean q + k norm exceeds the highest's (all layers pooled, "
+                                 "point estimate)",
+        earlier_verdict="SmolLM2 agrees (1.92x), Gemma 3 agrees (2.60x)",
+        why="the pooled q + k ratio hid that Gemma 3's queries prefer the highest quarter in 8 of 18 layers "
+            "(review, row 8); the paper's figure is per layer and shows queries and keys apart"),))
 
 
 def _norms(r: Results, m: str) -> str:
@@ -387,6 +436,18 @@ def _wu(r: Results, m: str) -> pd.DataFrame:
     return r.model("retrieval-heads", m, score="wu", masking="query")
 
 
+RETRIEVAL_RULE = Rule(
+    text="the share of heads whose Wu retrieval score exceeds 0.1, with a 95% percentile bootstrap interval over "
+         "prompts (prompts resampled, every head's score recomputed from its per-prompt hits, 10,000 resamples, "
+         "seed 0). Agrees when the interval lies within 2.1-6.2% (the authors' released scores; the paper says "
+         "\"about 3% to 6%\"); differs when it lies wholly outside; otherwise inconclusive at n = the prompts",
+    written=WRITTEN,
+    revisions=(Revision(
+        on="2026-11-27", earlier="the point share inside 2.1-6.2%, or within one head of it",
+        earlier_verdict="SmolLM2 agrees (14 of 270, 5.2%), Gemma 3 differs (6 of 72, 8.3%), on 8 prompts",
+        why="7 of SmolLM2's 14 heads score within one binomial SE of 0.1 on 56 trials; the count needs an interval"),))
+
+
 def _retrieval(r: Results, m: str) -> str:
     d = _wu(r, m)
     h = d[d.part == "heads"]
@@ -408,6 +469,25 @@ def _retrieval_verdict(r: Results) -> str:
         out.append(f"{NAMES[m]} {share:.1f}% ({int(h.is_retrieval.sum())} of {len(h)} heads; the range is "
                    f"{low * len(h) / 100:.1f}-{high * len(h) / 100:.1f} heads): {verdict}")
     return "; ".join(out) + f" (rule: inside {low}-{high}%, the authors' released scores)"
+
+
+MASKING_RULE = Rule(
+    text="k = the number of heads scoring > 0.1 (the paper's \"completely pruning\"), or the next k run. Agrees when "
+         "masking the top k leaves NIAH accuracy whose exact (Clopper-Pearson) 95% upper bound over prompts is at "
+         "most half the unmasked accuracy, and k random heads of the same layers keep accuracy whose lower bound "
+         "is at least 75% of it; differs when the top-k lower bound exceeds half the unmasked accuracy; otherwise "
+         "inconclusive. Every k run is shown (the dose response)",
+    written=WRITTEN,
+    revisions=(
+        Revision(on="2026-11-24 20:31:56 UTC (commit aaf21d6), four minutes after SmolLM2's run (20:28:07)",
+                 earlier="k = the smallest k run (3); masking the top k at least halves NIAH accuracy and k random "
+                         "heads keep 75% of it, point estimates",
+                 earlier_verdict="SmolLM2 differs (top 3 masked: accuracy 0.75 > 0.5)",
+                 why="\"completely pruning\" read as masking every head above the 0.1 threshold; adopted after the "
+                     "outcome existed"),
+        Revision(on="2026-11-27", earlier="k = the number of retrieval heads, point estimates on 8 prompts",
+                 earlier_verdict="SmolLM2 agrees (top 14: 0.00), Gemma 3 agrees (top 6: 0.00)",
+                 why="intervals over prompts added (review, cross-cutting 3)")))
 
 
 def _masking(r: Results, m: str) -> str:
