@@ -251,6 +251,15 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
     assert heads.loc[(1, 3), "retrieval_score"] == pytest.approx(3 / 7, rel=1e-12)
     assert bool(heads.loc[(1, 3), "is_retrieval"])
     assert int(df["n_counted"].iloc[0]) == 3 and int(df["n_scored"].iloc[0]) == 4
+    # the unit values: one row per prompt, the planted head's hits on each counted prompt, the score recomputed
+    from analyses.retrieval_heads import prompt_scores
+
+    hits, counted = prompt_scores(df)
+    assert hits.shape[0] == 4 and counted.sum() == 3
+    assert len(df[df["part"] == "prompts"]) == 4
+    recomputed = hits[counted].sum(0) / counted.sum()
+    np.testing.assert_allclose(recomputed, heads.sort_index()["retrieval_score"].to_numpy().reshape(hits.shape[1:]),
+                               rtol=1e-12)
     # the pieces, on their own
     assert rouge1_recall([1, 2, 2, 3], [2, 9, 2, 2, 1]) == 3 / 4
     assert scored_steps(tok, tok.encode(" 12.\n34")) == tok.encode(" 12.\n")
