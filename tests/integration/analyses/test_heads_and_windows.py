@@ -83,7 +83,7 @@ def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
         model.add_hook(f"blocks.{layer}.attn.hook_q", planted(a))
         model.add_hook(f"blocks.{layer}.attn.hook_k", planted(b))
     n = 48
-    df = rope_frequencies(model, n_docs=1, length=n, max_rows=40, niah_prompts=0)
+    df = rope_frequencies(model, n_docs=2, length=n, max_rows=40, niah_prompts=0)
     bands = df[(df["part"] == "bands") & (df["layer"] == 1)]
     rows = np.unique(np.linspace(1, n - 1, 40).round()).astype(int)
     order = spec.by_frequency().tolist()
@@ -99,6 +99,14 @@ def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
         np.testing.assert_allclose(got["k_norm"].sort_index(), want_k, rtol=1e-5)
         term = want_q * want_k * m[order]
         np.testing.assert_allclose(got["poslens_logit_share"].sort_index(), term / term.sum(), rtol=1e-4)
+    # the unit values: each context's quarter norms, the mean over the quarter's bands and the layer's heads
+    ctx = df[(df["part"] == "contexts") & (df["layer"] == 1)].set_index(["quarter", "context"])
+    q = max(1, n_bands // 4)
+    kv_of = [h // rep for h in range(heads)]
+    for quarter, chosen in (("lowest", order[-q:]), ("highest", order[:q])):
+        for c in (0, 1):
+            assert ctx.loc[(quarter, c), "q_norm"] == pytest.approx(float(a[:, chosen].mean()), rel=1e-5)
+            assert ctx.loc[(quarter, c), "k_norm"] == pytest.approx(float(b[kv_of][:, chosen].mean()), rel=1e-5)
 
 
 def test_rope_frequencies_is_refused_for_a_model_without_rotation():
