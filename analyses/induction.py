@@ -127,7 +127,7 @@ def summary(df):
 
 @runs(small=Run(("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
       main=Run(DECODERS, dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
-      real=Run(PRETRAINED, dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
+      real=Run(PRETRAINED, dict(half=256, n_docs=16), quick=dict(half=32, n_docs=1), section=KNOWN),
       memory=Run(("rope-small",), dict(half=64)))
 @analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary)
 @may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM",

@@ -231,7 +231,7 @@ def summary(df):
       main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
                quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
       # Wu et al.'s score and masking (the defaults)
-      real=Run(PRETRAINED, dict(n_docs=8, niah_prompts=8, length=512, n_random=2),
+      real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=16, length=512, n_random=2),
                quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
       memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
 @analysis("retrieval-heads", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary)

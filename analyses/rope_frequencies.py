@@ -258,7 +258,7 @@ def summary(df):
 @runs(small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
       main=Run(DECODERS, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
                quick=dict(n_docs=1, length=128, max_rows=16, niah_prompts=1, niah_tokens=224), section=HEADS),
-      real=Run(PRETRAINED, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=512),
+      real=Run(PRETRAINED, dict(n_docs=12, length=512, niah_prompts=8, niah_tokens=512),
                quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128), section=KNOWN),
       memory=Run(("rope-small",), dict(length=128, niah_prompts=0)))
 @analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
