@@ -7,8 +7,9 @@ Protocol, TransformerLens' convention: ``n_docs`` sequences of ``half`` random o
   occurrence (key = query - half + 1);
 - ``previous_token_score``: mean attention from every token after the first to the one before it;
 - ``wiki_previous_token_score``: the same previous-token score on ``n_docs`` English Wikipedia windows of
-  ``2 * half`` tokens (after the start token where the model has one): Olsson et al.'s head activation evaluator
-  reads it on "an example from the training distribution", which random tokens are not.
+  ``2 * half`` tokens after the start token (where the model has one), as long as the repeated sequences:
+  Olsson et al.'s head activation evaluator reads it on "an example from the training distribution", which random
+  tokens are not.
 
 Unit-level values are kept: ``*_per_sequence`` columns hold each sequence's score for the head, ``;``-separated in
 sequence order (``first_copy_loss_per_sequence`` / ``second_copy_loss_per_sequence`` each sequence's losses), so a 95%
@@ -159,8 +160,12 @@ def induction(model, *,
     state = {k: np.zeros((n,) + shape) for k in ("induction", "previous", "wiki")}
     if Capability.CAUSAL_LM in model.capabilities:
         state |= {"first_loss": np.zeros(n), "second_loss": np.zeros(n)}
-    texts = [prefix + list(w.ids)[: 2 * half] for w in analysis_windows(model, "induction", None, length=2 * half,
-                                                                          n_docs=n_docs, seed=seed)]
+    # the windows begin with the start token already (corpora.contexts: doc_start=True), as a document does
+    texts = [list(w.ids) for w in analysis_windows(model, "induction", None, length=2 * half + len(prefix),
+                                                   n_docs=n_docs, seed=seed)]
+    if prefix and any(t[:1] != prefix or t[1:2] == prefix for t in texts):
+        raise ValueError(f"induction: a Wikipedia window of {model.model_name} does not begin with exactly one start "
+                         f"token {prefix[0]}")
     items = [("repeat", ids) for ids in seqs] + [("wiki", ids) for ids in texts]
 
     def one(item):

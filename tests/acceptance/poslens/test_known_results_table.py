@@ -248,7 +248,7 @@ def test_masking_verdict_reads_binomial_intervals_at_the_number_of_retrieval_hea
     assert "the earlier rule (k = the smallest k run (3)" in verdict and "SmolLM2 differs (top 3 masked" in verdict
 
 
-def _stream_csv(folder, gains, control=0.0):
+def _stream_csv(folder, gains, control=0.0, recovered=None):
     """16 buckets of a stream: window loss 3.0; 4 sinks' loss 3.0 - gain (the first bucket's gain 0: the cache is
     not full); the no-start-token control's sinks gain ``control``."""
     rows = []
@@ -266,7 +266,15 @@ def _stream_csv(folder, gains, control=0.0):
             rows.append(dict(base, condition=condition, bucket="past the trained length", loss=3.0))
             rows.append(dict(base, condition=condition, bucket="re-computed tokens", loss=3.0))
         rows.append(dict(base, condition="re-computation", bucket="re-computed tokens", loss=2.9))
-    pd.DataFrame(rows).to_csv(folder / "attention-window.csv", index=False)
+        for i in range(20 if recovered is not None else 0):  # per token: window 3.5, re-computation 2.5 (+- noise)
+            noise = 0.05 * ((i % 5) - 2)
+            for condition, loss in (("window", 3.5 + noise), ("window + 4 sinks", 3.5 - recovered + noise),
+                                    ("re-computation, start token first", 2.5 + noise)):
+                rows.append(dict(base, part="tokens", condition=condition, bucket="one re-computed token",
+                                 token=64 * (i + 1), loss=loss))
+    df = pd.DataFrame(rows)
+    df["part"] = df["part"].fillna("stream") if "part" in df else "stream"
+    df.to_csv(folder / "attention-window.csv", index=False)
 
 
 def test_streaming_verdict_reads_the_gain_in_every_bucket_and_shows_the_control(tmp_path):
@@ -283,3 +291,15 @@ def test_streaming_verdict_reads_the_gain_in_every_bucket_and_shows_the_control(
     _stream_csv(tmp_path, [0.1, -0.1, 0.02, -0.03])
     assert claim.verdict(known_types.Results(tmp_path)).startswith(
         "SmolLM2-135M inconclusive: the gain part inconclusive at n = 15")
+
+
+def test_streaming_verdict_judges_the_share_recovered_when_tokens_are_kept(tmp_path):
+    claim = _claim("window attention needs the first tokens (attention sinks)")
+    _stream_csv(tmp_path, [0.1, 0.12, 0.08], recovered=0.9)  # 90% of the 1-nat excess removed
+    verdict = claim.verdict(known_types.Results(tmp_path))
+    assert verdict.startswith("SmolLM2-135M agrees: the gain part agrees (15 of 15 buckets > 0); the recovery part "
+                              "agrees (share of the window's excess over re-computation with the start token removed "
+                              "by 4 sinks: 90.0%")
+    _stream_csv(tmp_path, [0.1, 0.12, 0.08], recovered=0.2)
+    assert claim.verdict(known_types.Results(tmp_path)).startswith(
+        "SmolLM2-135M differs: the gain part agrees (15 of 15 buckets > 0); the recovery part differs")
