@@ -31,11 +31,17 @@ from what it sees:
 - ``re-computation``: sliding window with re-computation, each token predicted by a fresh forward pass over the
   ``cache_size + 1`` tokens before it at positions 0..cache_size (the tokens a full rolling cache without sinks shows
   it, the token itself included). It costs a forward pass of ``cache_size + 1`` tokens per token, so only every
-  ``recompute_stride``-th token is evaluated (by default ``stream_tokens // 64``: 64 tokens evenly spread).
+  ``recompute_stride``-th token is evaluated (by default ``stream_tokens // 64``: 64 tokens evenly spread);
+- ``re-computation, start token first``: the same, each pass reading the model's start token and then the ``cache_size``
+  tokens before the target (where the model has a start token): the oracle for a model whose sink needs it (Gemma 3),
+  as a rolling cache with one sink shows it the start token.
 
 Rows ``part=stream``: per condition the mean loss (nats per token) in ``n_buckets`` buckets of stream positions and over
 ``all`` its tokens, the tokens ``past the trained length`` (``model.max_seq_len``) and the ``re-computed tokens`` (the
-tokens re-computation evaluated, for a paired comparison), with ``n_tokens``. The trained length is what the model
+tokens re-computation evaluated, for a paired comparison), with ``n_tokens``. Rows ``part=tokens``: the unit values
+behind a paired interval, each re-computed token's loss under every condition (``token`` its stream position, ``bucket``
+"one re-computed token").
+The trained length is what the model
 declares (``max_seq_len``: SmolLM2 8192, Gemma 3 32768; the bundled byte models declare 2304 but read 512-byte windows
 in training).
 
@@ -142,7 +148,9 @@ WINDOW_ONLY = ("length", "n_docs", "window", "max_rows")
 STREAMING_ONLY = ("stream_tokens", "cache_size", "dense_tokens", "recompute_stride", "control")
 CHUNK = 64  # stream tokens per forward pass (the numbers are token-by-token streaming's whatever the chunk)
 DENSE, RECOMPUTE = "dense", "re-computation"
+RECOMPUTE_START = "re-computation, start token first"
 ALL, PAST, RECOMPUTED = "all", "past the trained length", "re-computed tokens"
+ONE_TOKEN = "one re-computed token"  # part=tokens: a unit row
 
 
 def _for(setting: str, value):
@@ -204,14 +212,17 @@ def summary(df):
           memory=Run(("rope-small",), dict(length=256, window=64)),
           builds_logits=False)
 @may_be_nan(sinks="full attention, dense attention and re-computation keep no first tokens",
-            position="a row of a span of positions (past the window, all, past the trained length, re-computed tokens)",
+            position="a row of a span of positions (past the window, all, past the trained length, re-computed "
+                     "tokens),"
+                     " or of one re-computed token (its position is in token)",
             loss="a reach row (where a head looks) has no loss",
             n_tokens="a reach row (where a head looks) has no loss",
             layer="a loss row is of the whole model", head="a loss row is of the whole model",
             depth="a loss row is of the whole model", mean_distance="a loss row is of the whole model",
             mass_beyond_window="a loss row is of the whole model", sink_mass="a loss row is of the whole model",
             mass_beyond_own_window="a loss row, or a layer without an attention window of its own",
-            cache_size="dense attention and re-computation keep no rolling cache")
+            cache_size="dense attention and re-computation keep no rolling cache",
+            token="a row of a span of tokens, not of one re-computed token")
 def attention_window(model, *,
                      setting: Annotated[str, Help("window: documents inside the trained length read through a window "
                                                   "of keys at their own positions, against full attention; streaming: "
@@ -400,17 +411,26 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
     if control:
         conds += [(f"{name}, no start token", s, cache_size, False)
                   for name, s in (windows[0], windows[-1])[:len(set(sinks))]]
-    conds += [(RECOMPUTE, None, None, True)] if len(targets) else []
+    from corpora.random_tokens import start_token
+
+    first = start_token(model)
+    if len(targets):
+        conds += [(RECOMPUTE, None, None, True)]
+        if first is not None and streams[True][0] == first:
+            conds += [(RECOMPUTE_START, None, None, True)]
+    recomputing = {RECOMPUTE, RECOMPUTE_START}
     blocks = np.array_split(targets, min(len(targets), 8)) if len(targets) else []
-    items = [(c, None) for c in range(len(conds)) if conds[c][0] != RECOMPUTE] + [(len(conds) - 1, b) for b in blocks]
+    items = ([(c, None) for c in range(len(conds)) if conds[c][0] not in recomputing]
+             + [(c, b) for c in range(len(conds)) if conds[c][0] in recomputing for b in blocks])
 
     def work(item):
         c, block = item
         name, s, cache, start = conds[c]
         ids = streams[start]
         nll, seen = np.zeros(n - 1), np.zeros(n - 1)
-        if name == RECOMPUTE:
-            nll[block - 1] = streaming.recomputed_nll(model, ids, recompute_window, block)
+        if name in recomputing:
+            prefix = [first] if name == RECOMPUTE_START else []
+            nll[block - 1] = streaming.recomputed_nll(model, ids, recompute_window, block, prefix=prefix)
             seen[block - 1] = 1
         elif name == DENSE:
             upto = min(n, dense_tokens)
@@ -447,7 +467,14 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
                 rows.append(dict(part="stream", setting="streaming", condition=name, sinks=s, cache_size=cache,
                                  start_token=start, bucket=bucket, position=mid, loss=float(nll[m].mean()),
                                  n_tokens=int(m.sum())))
-    df = integer_columns(pd.DataFrame(rows), "sinks", "cache_size", "n_tokens")
+    for c, (name, s, cache, start) in enumerate(conds):
+        nll, seen = state[f"nll|{c}"], state[f"seen|{c}"] > 0
+        for g in targets:
+            if seen[g - 1]:
+                rows.append(dict(part="tokens", setting="streaming", condition=name, sinks=s, cache_size=cache,
+                                 start_token=start, bucket=ONE_TOKEN, token=int(g), loss=float(nll[g - 1]),
+                                 n_tokens=1))
+    df = integer_columns(pd.DataFrame(rows), "sinks", "cache_size", "n_tokens", "token")
     df.insert(0, "model", model.model_name)
     df["stream_tokens"], df["trained_length"], df["dense_tokens"] = n, model.max_seq_len, min(n, dense_tokens)
     df["recompute_window"], df["recompute_stride"] = recompute_window, recompute_stride

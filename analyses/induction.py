@@ -5,7 +5,16 @@ Protocol, TransformerLens' convention: ``n_docs`` sequences of ``half`` random o
 
 - ``induction_score``: mean attention from each token of the second copy to the token after its first
   occurrence (key = query - half + 1);
-- ``previous_token_score``: mean attention from every token after the first to the one before it.
+- ``previous_token_score``: mean attention from every token after the first to the one before it;
+- ``wiki_previous_token_score``: the same previous-token score on ``n_docs`` English Wikipedia windows of
+  ``2 * half`` tokens after the start token (where the model has one), as long as the repeated sequences:
+  Olsson et al.'s head activation evaluator reads it on "an example from the training distribution", which random
+  tokens are not.
+
+Unit-level values are kept: ``*_per_sequence`` columns hold each sequence's score for the head, ``;``-separated in
+sequence order (``first_copy_loss_per_sequence`` / ``second_copy_loss_per_sequence`` each sequence's losses), so a 95%
+percentile bootstrap over sequences (``analyses.intervals.bootstrap``, 10,000 resamples, seed 0) can be computed
+from the CSV: ``per_sequence(df, column)`` reads them back.
 
 Random tokens carry no meaning, so only an in-context mechanism can attend this way; a trained model has a few
 heads with induction scores far above a random-weight model's, which attend near uniformly (about 1 / query
@@ -25,6 +34,39 @@ from interp.capabilities import Capability
 if TYPE_CHECKING:
     import pandas as pd
 
+
+
+def per_sequence(df, column: str):
+    """``[row, sequence]`` float array of a ``*_per_sequence`` column (one ``;``-joined string per row)."""
+    import numpy as np
+
+    return np.array([[float(x) for x in str(v).split(";")] for v in df[column]])
+
+
+def _joined(values) -> str:
+    return ";".join(f"{float(v):.6g}" for v in values)
+
+
+@no_grad
+def previous_scores(model, ids: list[int]):
+    """``[layer, head]`` mean attention from every token after the first to the one before it, on one text window."""
+    import numpy as np
+    import torch
+
+    n = len(ids)
+    rows = torch.arange(1, n)
+    out = np.zeros((model.n_layers, model.n_heads))
+
+    def reduce(layer):
+        def hook(pattern, hook):
+            p = pattern[0].float().cpu()  # [head, rows, keys]
+            out[layer] = p[:, torch.arange(len(rows)), rows - 1].mean(-1).double().numpy()
+        return hook
+
+    with model.query_rows(rows), model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reduce(l))
+                                                        for l in range(model.n_layers)]):
+        model.final_hidden(torch.tensor([ids], device=model.device))
+    return out
 
 
 @no_grad
@@ -86,10 +128,12 @@ def summary(df):
 @analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary,
           small=Run(("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
           main=Run(DECODERS, dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
-          real=Run(PRETRAINED, dict(half=256, n_docs=8), quick=dict(half=32, n_docs=1), section=KNOWN),
+          real=Run(PRETRAINED, dict(half=256, n_docs=16), quick=dict(half=32, n_docs=1), section=KNOWN),
           memory=Run(("rope-small",), dict(half=64)),
           builds_logits=False)
-@may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM")
+@may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM",
+            first_copy_loss_per_sequence="the model is not a causal LM",
+            second_copy_loss_per_sequence="the model is not a causal LM")
 def induction(model, *,
               half: Annotated[int, Help("random tokens in each of the two copies (default: 256, or what fits the "
                                         "model's context twice)"), Range(2),
@@ -97,34 +141,62 @@ def induction(model, *,
               n_docs: Annotated[int, Help("repeated sequences"), Range(1)] = 8,
               seed: int = 0) -> pd.DataFrame:
     """Per head the induction score (attention from a repeated token to the token after its first occurrence) and
-    the previous-token score, on random tokens repeated twice.
+    the previous-token score, on random tokens repeated twice, and the previous-token score on Wikipedia windows.
 
     One row per layer and head: ``induction_score``, ``previous_token_score``; per model the mean next-token loss
     on each copy."""
     import numpy as np
     import pandas as pd
 
+    from corpora.contexts import analysis_windows
     from corpora.random_tokens import random_sequences, start_token
     from interp import parallel
 
     bos = start_token(model)
     prefix = [] if bos is None else [bos]
     seqs = [prefix + r + r for r in random_sequences(model, n_docs, half, seed)]
-    state = {k: np.zeros((model.n_layers, model.n_heads)) for k in ("induction", "previous")}
+    shape = (model.n_layers, model.n_heads)
+    n = len(seqs)
+    state = {k: np.zeros((n,) + shape) for k in ("induction", "previous", "wiki")}
     if Capability.CAUSAL_LM in model.capabilities:
-        state |= {"first_loss": np.zeros((1, 1)), "second_loss": np.zeros((1, 1))}
+        state |= {"first_loss": np.zeros(n), "second_loss": np.zeros(n)}
+    # the windows begin with the start token already (corpora.contexts: doc_start=True), as a document does
+    texts = [list(w.ids) for w in analysis_windows(model, "induction", None, length=2 * half + len(prefix),
+                                                   n_docs=n_docs, seed=seed)]
+    if prefix and any(t[:1] != prefix or t[1:2] == prefix for t in texts):
+        raise ValueError(f"induction: a Wikipedia window of {model.model_name} does not begin with exactly one start "
+                         f"token {prefix[0]}")
+    items = [("repeat", ids) for ids in seqs] + [("wiki", ids) for ids in texts]
 
-    def add(state, i, stats):
+    def one(item):
+        kind, ids = item
+        if kind == "wiki":
+            return {"wiki": previous_scores(model, ids)}
+        return sequence_scores(model, ids, len(prefix), half)
+
+    def add(state, i, stats):  # each unit in its own slot: the shares' states sum to every unit's values
         for k, v in stats.items():
-            state[k] += v
+            slot = i if k != "wiki" else i - n
+            state[k][slot] += v.reshape(state[k][slot].shape)
 
-    state = parallel.fold_items(lambda ids: sequence_scores(model, ids, len(prefix), half), seqs, state, add,
-                                model=model, desc=f"induction {model.model_name}")
+    state = parallel.fold_items(one, items, state, add, model=model, desc=f"induction {model.model_name}")
+    n_wiki = len(texts)
+    state["wiki"] = state["wiki"][:n_wiki]
     layer, head = np.meshgrid(np.arange(model.n_layers), np.arange(model.n_heads), indexing="ij")
-    loss = {k: float(state[k][0, 0]) / len(seqs) if k in state else float("nan") for k in ("first_loss", "second_loss")}
+    causal = "first_loss" in state
+    loss = {k: float(state[k].mean()) if causal else float("nan") for k in ("first_loss", "second_loss")}
+
+    def units(key):
+        return [_joined(state[key][:, l, h]) for l, h in zip(layer.ravel(), head.ravel())]
+
     return pd.DataFrame(dict(model=model.model_name, layer=layer.ravel(), head=head.ravel(),
                              depth=layer.ravel() / max(1, model.n_layers - 1),
-                             induction_score=(state["induction"] / len(seqs)).ravel(),
-                             previous_token_score=(state["previous"] / len(seqs)).ravel(),
+                             induction_score=state["induction"].mean(0).ravel(),
+                             previous_token_score=state["previous"].mean(0).ravel(),
+                             wiki_previous_token_score=state["wiki"].mean(0).ravel(),
                              first_copy_loss=loss["first_loss"], second_copy_loss=loss["second_loss"],
-                             half=half, n_docs=len(seqs), start_token=bos is not None))
+                             half=half, n_docs=len(seqs), n_wiki=n_wiki, start_token=bos is not None,
+                             induction_per_sequence=units("induction"), previous_per_sequence=units("previous"),
+                             wiki_previous_per_sequence=units("wiki"),
+                             first_copy_loss_per_sequence=_joined(state["first_loss"]) if causal else "",
+                             second_copy_loss_per_sequence=_joined(state["second_loss"]) if causal else ""))

@@ -52,6 +52,13 @@ barely changes it. Where poslens departs: their random heads avoid the top 100 h
 avoid the top k and keep the top k's layers. Their prompts are Paul Graham essays of 1K-50K tokens with
 natural-language needles; poslens' are RULER's numbers in Wikipedia of ``length`` tokens.
 
+Unit-level values (``score=wu``): a ``part=prompts`` row per scoring prompt (``prompt``, ``needle_depth``, ``recall``,
+``counted``) and a ``part=hits`` row per prompt and head with at least one hit (``prompt``, ``layer``, ``head``,
+``retrieval_score`` = that prompt's hits / needle tokens), from which a head's score is recomputed on any resample of
+the prompts (``prompt_scores``): poslens' known-results rows give a 95% percentile bootstrap over prompts (10,000
+resamples, seed 0) for each head's score and for the share of heads above the threshold. A masking row's accuracy is
+a count of retrieved prompts (``niah_accuracy * niah_prompts``), given an exact binomial interval.
+
 The masking conditions depend on the ranking, so the two passes run one after the other (each data-parallel under
 torchrun; a ``--shard I/N`` process cannot compute its share of the second alone and is refused).
 Rows: ``part`` = ``heads`` (layer, head, scores, rank) or ``masking`` (condition, k, draw, measures); ``score`` and
@@ -171,6 +178,23 @@ def wu_statistics(model, sample) -> dict:
     return {"hits": hits, "counted": float(counted), "recall": recall}
 
 
+def prompt_scores(df):
+    """From one model's ``part=prompts`` and ``part=hits`` rows: ``(hits [prompt, layer, head], counted [prompt])``,
+    prompts in their order. A head's Wu score over any set of prompts is hits summed over the counted ones / their
+    number."""
+    import numpy as np
+
+    prompts = df[df["part"] == "prompts"].sort_values("prompt")
+    hits = df[df["part"] == "hits"]
+    heads = df[df["part"] == "heads"]
+    n_layers, n_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
+    out = np.zeros((len(prompts), n_layers, n_heads))
+    where = {int(p): i for i, p in enumerate(prompts["prompt"])}
+    for p, l, h, v in zip(hits["prompt"], hits["layer"], hits["head"], hits["retrieval_score"]):
+        out[where[int(p)], int(l), int(h)] = v
+    return out, prompts["counted"].astype(bool).to_numpy()
+
+
 def _label(heads) -> str:
     return " ".join(f"L{l}H{h}" for l, h in sorted(heads))
 
@@ -208,7 +232,7 @@ def summary(df):
           main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
                    quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
           # Wu et al.'s score and masking (the defaults)
-          real=Run(PRETRAINED, dict(n_docs=8, niah_prompts=8, length=512, n_random=2),
+          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=16, length=512, n_random=2),
                    quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
           memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
@@ -218,7 +242,11 @@ def summary(df):
                             "the needle)",
             k="a heads row masks nothing", share="a heads row masks nothing", draw="a heads row masks nothing",
             niah_accuracy="a heads row masks nothing", answer_accuracy="a heads row masks nothing",
-            answer_nll="a heads row masks nothing")
+            answer_nll="a heads row masks nothing",
+            prompt="a heads or masking row is of every prompt", needle_depth="a row of heads or masking",
+            recall="a row of heads or masking", counted="a row of heads or masking",
+            is_retrieval="a row of one prompt or its hits", heads="a heads or prompt row masks nothing",
+            condition="a heads or prompt row masks nothing")
 def retrieval_heads(model, *,
                     score: Annotated[str, Help("wu: Wu et al.'s score (greedy answer, hits / needle tokens, retrieved "
                                                "prompts only, > threshold); poslens: the answer teacher-forced, every "
@@ -269,16 +297,23 @@ def retrieval_heads(model, *,
         if score == "wu":
             wu = wu_statistics(model, sample)
             return out | {"score": wu["hits"], "counted": np.full(shape, wu["counted"]),
-                          "prompts": np.array([wu["counted"]])}
+                          "prompts": np.array([wu["counted"]]), "unit_hits": wu["hits"],
+                          "unit_counted": np.array(wu["counted"]), "unit_recall": np.array(wu["recall"])}
         s = s.double().numpy()
         return out | {"score": np.nan_to_num(s), "counted": np.isfinite(s).astype(np.float64),
                       "prompts": np.array([float(np.isfinite(s).any())])}
 
     def add(state, i, stats):
         for k, v in stats.items():
-            state[k] += v
+            if k.startswith("unit_"):  # each prompt in its own slot
+                state[k][i] += v
+            else:
+                state[k] += v
 
+    n = len(scoring)
     state = {k: np.zeros(shape) for k in ("mass", "score", "counted")} | {"prompts": np.zeros(1)}
+    if score == "wu":
+        state |= {"unit_hits": np.zeros((n,) + shape), "unit_counted": np.zeros(n), "unit_recall": np.zeros(n)}
     sums = parallel.fold_items(one, scoring, state, add, model=model, tag=f"scores-{score}",
                                desc=f"retrieval scores {model.model_name}")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -314,11 +349,18 @@ def retrieval_heads(model, *,
     rows = [dict(part="heads", layer=l, head=h, depth=l / max(1, model.n_layers - 1),
                  retrieval_score=float(scores[l, h]), needle_mass=float(mass[l, h]), rank=ranked.index((l, h)),
                  is_retrieval=bool(above(np.nan_to_num(scores[l, h])))) for l, h in heads]
+    if score == "wu":
+        for i, sample in enumerate(scoring):
+            rows.append(dict(part="prompts", prompt=i, needle_depth=float(sample.depth),
+                             recall=float(sums["unit_recall"][i]), counted=bool(sums["unit_counted"][i])))
+            for l, h in zip(*np.nonzero(sums["unit_hits"][i])):
+                rows.append(dict(part="hits", prompt=i, layer=int(l), head=int(h),
+                                 retrieval_score=float(sums["unit_hits"][i, l, h])))
     for c, (condition, k, d, masked) in enumerate(conditions):
         hits, acc, nll = measured[f"{c}"] / len(evaluation)
         rows.append(dict(part="masking", condition=condition, k=k, share=k / total, draw=d, heads=_label(masked),
                          niah_accuracy=hits, answer_accuracy=acc, answer_nll=nll))
-    df = integer_columns(pd.DataFrame(rows), "layer", "head", "rank", "k", "draw")
+    df = integer_columns(pd.DataFrame(rows), "layer", "head", "rank", "k", "draw", "prompt")
     df.insert(0, "model", model.model_name)
     df.insert(1, "score", score)
     df.insert(2, "masking", masking)

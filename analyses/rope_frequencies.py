@@ -44,8 +44,12 @@ longrope's attention factor; 1 for plain RoPE: ``q_norm`` and ``k_norm`` include
 ran (``default``, ``linear``, ``llama3``, ``yarn``, ``longrope``, ``dynamic``, ...), per layer, so Gemma 3's two
 kinds of layer keep their own.
 
-Rows: ``part`` = ``bands`` (layer, head, band, frequency, usage) or ``effects`` (condition, measures). Every context
-and prompt adds its float64 sums (``interp.parallel.fold_items``).
+Rows: ``part`` = ``bands`` (layer, head, band, frequency, usage), ``effects`` (condition, measures) or ``contexts``:
+the unit values behind Barbero et al.'s statistic, one row per context, layer and ``quarter`` (``lowest`` / ``highest``
+frequencies: the layer's bands ordered by its own frequencies, a quarter of them, at least one), ``q_norm`` / ``k_norm``
+the mean over the quarter's bands and the layer's heads on that context alone; the known-results row bootstraps the
+per-layer low / high ratio over contexts (95% percentile, 10,000 resamples, seed 0). Every context and prompt adds its
+float64 sums (``interp.parallel.fold_items``; a context's own norms in its own slot).
 """
 
 from __future__ import annotations
@@ -256,7 +260,7 @@ def summary(df):
                     dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
           main=Run(DECODERS, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
                    quick=dict(n_docs=1, length=128, max_rows=16, niah_prompts=1, niah_tokens=224), section=HEADS),
-          real=Run(PRETRAINED, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=512),
+          real=Run(PRETRAINED, dict(n_docs=12, length=512, niah_prompts=8, niah_tokens=512),
                    quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128), section=KNOWN),
           memory=Run(("rope-small",), dict(length=128, niah_prompts=0)),
           builds_logits=False)
@@ -265,7 +269,10 @@ def summary(df):
                             "an effects row is of the whole model"),
             **dict.fromkeys(("loss", "kl", "positional_heads", "n_positional_heads", "fraction"),
                             "a bands row is of one head and band"),
-            niah_accuracy="a bands row, or no NIAH prompt was asked for")
+            niah_accuracy="a bands row, or no NIAH prompt was asked for",
+            context="a bands or effects row is over every context", quarter="a bands or effects row",
+            attention="an effects row is of the whole model", rope_type="an effects row is of the whole model",
+            condition="a bands or contexts row")
 def rope_frequencies(model, *,
                      n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("texts", "tokens"))] = 4,
                      length: Annotated[int, Help("tokens per context"), Range(8), Fits()] = 512,
@@ -320,9 +327,13 @@ def rope_frequencies(model, *,
             return context_statistics(model, x, max_rows, fraction, n_bands)
         return prompt_statistics(model, x, fraction)
 
+    state |= {f"unit_{k}": np.zeros((len(contexts),) + shape + (n_bands,)) for k in ("q_norm", "k_norm")}
+
     def add(state, i, stats):
         for k, v in stats.items():
             state[k] += v
+            if k in ("q_norm", "k_norm"):  # a context's own norms in its slot
+                state[f"unit_{k}"][i] += v
 
     state = parallel.fold_items(one, items, state, add, model=model, desc=f"rope-frequencies {model.model_name}")
     n_ctx, tokens, prompts = len(contexts), float(state["tokens"][0]), float(state["prompts"][0])
@@ -344,6 +355,14 @@ def rope_frequencies(model, *,
                                  k_norm=state["k_norm"][layer, head, b] / n_ctx,
                                  poslens_logit_share=float(shares[head, rank]),
                                  previous_token_mass=state["prev|none"][layer, head] / n_ctx))
+        q = max(1, spec.n_bands // 4)
+        for quarter, bands in (("lowest", order[-q:]), ("highest", order[:q])):
+            for c in range(n_ctx):
+                rows.append(dict(part="contexts", context=c, layer=layer, quarter=quarter,
+                                 depth=layer / max(1, model.n_layers - 1),
+                                 attention=f"sliding {windows[layer]}" if windows[layer] else "full", rope_type=kind,
+                                 q_norm=float(state["unit_q_norm"][c, layer][:, bands].mean()),
+                                 k_norm=float(state["unit_k_norm"][c, layer][:, bands].mean())))
     base_prev = state["prev|none"] / n_ctx
     positional = base_prev >= POSITIONAL
     if not positional.any():
@@ -355,7 +374,7 @@ def rope_frequencies(model, *,
                          positional_heads=float((state[f"prev|{condition}"] / n_ctx)[positional].mean()),
                          n_positional_heads=int(positional.sum()),
                          niah_accuracy=float(state[f"niah|{condition}"][0]) / prompts if prompts else float("nan")))
-    df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads")
+    df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads", "context")
     df.insert(0, "model", model.model_name)
     df["n_docs"], df["length"], df["niah_prompts"] = n_ctx, max(len(c) for c in contexts), len(samples)
     return df

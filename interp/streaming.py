@@ -243,15 +243,28 @@ def last_logits(model, tokens: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def recomputed_nll(model, ids, window: int, targets, progress=None) -> np.ndarray:
+def recomputed_nll(model, ids, window: int, targets, progress=None, prefix=()) -> np.ndarray:
     """Loss (nats, float64) of each stream token in ``targets`` predicted from a fresh forward pass over the ``window``
-    tokens before it (fewer near the start), at positions 0..window-1: sliding-window attention with re-computation."""
+    tokens before it (fewer near the start), at positions 0..window-1: sliding-window attention with re-computation.
+    With ``prefix`` (e.g. the start token) the pass reads ``prefix`` then the ``window - len(prefix)`` tokens before the
+    target (the whole stream before it where that is shorter and already begins with ``prefix``), so every pass begins
+    as the model's documents do."""
     tokens = torch.as_tensor(ids, dtype=torch.long).flatten().to(model.device)
+    head = torch.as_tensor(list(prefix), dtype=torch.long).to(model.device)
+    if len(head) >= window:
+        raise ValueError(f"recomputed_nll: a prefix of {len(head)} tokens leaves no room in a window of {window}")
     out = np.empty(len(targets))
     for i, g in enumerate(int(g) for g in targets):
         if not 1 <= g < tokens.numel():
             raise ValueError(f"recomputed_nll: target {g} is not a token of the stream (1..{tokens.numel() - 1})")
-        logits = last_logits(model, tokens[max(0, g - window):g][None])
+        if len(head):
+            a = max(0, g - (window - len(head)))
+            seen = tokens[a:g]
+            if not (a == 0 and torch.equal(seen[:len(head)], head)):
+                seen = torch.cat([head, seen])
+            logits = last_logits(model, seen[None])
+        else:
+            logits = last_logits(model, tokens[max(0, g - window):g][None])
         out[i] = float(F.cross_entropy(logits.float(), tokens[g:g + 1]))
         if progress is not None:
             progress(1)

@@ -26,15 +26,26 @@ def test_every_claim_quotes_a_place_and_the_papers_numbers():
     assert OBSERVATIONS, "findings without a published claim go to the observations table"
 
 
-def _induction_csv(folder, score_smol, score_gemma):
+def _induction_csv(folder, smol, gemma, wiki=(0.9, 0.8, 0.85, 0.95), units=True):
+    """Two models of 3 x 4 heads; head L2H1's per-sequence prefix-matching scores are ``smol`` / ``gemma``, head L0H2's
+    previous-token scores on text ``wiki``; every other head 0.01."""
     rows = []
-    for model, best in (("smollm2", score_smol), ("gemma3-270m", score_gemma)):
+    for model, best in (("smollm2", smol), ("gemma3-270m", gemma)):
         for layer in range(3):
             for head in range(4):
-                s = best if (layer, head) == (2, 1) else 0.01
-                rows.append(dict(model=model, layer=layer, head=head, depth=layer / 3, induction_score=s,
-                                 previous_token_score=0.8 if (layer, head) == (0, 2) else 0.02,
-                                 first_copy_loss=12.0, second_copy_loss=2.0, half=64, n_docs=2, start_token=True))
+                ind = list(best) if (layer, head) == (2, 1) else [0.01] * len(best)
+                prev = list(wiki) if (layer, head) == (0, 2) else [0.02] * len(wiki)
+                row = dict(model=model, layer=layer, head=head, depth=layer / 3, induction_score=np.mean(ind),
+                           previous_token_score=np.mean(prev), first_copy_loss=12.0, second_copy_loss=2.0, half=64,
+                           n_docs=len(best), start_token=True)
+                if units:
+                    row |= dict(wiki_previous_token_score=np.mean(prev), n_wiki=len(prev),
+                                induction_per_sequence=";".join(map(str, ind)),
+                                previous_per_sequence=";".join(map(str, prev)),
+                                wiki_previous_per_sequence=";".join(map(str, prev)),
+                                first_copy_loss_per_sequence=";".join(["12.0"] * len(best)),
+                                second_copy_loss_per_sequence=";".join(["2.0"] * len(best)))
+                rows.append(row)
     pd.DataFrame(rows).to_csv(folder / "induction.csv", index=False)
 
 
@@ -42,13 +53,33 @@ def _claim(name):
     return next(c for c in CLAIMS if c.finding == name)
 
 
-def test_induction_verdict_turns_when_no_head_scores(tmp_path):
-    _induction_csv(tmp_path, 0.9, 0.7)
+def test_induction_verdict_reads_the_best_heads_interval_over_sequences(tmp_path):
+    claim = _claim("induction heads")
+    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.7, 0.75, 0.8, 0.72])
     r = known_types.Results(tmp_path)
-    assert _claim("induction heads").verdict(r).startswith("agrees")
-    assert "L2H1 0.90; 1 of 12 heads" in _claim("induction heads").measure(r, "smollm2")
-    _induction_csv(tmp_path, 0.9, 0.2)
-    assert _claim("induction heads").verdict(known_types.Results(tmp_path)).startswith("does not reproduce")
+    assert claim.verdict(r).startswith("agrees (existence): SmolLM2-135M agrees; Gemma 3 270M agrees.")
+    assert "rule (written" in claim.verdict(r)
+    assert "L2H1 0.90 [0.86, 0.94], n = 4; 1 of 12 heads" in claim.measure(r, "smollm2")
+    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.2, 0.1, 0.3, 0.25])  # all below the cut
+    assert claim.verdict(known_types.Results(tmp_path)).startswith("differs (existence): SmolLM2-135M agrees; "
+                                                                   "Gemma 3 270M differs")
+    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.1, 0.9, 0.2, 0.8])  # mean 0.5, the interval straddles 0.4
+    assert claim.verdict(known_types.Results(tmp_path)).startswith(
+        "inconclusive (existence): SmolLM2-135M agrees; Gemma 3 270M inconclusive at n = 4")
+    _induction_csv(tmp_path, [0.9, 0.85], [0.9, 0.8], units=False)  # a CSV of means only judges nothing
+    assert "no per-sequence values kept" in claim.verdict(known_types.Results(tmp_path))
+
+
+def test_previous_token_verdict_reads_the_score_on_text(tmp_path):
+    claim = _claim("previous-token heads")
+    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.8, 0.7, 0.9, 0.75])
+    r = known_types.Results(tmp_path)
+    assert claim.verdict(r).startswith("agrees")
+    assert claim.measure(r, "smollm2").startswith("on Wikipedia text (Olsson's condition): best L0H2 0.79 [")
+    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.3, 0.2, 0.4, 0.35])
+    assert claim.verdict(known_types.Results(tmp_path)).startswith("differs")
+    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.2, 0.9, 0.3, 0.8])
+    assert claim.verdict(known_types.Results(tmp_path)).startswith("inconclusive")
 
 
 def _sink_csv(folder, rates: dict, n: int = 100, layers: int = 4, heads: int = 4, windows=None, unit_level=True):
@@ -205,75 +236,160 @@ def test_pct_and_head_names():
     assert known_types.head(pd.Series(dict(layer=np.int64(3), head=np.int64(7)))) == "L3H7"
 
 
-def _rope_csv(folder, low_norm):
+def _rope_csv(folder, q_low, k_low=(3.0, 3.1, 2.9, 3.2), layers=4):
+    """Bands rows of 4 bands (band 3 the lowest frequency) and per-context quarter norms: the highest quarter's norm
+    is 1 in every context, the lowest's ``q_low`` / ``k_low`` (one value per context) in every layer."""
     rows = []
     for model in ("smollm2", "gemma3-270m"):
-        for band, freq in enumerate([1.0, 0.5, 0.1, 0.01]):  # band 3 is the lowest frequency
-            rows.append(dict(model=model, part="bands", layer=0, head=0, band=band, frequency=freq,
-                             q_norm=low_norm if freq == 0.01 else 1.0, k_norm=low_norm if freq == 0.01 else 1.0,
-                             poslens_logit_share=0.25))
+        for layer in range(layers):
+            for band, freq in enumerate([1.0, 0.5, 0.1, 0.01]):
+                rows.append(dict(model=model, part="bands", layer=layer, head=0, band=band, frequency=freq,
+                                 q_norm=float(np.mean(q_low)) if freq == 0.01 else 1.0,
+                                 k_norm=float(np.mean(k_low)) if freq == 0.01 else 1.0, poslens_logit_share=0.25,
+                                 length=512, n_docs=len(q_low)))
+            for c, (q, k) in enumerate(zip(q_low, k_low)):
+                rows.append(dict(model=model, part="contexts", layer=layer, context=c, quarter="lowest", q_norm=q,
+                                 k_norm=k))
+                rows.append(dict(model=model, part="contexts", layer=layer, context=c, quarter="highest",
+                                 q_norm=1.0, k_norm=1.0))
     pd.DataFrame(rows).to_csv(folder / "rope-frequencies.csv", index=False)
 
 
-def test_rotary_verdict_compares_the_lowest_quarters_norm_with_the_highest(tmp_path):
+def test_rotary_verdict_reads_queries_and_keys_per_layer_with_intervals(tmp_path):
     claim = _claim("rotary bands: queries and keys weigh the low frequencies")
-    _rope_csv(tmp_path, 3.0)
-    assert claim.verdict(known_types.Results(tmp_path)).startswith("SmolLM2-135M agrees (low / high norm 3.00x)")
-    _rope_csv(tmp_path, 0.5)
-    assert claim.verdict(known_types.Results(tmp_path)).startswith("SmolLM2-135M differs (low / high norm 0.50x)")
+    _rope_csv(tmp_path, (2.0, 2.2, 1.9, 2.1))
+    r = known_types.Results(tmp_path)
+    assert claim.verdict(r).startswith("SmolLM2-135M: queries agrees (4 of 4 layers above 1, 0 at or below), keys "
+                                       "agrees")
+    assert "queries: lowest / highest quarter norm 2.05-2.05x over 4 layers" in claim.measure(r, "smollm2")
+    _rope_csv(tmp_path, (0.5, 0.6, 0.55, 0.4))  # queries prefer the highest quarter, keys the lowest
+    assert claim.verdict(known_types.Results(tmp_path)).startswith(
+        "SmolLM2-135M: queries differs (0 of 4 layers above 1, 4 at or below), keys agrees")
+    _rope_csv(tmp_path, (0.5, 1.6, 0.7, 1.5))  # mean 1.08, the interval straddles 1
+    assert claim.verdict(known_types.Results(tmp_path)).startswith(
+        "SmolLM2-135M: queries inconclusive at n = 4 contexts (0 of 4 layers above 1, 0 at or below)")
 
 
-def _retrieval_csv(folder, n_retrieval, top_acc, random_acc, heads=100):
+def _retrieval_csv(folder, n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, prompts=20, borderline=0,
+                   n_masking=16):
+    """``n_retrieval`` heads hit 0.5 of the needle on every prompt; ``borderline`` more hit 0.2 on every other prompt
+    (score 0.1: above the threshold on about half the resamples); NIAH accuracies over ``n_masking`` prompts."""
     rows = []
     for model in ("smollm2", "gemma3-270m"):
         for h in range(heads):
+            score = 0.5 if h < n_retrieval else 0.1 if h < n_retrieval + borderline else 0.0
             rows.append(dict(model=model, score="wu", masking="query", part="heads", layer=h // 10, head=h % 10,
-                             retrieval_score=0.5 if h < n_retrieval else 0.0, is_retrieval=h < n_retrieval,
-                             n_counted=8, n_scored=8))
+                             retrieval_score=score, is_retrieval=score > 0.1, n_counted=prompts, n_scored=prompts,
+                             niah_prompts=n_masking, length=512))
+        for p in range(prompts):
+            rows.append(dict(model=model, score="wu", masking="query", part="prompts", prompt=p,
+                             needle_depth=p / (prompts - 1), recall=1.0, counted=True))
+            for h in range(n_retrieval + borderline):
+                hit = 0.5 if h < n_retrieval else 0.2 if p % 2 == 0 else 0.0
+                if hit:
+                    rows.append(dict(model=model, score="wu", masking="query", part="hits", prompt=p,
+                                     layer=h // 10, head=h % 10, retrieval_score=hit))
         rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="none", k=0,
-                         niah_accuracy=1.0))
+                         niah_accuracy=1.0, heads=""))
         for k in (2, 5, 10):
+            top = " ".join(f"L{h // 10}H{h % 10}" for h in range(k))
             rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="top", k=k,
-                             niah_accuracy=top_acc if k >= n_retrieval else 1.0))
-            rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="random", k=k,
-                             niah_accuracy=random_acc))
-    pd.DataFrame(rows).to_csv(folder / "retrieval-heads.csv", index=False)
+                             niah_accuracy=top_acc if k >= n_retrieval else 1.0, heads=top))
+            for draw in (0, 1):
+                rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="random", k=k,
+                                 draw=draw, niah_accuracy=random_acc, heads="L9H9"))
+    df = pd.DataFrame(rows)
+    df["niah_prompts"], df["length"] = n_masking, 512
+    df.to_csv(folder / "retrieval-heads.csv", index=False)
 
 
-def test_retrieval_verdicts_read_the_share_and_the_masking_at_the_number_of_retrieval_heads(tmp_path):
-    sparse, causal = _claim("retrieval heads are sparse"), _claim("retrieval heads are causal")
-    _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=1.0)
+def test_retrieval_share_is_judged_by_its_interval_over_prompts(tmp_path):
+    sparse = _claim("retrieval heads are sparse")
+    _retrieval_csv(tmp_path, 4)
     r = known_types.Results(tmp_path)
-    assert "SmolLM2-135M 4.0% (4 of 100 heads; the range is 2.1-6.2 heads): agrees" in sparse.verdict(r)
+    assert "SmolLM2-135M agrees (4.0% [4.0, 4.0], n = 20)" in sparse.verdict(r)
+    assert "4 heads' intervals lie above 0.1, 0 straddle it" in sparse.measure(r, "smollm2")
+    _retrieval_csv(tmp_path, 9)
+    assert "SmolLM2-135M differs (9.0% [9.0, 9.0], n = 20)" in sparse.verdict(known_types.Results(tmp_path))
+    _retrieval_csv(tmp_path, 4, borderline=4)  # 4 to 8 heads above 0.1 across resamples: straddles 6.2%
+    r = known_types.Results(tmp_path)
+    assert "SmolLM2-135M inconclusive at n = 20" in sparse.verdict(r)
+    assert "4 heads' intervals lie above 0.1, 4 straddle it" in sparse.measure(r, "smollm2")
+    assert "Rule revised on" in sparse.verdict(r)
+
+
+def test_masking_verdict_reads_binomial_intervals_at_the_number_of_retrieval_heads(tmp_path):
+    causal = _claim("retrieval heads are causal")
+    _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=1.0)  # 0 / 16 vs 16 / 16
+    r = known_types.Results(tmp_path)
     assert "SmolLM2-135M agrees (k = 5, 4 heads score > 0.1" in causal.verdict(r)  # top 2 would not have sufficed
-    _retrieval_csv(tmp_path, 9, top_acc=0.0, random_acc=0.0)
-    r = known_types.Results(tmp_path)
-    assert "SmolLM2-135M 9.0% (9 of 100 heads; the range is 2.1-6.2 heads): differs" in sparse.verdict(r)
-    assert "SmolLM2-135M partly: random heads hurt too (k = 10" in causal.verdict(r)
+    assert "top 2: 1.00" in causal.measure(r, "smollm2") and "top 5 (the rule's k): 0.00 [0.00, 0.21]" in \
+        causal.measure(r, "smollm2")
+    _retrieval_csv(tmp_path, 4, top_acc=1.0, random_acc=1.0)
+    assert "SmolLM2-135M differs (k = 5" in causal.verdict(known_types.Results(tmp_path))
+    _retrieval_csv(tmp_path, 4, top_acc=0.375, random_acc=1.0)  # 6 / 16: the upper bound passes half
+    assert "SmolLM2-135M inconclusive at n = 16 (k = 5" in causal.verdict(known_types.Results(tmp_path))
+    _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=0.75)  # random heads' lower bound under 75%
+    assert "SmolLM2-135M inconclusive at n = 16: the top heads hurt" in causal.verdict(known_types.Results(tmp_path))
+    verdict = causal.verdict(known_types.Results(tmp_path))
+    assert "the earlier rule (k = the smallest k run (3)" in verdict and "SmolLM2 differs (top 3 masked" in verdict
 
 
-def _stream_csv(folder, window, sinks, recomputed, past=True):
+def _stream_csv(folder, gains, control=0.0, recovered=None):
+    """16 buckets of a stream: window loss 3.0; 4 sinks' loss 3.0 - gain (the first bucket's gain 0: the cache is
+    not full); the no-start-token control's sinks gain ``control``."""
     rows = []
-    span = "past the trained length" if past else "all"
     for model in ("smollm2", "gemma3-270m"):
-        base = dict(model=model, setting="streaming", stream_tokens=12288, trained_length=8192, recompute_stride=64)
-        for condition, loss in (("dense", 4.0), ("window", window), ("window + 1 sink", sinks),
-                                ("window + 4 sinks", sinks)):
-            rows.append(dict(base, condition=condition, bucket=span, loss=loss,
-                             cache_size=1024 if "window" in condition else None))
-            rows.append(dict(base, condition=condition, bucket="re-computed tokens", loss=loss, cache_size=None))
-        rows.append(dict(base, condition="re-computation", bucket="re-computed tokens", loss=recomputed,
-                         cache_size=None))
-    pd.DataFrame(rows).to_csv(folder / "attention-window.csv", index=False)
+        base = dict(model=model, setting="streaming", stream_tokens=16 * 512, trained_length=4096,
+                    recompute_stride=64, cache_size=1024)
+        buckets = [f"{512 * i + 1}-{512 * (i + 1)}" for i in range(16)]
+        for i, b in enumerate(buckets):
+            g = 0.0 if i == 0 else gains[(i - 1) % len(gains)]
+            for condition, loss in (("dense", 2.9), ("window", 3.0), ("window + 1 sink", 3.0 - g),
+                                    ("window + 4 sinks", 3.0 - g), ("window, no start token", 3.0),
+                                    ("window + 4 sinks, no start token", 3.0 - control)):
+                rows.append(dict(base, condition=condition, bucket=b, loss=loss))
+        for condition in ("dense", "window", "window + 4 sinks"):
+            rows.append(dict(base, condition=condition, bucket="past the trained length", loss=3.0))
+            rows.append(dict(base, condition=condition, bucket="re-computed tokens", loss=3.0))
+        rows.append(dict(base, condition="re-computation", bucket="re-computed tokens", loss=2.9))
+        for i in range(20 if recovered is not None else 0):  # per token: window 3.5, re-computation 2.5 (+- noise)
+            noise = 0.05 * ((i % 5) - 2)
+            for condition, loss in (("window", 3.5 + noise), ("window + 4 sinks", 3.5 - recovered + noise),
+                                    ("re-computation, start token first", 2.5 + noise)):
+                rows.append(dict(base, part="tokens", condition=condition, bucket="one re-computed token",
+                                 token=64 * (i + 1), loss=loss))
+    df = pd.DataFrame(rows)
+    df["part"] = df["part"].fillna("stream") if "part" in df else "stream"
+    df.to_csv(folder / "attention-window.csv", index=False)
 
 
-def test_streaming_verdict_needs_sinks_to_recover_re_computation(tmp_path):
+def test_streaming_verdict_reads_the_gain_in_every_bucket_and_shows_the_control(tmp_path):
     claim = _claim("window attention needs the first tokens (attention sinks)")
-    _stream_csv(tmp_path, window=3.3, sinks=2.7, recomputed=2.7)
-    assert claim.verdict(known_types.Results(tmp_path)).startswith("SmolLM2-135M agrees (past the trained length)")
-    _stream_csv(tmp_path, window=2.75, sinks=2.7, recomputed=2.7, past=False)
+    _stream_csv(tmp_path, [0.1, 0.12, 0.08])
+    r = known_types.Results(tmp_path)
+    verdict = claim.verdict(r)
+    # the gain part holds; the recovery part cannot be judged without per-token losses, so the row stays inconclusive
+    assert verdict.startswith("SmolLM2-135M inconclusive: the gain part agrees (15 of 15 buckets > 0)")
+    assert "control, the same 4 sinks without the start token (ordinary tokens first): 0.0000 [0.0000, 0.0000]" in \
+        claim.measure(r, "smollm2")
+    _stream_csv(tmp_path, [-0.1, -0.05, -0.2])
+    assert claim.verdict(known_types.Results(tmp_path)).startswith("SmolLM2-135M differs: the gain part differs")
+    _stream_csv(tmp_path, [0.1, -0.1, 0.02, -0.03])
+    assert claim.verdict(known_types.Results(tmp_path)).startswith(
+        "SmolLM2-135M inconclusive: the gain part inconclusive at n = 15")
+
+
+def test_streaming_verdict_judges_the_share_recovered_when_tokens_are_kept(tmp_path):
+    claim = _claim("window attention needs the first tokens (attention sinks)")
+    _stream_csv(tmp_path, [0.1, 0.12, 0.08], recovered=0.9)  # 90% of the 1-nat excess removed
     verdict = claim.verdict(known_types.Results(tmp_path))
-    assert verdict.startswith("SmolLM2-135M differs (over the whole stream, inside the trained length)")
+    assert verdict.startswith("SmolLM2-135M agrees: the gain part agrees (15 of 15 buckets > 0); the recovery part "
+                              "agrees (share of the window's excess over re-computation with the start token removed "
+                              "by 4 sinks: 90.0%")
+    _stream_csv(tmp_path, [0.1, 0.12, 0.08], recovered=0.2)
+    assert claim.verdict(known_types.Results(tmp_path)).startswith(
+        "SmolLM2-135M differs: the gain part agrees (15 of 15 buckets > 0); the recovery part differs")
 
 
 def _massive_csv(folder, log_ratio, first_share, n=100, layers=6):

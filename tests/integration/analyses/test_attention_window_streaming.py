@@ -51,6 +51,34 @@ def test_the_table_is_the_mean_of_each_tokens_loss_along_the_stream(rope_small, 
         and table.loc[table["condition"] == "dense", "cache_size"].isna().all()
 
 
+def test_re_computation_with_the_start_token_and_each_re_computed_tokens_loss_are_kept(rope_small, table):
+    ids = stream_ids(rope_small, 1500, seed=0)
+    targets = np.arange(50, 1500, 50)
+    start = recomputed_nll(rope_small, ids, 129, targets, prefix=[ids[0]])
+    row = _row(table, "re-computation, start token first", "re-computed tokens")
+    assert row["n_tokens"] == len(targets) and row["loss"] == pytest.approx(start.mean(), rel=1e-9)
+    # a target whose window reaches the stream's start reads it once; one further on reads it, then the 128 before
+    import torch
+
+    from interp.streaming import last_logits
+
+    tokens = torch.tensor(ids)
+    for g, got in ((50, start[0]), (1000, start[19])):
+        seen = tokens[:g] if g <= 128 else torch.cat([tokens[:1], tokens[g - 128:g]])
+        with torch.no_grad():
+            logits = last_logits(rope_small, seen[None]).float()
+        want = float(torch.nn.functional.cross_entropy(logits, tokens[g:g + 1]))
+        assert got == pytest.approx(want, rel=1e-6)
+    units = table[table["part"] == "tokens"]
+    window = stream_nll(rope_small, ids, 128, 4)
+    mine = units[units["condition"] == "window + 4 sinks"].sort_values("token")
+    np.testing.assert_allclose(mine["token"], targets)
+    assert (units["bucket"] == "one re-computed token").all() and units["position"].isna().all()
+    np.testing.assert_allclose(mine["loss"], window[targets - 1], rtol=1e-9)
+    assert set(units["condition"]) >= {"re-computation", "re-computation, start token first", "window",
+                                       "window + 4 sinks, no start token"}
+
+
 def test_a_rotary_model_without_sinks_shows_dense_attention_failing_and_the_sinks_changing_nothing(table):
     """rope-small read 512-byte windows in training: past them dense attention fails (as the paper's dense rows do past
     the pre-training length), while window attention, with or without the first tokens, stays at re-computation's

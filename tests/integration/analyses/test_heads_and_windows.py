@@ -83,7 +83,7 @@ def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
         model.add_hook(f"blocks.{layer}.attn.hook_q", planted(a))
         model.add_hook(f"blocks.{layer}.attn.hook_k", planted(b))
     n = 48
-    df = rope_frequencies(model, n_docs=1, length=n, max_rows=40, niah_prompts=0)
+    df = rope_frequencies(model, n_docs=2, length=n, max_rows=40, niah_prompts=0)
     bands = df[(df["part"] == "bands") & (df["layer"] == 1)]
     rows = np.unique(np.linspace(1, n - 1, 40).round()).astype(int)
     order = spec.by_frequency().tolist()
@@ -99,6 +99,14 @@ def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
         np.testing.assert_allclose(got["k_norm"].sort_index(), want_k, rtol=1e-5)
         term = want_q * want_k * m[order]
         np.testing.assert_allclose(got["poslens_logit_share"].sort_index(), term / term.sum(), rtol=1e-4)
+    # the unit values: each context's quarter norms, the mean over the quarter's bands and the layer's heads
+    ctx = df[(df["part"] == "contexts") & (df["layer"] == 1)].set_index(["quarter", "context"])
+    q = max(1, n_bands // 4)
+    kv_of = [h // rep for h in range(heads)]
+    for quarter, chosen in (("lowest", order[-q:]), ("highest", order[:q])):
+        for c in (0, 1):
+            assert ctx.loc[(quarter, c), "q_norm"] == pytest.approx(float(a[:, chosen].mean()), rel=1e-5)
+            assert ctx.loc[(quarter, c), "k_norm"] == pytest.approx(float(b[kv_of][:, chosen].mean()), rel=1e-5)
 
 
 def test_rope_frequencies_is_refused_for_a_model_without_rotation():
@@ -251,6 +259,15 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
     assert heads.loc[(1, 3), "retrieval_score"] == pytest.approx(3 / 7, rel=1e-12)
     assert bool(heads.loc[(1, 3), "is_retrieval"])
     assert int(df["n_counted"].iloc[0]) == 3 and int(df["n_scored"].iloc[0]) == 4
+    # the unit values: one row per prompt, the planted head's hits on each counted prompt, the score recomputed
+    from analyses.retrieval_heads import prompt_scores
+
+    hits, counted = prompt_scores(df)
+    assert hits.shape[0] == 4 and counted.sum() == 3
+    assert len(df[df["part"] == "prompts"]) == 4
+    recomputed = hits[counted].sum(0) / counted.sum()
+    np.testing.assert_allclose(recomputed, heads.sort_index()["retrieval_score"].to_numpy().reshape(hits.shape[1:]),
+                               rtol=1e-12)
     # the pieces, on their own
     assert rouge1_recall([1, 2, 2, 3], [2, 9, 2, 2, 1]) == 3 / 4
     assert scored_steps(tok, tok.encode(" 12.\n34")) == tok.encode(" 12.\n")

@@ -49,6 +49,25 @@ def test_planted_induction_and_previous_token_heads_are_recovered(model):
     assert df.loc[(1, 2), "previous_token_score"] == pytest.approx((HALF) / (2 * HALF), abs=0.02)
 
 
+def test_unit_values_are_kept_per_sequence_and_text_reads_the_previous_token_head(model):
+    from analyses.induction import per_sequence
+
+    _plant(model, 0, 3, lambda q, n: _one_hot(q, n, q - 1))
+    df = induction(model, half=HALF, n_docs=3)
+    for score, units in (("induction_score", "induction_per_sequence"),
+                         ("previous_token_score", "previous_per_sequence"),
+                         ("wiki_previous_token_score", "wiki_previous_per_sequence")):
+        values = per_sequence(df, units)
+        assert values.shape == (len(df), 3)
+        np.testing.assert_allclose(values.mean(1), df[score], atol=1e-5)
+    loss = per_sequence(df.head(1), "second_copy_loss_per_sequence")
+    assert loss.mean() == pytest.approx(df["second_copy_loss"].iloc[0], abs=1e-4)
+    d = df.set_index(["layer", "head"])
+    assert d.loc[(0, 3), "wiki_previous_token_score"] == pytest.approx(1.0)  # on text as on random tokens
+    assert d.drop([(0, 3)])["wiki_previous_token_score"].max() < 0.9
+    assert (d["n_wiki"] == 3).all()
+
+
 def test_a_planted_sink_is_counted_and_uniform_heads_are_not(model):
     _plant(model, 1, 0, lambda q, n: _one_hot(q, n, torch.zeros_like(q)))
     for head in (1, 2, 3):
