@@ -59,7 +59,7 @@ TINY_LENGTHS, EXACT_TOKENS, TINY_EXACT_TOKENS = (256, 512), 2048, 128
 FAMILY_OF_EXACTNESS = {"llama": "smollm2-135m", "gemma3": "gemma3-270m"}  # one shape per family for exactness
 
 
-class OutOfTime(Exception):
+class OutOfTime(BaseException):
     pass
 
 
@@ -265,8 +265,8 @@ def run(device: str = "cuda", tiny: bool = False, budget: float = 330.0, out: Pa
 
     clock = Clock(device)
     previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, budget)
     try:
+        signal.setitimer(signal.ITIMER_REAL, budget)
         with tempfile.TemporaryDirectory() as tmp:
             for name in models:
                 family, _, lengths = SHAPES[name]
