@@ -67,7 +67,7 @@ PREVIOUS_RULE = Rule(
     written=WRITTEN)
 
 
-def _units(d: pd.DataFrame, column: str):
+def _sequence_values(d: pd.DataFrame, column: str):
     """``[head, sequence]`` values of a ``*_per_sequence`` column, or None where the CSV kept means only."""
     if column not in d or d[column].isna().all():
         return None
@@ -85,7 +85,7 @@ def _best(r: Results, m: str, score: str, units: str):
         return None, None
     i = d[score].to_numpy().argmax()
     best = d.iloc[i]
-    values = _units(d, units)
+    values = _sequence_values(d, units)
     return best, (None if values is None else bootstrap(values[i]))
 
 
@@ -118,8 +118,8 @@ def _induction(r: Results, m: str) -> str:
     score = (f"{best.induction_score:.2f}" if iv is None else iv.format("{:.2f}"))
     out = (f"best prefix-matching score {head(best)} {score}; {n} of {len(d)} heads >= {INDUCTION_CUT} (mean over "
            f"{int(d.n_docs.iloc[0])} sequences)")
-    first = _units(d.head(1), "first_copy_loss_per_sequence")
-    second = _units(d.head(1), "second_copy_loss_per_sequence")
+    first = _sequence_values(d.head(1), "first_copy_loss_per_sequence")
+    second = _sequence_values(d.head(1), "second_copy_loss_per_sequence")
     if first is None or second is None:
         return out + f"; loss on the repeat {d.first_copy_loss.iloc[0]:.2f} -> {d.second_copy_loss.iloc[0]:.2f} nats"
     return (out + f"; loss on the first copy {bootstrap(first[0]).format('{:.2f}', unit=' nats/token')}, on the "
@@ -194,7 +194,7 @@ GU_START = {"smollm2": False, "gemma3-270m": True}
 SINK_FLOOR = 0.10  # "sinks present": Sink_1's interval above 10% (a shuffled-weight copy has < 5%: tests/acceptance)
 REPEAT_CEILING = 0.05  # "no sink on one repeated token": Sink_1's interval below 5% (Gu: 0.00% for rotary models)
 DEPTH_CUT = 0.5  # Xiao's "consistently focuses": most heads of a layer sink; "local": most do not
-WRITTEN = "2026-11-27, before the 100-sequence run"
+SINKS_WRITTEN = "2026-11-27, before the 100-sequence run"
 
 
 def _condition(r: Results, m: str, inp: str, start: bool, length: int = GU_T) -> pd.DataFrame | None:
@@ -203,7 +203,7 @@ def _condition(r: Results, m: str, inp: str, start: bool, length: int = GU_T) ->
     return None if d.empty else d
 
 
-def _units(d: pd.DataFrame, second: bool = False):
+def _sink_units(d: pd.DataFrame, second: bool = False):
     from analyses.sink_rate import sequence_rates
 
     return sequence_rates(d, "sink_2_by_sequence" if second else "sink_by_sequence")
@@ -218,7 +218,7 @@ def _rate(r: Results, m: str, inp: str, start: bool, length: int = GU_T, layers=
         return None
     if layers is not None:
         d = d[d.layer.isin(list(layers))]
-    units = _units(d, second)
+    units = _sink_units(d, second)
     if units is None:
         column = "sink_2_share" if second else "sink_share"
         return None if column not in d else no_interval(d[column].mean(), int(d["n_docs"].iloc[0]))
@@ -338,7 +338,7 @@ def _steps(r: Results, m: str):
         ua, ub = (_condition(r, m, "text", start, t) for t in (a, b))
         if layers is not None:
             ua, ub = ua[ua.layer.isin(layers)], ub[ub.layer.isin(layers)]
-        xa, xb = _units(ua), _units(ub)
+        xa, xb = _sink_units(ua), _sink_units(ub)
         if xa is None or xb is None:
             continue
         out.append(((a, b), difference(xa.mean(axis=1), xb.mean(axis=1))))
@@ -355,7 +355,7 @@ def _lengths_verdict(r: Results) -> str:
         ua, ub = (_condition(r, m, "text", start, t) for t in (ts[0], ts[-1]))
         if layers is not None:
             ua, ub = ua[ua.layer.isin(layers)], ub[ub.layer.isin(layers)]
-        xa, xb = _units(ua), _units(ub)
+        xa, xb = _sink_units(ua), _sink_units(ub)
         where = f" on its global layers {', '.join(map(str, layers))}" if layers is not None else ""
         if xa is None or xb is None:
             out.append(f"{LABELS[m]}: inconclusive (no interval){where}")
@@ -400,7 +400,7 @@ def _depth_verdict(r: Results) -> str:
 
 def _repeat_cell(r: Results, m: str, start: bool) -> str:
     out = f"{_cond_name(r, m, start)} {shown(_rate(r, m, 'repeat', start))}"
-    units = _units(_condition(r, m, "repeat", start))
+    units = _sink_units(_condition(r, m, "repeat", start))
     if units is not None and not units.any():  # a bootstrap of zeros is [0, 0]: bound the sequences instead
         none = binomial(0, len(units))
         out += (f" (no sink head in any of the {len(units)} sequences; the share of sequences with one: exact "
@@ -440,7 +440,7 @@ CLAIMS += [
         models=PRETRAINED, measure=_table1, verdict=_table1_verdict,
         rule=Rule(f"on {GU_RULE}: agrees when Sink_1's interval lies above {SINK_FLOOR:.0%} on both natural text "
                   "and random tokens, differs when either lies below; the comparison with GPT2-XL's 77.00% says "
-                  "\"comparable\" only when the interval covers it", WRITTEN,
+                  "\"comparable\" only when the interval covers it", SINKS_WRITTEN,
                   (Revision("2026-11-27", "the higher rate over the start-token conditions placed within / below / "
                             "above Table 1's natural-text range, then \"sinks present in both\" appended",
                             "\"SmolLM2-135M below Table 1's natural-text range (77.00-99.02%); Gemma 3 270M below "
@@ -466,7 +466,7 @@ CLAIMS += [
         rule=Rule(f"T = 64, ε = 0.3, text, intervals over sequences. SmolLM2 (no start token): agrees when Sink_1's "
                   f"interval lies above {SINK_FLOOR:.0%}. Gemma 3 (`<bos>` second): agrees when Sink_2's interval "
                   f"lies above {SINK_FLOOR:.0%} and Sink_1's below {SINK_FLOOR:.0%}; differs when either lies on "
-                  "the wrong side", WRITTEN,
+                  "the wrong side", SINKS_WRITTEN,
                   (Revision("2026-11-27", "Gemma: Sink_1 with `<bos>` above 30% and without it under a tenth of that; "
                             "SmolLM2: \"the paper makes no prediction\"",
                             "\"agrees for Gemma 3 (pretrained with its BOS first): its sink needs the BOS; SmolLM2 "
@@ -490,7 +490,7 @@ CLAIMS += [
                   "minus Sink_1 at the longest length run (independent sequences at each length) lies above 0, "
                   "differs when it lies at or below 0; where the longest length exceeds Gemma 3's sliding window (512 "
                   "keys), Gemma is judged on its global layers only, at T <= 512 on every layer; each step's fall "
-                  "is shown with its interval, not judged", WRITTEN,
+                  "is shown with its interval, not judged", SINKS_WRITTEN,
                   (Revision("2026-11-27", "the rate at the longest length below the rate at the shortest, all layers, "
                             "either start condition",
                             "\"agrees: Sink_1 falls with T in both models\" (Gemma's fall was its sliding layers "
@@ -508,7 +508,7 @@ CLAIMS += [
         rule=Rule(f"two-sided, on {GU_RULE}: agrees when the interval of Sink_1 over layers 0-1 lies below "
                   f"{DEPTH_CUT:.0%} and the interval over the layers above lies above {DEPTH_CUT:.0%}; differs when "
                   "either lies on the wrong side; the count of layers above whose own interval clears 50% is shown",
-                  WRITTEN,
+                  SINKS_WRITTEN,
                   (Revision("2026-11-27", "every layer above the bottom two has at least half its heads sinking "
                             "(per-head means, the higher start condition)",
                             "\"SmolLM2-135M differs: 24 of 28 layers above the bottom two have most heads sinking; "
@@ -524,7 +524,7 @@ CLAIMS += [
                  "(with a start token first the first token is no longer a repeat: shown beside it, not judged)",
         models=PRETRAINED, measure=_repeat, verdict=_repeat_verdict,
         rule=Rule(f"T = 64, ε = 0.3, no start token: agrees when Sink_1's interval lies below {REPEAT_CEILING:.0%} "
-                  f"(Gu: 0.00% for rotary models), differs when it lies above", WRITTEN)),
+                  f"(Gu: 0.00% for rotary models), differs when it lies above", SINKS_WRITTEN)),
 ]
 
 
@@ -602,7 +602,7 @@ CLAIMS += [
         rule=Rule("Gu-comparable condition, T = 64: per sequence the largest top-1 / median ratio over the middle "
                   "third of the layers; agrees when the interval of its geometric mean lies above "
                   f"10^{MASSIVE_LOG10:g} and the interval of the share of sequences whose largest activation sits at "
-                  "the first token lies above 50%; differs when either lies below", WRITTEN)),
+                  "the first token lies above 50%; differs when either lies below", SINKS_WRITTEN)),
 ]
 
 OBSERVATIONS: list[Observation] = []
@@ -968,41 +968,6 @@ RETRIEVAL_RULE = Rule(
         on="2026-11-27", earlier="the point share inside 2.1-6.2%, or within one head of it",
         earlier_verdict="SmolLM2 agrees (14 of 270, 5.2%), Gemma 3 differs (6 of 72, 8.3%), on 8 prompts",
         why="7 of SmolLM2's 14 heads score within one binomial SE of 0.1 on 56 trials; the count needs an interval"),))
-
-
-RETRIEVAL_RULE = Rule(
-    text="the share of heads whose Wu retrieval score exceeds 0.1, with a 95% percentile bootstrap interval over "
-         "prompts (prompts resampled, every head's score recomputed from its per-prompt hits, 10,000 resamples, "
-         "seed 0). Agrees when the interval lies within 2.1-6.2% (the authors' released scores; the paper says "
-         "\"about 3% to 6%\"); differs when it lies wholly outside; otherwise inconclusive at n = the prompts",
-    written=WRITTEN,
-    revisions=(Revision(
-        on="2026-11-27", earlier="the point share inside 2.1-6.2%, or within one head of it",
-        earlier_verdict="SmolLM2 agrees (14 of 270, 5.2%), Gemma 3 differs (6 of 72, 8.3%), on 8 prompts",
-        why="7 of SmolLM2's 14 heads score within one binomial SE of 0.1 on 56 trials; the count needs an interval"),))
-
-
-def _retrieval(r: Results, m: str) -> str:
-    d = _wu(r, m)
-    h = d[d.part == "heads"]
-    best = h.loc[h.retrieval_score.idxmax()]
-    n = int(h.is_retrieval.sum())
-    return (f"{n} of {len(h)} heads ({pct(n / len(h))}) score > 0.1, best {head(best)} {best.retrieval_score:.2f}; "
-            f"{int(h.n_counted.iloc[0])} of {int(h.n_scored.iloc[0])} prompts retrieved and counted")
-
-
-def _retrieval_verdict(r: Results) -> str:
-    low, high = min(WU_SHARES.values()), max(WU_SHARES.values())
-    out = []
-    for m in PRETRAINED:
-        h = _wu(r, m)
-        h = h[h.part == "heads"]
-        share, one = 100 * h.is_retrieval.mean(), 100 / len(h)
-        verdict = ("agrees" if low <= share <= high else
-                   "within one head of the range" if low - one <= share <= high + one else "differs")
-        out.append(f"{NAMES[m]} {share:.1f}% ({int(h.is_retrieval.sum())} of {len(h)} heads; the range is "
-                   f"{low * len(h) / 100:.1f}-{high * len(h) / 100:.1f} heads): {verdict}")
-    return "; ".join(out) + f" (rule: inside {low}-{high}%, the authors' released scores)"
 
 
 MASKING_RULE = Rule(
