@@ -51,7 +51,7 @@ MODEL_NOTES = {
 # -- induction and previous-token heads (Olsson et al. 2022) -------------------------------------------------------
 INDUCTION_CUT = 0.4  # poslens' own: the paper gives no threshold
 PREVIOUS_CUT = 0.5  # poslens' own: "half its attention on the previous token"
-WRITTEN = "2026-11-27 (before the reruns of branch known2)"
+WRITTEN = "2026-11-27 in commit 4ecf8bc, before the reruns that judge it"
 
 INDUCTION_RULE = Rule(
     text=f"per model, the head with the highest mean prefix-matching score on repeated random tokens; its 95% "
@@ -194,7 +194,7 @@ GU_START = {"smollm2": False, "gemma3-270m": True}
 SINK_FLOOR = 0.10  # "sinks present": Sink_1's interval above 10% (a shuffled-weight copy has < 5%: tests/acceptance)
 REPEAT_CEILING = 0.05  # "no sink on one repeated token": Sink_1's interval below 5% (Gu: 0.00% for rotary models)
 DEPTH_CUT = 0.5  # Xiao's "consistently focuses": most heads of a layer sink; "local": most do not
-SINKS_WRITTEN = "2026-11-27, before the 100-sequence run"
+SINKS_WRITTEN = "2026-11-27 in commit 17605e3 (massive activations: 464225d), before the 100-sequence runs"
 
 
 def _condition(r: Results, m: str, inp: str, start: bool, length: int = GU_T) -> pd.DataFrame | None:
