@@ -133,7 +133,8 @@ def summary(df):
           builds_logits=False)
 @may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM",
             first_copy_loss_per_sequence="the model is not a causal LM",
-            second_copy_loss_per_sequence="the model is not a causal LM")
+            second_copy_loss_per_sequence="the model is not a causal LM",
+            wiki_previous_token_score="the model was loaded without a tokenizer: no text to read")
 def induction(model, *,
               half: Annotated[int, Help("random tokens in each of the two copies (default: 256, or what fits the "
                                         "model's context twice)"), Range(2),
@@ -161,8 +162,10 @@ def induction(model, *,
     if Capability.CAUSAL_LM in model.capabilities:
         state |= {"first_loss": np.zeros(n), "second_loss": np.zeros(n)}
     # the windows begin with the start token already (corpora.contexts: doc_start=True), as a document does
-    texts = [list(w.ids) for w in analysis_windows(model, "induction", None, length=2 * half + len(prefix),
-                                                   n_docs=n_docs, seed=seed)]
+    # a model loaded without a tokenizer has no text to read: its scores on text are NaN (may_be_nan)
+    texts = [] if getattr(model, "tokenizer", None) is None else [
+        list(w.ids) for w in analysis_windows(model, "induction", None, length=2 * half + len(prefix), n_docs=n_docs,
+                                              seed=seed)]
     if prefix and any(t[:1] != prefix or t[1:2] == prefix for t in texts):
         raise ValueError(f"induction: a Wikipedia window of {model.model_name} does not begin with exactly one start "
                          f"token {prefix[0]}")
@@ -193,10 +196,11 @@ def induction(model, *,
                              depth=layer.ravel() / max(1, model.n_layers - 1),
                              induction_score=state["induction"].mean(0).ravel(),
                              previous_token_score=state["previous"].mean(0).ravel(),
-                             wiki_previous_token_score=state["wiki"].mean(0).ravel(),
+                             wiki_previous_token_score=(state["wiki"].mean(0).ravel() if n_wiki
+                                                        else np.full(layer.size, np.nan)),
                              first_copy_loss=loss["first_loss"], second_copy_loss=loss["second_loss"],
                              half=half, n_docs=len(seqs), n_wiki=n_wiki, start_token=bos is not None,
                              induction_per_sequence=units("induction"), previous_per_sequence=units("previous"),
-                             wiki_previous_per_sequence=units("wiki"),
+                             wiki_previous_per_sequence=units("wiki") if n_wiki else "",
                              first_copy_loss_per_sequence=_joined(state["first_loss"]) if causal else "",
                              second_copy_loss_per_sequence=_joined(state["second_loss"]) if causal else ""))
