@@ -10,10 +10,10 @@ from analyses.head_profiles import context_masses, needle_scores, sampled_rows
 from analyses.sink_rate import first_token_attention
 from interp.capabilities import Capability
 from tests.encoder_helpers import tiny_encoder, token_ids
-from tests.integration.interp.test_span_masses import FAMILIES
+from tests.integration.interp.test_span_masses import VARIANTS
 
-MODELS = {"rope": FAMILIES["rope"], "rope-gqa": FAMILIES["rope-gqa"], "increments-alibi": FAMILIES["increments-alibi"],
-          "llama-gqa": FAMILIES["llama-gqa"], "encoder-rp": lambda: tiny_encoder("rp")}
+MODELS = {"rope": VARIANTS["rope"], "rope-gqa": VARIANTS["rope-gqa"], "increments-alibi": VARIANTS["increments-alibi"],
+          "llama-gqa": VARIANTS["llama-gqa"], "encoder-rp": lambda: tiny_encoder("rp")}
 
 
 def _ids(model, n, seed=0):
@@ -73,7 +73,7 @@ def test_head_profile_masses_of_every_row_equal_the_full_pattern_and_sampled_row
 
 def test_a_planted_previous_token_head_is_found_on_every_row():
     """Edit every pattern onto key q - 1 (key 0 for row 0): previous-token mass 1, first-token mass 1/(N-1), local 1."""
-    model = FAMILIES["rope"]()
+    model = VARIANTS["rope"]()
 
     def previous(pattern, hook):
         out = torch.zeros_like(pattern)
@@ -192,7 +192,7 @@ def test_sampled_rows_of_a_hooked_attention_are_the_rows_asked_for():
     """A pattern hook makes an attention hold every row; the statistics of sampled rows are still those rows'."""
     from interp.attention import model_statistics
 
-    model = FAMILIES["rope"]()
+    model = VARIANTS["rope"]()
     ids = torch.tensor([_ids(model, 30)])
     model.add_hook("blocks.1.attn.hook_pattern", lambda p, hook: p)
     try:
@@ -207,7 +207,7 @@ def test_sampled_rows_of_a_hooked_attention_are_the_rows_asked_for():
 def test_band_usage_of_every_row_in_blocks_equals_every_pair_at_once(max_rows):
     from analyses.rope_frequencies import _band_usage
 
-    model = FAMILIES["rope-gqa"]()
+    model = VARIANTS["rope-gqa"]()
     spec = model.rotation(0)
     g = torch.Generator().manual_seed(5)
     n, d = 50, spec.pairs().max() + 1
@@ -226,7 +226,7 @@ def test_band_usage_of_every_row_in_blocks_equals_every_pair_at_once(max_rows):
 def test_rope_frequencies_previous_token_mass_is_every_rows_of_the_full_pattern():
     from analyses.rope_frequencies import context_statistics
 
-    model = FAMILIES["rope"]()
+    model = VARIANTS["rope"]()
     ids = _ids(model, 40, seed=6)
     got = context_statistics(model, ids, 0, 0.25, model.rotation(0).n_bands)
     p = _patterns(model, ids)

@@ -26,7 +26,7 @@ from interp.attention.backends.cpu_flash import cpu_flash
 from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.integration.interp.test_attention_statistics import N_PARTS, assert_statistics, expected
 from tests.integration.interp.test_fused_statistics import Instead
-from tests.integration.interp.test_span_masses import FAMILIES
+from tests.integration.interp.test_span_masses import VARIANTS
 
 SERVED = ("first_mass", "self_mass", "previous_mass", "window_mass", "span_mass")
 FIRST, WINDOWS = (1, 4, 300), (0, 3, 9)  # 300 keys: past FIRST_GATHERED, indicator columns
@@ -176,7 +176,7 @@ def test_each_statistic_is_declared_once_with_its_float64_reference():
     (lambda m, t: model_statistics(m, t, ["entropy"], progress=3), "progress must be callable"),
 ])
 def test_every_argument_is_checked_before_any_work_with_an_error_that_names_it(call, message, monkeypatch):
-    model = FAMILIES["rope"]()
+    model = VARIANTS["rope"]()
     monkeypatch.setattr(type(model), "forward", lambda *a, **kw: pytest.fail("the model ran"))
     with pytest.raises(ValueError, match=message):
         call(model, torch.zeros(1, 5, dtype=torch.long))

@@ -12,7 +12,8 @@ from interp.loading import load
 from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.encoder_helpers import tiny_encoder
 from tests.hf_helpers import reference, write_tiny_hf
-from tests.integration.interp.test_span_masses import FAMILIES
+from tests.integration.interp.test_span_masses import VARIANTS, build, models
+from tests.repo_helpers import tiny_repo
 
 ALL = tuple(STATISTICS)
 NO_SPANS = tuple(s for s in ALL if s != "span_mass")
@@ -134,7 +135,7 @@ def test_requests_are_checked_before_any_work():
         collecting_statistics(["span_mass"])
     with pytest.raises(ValueError, match="windows distances >= 0"):
         collecting_statistics(["window_mass"], windows=(-1,))
-    model = FAMILIES["rope"]()
+    model = tiny_repo("rope")
     with pytest.raises(ValueError, match="layers \\[7\\] outside 0..2"):
         model_statistics(model, torch.zeros(1, 5, dtype=torch.long), ["entropy"], layers=[7])
     with pytest.raises(IndexError, match="row 9 asked for, but this forward pass has 5"):
@@ -146,20 +147,23 @@ def _family_reference(model, tokens):
     return [cache[f"blocks.{l}.attn.hook_pattern"] for l in range(model.n_layers)]
 
 
-MODELS = {**FAMILIES, "encoder-dstg": lambda: tiny_encoder("disentangled"),
-          "encoder-rope": lambda: tiny_encoder("rope")}
+EXTRA = {**VARIANTS, "encoder-dstg": lambda: tiny_encoder("disentangled"),  # encoders with spread weights
+         "encoder-rope": lambda: tiny_encoder("rope")}
 
 
-@pytest.mark.parametrize("family", MODELS)
-def test_every_family_gives_the_statistics_of_its_own_full_pattern(family):
-    model = MODELS[family]()
+@pytest.mark.parametrize("family,index", models(extra=EXTRA))
+def test_every_family_gives_the_statistics_of_its_own_full_pattern(family, index):
+    """Every example of every registered family, and ``EXTRA``'s hand-built models; 37 tokens, or a model's
+    ``max_seq_len`` where that is shorter."""
+    model = build(family, index, EXTRA)
+    n = min(37, model.max_seq_len)
     g = torch.Generator().manual_seed(4)
-    tokens = torch.randint(5, min(model.d_vocab, 256), (2, 37), generator=g)
-    parts = torch.randint(0, N_PARTS, (37,), generator=g)
+    tokens = torch.randint(5, min(model.d_vocab, 256), (2, n), generator=g)
+    parts = torch.randint(0, N_PARTS, (n,), generator=g)
     patterns = _family_reference(model, tokens)
     got = model_statistics(model, tokens, ALL, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS,
                            chunk_bytes=6000)
-    assert got["entropy"].shape == (model.n_layers, 2, model.n_heads, 37)
+    assert got["entropy"].shape == (model.n_layers, 2, model.n_heads, n)
     for layer, pattern in enumerate(patterns):
         assert_statistics({s: t[layer] for s, t in got.items()}, expected(pattern, 0, parts), pattern)
 
@@ -202,7 +206,7 @@ def test_gemma3_sliding_layers_are_bounded_by_their_window_and_the_global_layer_
 
 
 def test_statistics_under_a_kv_cache_read_the_new_rows_against_every_cached_key():
-    model = FAMILIES["rope"]()
+    model = tiny_repo("rope")
     tokens = torch.randint(5, 256, (1, 30), generator=torch.Generator().manual_seed(7))
     full = model_statistics(model, tokens, ["distance_mean", "entropy", "first_mass"])
     cache = KVCache()
@@ -217,7 +221,7 @@ def test_statistics_under_a_kv_cache_read_the_new_rows_against_every_cached_key(
 
 
 def test_the_pass_stops_after_the_last_attention_and_edited_patterns_are_what_is_reduced():
-    model = FAMILIES["rope"]()
+    model = tiny_repo("rope")
     tokens = torch.randint(5, 256, (1, 16))
     fired = []
     model.add_hook(f"blocks.{model.n_layers - 1}.hook_mlp_out", lambda t, hook: fired.append(hook.name))

@@ -17,7 +17,8 @@ from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.hf_helpers import write_tiny_hf
 from tests.integration.interp.test_attention_statistics import FIRST, NO_SPANS, WINDOWS, assert_statistics, expected
-from tests.integration.interp.test_span_masses import FAMILIES
+from tests.integration.interp.test_span_masses import VARIANTS, build, models
+from tests.repo_helpers import tiny_repo
 
 CASES = {
     "causal-gqa": dict(causal=True, kv=2, windows=((5, 2),)),
@@ -96,13 +97,21 @@ def _hf(kind, tmp_path, **overrides):
     return make
 
 
-@pytest.mark.parametrize("family", [*FAMILIES, "hf-llama", "hf-gemma2-sliding-softcap", "hf-gpt2", "hf-bert",
-                                    "encoder"])
-@pytest.mark.parametrize("window,sinks,layers", [(5, 0, None), (3, 2, None), (4, 1, (1,))])
-def test_applied_key_window_gives_the_materialised_windows_output(family, window, sinks, layers, tmp_path):
-    model = {"hf-llama": _hf("llama", tmp_path), "hf-gemma2-sliding-softcap": _hf("gemma2", tmp_path, sliding_window=6),
-             "hf-gpt2": _hf("gpt2", tmp_path), "hf-bert": _hf("bert", tmp_path), "encoder": lambda: tiny_encoder("rp"),
-             **FAMILIES}[family]()
+def extra(tmp_path) -> dict:
+    """Hand-built models beside the registry's examples: transformers checkpoints read by the hf family (gemma2 with a
+    sliding window and soft-capping), an encoder with spread weights, and ``VARIANTS``."""
+    return {"hf-llama": _hf("llama", tmp_path), "hf-gemma2-sliding-softcap": _hf("gemma2", tmp_path, sliding_window=6),
+            "hf-gpt2": _hf("gpt2", tmp_path), "hf-bert": _hf("bert", tmp_path), "encoder": lambda: tiny_encoder("rp"),
+            **VARIANTS}
+
+
+@pytest.mark.parametrize("family,index", models(extra=extra(None)))
+@pytest.mark.parametrize("window,sinks,layers", [(5, 0, None), (3, 2, None), (4, 1, "last")])
+def test_applied_key_window_gives_the_materialised_windows_output(family, window, sinks, layers, tmp_path, index):
+    """Every example of every registered family, and ``extra``'s models; ``layers="last"`` windows the last layer
+    only."""
+    model = build(family, index, extra(tmp_path))
+    layers = (model.n_layers - 1,) if layers == "last" else layers
     ids = token_ids(model, 1, 24) if model.family == "encoder" else torch.randint(3, min(model.d_vocab, 250), (2, 24),
                                                                                   generator=torch.Generator().manual_seed(2))
     iv = KeyWindow(window=window, sinks=sinks, layers=layers)
@@ -117,7 +126,7 @@ def test_applied_key_window_gives_the_materialised_windows_output(family, window
 
 
 def test_applied_window_honours_query_rows_and_refuses_bad_values():
-    model = FAMILIES["rope"]()
+    model = tiny_repo("rope")
     ids = torch.randint(5, 250, (1, 20))
     iv = KeyWindow(window=3, sinks=2)
     seen = {}

@@ -155,3 +155,36 @@ def test_a_registered_family_enters_every_family_wide_matrix_with_no_test_edit(t
         matrix.check_hooks(model)
         matrix.check_save_load(model, tmp_path / "save")
         matrix.check_copies(model, tmp_path)
+
+
+MATRICES = {  # family-wide tests that parametrize over the registry (test_span_masses.models); none names toy
+    "tests/integration/interp/test_span_masses.py": "test_every_family_gives_the_pattern_masses_without_materialising",
+    "tests/integration/interp/test_attention_statistics.py":
+        "test_every_family_gives_the_statistics_of_its_own_full_pattern",
+    "tests/integration/interp/test_key_window.py": "test_applied_key_window_gives_the_materialised_windows_output",
+}
+
+
+def test_a_registered_family_enters_the_attention_matrices_when_collected(toy, tmp_path):
+    """The span-mass, attention-statistics and key-window matrices take every example of the registry: pytest, run
+    with the user's file as a plug-in (``-p toy_family``, registered before collection as a conftest's import would
+    be), collects a toy case of each and passes it."""
+    import os
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from tests.integration.interp.test_span_masses import models
+
+    assert [p.id for p in models() if p.values[0] == "toy"] == ["toy-0"]  # registered here too: the function sees it
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "pytest", *MATRICES, "-p", "toy_family", "-p", "no:cacheprovider",
+                          "-o", "addopts=", "-v", "-k", "toy"], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    passed = re.findall(r"^(\S+)::(\w+)\[([^\]]*)\] PASSED", run.stdout, re.M)
+    for path, test in MATRICES.items():
+        ids = [i for p, t, i in passed if p == path and t == test]
+        assert ids and all("toy-0" in i for i in ids), (path, ids)
+    assert sum("toy-0" in i for *_, i in passed) == 5  # one span-mass case, one statistics case, three key windows

@@ -8,6 +8,7 @@ from transformers import LlamaForCausalLM
 from interp.attention import KVCache, StopForward, collecting_spans, decoding, model_span_masses, span_masses
 from interp.families.llama.model import LlamaTransformer
 from tests.helpers import tiny_model
+from tests.integration.interp.test_families import example, examples
 from tests.repo_helpers import tiny_repo
 
 ROW_SETS = ([0], [5, 6, 7, 8, 9, 10, 11, 12], [3, 17, 40, 59])
@@ -76,27 +77,50 @@ def _tiny_llama(kv_heads=2):
     return LlamaTransformer.from_hf(hf)
 
 
-FAMILIES = {
-    "repo": lambda: tiny_repo("repo"),
-    "rope-gqa": lambda: tiny_repo("rope", num_key_value_heads=2),
+VARIANTS = {  # hand-built beside the registry's examples: position modes and head sharing no example shows, and llama
+    # read from transformers weights; their weights spread so that every head differs
     "rope": lambda: tiny_repo("rope"),
+    "rope-gqa": lambda: tiny_repo("rope", num_key_value_heads=2),
     "nope": lambda: tiny_repo("nope", num_key_value_heads=1),
-    "increments-per-layer": lambda: tiny_model("per-layer"),
     "increments-alibi": lambda: tiny_model("alibi"),
-    "increments-learned-decay": lambda: tiny_model("learned-decay"),
     "increments-pope": lambda: tiny_model("pope"),
     "llama-gqa": _tiny_llama,
 }
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_every_causal_family_gives_the_pattern_masses_without_materialising(family):
-    model = FAMILIES[family]()
+def models(extra: dict | None = None) -> list:
+    """``pytest.param(family, index)`` of every registered family's every example (``test_families.examples``: a
+    plug-in family registered before collection is in it), then ``pytest.param(name, None)`` of ``extra``'s
+    hand-built models."""
+    return [*examples(), *(pytest.param(name, None, id=name) for name in extra or {})]
+
+
+def build(family: str, index, extra: dict):
+    """``extra[family]()``, or the registry's example with its weights spread as the hand-built helpers spread theirs
+    (every norm near 1, every other tensor 0.2 standard normal): every head differs and no pattern is near uniform."""
+    if index is None:
+        return extra[family]()
+    model = example(family, index)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g).to(p.dtype)
+            p.copy_(1 + 0.1 * noise if "norm" in name.lower() else 0.2 * noise)
+    return model
+
+
+@pytest.mark.parametrize("family,index", models(extra=VARIANTS))
+def test_every_family_gives_the_pattern_masses_without_materialising(family, index):
+    """Every example of every registered family (causal or bidirectional: the masses are of the model's own pattern),
+    and ``VARIANTS``. Ids start at 1 (an encoder refuses its pad id 0); a model shorter than 60 tokens reads its
+    ``max_seq_len``, the last row set's last row moved to its last token."""
+    model = build(family, index, VARIANTS)
+    n = min(60, model.max_seq_len)
     g = torch.Generator().manual_seed(1)
-    tokens = torch.randint(0, min(model.d_vocab, 256), (1, 60), generator=g)
-    labels = torch.randint(-1, 3, (60,), generator=g)
-    _, cache = model.run_with_cache(tokens, names_filter=lambda n: n.endswith("hook_pattern"))
-    for rows in map(torch.tensor, ROW_SETS):
+    tokens = torch.randint(1, min(model.d_vocab, 256), (1, n), generator=g)
+    labels = torch.randint(-1, 3, (n,), generator=g)
+    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    for rows in (torch.tensor(sorted({min(r, n - 1) for r in rows})) for rows in ROW_SETS):
         with torch.no_grad(), collecting_spans(rows, labels, 3) as request:
             model(tokens)
         assert len(request.masses) == model.n_layers  # every attention honoured the request itself
