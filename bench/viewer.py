@@ -9,7 +9,8 @@ the precomputed blocks' rows per model), writes it, then in Debian's Chromium (P
 - **head**: a click on a grid cell until that head's curves and pooled pattern are drawn (wall clock around the click);
 - **block (file)**: a click on a precomputed block until its rows' tokens are shown;
 - **block (live)**: the same page served by ``View.serve`` (127.0.0.1), a click on a block the file does not hold until
-  its rows, computed by the loaded model, are shown (a pass that stops after the head's layer).
+  its rows, computed by the loaded model, are shown (from the server's recording, ``poslens.viewer.data.Recorded``;
+  the runs below were made before it, by a pass that stops after the head's layer; ``bench.viewer_live`` times both).
 
 Not a timed test: the numbers depend on the machine's load, which is printed with them. ``--shots`` keeps one
 screenshot of each level (the README's).
