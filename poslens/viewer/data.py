@@ -17,6 +17,12 @@ in memory) gives, for every layer and head:
 ``hook_pattern`` inside ``interp.attention.query_rows`` (only those rows are materialised; the pass stops after the
 layer asked for). Each row keeps its ``top`` most attended keys and the ``before`` keys just before the query (itself
 included), so what the page shows of a row is bounded whatever the length.
+
+**The live server's recording** (``Recorded``): one forward pass at start-up keeps each layer's queries and keys
+(``interp.attention.recording_calls``) and the mask as a description; a click's rows are then a ``[rows, keys]``
+product (``recorded_token_level``), equal to ``pattern_rows``' up to float rounding. Families it cannot serve exactly
+(an additive bias such as the DSTG encoder's relative-position bias or ALiBi, given scores, hooked patterns) raise
+``NotRecordable`` and the server falls back to ``token_level`` per click.
 """
 
 from __future__ import annotations
