@@ -336,7 +336,8 @@ targets, Gemma 3 at 32,768 tokens: page under 20 MB, first paint under 3 s, a li
 model is loaded. A live drill-down is one pass of the model over the tokens up to the block's last row, stopped after
 the head's layer (``poslens.viewer.data.pattern_rows``), so its time grows with both: an early block of layer 0 is a
 short pass, a late block of the last layer nearly a whole forward. The torch process got about a fifth of a core
-under these loads (its wall time, not its CPU time, is what is given)."""
+under these loads (its wall time, not its CPU time, is what is given). These live lines were measured before the
+server's recording pass (``poslens.viewer.data.Recorded``); the next section times both paths."""
 
 
 def section(records: list[dict]) -> str:

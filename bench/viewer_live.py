@@ -124,9 +124,11 @@ def section(records: list[dict]) -> str:
             f"- {r['model']} at {r['length']:,} tokens (blocks of {r['block']}), layer(s) {r['layers']}; load average "
             f"{r['load_start']} at the start, {r['load_end']} at the end: recording pass {r['record_s']:.1f} s, "
             f"{r['record_gb']:.3f} GB kept; new click median {statistics.median(x['s'] for x in new) * 1e3:.1f} ms "
-            f"(n={len(new)}: " + ", ".join(f"block {x['block']} {x['s'] * 1e3:.1f}" for x in new) + " ms); old click "
-            + (", ".join(f"block {x['block']} {_secs(x['s'])}" for x in old) + f" (n={len(old)}), largest weight "
-               f"difference {max(x['max_diff'] for x in old):.1e}" if old else "not timed"))
+            f"(n={len(new)}: " + ", ".join(f"layer {x['layer']} block {x['block']} {x['s'] * 1e3:.1f}" for x in new)
+            + " ms); old click "
+            + (", ".join(f"layer {x['layer']} block {x['block']} {_secs(x['s'])}" for x in old)
+               + f" (n={len(old)}), largest weight difference {max(x['max_diff'] for x in old):.1e}"
+               if old else "not timed"))
     return INTRO + "\n\n" + "\n".join(lines)
 
 
