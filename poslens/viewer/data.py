@@ -282,9 +282,14 @@ class Recorded:
                         f"is free on {call.q.device}: use a shorter --length or a machine with more memory")
             layers[layer] = _Layer(call.q[0].detach().clone(), call.k[0].detach().clone(), call.causal, windows,
                                    float(call.scale), call.softcap)
+            if len(layers) == n_layers:
+                raise _Done  # the last attention's inputs are kept: its output, the MLP and the head are not needed
 
         with torch.no_grad(), recording_calls(on_call):
-            model(tokens)
+            try:
+                model(tokens)
+            except _Done:
+                pass
         if len(layers) != n_layers:
             raise NotRecordable(f"{n_layers - len(layers)} layers never called attention")
         return cls(layers, tokens.shape[1])
