@@ -10,7 +10,8 @@ the viewer's text (the built-in Wikipedia window) at ``--length`` tokens, then
 - **old**: the first ``--old`` of those clicks by the forward per click (``token_level``: the text up to the block's
   last row, stopped after the layer), and the largest difference of the two paths' weights.
 
-Prints one JSON record with the machine's load before and after (``--json OUT`` keeps it); ``--write OUT ...`` writes
+Prints one JSON record with the machine's load before and after (``--json OUT`` keeps it; a ``note`` added to it is
+printed with its line); ``--write OUT ...`` writes
 BENCHMARKS.md's ``viewer-live`` section from kept records. Not a timed test.
 """
 
@@ -128,7 +129,7 @@ def section(records: list[dict]) -> str:
             + " ms); old click "
             + (", ".join(f"layer {x['layer']} block {x['block']} {_secs(x['s'])}" for x in old)
                + f" (n={len(old)}), largest weight difference {max(x['max_diff'] for x in old):.1e}"
-               if old else "not timed"))
+               if old else "not timed") + (f"; {r['note']}" if r.get("note") else ""))
     return INTRO + "\n\n" + "\n".join(lines)
 
 
