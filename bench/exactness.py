@@ -119,20 +119,12 @@ def pattern64(q, k, *, causal: bool, bias, scale: float, softcap, scores) -> tor
 
 @contextlib.contextmanager
 def recording(on_call):
-    """Inside the block, ``on_call(call)`` for every attention call at dispatch (``interp.attention.call.dispatch``),
+    """Inside the block, ``on_call(call)`` for every attention call at dispatch (``interp.attention.recording_calls``),
     its key windows folded into the mask, before a backend runs it: the queries, keys, mask, scale, soft-cap and
     scores the attention was handed, whichever family built them."""
-    from unittest import mock
+    from interp.attention import recording_calls
 
-    from interp.attention import call as calls
-
-    dispatch = calls.dispatch
-
-    def recorded(call):
-        on_call(call.folded())
-        return dispatch(call)
-
-    with mock.patch.object(calls, "dispatch", recorded):
+    with recording_calls(lambda call: on_call(call.folded())):
         yield
 
 

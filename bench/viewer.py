@@ -9,7 +9,8 @@ the precomputed blocks' rows per model), writes it, then in Debian's Chromium (P
 - **head**: a click on a grid cell until that head's curves and pooled pattern are drawn (wall clock around the click);
 - **block (file)**: a click on a precomputed block until its rows' tokens are shown;
 - **block (live)**: the same page served by ``View.serve`` (127.0.0.1), a click on a block the file does not hold until
-  its rows, computed by the loaded model, are shown (a pass that stops after the head's layer).
+  its rows, computed by the loaded model, are shown (from the server's recording, ``poslens.viewer.data.Recorded``;
+  the runs below were made before it, by a pass that stops after the head's layer; ``bench.viewer_live`` times both).
 
 Not a timed test: the numbers depend on the machine's load, which is printed with them. ``--shots`` keeps one
 screenshot of each level (the README's).
@@ -335,7 +336,8 @@ targets, Gemma 3 at 32,768 tokens: page under 20 MB, first paint under 3 s, a li
 model is loaded. A live drill-down is one pass of the model over the tokens up to the block's last row, stopped after
 the head's layer (``poslens.viewer.data.pattern_rows``), so its time grows with both: an early block of layer 0 is a
 short pass, a late block of the last layer nearly a whole forward. The torch process got about a fifth of a core
-under these loads (its wall time, not its CPU time, is what is given)."""
+under these loads (its wall time, not its CPU time, is what is given). These live lines were measured before the
+server's recording pass (``poslens.viewer.data.Recorded``); the next section times both paths."""
 
 
 def section(records: list[dict]) -> str:

@@ -27,6 +27,9 @@ What a forward pass asks of every attention is set by context managers (``contex
 - ``collecting_spans(rows, key_parts, n_parts)`` (``spans``): the ``span_mass`` statistic of those rows, as are
   ``span_masses`` and ``model_span_masses``. ``stop_after`` ends the forward pass (``StopForward``) once that hook name
   is recorded.
+- ``recording_calls(on_call)``: ``on_call(call)`` for every ``AttentionCall`` ``attend`` dispatches (its queries, keys,
+  ``Mask``, scale, soft-cap as the family built them); the viewer's live mode records one pass and computes clicked
+  rows from it, the exactness bench builds its float64 references from it.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import torch.nn.functional as F  # noqa: F401  (tests spy on F.scaled_dot_produc
 from interp.attention.backends import BACKENDS, register
 from interp.attention.backends.key_window import WINDOW_CHUNK_BYTES
 from interp.attention.backends.sdpa import CHUNK_ROWS
-from interp.attention.call import AttentionCall, attend, dispatch
+from interp.attention.call import AttentionCall, attend, dispatch, recording_calls
 from interp.attention.context import (
     KVCache,
     StopForward,
@@ -68,5 +71,5 @@ __all__ = [
     "StopForward", "attend", "causal_mask", "chunk_budget", "collecting_spans", "collecting_statistics",
     "current_key_windows", "current_kv_cache", "current_query_rows", "current_statistics", "decoding", "dispatch",
     "forward_statistics", "grouped_matmul", "hooked", "key_window", "logits", "model_span_masses", "model_statistics",
-    "part_indicators", "query_rows", "reference", "register", "span_masses", "_key_spans",
+    "part_indicators", "query_rows", "recording_calls", "reference", "register", "span_masses", "_key_spans",
 ]

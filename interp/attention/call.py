@@ -3,7 +3,9 @@ way transformers looks up ``ALL_ATTENTION_FUNCTIONS``: the first backend whose `
 
 from __future__ import annotations
 
+import contextlib
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 from torch import Tensor
@@ -49,6 +51,23 @@ class AttentionCall:
         return self if not self.mask.windows else replace(self, mask=self.mask.folded(self.q.device))
 
 
+_RECORDING: ContextVar = ContextVar("interp_attention_recording", default=None)
+
+
+@contextlib.contextmanager
+def recording_calls(on_call):
+    """Inside the block, ``on_call(call)`` for every ``AttentionCall`` that ``attend`` dispatches, before a backend
+    runs it: the queries and keys as the family handed them (after rotation, learned positions, norms), the ``Mask``
+    (causal, bias, key windows, cache offset; the windows as ``(window, sinks)`` conditions, not folded), the scale,
+    soft-cap, given scores, hooks and name (``call.folded()`` gives the windows as a materialised mask). A
+    ``ContextVar``: read once per call, nothing done when unset; nested blocks replace the outer callback."""
+    token = _RECORDING.set(on_call)
+    try:
+        yield
+    finally:
+        _RECORDING.reset(token)
+
+
 def dispatch(call: AttentionCall) -> Tensor:
     """Run ``call`` through the first backend of ``BACKENDS`` that serves it. A backend that does not read key windows
     itself (``reads_windows``) sees them folded into the mask."""
@@ -92,4 +111,7 @@ def attend(
     mask = Mask(causal, q.shape[-2], k.shape[-2], bias, current_key_windows(name))
     call = AttentionCall(q, k, v, mask, scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]), softcap, scores,
                          hook_scores, hook_pattern, name, current_statistics() if name else None)
+    on_call = _RECORDING.get()
+    if on_call is not None:
+        on_call(call)
     return dispatch(call)

@@ -15,7 +15,9 @@ number is):
 
 A ``View`` saves as one self-contained HTML file (``View.save``: opens from disk, no server, no network; the token
 level for ``PRECOMPUTED_BLOCKS`` blocks), shows in Jupyter (``_repr_html_``: an iframe of the same page) and serves
-live (``View.serve``: 127.0.0.1 only, the model kept loaded, any block's rows computed on click).
+live (``View.serve``: 127.0.0.1 only, the model kept loaded, any block's rows computed on click from the queries
+and keys one recording pass kept at start-up, ``data.Recorded``, or by a pass per click where a family cannot be
+recorded).
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ in memory) gives, for every layer and head:
 ``hook_pattern`` inside ``interp.attention.query_rows`` (only those rows are materialised; the pass stops after the
 layer asked for). Each row keeps its ``top`` most attended keys and the ``before`` keys just before the query (itself
 included), so what the page shows of a row is bounded whatever the length.
+
+**The live server's recording** (``Recorded``): one forward pass at start-up keeps each layer's queries and keys
+(``interp.attention.recording_calls``) and the mask as a description; a click's rows are then a ``[rows, keys]``
+product (``recorded_token_level``), equal to ``pattern_rows``' up to float rounding. Families it cannot serve exactly
+(an additive bias such as the DSTG encoder's relative-position bias or ALiBi, given scores, hooked patterns) raise
+``NotRecordable`` and the server falls back to ``token_level`` per click.
 """
 
 from __future__ import annotations
@@ -164,6 +170,172 @@ def token_level(model, ids, rows, layers, heads, *, top: int = TOP_KEYS, before:
     rows = sorted(set(int(r) for r in rows))
     out = {}
     for l, p in got.items():
+        for h in heads:
+            for j, q in enumerate(rows):
+                out[(l, h, q)] = bounded(p[h, j], q, top, before)
+    return out
+
+
+class NotRecordable(Exception):
+    """A model whose attention the recorded path cannot reproduce exactly (see ``Recorded``)."""
+
+
+@dataclass
+class _Layer:
+    q: object  # [head, N, d] in the model's dtype
+    k: object  # [kv_head, N, d]
+    causal: bool
+    windows: tuple
+    scale: float
+    softcap: float | None
+
+
+def _window_of(bias, n_q: int, n_k: int, causal: bool) -> int | None:
+    """A boolean ``[1, 1, n_q, n_k]`` mask as the sliding window ``w`` it is (key visible iff ``0 <= q - k < w``, or
+    ``|q - k| < w`` where not causal), verified row chunk by row chunk; 0 for every key visible; None where it is
+    neither (then it is not recorded)."""
+    import torch
+
+    from interp.attention.mask import MASK_ROWS, window_visible
+
+    if bias.dtype != torch.bool or bias.dim() != 4 or bias.shape[0] != 1 or bias.shape[1] != 1:
+        return None
+    m = bias[0, 0, :, :n_k]
+    last = m[-1]
+    w = int(last.sum()) if m.shape[0] == n_q else -1
+    if w < 1:
+        return None
+    offset = n_k - n_q
+    keys = torch.arange(n_k, device=m.device)
+    for a in range(0, n_q, MASK_ROWS):
+        e = min(n_q, a + MASK_ROWS)
+        q_abs = torch.arange(a + offset, e + offset, device=m.device)
+        want = window_visible(q_abs, keys, ((w, 0),)) if w < n_k else torch.ones(e - a, n_k, dtype=torch.bool,
+                                                                                   device=m.device)
+        if causal:
+            want = want & (keys[None, :] <= q_abs[:, None])
+        if not torch.equal(m[a:e], want):
+            return None
+    return 0 if w >= n_k else w
+
+
+class Recorded:
+    """One forward pass over a text that keeps, per layer, what its attention was handed: queries and keys (after
+    rotation, learned positions and norms, in the model's dtype, the batch's one row), the scale, the soft-cap and the
+    mask **as a description** (causal, key windows, the cache offset; a materialised boolean mask only where it is a
+    sliding window or all-visible, verified, and kept as that window). ``rows(layer, rows)`` then gives those rows'
+    exact pattern ``[head, len(rows), N]`` from a ``[rows, keys]`` product: the logits as the materialised backend
+    builds them (``interp.attention.logits``, in the model's dtype), the windows hidden, the softmax in float32. No
+    ``[q, k]`` mask or bias is ever kept.
+
+    ``record`` raises ``NotRecordable`` (the caller falls back to a forward pass per click, ``pattern_rows``) where a
+    layer is not one ``AttentionCall`` with one q/k and a describable mask: given ``scores`` (hooked logit
+    components), an additive bias (the DSTG encoder's relative-position bias, ALiBi), any other materialised mask, a
+    hooked scores or pattern (an edit the recorded rows would not carry), or a layer called twice or not at all.
+    ``MemoryError`` with the bytes needed and free where the recording does not fit (checked at the first layer, before
+    anything is kept)."""
+
+    def __init__(self, layers: dict, n: int):
+        self.layers, self.n = layers, n
+
+    @staticmethod
+    def needed_bytes(q, k, n_layers: int) -> int:
+        return n_layers * (q[0].numel() * q.element_size() + k[0].numel() * k.element_size())
+
+    @classmethod
+    def record(cls, model, ids, *, free_bytes: int | None = None) -> Recorded:
+        import torch
+
+        from interp.attention import recording_calls
+
+        tokens = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1).to(model.device)
+        n_layers = model.n_layers
+        names = {f"blocks.{l}.attn.hook_pattern": l for l in range(n_layers)}
+        layers: dict = {}
+        seen: dict = {}  # a mask shared by layers (transformers makes one per kind) is verified once
+
+        def on_call(call):
+            layer = names.get(call.name)
+            if layer is None or layer in layers:
+                raise NotRecordable(f"attention {call.name!r}: not one call per layer")
+            if call.scores is not None or call.hooked:
+                raise NotRecordable(f"{call.name}: given scores or hooked scores / pattern")
+            if call.q.shape[0] != 1 or call.mask.offset != 0:
+                raise NotRecordable(f"{call.name}: not one row of the whole text")
+            windows = tuple(call.mask.windows)
+            if call.bias is not None:
+                key = (call.bias.data_ptr(), tuple(call.bias.shape), call.causal)
+                if key not in seen:
+                    seen[key] = _window_of(call.bias, call.mask.n_q, call.mask.n_k, call.causal)
+                w = seen[key]
+                if w is None:
+                    raise NotRecordable(f"{call.name}: a bias or mask that is not a sliding window")
+                if w:
+                    windows += ((w, 0),)
+            if not layers:
+                need = cls.needed_bytes(call.q, call.k, n_layers)
+                free = free_bytes if free_bytes is not None else available_bytes(call.q.device)
+                if need > free:
+                    raise MemoryError(
+                        f"the live viewer's recording needs {need / 2**30:.2f} GiB for the queries and keys of "
+                        f"{n_layers} layers at {tokens.shape[1]} tokens ({call.q.dtype}) and {free / 2**30:.2f} GiB "
+                        f"is free on {call.q.device}: use a shorter --length or a machine with more memory")
+            layers[layer] = _Layer(call.q[0].detach().clone(), call.k[0].detach().clone(), call.causal, windows,
+                                   float(call.scale), call.softcap)
+            if len(layers) == n_layers:
+                raise _Done  # the last attention's inputs are kept: its output, the MLP and the head are not needed
+
+        with torch.no_grad(), recording_calls(on_call):
+            try:
+                model(tokens)
+            except _Done:
+                pass
+        if len(layers) != n_layers:
+            raise NotRecordable(f"{n_layers - len(layers)} layers never called attention")
+        return cls(layers, tokens.shape[1])
+
+    def rows(self, layer: int, rows) -> object:
+        """``[head, len(rows), N]`` float32: the exact pattern rows of these query rows at ``layer``."""
+        import torch
+
+        from interp.attention.mask import logits, window_visible
+
+        rec = self.layers[layer]
+        q, k = rec.q[None], rec.k[None]
+        sel = torch.as_tensor(list(rows), dtype=torch.long, device=q.device)
+        if k.shape[1] != q.shape[1]:  # as the materialised backend: repeated key heads
+            k = k.repeat_interleave(q.shape[1] // k.shape[1], 1)
+        s = logits(q.index_select(-2, sel), k, sel, self.n, causal=rec.causal, scale=rec.scale, softcap=rec.softcap)
+        if rec.windows:
+            s = s.masked_fill_(~window_visible(sel, torch.arange(self.n, device=q.device), rec.windows),
+                               float("-inf"))
+        return torch.softmax(s.float(), -1)[0].cpu()
+
+
+def available_bytes(device) -> int:
+    """Free memory on ``device``: CUDA's free bytes, else the host's ``MemAvailable``."""
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def recorded_token_level(rec: Recorded, rows, layers, heads, *, top: int = TOP_KEYS, before: int = BEFORE) -> dict:
+    """``token_level`` from a recording: the same ``{(layer, head, row): (keys, weights)}``."""
+    rows = sorted(set(int(r) for r in rows))
+    out = {}
+    for l in sorted(set(int(x) for x in layers)):
+        p = rec.rows(l, rows)
         for h in heads:
             for j, q in enumerate(rows):
                 out[(l, h, q)] = bounded(p[h, j], q, top, before)

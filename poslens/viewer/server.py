@@ -1,7 +1,11 @@
 """``poslens view --serve``: the page and a block's rows on demand, from a model kept loaded, on 127.0.0.1 only.
 
 Routes (GET only): ``/`` the page (live: a click on any block asks ``api/rows``); ``/api/rows?model=I&layer=L&head=H&
-block=B`` that block's rows for every head of that layer (``data.token_level``, cached); ``/files/PATH`` a file inside
+block=B`` that block's rows for every head of that layer, cached: computed from the recording the server made at start
+(``data.Recorded``: one forward pass that kept every layer's queries and keys, so a click costs a ``[rows, keys]``
+product), or, for a model whose attention a recording cannot serve exactly (an additive bias such as the DSTG encoder's
+relative-position bias, given scores, hooked patterns), by a forward pass up to the block per click
+(``data.token_level``); ``/files/PATH`` a file inside
 the results folder (a path that is absolute, holds ``..`` or resolves outside the folder is refused with 403). Anything
 else is 404. The socket is bound before any model loads, so a port in use is said first.
 """
@@ -58,12 +62,25 @@ class Live:
         self.data, self.models, self.ids, self.folder = data, models, ids, folder
         self.lock = threading.Lock()
         self.cache: dict = {}
+        self.recorded = [self._record(m, ids_) for m, ids_ in zip(models, ids)]
         from poslens.viewer.page import render
 
         self.page = render(dict(data, live=True)).encode("utf-8")
 
+    @staticmethod
+    def _record(model, ids):
+        """The model's recording (``data.Recorded``), or None where its attention cannot be served from one (a click
+        then runs the text up to the block through the model, ``data.token_level``). A recording that does not fit in
+        memory is said (``MemoryError``), not skipped."""
+        from poslens.viewer.data import NotRecordable, Recorded
+
+        try:
+            return Recorded.record(model, ids)
+        except NotRecordable:
+            return None
+
     def rows(self, i: int, layer: int, block: int) -> dict:
-        from poslens.viewer.data import block_rows, token_level
+        from poslens.viewer.data import block_rows, recorded_token_level, token_level
         from poslens.viewer.page import rows_json
 
         m, meta = self.models[i], self.data["models"][i]
@@ -75,7 +92,10 @@ class Live:
         with self.lock:
             if key not in self.cache:
                 rows = block_rows(meta["length"], meta["block"], block)
-                got = token_level(m, self.ids[i], rows, [layer], range(meta["n_heads"]))
+                if self.recorded[i] is not None:
+                    got = recorded_token_level(self.recorded[i], rows, [layer], range(meta["n_heads"]))
+                else:
+                    got = token_level(m, self.ids[i], rows, [layer], range(meta["n_heads"]))
                 self.cache[key] = rows_json(got, meta["block"])
         return self.cache[key]
 

@@ -67,3 +67,22 @@ def test_bias_enters_scores_and_is_masked_above_the_diagonal():
     torch.testing.assert_close(seen["s"][..., mask], expected.expand(2, -1, -1, -1)[..., mask])
     assert torch.isinf(seen["s"][..., ~mask]).all()
     torch.testing.assert_close(out, attend(q, k, v, causal=True, bias=bias), atol=1e-5, rtol=1e-5)
+
+
+def test_recording_calls_hands_each_attention_call_and_nothing_outside_the_block():
+    """``recording_calls``: one ``AttentionCall`` per attention of the pass, with its name, queries, keys and the
+    unfolded ``Mask``; after the block nothing is recorded."""
+    from interp.attention import AttentionCall, recording_calls
+    from tests.repo_helpers import tiny_repo
+
+    model = tiny_repo("rope")
+    tokens = torch.randint(1, 250, (1, 12), generator=torch.Generator().manual_seed(0))
+    seen = []
+    with torch.no_grad(), recording_calls(seen.append):
+        model(tokens)
+    assert [c.name for c in seen] == [f"blocks.{l}.attn.hook_pattern" for l in range(model.n_layers)]
+    assert all(isinstance(c, AttentionCall) and c.q.shape[-2] == 12 and c.mask.causal and c.mask.bias is None
+               for c in seen)
+    with torch.no_grad():
+        model(tokens)
+    assert len(seen) == model.n_layers

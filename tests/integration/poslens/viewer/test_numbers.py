@@ -225,3 +225,115 @@ def test_tokens_read_as_text_not_bpe_pieces():
     texts = {1: "<s>", 2: " the", 3: "\n", 4: "\ufffd"}  # 4: part of a UTF-8 character alone
     tok = SimpleNamespace(token_strings=lambda ids: [pieces[i] for i in ids], decode=lambda ids: texts[ids[0]])
     assert _token_strings(SimpleNamespace(tokenizer=tok), [1, 2, 3, 4, 2]) == ["<s>", " the", "\n", "âĢ", " the"]
+
+
+# ---- the live server's recording: a click's rows from the recorded queries and keys ----
+
+
+def _family_examples():
+    from interp import families
+
+    return [pytest.param(f.name, i, id=f"{f.name}-{i}") for f in families.families()
+            for i in range(len(f.examples()))]
+
+
+@pytest.mark.parametrize("family,i", _family_examples())
+def test_recorded_rows_are_the_hook_pattern_rows_on_every_family_example(family, i):
+    """Every family's examples: the recorded path's rows (``Recorded``) equal ``run_with_cache``'s ``hook_pattern``
+    rows within 1e-6, every layer and head; where the recording cannot serve the family exactly (an additive bias:
+    ALiBi, the DSTG encoder's relative-position bias) it says so and the per-click forward serves the same rows."""
+    from interp import families
+    from poslens.viewer.data import NotRecordable, Recorded, pattern_rows
+
+    model = families.get(family).examples()[i]
+    n = min(40, model.max_seq_len)
+    ids = torch.randint(4, min(model.d_vocab, 250), (n,), generator=torch.Generator().manual_seed(i)).tolist()
+    a = _patterns(model, ids)
+    rows = [0, 7, n // 2, n - 1]
+    try:
+        rec = Recorded.record(model, ids)
+    except NotRecordable as err:
+        assert "bias" in str(err), err
+        got = pattern_rows(model, ids, rows, range(model.n_layers))
+        for l, p in got.items():
+            np.testing.assert_allclose(p.double().numpy(), a[l][:, rows, :p.shape[-1]].numpy(), atol=1e-6)
+        return
+    for l in range(model.n_layers):
+        p = rec.rows(l, rows)
+        assert p.dtype == torch.float32 and p.shape == (a.shape[1], len(rows), n)
+        np.testing.assert_allclose(p.double().numpy(), a[l][:, rows].numpy(), atol=1e-6, err_msg=f"layer {l}")
+
+
+@pytest.mark.parametrize("kind,options", [("mistral", dict(sliding_window=8)),
+                                          ("gemma2", dict(sliding_window=8, attn_logit_softcapping=5.0))])
+def test_a_sliding_window_mask_is_recorded_as_its_window(kind, options, tmp_path):
+    """transformers hands a sliding-window layer a materialised boolean mask; the recording keeps it as the window it
+    is (verified), never the ``[q, k]`` mask, with the soft-cap. Tolerance 1e-5: these spread-weight models' deeper
+    layers drift by float32 rounding between the recording's fused forward and ``run_with_cache``'s materialised one
+    (the per-click path drifts as much: 2.7e-6 on mistral's layer 1)."""
+    from interp.loading import load
+    from poslens.viewer.data import Recorded
+    from tests.hf_helpers import write_tiny_hf
+
+    write_tiny_hf(kind, tmp_path, **options)
+    model = load(tmp_path)
+    ids = torch.randint(4, 250, (40,), generator=torch.Generator().manual_seed(1)).tolist()
+    rec = Recorded.record(model, ids)
+    assert rec.layers[0].windows == ((8, 0),)
+    assert all(isinstance(x, (int, tuple)) for layer in rec.layers.values() for x in layer.windows)
+    if kind == "gemma2":
+        assert rec.layers[0].softcap == 5.0 and rec.layers[1].windows == ()
+    a = _patterns(model, ids)
+    for l in range(model.n_layers):
+        np.testing.assert_allclose(rec.rows(l, range(40)).double().numpy(), a[l].numpy(), atol=1e-5)
+        assert (rec.rows(l, [30])[:, 0, :23] == 0).all() if rec.layers[l].windows else True
+
+
+def test_a_planted_model_is_served_by_the_forward_per_click():
+    """A hooked pattern (planted heads) is an edit a recording would not carry: the live server falls back to the
+    forward pass per click and serves the planted rows."""
+    model = tiny_repo("rope")
+    _plant(model, 1)
+    try:
+        v = view(model, text="abcdefghij" * 10, block=10, precompute=0, serve=True, port=0)
+        try:
+            live = v.server.live
+            assert live.recorded == [None]
+            rows = live.rows(0, 1, 5)
+            (q, keys, ws), *_ = rows["1|1|5"]
+            assert q == 50 and ws[keys.index(0)] == 1.0
+            (q, keys, ws), *_ = rows["1|0|5"]
+            assert ws[keys.index(q - 1)] == 1.0
+        finally:
+            v.stop()
+    finally:
+        model.reset_hooks()
+
+
+def test_the_live_server_records_once_and_answers_from_the_recording():
+    """An unhooked model: the server's rows come from the recording, equal to the per-click forward's."""
+    from poslens.viewer.data import Recorded, block_rows, token_level
+
+    model = tiny_repo("rope")
+    ids = torch.randint(1, 250, (96,), generator=torch.Generator().manual_seed(4)).tolist()
+    v = view(model, text=ids, block=16, precompute=0, serve=True, port=0)
+    try:
+        live = v.server.live
+        assert isinstance(live.recorded[0], Recorded)
+        got = live.rows(0, 2, 4)
+        old = token_level(model, ids, block_rows(96, 16, 4), [2], range(4))
+        for h in range(4):
+            for (q, keys, ws), r in zip(got[f"2|{h}|4"], block_rows(96, 16, 4)):
+                assert q == r and keys == old[(2, h, q)][0]
+                np.testing.assert_allclose(ws, old[(2, h, q)][1], atol=1e-6)
+    finally:
+        v.stop()
+
+
+def test_a_recording_that_does_not_fit_says_what_it_needs():
+    from poslens.viewer.data import Recorded
+
+    model = tiny_repo("rope")
+    ids = list(range(1, 65))
+    with pytest.raises(MemoryError, match=r"needs .* GiB .* 3 layers at 64 tokens .* is free"):
+        Recorded.record(model, ids, free_bytes=1000)
