@@ -69,10 +69,11 @@ STEPS = ".steps"  # out/.steps/<analysis>.json: the commit, arguments and time o
 ESTIMATES = {"sink-rate": 1079 + 790, "massive-activations": 220 + 179}
 
 
-def step_key(step: Step, options: dict, seed: int) -> str:
-    """The hash of everything a step's outputs depend on besides the code: models, options, per-model options, seed."""
+def step_key(step: Step, options: dict, seed: int, dtype=None) -> str:
+    """The hash of everything a step's outputs depend on besides the code: models, options, per-model options, seed
+    and the precision the models run in."""
     blob = json.dumps(dict(analysis=step.analysis, models=list(step.models), options=options,
-                           per_model=step.per_model, seed=seed), sort_keys=True, default=str)
+                           per_model=step.per_model, seed=seed, dtype=str(dtype)), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -138,7 +139,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         held.enter_context(figures.shared_plotlyjs())  # the report's figures share one plotly.min.js
         for i, step in enumerate(plan, 1):
             options = {**step.options, **(step.quick if quick else {})}
-            key = step_key(step, options, seed)
+            key = step_key(step, options, seed, dtype)
             result = _reusable(out, step, key, commit) if resume else None
             left = [_estimate(out, s) for s in plan[i - 1:]]
             known = [x for x in left if x is not None]

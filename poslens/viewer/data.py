@@ -154,12 +154,14 @@ def pattern_rows(model, ids, rows, layers) -> dict:
 
 
 def bounded(row, q: int, top: int = TOP_KEYS, before: int = BEFORE) -> tuple[list[int], list[float]]:
-    """The keys a row keeps (its ``top`` heaviest and the ``before`` keys ending at the query), in position order,
-    with their weights."""
+    """The keys a row keeps (its ``top`` heaviest among the keys it sees, and the ``before`` keys ending at the query),
+    in position order, with their weights. The keys it sees are those of positive weight: the causal future and a
+    window's far keys are exactly 0, and an encoder's row keeps the keys after the query."""
     import torch
 
-    row = torch.as_tensor(row)[: q + 1]
-    heavy = torch.topk(row, min(top, q + 1)).indices.tolist()
+    row = torch.as_tensor(row)
+    seen = torch.nonzero(row > 0).flatten()
+    heavy = seen[torch.topk(row[seen], min(top, len(seen))).indices].tolist()
     keys = sorted(set(heavy) | set(range(max(0, q - before + 1), q + 1)))
     return keys, [float(row[k]) for k in keys]
 

@@ -119,6 +119,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         live: Live = self.server.live
+        port = self.server.server_address[1]
+        if self.headers.get("Host") not in (f"{HOST}:{port}", f"localhost:{port}"):  # a rebound name is not ours
+            return self._text(403, "this server answers requests to the loopback address only")
         url = urlsplit(self.path)
         if url.path in ("/", "/index.html"):
             return self._send(200, live.page, "text/html; charset=utf-8")

@@ -308,6 +308,7 @@ def _mlp_out(block: Block, _module, _args, output):
 def _enter(block: Block, _module, args, kwargs):
     """A layer starts: its hook points are the ones attention fires, and its input passes ``hook_resid_pre``."""
     block._token = _LAYER.set(block)
+    block.__dict__.pop("_mid_edit", None)  # a pass stopped between hook_resid_mid and the MLP leaves none behind
     if args:
         return (block.hook_resid_pre(args[0]),) + tuple(args[1:]), kwargs
     kwargs["hidden_states"] = block.hook_resid_pre(kwargs["hidden_states"])

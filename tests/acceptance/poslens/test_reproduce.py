@@ -89,6 +89,9 @@ def test_resume_keeps_the_steps_done_at_this_commit_with_the_same_arguments(plan
     assert "reused" in lines[0] and (tmp_path / "r" / "loss-neutrality.csv").stat().st_mtime_ns == stamp
     assert "reused" not in lines[1] and "estimate" in lines[1]  # timed in this folder: an estimate in seconds
     assert "<iframe src='loss-neutrality.html'" in (tmp_path / "r" / "index.html").read_text()
+    lines.clear()  # the same commit and arguments in another precision: redone
+    reproduce(tmp_path / "r", quick=True, plan=changed, resume=True, dtype="bfloat16", log=lines.append)
+    assert not any("reused" in x for x in lines)
     monkeypatch.setattr(rep, "git_commit", lambda: "beef")  # another commit: everything is redone
     lines.clear()
     reproduce(tmp_path / "r", quick=True, plan=changed, resume=True, log=lines.append)

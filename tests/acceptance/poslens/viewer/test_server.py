@@ -16,9 +16,9 @@ from poslens.viewer.results import ResultsError
 from tests.repo_helpers import tiny_repo
 
 
-def _get(port: int, path: str, host: str = "127.0.0.1"):
+def _get(port: int, path: str, host: str = "127.0.0.1", headers: dict | None = None):
     conn = http.client.HTTPConnection(host, port, timeout=30)
-    conn.request("GET", path)  # sent as written: no client-side normalisation of .. or //
+    conn.request("GET", path, headers=headers or {})  # sent as written: no client-side normalisation of .. or //
     r = conn.getresponse()
     body = r.read()
     conn.close()
@@ -69,6 +69,11 @@ def test_the_live_server_answers_on_loopback_only_and_serves_the_results_folder_
             status, body = _get(port, path)
             assert status == 403 and b"not yours" not in body, path
         assert _get(port, "/secret.txt")[0] == 404 and _get(port, "/etc/passwd")[0] == 404
+        # a page whose name was rebound to the loopback address (DNS rebinding) sends its own name as the Host
+        for host in ("attacker.example", f"attacker.example:{port}", "127.0.0.1:1"):
+            status, body = _get(port, "/files/sink-rate.csv", headers={"Host": host})
+            assert status == 403 and b"tiny-rope" not in body, host
+        assert _get(port, "/", headers={"Host": f"localhost:{port}"})[0] == 200
         # the loopback address alone: another address of this machine refuses the connection
         others = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)} - {"127.0.0.1"}
         for other in [a for a in others if not a.startswith("127.")]:

@@ -337,3 +337,12 @@ def test_a_recording_that_does_not_fit_says_what_it_needs():
     ids = list(range(1, 65))
     with pytest.raises(MemoryError, match=r"needs .* GiB .* 3 layers at 64 tokens .* is free"):
         Recorded.record(model, ids, free_bytes=1000)
+
+
+def test_a_rows_keys_are_those_it_sees_after_the_query_too_in_an_encoder():
+    # a bidirectional row: most weight on a key after the query
+    keys, weights = bounded(torch.tensor([0.05, 0.05, 0.9]), 0, top=1, before=1)
+    assert keys == [0, 2] and weights == pytest.approx([0.05, 0.9])
+    # a causal row: the future is exactly 0 and never shown, whatever top asks for
+    keys, weights = bounded(torch.tensor([0.25, 0.75, 0.0, 0.0]), 1, top=3, before=1)
+    assert keys == [0, 1] and weights == pytest.approx([0.25, 0.75])
