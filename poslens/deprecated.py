@@ -578,6 +578,8 @@ TABLE: tuple = (
     Moved("interp.relative", "interp.families.encoder.relative"),
     Moved("analyses.tables", "analyses.nan_policy"),
     Moved("analyses.common", "analyses.increment_hooks"),
+    Moved("analyses.columns", "poslens.deprecated"),
+    Alias("analyses.columns.current", "poslens.deprecated.current_columns"),
     Alias("analyses.common.{no_grad,check_window}", "analyses.registry.{no_grad,check_window}"),
     # names gone from modules that are still there
     Alias("interp.loading.FAMILIES", "interp.families.get(name) (a Family record: build, export)", _families_by_name),
