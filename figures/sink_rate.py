@@ -31,6 +31,7 @@ def figure(df) -> go.Figure:
                 j = per_layer.index[(per_layer[["model", "input", "start_token", "length", "layer"]]
                                      .apply(tuple, axis=1) == key)]
                 per_layer.loc[j, ["lo", "hi"]] = iv.lo, iv.hi
+    in_legend = set()
     for j, (inp, start) in enumerate(conditions):
         r, c = j // cols + 1, j % cols + 1
         for model, g in per_layer[(per_layer["input"] == inp)
@@ -39,9 +40,11 @@ def figure(df) -> go.Figure:
                 gg = g[g["length"] == n]
                 if gg.empty:
                     continue
+                first = f"{model}{n}" not in in_legend  # a line's legend entry at its first panel, whichever
+                in_legend.add(f"{model}{n}")
                 fig.add_trace(go.Scatter(
                     x=gg["depth"], y=gg["rate"], mode="lines+markers", name=f"{model}, {n} tokens",
-                    legendgroup=f"{model}{n}", showlegend=j == 0,
+                    legendgroup=f"{model}{n}", showlegend=first,
                     line=dict(color=colors[model], width=1 + 1.5 * k / max(1, len(lengths) - 1),
                               dash=("dot", "dash", "solid")[min(2, k + 3 - len(lengths))] if len(lengths) <= 3
                               else "solid"),
