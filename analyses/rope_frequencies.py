@@ -35,6 +35,11 @@ Protocol, on text contexts of ``length`` tokens (``corpora.contexts``) and NIAH 
      intervention (previous-token mass >= 0.5, or the 3 highest where none reaches it);
    - ``niah_accuracy``: RULER's greedy score on ``niah_prompts`` prompts.
 
+3. The same effects at a longer length (``long_length``, e.g. the trained length, where the lowest bands turn through
+   more than a radian), on ``long_docs`` contexts of that length (no band usage there): rows ``part=long_effects``.
+   Every context's own effects, at either length, are kept as rows ``part=context_effects`` (``context``, ``length``,
+   ``condition``, ``loss``, ``kl``, ``positional_heads``): the units the known-results row bootstraps over.
+
 Frequencies are the model's own, never recomputed from ``rope_theta``: each layer's ``RotarySpec`` (for the generic
 family, read off transformers' rotary module). ``frequency`` is the band's inverse frequency after any rope scaling, in
 the forward passes the usage was measured on (transformers' ``dynamic`` scaling recomputes it from the sequence length
@@ -129,8 +134,9 @@ def _rope_type(model, spec) -> str:
 
 
 @no_grad
-def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int) -> dict:
-    """One context's additive share: band usage, and loss, KL and previous-token masses under every condition."""
+def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int, bands: bool = True) -> dict:
+    """One context's additive share: band usage (unless not ``bands``), and loss, KL and previous-token masses under
+    every condition."""
     import numpy as np
     import torch
 
@@ -167,7 +173,7 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
     base = None
     for c, condition in enumerate(CONDITIONS):
         with interventions.applied(model, *interventions_for(condition, fraction)), \
-                model.hooks(fwd_hooks=usage_hooks if condition == "none" else []):
+                model.hooks(fwd_hooks=usage_hooks if condition == "none" and bands else []):
             hidden, stats = forward_statistics(model, tokens, ("previous_mass",),
                                                run=lambda: model.final_hidden(tokens), rows=None if every else rows)
         hidden = hidden[0, :-1]
@@ -186,7 +192,12 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int)
         out[f"loss|{condition}"] = np.array([loss])
         out[f"kl|{condition}"] = np.array([kl])
     out["tokens"] = np.array([float(len(ids) - 1)])
+    if not bands:
+        out = {k: v for k, v in out.items() if k.startswith(EFFECTS)}
     return out
+
+
+EFFECTS = ("loss|", "kl|", "prev|", "tokens")  # the keys of a context's effects (its usage aside)
 
 
 @no_grad
@@ -260,8 +271,10 @@ def summary(df):
                     dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
           main=Run(DECODERS, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
                    quick=dict(n_docs=1, length=128, max_rows=16, niah_prompts=1, niah_tokens=224), section=HEADS),
-          real=Run(PRETRAINED, dict(n_docs=12, length=512, niah_prompts=8, niah_tokens=512),
-                   quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128), section=KNOWN),
+          real=Run(PRETRAINED, dict(n_docs=12, length=512, niah_prompts=8, niah_tokens=512, long_length=8192,
+                                    long_docs=4),
+                   quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128, long_length=96,
+                              long_docs=1), section=KNOWN),
           memory=Run(("rope-small",), dict(length=128, niah_prompts=0)),
           builds_logits=False)
 @may_be_nan(**dict.fromkeys(("layer", "head", "depth", "band", "frequency", "wavelength", "n_bands", "q_norm", "k_norm",
@@ -269,10 +282,12 @@ def summary(df):
                             "an effects row is of the whole model"),
             **dict.fromkeys(("loss", "kl", "positional_heads", "n_positional_heads", "fraction"),
                             "a bands row is of one head and band"),
-            niah_accuracy="a bands row, or no NIAH prompt was asked for",
-            context="a bands or effects row is over every context", quarter="a bands or effects row",
+            niah_accuracy="a bands, long_effects or context_effects row, or no NIAH prompt was asked for",
+            context="a bands, effects or long_effects row is over every context",
+            quarter="a bands, effects, long_effects or context_effects row",
             attention="an effects row is of the whole model", rope_type="an effects row is of the whole model",
-            condition="a bands or contexts row")
+            condition="a bands or contexts row",
+            long_docs="no long_length was asked for")
 def rope_frequencies(model, *,
                      n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("texts", "tokens"))] = 4,
                      length: Annotated[int, Help("tokens per context"), Range(8), Fits()] = 512,
@@ -287,6 +302,9 @@ def rope_frequencies(model, *,
                                           Cli(aliases=("--n-samples",))] = 8,
                      niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit "
                                                       "for the answer)"), Range(32), Fits(margin=16)] = 512,
+                     long_length: Annotated[int, Help("tokens per context for the effects at a longer length, e.g. "
+                                                      "the trained length (0: none)"), Range(0), Fits()] = 0,
+                     long_docs: Annotated[int, Help("contexts of long_length"), Range(1)] = 2,
                      seed: int = 0, documents=None) -> pd.DataFrame:
     """Per head and rotary band, the mean query and key norm of the band (Barbero et al.'s measure) and the share of the
     attention logit it carries (poslens' measure); and the next-token loss, KL, previous-token heads and NIAH accuracy
@@ -313,7 +331,10 @@ def rope_frequencies(model, *,
                                                       niah_tokens, seed=seed,
                                                       haystack="wiki" if documents is None else documents,
                                                       preamble=False))
-    items = [("context", ids) for ids in contexts] + [("prompt", s) for s in samples]
+    longs = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=long_length,
+                                             n_docs=long_docs, seed=seed + 1)] if long_length else []
+    items = [("context", ids) for ids in contexts] + [("long", ids) for ids in longs] + \
+        [("prompt", s) for s in samples]
     shape = (model.n_layers, model.n_heads)
     state = {k: np.zeros(shape + (n_bands,)) for k in ("q_norm", "k_norm", "logit")}
     state["frequency"] = np.zeros((model.n_layers, n_bands))
@@ -325,15 +346,23 @@ def rope_frequencies(model, *,
         kind, x = item
         if kind == "context":
             return context_statistics(model, x, max_rows, fraction, n_bands)
+        if kind == "long":
+            return {f"long {k}": v for k, v in context_statistics(model, x, max_rows, fraction, n_bands,
+                                                                   bands=False).items()}
         return prompt_statistics(model, x, fraction)
 
+    state |= {f"long {k}": np.zeros_like(v) for k, v in state.items() if k.startswith(EFFECTS)}
     state |= {f"unit_{k}": np.zeros((len(contexts),) + shape + (n_bands,)) for k in ("q_norm", "k_norm")}
+    n_units = len(contexts) + len(longs)
+    state |= {f"unit {k}": np.zeros((n_units,) + v.shape) for k, v in state.items() if k.startswith(EFFECTS)}
 
     def add(state, i, stats):
         for k, v in stats.items():
             state[k] += v
             if k in ("q_norm", "k_norm"):  # a context's own norms in its slot
                 state[f"unit_{k}"][i] += v
+            if i < n_units and k.removeprefix("long ").startswith(EFFECTS):  # a context's own effects in its slot
+                state[f"unit {k.removeprefix('long ')}"][i] += v
 
     state = parallel.fold_items(one, items, state, add, model=model, desc=f"rope-frequencies {model.model_name}")
     n_ctx, tokens, prompts = len(contexts), float(state["tokens"][0]), float(state["prompts"][0])
@@ -373,8 +402,28 @@ def rope_frequencies(model, *,
                          kl=float(state[f"kl|{condition}"][0]) / tokens,
                          positional_heads=float((state[f"prev|{condition}"] / n_ctx)[positional].mean()),
                          n_positional_heads=int(positional.sum()),
-                         niah_accuracy=float(state[f"niah|{condition}"][0]) / prompts if prompts else float("nan")))
+                         niah_accuracy=float(state[f"niah|{condition}"][0]) / prompts if prompts else float("nan"),
+                         length=max(len(c) for c in contexts)))
+        if longs:
+            n_tok = float(state["long tokens"][0])
+            rows.append(dict(part="long_effects", condition=condition,
+                             fraction=0.0 if condition == "none" else fraction,
+                             loss=float(state[f"long loss|{condition}"][0]) / n_tok,
+                             kl=float(state[f"long kl|{condition}"][0]) / n_tok,
+                             positional_heads=float((state[f"long prev|{condition}"] / len(longs))[positional].mean()),
+                             n_positional_heads=int(positional.sum()), length=max(len(c) for c in longs)))
+        for u, ids in enumerate(contexts + longs):
+            n_tok = float(state["unit tokens"][u][0])
+            rows.append(dict(part="context_effects", condition=condition, context=u if u < n_ctx else u - n_ctx,
+                             length=len(ids), fraction=0.0 if condition == "none" else fraction,
+                             loss=float(state[f"unit loss|{condition}"][u][0]) / n_tok,
+                             kl=float(state[f"unit kl|{condition}"][u][0]) / n_tok,
+                             positional_heads=float(state[f"unit prev|{condition}"][u][positional].mean()),
+                             n_positional_heads=int(positional.sum())))
     df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads", "context")
     df.insert(0, "model", model.model_name)
-    df["n_docs"], df["length"], df["niah_prompts"] = n_ctx, max(len(c) for c in contexts), len(samples)
+    df["n_docs"], df["niah_prompts"] = n_ctx, len(samples)
+    df["length"] = df["length"].fillna(max(len(c) for c in contexts)).astype(int) if "length" in df else \
+        max(len(c) for c in contexts)
+    df["long_docs"] = len(longs)
     return df

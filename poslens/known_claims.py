@@ -906,35 +906,69 @@ CLAIMS += [
 ]
 
 
-def _largest_angle(r: Results, m: str) -> str:
-    """The largest angle the lowest quarter's bands turn through over a context: frequency x (length - 1)."""
+ABLATIONS = (("zero-highest", "highest quarter zeroed"), ("zero-lowest", "lowest zeroed"),
+             ("unrotate-highest", "highest unrotated (Barbero's 0.75-RoPE reversed, applied post hoc)"),
+             ("unrotate-lowest", "lowest unrotated (Barbero's 0.75-RoPE, applied post hoc)"))
+
+
+def _largest_angle(r: Results, m: str, length: int) -> float:
+    """The largest angle, in radians, the lowest quarter's bands turn through over ``length`` tokens: frequency x
+    (length - 1), over the layers (each ordered by its own frequencies)."""
     d = r.model("rope-frequencies", m, part="bands")
-    length = int(d["length"].iloc[0])
-    angles = set()
+    angles = []
     for _, g in d.groupby("layer"):
         per_band = g.groupby("band")["frequency"].first().sort_index()  # band 0 the fastest
         q = max(1, len(per_band) // 4)
-        angles.add(round(float(per_band.iloc[-q:].max()) * (length - 1), 3))
-    return (f"at {length} tokens the lowest quarter's fastest band turns through at most "
-            f"{' / '.join(f'{a:.3f}' for a in sorted(angles))} rad (per rotary base): bands that turn through less "
-            f"than a radian over the context carry little position, so unrotating them is near a no-op at this length; "
-            f"the trained lengths (8k, 32k), where they turn, were not run")
+        angles.append(float(per_band.iloc[-q:].max()) * (length - 1))
+    return max(angles)
+
+
+def _rope_part(r: Results, m: str, part: str) -> pd.DataFrame | None:
+    """The model's rope-frequencies rows of ``part``; None where the kept run has none (a run before that part)."""
+    try:
+        return r.model("rope-frequencies", m, part=part)
+    except ValueError:
+        return None
+
+
+def _ablation_at(r: Results, m: str, part: str, length: int) -> str:
+    """The conditions' effects at one length: with per-context values, the loss change and the previous-token heads'
+    mass as 95% bootstrap intervals over contexts (paired: each context's own unablated loss); else point values."""
+    d = r.model("rope-frequencies", m, part=part).set_index("condition")
+    units = _rope_part(r, m, "context_effects")
+    units = units[units["length"] == length] if units is not None else None
+    base = d.loc["none"]
+    parts = []
+    for cond, label in ABLATIONS:
+        if cond not in d.index:
+            continue
+        e = d.loc[cond]
+        if units is not None and len(units):
+            per = units.pivot_table(index="context", columns="condition", values=["loss", "positional_heads"])
+            loss = bootstrap((per["loss"][cond] - per["loss"]["none"]).to_numpy())
+            mass = bootstrap(per["positional_heads"][cond].to_numpy())
+            parts.append(f"{label}: loss {loss.format('{:+.3f}')} nats/token, previous-token heads' mass "
+                         f"{base.positional_heads:.2f} -> {mass.format('{:.2f}')}")
+        else:
+            parts.append(f"{label}: loss {e.loss - base.loss:+.3f} nats, previous-token heads' mass "
+                         f"{base.positional_heads:.2f} -> {e.positional_heads:.2f} (no per-context values kept)")
+    angle = _largest_angle(r, m, length)
+    return (f"at {length:,} tokens: " + "; ".join(parts) +
+            f" (there the lowest quarter's fastest band turns through at most {angle:.3f} rad"
+            + (": less than a radian, so it carries little position and unrotating it is near a no-op"
+               if angle < 1 else "") + ")")
 
 
 def _ablation(r: Results, m: str) -> str:
-    d = r.model("rope-frequencies", m, part="effects").set_index("condition")
-    base = d.loc["none"]
-    parts = []
-    for cond, label in (("zero-highest", "highest quarter zeroed"), ("zero-lowest", "lowest zeroed"),
-                        ("unrotate-highest", "highest unrotated (Barbero's 0.75-RoPE reversed, applied post hoc)"),
-                        ("unrotate-lowest", "lowest unrotated (Barbero's 0.75-RoPE, applied post hoc)")):
-        if cond in d.index:
-            e = d.loc[cond]
-            parts.append(f"{label}: loss {e.loss - base.loss:+.3f} nats, previous-token heads' mass "
-                         f"{base.positional_heads:.2f} -> {e.positional_heads:.2f}")
-    n = int(base.n_positional_heads)
-    return ("; ".join(parts) + f" ({n} previous-token head{'s' if n != 1 else ''}; "
-            f"{int(r.model('rope-frequencies', m)['n_docs'].iloc[0])} contexts, no interval). " + _largest_angle(r, m))
+    effects = r.model("rope-frequencies", m, part="effects")
+    short, n = int(effects["length"].iloc[0]), int(effects["n_positional_heads"].iloc[0])
+    out = [_ablation_at(r, m, "effects", short)]
+    long = _rope_part(r, m, "long_effects")
+    if long is not None and len(long):
+        out.append(_ablation_at(r, m, "long_effects", int(long["length"].iloc[0])))
+    else:
+        out.append("the trained lengths (8k, 32k), where the lowest bands turn, were not run")
+    return f"{n} previous-token head{'s' if n != 1 else ''} (found unablated at {short:,} tokens). " + ". ".join(out)
 
 
 OBSERVATIONS += [

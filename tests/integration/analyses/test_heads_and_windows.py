@@ -60,6 +60,35 @@ def test_rope_frequencies_finds_the_one_band_every_head_uses_and_what_removing_i
     assert np.isnan(eff["niah_accuracy"]).all()  # no NIAH prompt was asked for
 
 
+def test_rope_frequencies_effects_per_context_and_at_a_longer_length_are_the_models_own_losses(tmp_path):
+    """Each context's effects row is that context's own next-token loss under the condition (checked against the
+    model's loss with the intervention applied directly); the pooled effects are their token-weighted mean; the
+    long contexts give ``long_effects`` at their own length, with no band usage read there."""
+    from analyses.rope_frequencies import interventions_for
+    from corpora.contexts import analysis_windows
+    from interp import interventions
+
+    model = _only_band(_llama(tmp_path, "long"), band=1)
+    df = rope_frequencies(model, n_docs=2, length=48, max_rows=0, niah_prompts=0, long_length=120, long_docs=2)
+    units = df[df["part"] == "context_effects"]
+    assert sorted(units.groupby("length").size().items()) == [(48, 10), (120, 10)]  # 2 contexts x 5 conditions each
+    longs = [w.ids for w in analysis_windows(model, "rope-frequencies", length=120, n_docs=2, seed=1)]
+    for condition in ("none", "zero-highest", "unrotate-highest"):
+        with interventions.applied(model, *interventions_for(condition, 0.25)):
+            with torch.no_grad():
+                direct = [float(model(torch.tensor([ids]), return_type="loss")) for ids in longs]
+        got = units[(units["length"] == 120) & (units["condition"] == condition)].sort_values("context")["loss"]
+        np.testing.assert_allclose(got.to_numpy(), direct, rtol=1e-5)
+        pooled = df[(df["part"] == "long_effects") & (df["condition"] == condition)]
+        assert len(pooled) == 1 and int(pooled["length"].iloc[0]) == 120
+        assert float(pooled["loss"].iloc[0]) == pytest.approx(np.mean(direct), rel=1e-5)  # equal lengths: plain mean
+    short = units[units["length"] == 48].pivot_table(index="context", columns="condition", values="loss")
+    eff = df[df["part"] == "effects"].set_index("condition")["loss"]
+    np.testing.assert_allclose(eff[short.columns].to_numpy(), short.mean().to_numpy(), rtol=1e-6)
+    assert (df[df["part"] == "bands"]["q_norm"] > 0).any() and int(df["long_docs"].iloc[0]) == 2
+    assert units["positional_heads"].between(0, 1).all()
+
+
 def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
     """Queries and keys replaced, before rotation, by one constant vector per head: band b of query head h is
     (a[h, b], 0) and of key head g (b[g, b], 0). Rotation keeps a band's norm, so ``q_norm`` is a and ``k_norm`` b
