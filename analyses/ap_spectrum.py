@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.registry import Help, Range, analysis
-from analyses.runs import DSTG, Run
+from analyses.runs import DSTG, KNOWN, Run
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -79,7 +79,8 @@ def summary(df):
 
 @analysis("ap-spectrum", needs=[Capability.AP_STREAM], headline=headline, summary=summary,
           small=Run(("dstg-small",)),
-          main=Run(("dstg-small", "ap-encoder-small", "minilm"), section=DSTG))
+          main=Run(("dstg-small", "ap-encoder-small", "minilm"), section=DSTG),
+          real=Run(("minilm",), section=KNOWN))
 def ap_spectrum(model, *,
                 n_components: Annotated[int, Help("leading components to report"), Range(1)] = 8,
                 low_bins: Annotated[int, Help("DCT bins counted as low frequency"), Range(1)] = 4) -> pd.DataFrame:

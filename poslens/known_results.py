@@ -15,6 +15,7 @@ README's section from a new run.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -77,22 +78,89 @@ def models_header(folder: Path) -> list[str]:
     return lines
 
 
+RUN = "run.json"  # in a kept folder: the run the CSVs came from (``keep``)
+
+
+def _how(command: list) -> str:
+    words = [str(c) for c in command[:4]]
+    if "reproduce" in words:
+        return "`poslens reproduce --real-models`"
+    if "analyze" in words or any(w.endswith("poslens") for w in words[:1]):
+        return "`poslens analyze`"
+    return "a script outside the repository" if command else "no command recorded"
+
+
 def provenance_lines(folder: Path) -> list[str]:
-    """Which commit each kept CSV ran at, and by what command (its provenance files): one run at one commit is the
-    aim (``poslens reproduce --real-models``); where the kept CSVs are not, the table says so."""
+    """Which commit each kept CSV ran at, and by what command (its provenance files): one ``poslens reproduce
+    --real-models`` run at one commit is the aim, and then the line names it with its steps' times (``RUN``); where
+    the kept CSVs are not from one run, the table says so."""
     runs: dict[str, list[str]] = {}
+    commits, hows = set(), set()
     for path in sorted(Path(folder).glob("*.provenance.json")):
         prov = json.loads(path.read_text(encoding="utf-8"))
-        command = prov.get("command") or []
-        how = ("`poslens analyze`" if any(str(c).endswith("poslens") for c in command[:1]) or "analyze" in command[:3]
-               else "a script outside the repository" if command else "no command recorded")
+        commit, how = (prov.get("git_commit") or "?")[:7], _how(prov.get("command") or [])
+        commits.add(commit)
+        hows.add(how)
         models = ", ".join(m["name"] for m in prov.get("models", []))
-        runs.setdefault(prov.get("analysis", path.name), []).append(
-            f"{models} at `{(prov.get('git_commit') or '?')[:7]}` ({how})")
-    commits = {line.split("`")[1] for lines in runs.values() for line in lines}
+        runs.setdefault(prov.get("analysis", path.name), []).append(f"{models} at `{commit}` ({how})")
+    record = Path(folder) / RUN
+    if len(commits) == 1 and hows == {_how(["reproduce"])} and record.is_file():
+        run = json.loads(record.read_text(encoding="utf-8"))
+        steps = "; ".join(f"{s['analysis']} {_minutes(s['seconds'])}" for s in run["steps"])
+        return [f"**Provenance**: every CSV comes from one `poslens reproduce --real-models` run at commit "
+                f"`{next(iter(commits))}`, from {run['started']} to {run['finished']} UTC on {run['machine']} "
+                f"(the steps' wall times: {steps}; {_minutes(sum(s['seconds'] for s in run['steps']))} in all)."]
     head = (f"**Provenance**: the kept CSVs ran at {len(commits)} commit{'s' if len(commits) != 1 else ''}"
             + (" (not yet one `reproduce --real-models` run at one commit)" if len(commits) > 1 else "") + ": ")
     return [head + "; ".join(f"{a}: {', '.join(lines)}" for a, lines in runs.items()) + "."]
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def keep(run: Path, folder: Path, machine: str) -> list[Path]:
+    """Copy a ``reproduce --real-models`` report's known-results evidence (``run/known``: each CSV gzipped, its
+    provenance, and ``RUN``: the commit, times and machine from the steps' records) into ``folder``, replacing the
+    evidence kept there; refuses a run whose steps ran at different commits."""
+    import gzip
+    import shutil
+
+    from poslens.reproduce import KNOWN, STEPS, real_plan
+
+    src = Path(run) / KNOWN
+    records = [json.loads(p.read_text(encoding="utf-8")) | {"analysis": p.stem}
+               for p in sorted((src / STEPS).glob("*.json"))]
+    if not records:
+        raise FileNotFoundError(f"{src / STEPS}: no step records; is {run} a `poslens reproduce --real-models` report?")
+    if len({r["commit"] for r in records}) != 1:
+        raise ValueError(f"{run}: its steps ran at {len({r['commit'] for r in records})} commits; keep one run's")
+    folder = Path(folder)
+    staged = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    for r in records:
+        with open(src / f"{r['analysis']}.csv", "rb") as f, \
+                gzip.GzipFile(staged / f"{r['analysis']}.csv.gz", "wb", mtime=0) as g:
+            shutil.copyfileobj(f, g)
+        for p in src.glob(f"{r['analysis']}*.provenance.json"):
+            shutil.copy2(p, staged / p.name)
+    order = {step.analysis: i for i, step in enumerate(real_plan())}
+    records.sort(key=lambda r: order.get(r["analysis"], len(order)))
+    starts = [dt.datetime.fromisoformat(r["finished"]) - dt.timedelta(seconds=r["seconds"]) for r in records]
+    (staged / RUN).write_text(json.dumps(dict(
+        commit=records[0]["commit"], machine=machine,
+        started=min(starts).strftime("%Y-%m-%d %H:%M"),
+        finished=max(dt.datetime.fromisoformat(r["finished"]) for r in records).strftime("%Y-%m-%d %H:%M"),
+        steps=[dict(analysis=r["analysis"], seconds=r["seconds"]) for r in records]), indent=1) + "\n",
+        encoding="utf-8")
+    old = folder.with_name(folder.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        folder.rename(old)
+    staged.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+    return sorted(folder.iterdir())
 
 
 def render(folder: Path = EVIDENCE) -> str:
@@ -140,7 +208,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m poslens.known_results", description=__doc__.split("\n\n")[0])
     p.add_argument("folder", type=Path, help="a `poslens reproduce --real-models` output folder")
     p.add_argument("--readme", type=Path, help="rewrite this README's known-results section")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="first copy FOLDER's known-results evidence (FOLDER/known) into DIR and render from there")
+    p.add_argument("--machine", default="this machine", help="the machine the run took, named in the provenance line")
     args = p.parse_args(argv)
+    if args.keep:
+        keep(args.folder, args.keep, args.machine)
+        args.folder = args.keep
     table = render(args.folder)
     if args.readme:
         write_readme(args.readme, table)

@@ -34,6 +34,7 @@ class Step:
     quick: dict = field(default_factory=dict)  # options that shrink the run for tests
     section: str = ""
     per_model: dict = field(default_factory=dict)  # model name -> options for that model only
+    folder: str = ""  # where in the report its files go: the real-model runs in ``known/``, apart from the main job's
 
 
 def main_plan() -> tuple[Step, ...]:
@@ -45,12 +46,15 @@ def main_plan() -> tuple[Step, ...]:
 def real_plan() -> tuple[Step, ...]:
     """Behind ``poslens reproduce --real-models``: each analysis' ``real`` run on the pretrained models, the runs the
     README's "Known results, reproduced" table comes from."""
-    return _steps("real")
+    return _steps("real", KNOWN)
 
 
-def _steps(setting: str) -> tuple[Step, ...]:
-    return tuple(Step(a.name, run.models, dict(run.options), dict(run.quick), run.section, dict(run.per_model))
-                 for a in all_analyses() if (run := getattr(a, setting)) is not None)
+KNOWN = "known"  # the real-model runs' folder in a report: the same analyses as the main job's, on other models
+
+
+def _steps(setting: str, folder: str = "") -> tuple[Step, ...]:
+    return tuple(Step(a.name, run.models, dict(run.options), dict(run.quick), run.section, dict(run.per_model),
+                      folder) for a in all_analyses() if (run := getattr(a, setting)) is not None)
 
 
 def __getattr__(name: str):
@@ -78,7 +82,7 @@ def step_key(step: Step, options: dict, seed: int, dtype=None) -> str:
 
 
 def _record(out: Path, step: Step) -> dict | None:
-    path = out / STEPS / f"{step.analysis}.json"
+    path = out / step.folder / STEPS / f"{step.analysis}.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -91,10 +95,11 @@ def _reusable(out: Path, step: Step, key: str, commit: str | None) -> Result | N
     rec = _record(out, step)
     if rec is None or commit is None or rec.get("commit") != commit or rec.get("key") != key:
         return None
-    files = [out / f for f in rec.get("files", [])]
-    if not files or not all(f.exists() for f in files) or not (out / f"{step.analysis}.csv").exists():
+    where = out / step.folder
+    files = [where / f for f in rec.get("files", [])]
+    if not files or not all(f.exists() for f in files) or not (where / f"{step.analysis}.csv").exists():
         return None
-    return Result(step.analysis, pd.read_csv(out / f"{step.analysis}.csv"), files, rec.get("figure_height"))
+    return Result(step.analysis, pd.read_csv(where / f"{step.analysis}.csv"), files, rec.get("figure_height"))
 
 
 def _estimate(out: Path, step: Step) -> float | None:
@@ -112,13 +117,15 @@ def _clock(seconds: float | None) -> str:
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
               device=None, real_models: bool = False, dtype=None, resume: bool = False) -> Path:
     """Run ``plan`` (default ``main_plan()``) into ``out`` and write ``out/index.html``; refuse to touch an existing
-    report unless ``force`` or ``resume``. ``real_models`` adds ``real_plan()``: the pretrained models' runs (minutes
-    more) and ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``).
+    report unless ``force`` or ``resume``. ``real_models`` adds ``real_plan()``: the pretrained models' runs (hours
+    more on a CPU), written to ``out/known/`` (the same analyses as the main job's, on other models: neither overwrites
+    the other), and ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``;
+    ``python -m poslens.known_results OUT --keep docs/known-results --readme README.md`` keeps them).
     ``dtype`` (``run_analysis``'s) is the precision every model runs in.
 
-    Each step done is recorded in ``out/.steps/<analysis>.json`` (git commit, a hash of its models, options and seed,
-    its files and seconds). With ``resume`` a step already done at the same commit with the same arguments is not
-    redone (its files are read back); anything else is run again. Before each step a line gives its estimate (its
+    Each step done is recorded in ``.steps/<analysis>.json`` of its folder (git commit, a hash of its models, options
+    and seed, its files and seconds). With ``resume`` a step already done at the same commit with the same arguments
+    is not redone (its files are read back); anything else is run again. Before each step a line gives its estimate (its
     last time in this folder, else ``ESTIMATES``) and the time left for the steps with one.
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
@@ -149,12 +156,13 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
                                 f"{len(left)} steps timed)"))
             if result is None:
                 t0 = time.time()
-                result = run_analysis(step.analysis, list(step.models), out, options=options, seed=seed, force=True,
+                result = run_analysis(step.analysis, list(step.models), out / step.folder, options=options, seed=seed,
+                                      force=True,
                                       per_model={m: {**options, **o} for m, o in step.per_model.items()},
                                       device=device, dtype=dtype)
                 if outputs is not None:
-                    (out / STEPS).mkdir(exist_ok=True)
-                    write_text(out / STEPS / f"{step.analysis}.json", json.dumps(dict(
+                    (out / step.folder / STEPS).mkdir(parents=True, exist_ok=True)
+                    write_text(out / step.folder / STEPS / f"{step.analysis}.json", json.dumps(dict(
                         commit=commit, key=key, seconds=round(time.time() - t0, 1),
                         files=[p.name for p in result.files], figure_height=result.figure_height,
                         finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")), indent=1) + "\n")
@@ -165,7 +173,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
             if real_models:
                 from poslens.known_results import render
 
-                (outputs.staging / "KNOWN_RESULTS.md").write_text(render(out), encoding="utf-8")
+                (outputs.staging / "KNOWN_RESULTS.md").write_text(render(out / KNOWN), encoding="utf-8")
             outputs.commit([])
         say(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"
@@ -233,8 +241,9 @@ def render_index(done, seconds: float) -> str:
         if analysis.headline is not None:
             parts.append(f"<p class='headline'>{html.escape(analysis.headline(result.table))}</p>")
         height = (result.figure_height or 500) + 20  # the figure's own height, and room for the frame
-        parts.append(f"<iframe src='{name}.html' height='{height}' loading='lazy'></iframe>")
-        links = " · ".join(f"<a href='{p.name}'>{p.name}</a>" for p in result.files)
+        at = f"{step.folder}/" if step.folder else ""
+        parts.append(f"<iframe src='{at}{name}.html' height='{height}' loading='lazy'></iframe>")
+        links = " · ".join(f"<a href='{at}{p.name}'>{at}{p.name}</a>" for p in result.files)
         parts.append(f"<p>{links}</p>")
         preview = result.table.head(30).to_html(index=False, border=0, float_format=lambda v: f"{v:.4g}")
         parts.append(f"<details><summary>table ({len(result.table)} rows)</summary>{preview}</details>")

@@ -59,8 +59,8 @@ def test_every_step_of_the_plans_names_an_analysis_and_its_options():
     from poslens.reproduce import main_plan, real_plan
 
     PLAN, REAL_PLAN = main_plan(), real_plan()
-    assert [s.analysis for s in REAL_PLAN] == ["sink-rate", "massive-activations", "induction", "rope-frequencies",
-                                               "retrieval-heads", "attention-window"]
+    assert [s.analysis for s in REAL_PLAN] == ["ap-spectrum", "sink-rate", "massive-activations", "induction",
+                                               "rope-frequencies", "retrieval-heads", "attention-window"]
     assert [s.analysis for s in PLAN] == [a.name for a in all_analyses()]
     modules = [inspect.unwrap(get(s.analysis).body).__module__ for s in PLAN]
     assert list(dict.fromkeys(modules)) == list(MODULES)  # the report's order, one line each
@@ -96,3 +96,73 @@ def test_resume_keeps_the_steps_done_at_this_commit_with_the_same_arguments(plan
     lines.clear()
     reproduce(tmp_path / "r", quick=True, plan=changed, resume=True, log=lines.append)
     assert not any("reused" in x for x in lines)
+
+
+def test_a_step_run_twice_on_other_models_keeps_both_results_and_resumes_both(plan, tmp_path, monkeypatch):
+    """The main job and --real-models run the same analyses on other models: the real runs go to ``known/``, so
+    neither overwrites the other's CSV or step record, the index links each, and --resume reuses both."""
+    import dataclasses
+
+    import pandas as pd
+
+    from poslens import reproduce as rep
+
+    monkeypatch.setattr(rep, "git_commit", lambda: "c0ffee")
+    main = plan[1]
+    known = dataclasses.replace(main, models=main.models[:1], folder=rep.KNOWN, section="Known")
+    reproduce(tmp_path / "r", quick=True, plan=(main, known), log=lambda s: None)
+    both = pd.read_csv(tmp_path / "r" / "byte-increments.csv")["model"].nunique()
+    one = pd.read_csv(tmp_path / "r" / rep.KNOWN / "byte-increments.csv")["model"].nunique()
+    assert (both, one) == (2, 1)
+    index = (tmp_path / "r" / "index.html").read_text()
+    assert "<iframe src='byte-increments.html'" in index and "<iframe src='known/byte-increments.html'" in index
+    assert (tmp_path / "r" / rep.KNOWN / "plotly.min.js").is_file()  # the figures there load their plotly.js
+    lines = []
+    reproduce(tmp_path / "r", quick=True, plan=(main, known), resume=True, log=lines.append)
+    assert all("reused" in x for x in lines[:2])
+
+
+def test_the_real_plan_writes_to_its_own_folder():
+    from poslens.reproduce import KNOWN, main_plan, real_plan
+
+    assert {s.folder for s in real_plan()} == {KNOWN} and {s.folder for s in main_plan()} == {""}
+    assert "ap-spectrum" in {s.analysis for s in real_plan()}  # MiniLM's table row reads the known folder too
+
+
+def test_keep_copies_one_runs_evidence_and_the_provenance_line_names_that_run(plan, tmp_path, monkeypatch):
+    import gzip
+    import json
+
+    import pandas as pd
+
+    from poslens import reproduce as rep
+    from poslens.known_results import RUN, keep, provenance_lines
+
+    monkeypatch.setattr(rep, "git_commit", lambda: "c0ffee1234")
+    steps = tuple(dataclasses_replace(s, folder=rep.KNOWN) for s in plan[1:3])
+    reproduce(tmp_path / "r", quick=True, plan=steps, log=lambda s: None)
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "stale.csv.gz").write_bytes(b"")  # what was kept before is replaced whole
+    files = {p.name for p in keep(tmp_path / "r", tmp_path / "kept", "a test machine")}
+    assert files >= {"byte-increments.csv.gz", "word-boundaries.csv.gz", RUN} and "stale.csv.gz" not in files
+    with gzip.open(tmp_path / "kept" / "byte-increments.csv.gz") as f:
+        pd.testing.assert_frame_equal(pd.read_csv(f), pd.read_csv(tmp_path / "r" / rep.KNOWN / "byte-increments.csv"))
+    run = json.loads((tmp_path / "kept" / RUN).read_text())
+    assert run["commit"] == "c0ffee1234" and [s["analysis"] for s in run["steps"]] == ["byte-increments",
+                                                                                        "word-boundaries"]
+    for p in (tmp_path / "kept").glob("*.provenance.json"):  # as the CLI records it, at the steps' commit
+        prov = json.loads(p.read_text())
+        p.write_text(json.dumps(prov | {"command": ["/x/bin/poslens", "reproduce", "--real-models"],
+                                        "git_commit": "c0ffee1234"}))
+    line = provenance_lines(tmp_path / "kept")[0]
+    assert "one `poslens reproduce --real-models` run at commit `c0ffee1`" in line and "a test machine" in line
+    monkeypatch.setattr(rep, "git_commit", lambda: "beef")  # a step redone at another commit: not one run
+    reproduce(tmp_path / "r", quick=True, plan=steps[:1], resume=True, log=lambda s: None)
+    with pytest.raises(ValueError, match="2 commits"):
+        keep(tmp_path / "r", tmp_path / "kept2", "x")
+
+
+def dataclasses_replace(step, **changes):
+    import dataclasses
+
+    return dataclasses.replace(step, **changes)
