@@ -388,7 +388,7 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
     import numpy as np
     import pandas as pd
 
-    from interp import parallel, streaming
+    from interp import streaming
 
     streaming.check_streamable(model, "attention-window --setting streaming")
     bad = [k for k in sinks if k >= cache_size]
@@ -404,20 +404,43 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
     n = len(streams[True])
     recompute_window = cache_size + 1
     targets = np.arange(recompute_stride, n, recompute_stride) if recompute_stride else np.zeros(0, dtype=int)
+    conds, first = _stream_conditions(model, streams[True], sinks, cache_size, dense_tokens, control, targets)
+    state = _stream_losses(model, streams, conds, first, targets, dense_tokens, recompute_window)
+    rows = _stream_rows(model, state, conds, targets, n, n_buckets)
+    df = integer_columns(pd.DataFrame(rows), "sinks", "cache_size", "n_tokens", "token")
+    df.insert(0, "model", model.model_name)
+    df["stream_tokens"], df["trained_length"], df["dense_tokens"] = n, model.max_seq_len, min(n, dense_tokens)
+    df["recompute_window"], df["recompute_stride"] = recompute_window, recompute_stride
+    return df
+
+
+def _stream_conditions(model, stream, sinks, cache_size, dense_tokens, control, targets) -> tuple[list, int | None]:
+    """The conditions as (name, sinks, cache, start token): dense, the rolling caches, [the control's], re-computation
+    last (with the start token kept where the stream begins with it); and the model's start token."""
+    from corpora.random_tokens import start_token
+
     windows = conditions(sinks)[1:]
-    # (name, sinks, cache, start token): dense, the rolling caches, [the control's], re-computation last
     conds = (([(DENSE, None, None, True)] if dense_tokens >= 2 else [])
              + [(name, s, cache_size, True) for name, s in windows])
     if control:
         conds += [(f"{name}, no start token", s, cache_size, False)
                   for name, s in (windows[0], windows[-1])[:len(set(sinks))]]
-    from corpora.random_tokens import start_token
-
     first = start_token(model)
     if len(targets):
         conds += [(RECOMPUTE, None, None, True)]
-        if first is not None and streams[True][0] == first:
+        if first is not None and stream[0] == first:
             conds += [(RECOMPUTE_START, None, None, True)]
+    return conds, first
+
+
+def _stream_losses(model, streams, conds, first, targets, dense_tokens, recompute_window) -> dict:
+    """Per condition, each predicted token's loss (``nll|c``) and whether it was computed (``seen|c``), at the
+    stream's positions; re-computation in blocks of its target tokens."""
+    import numpy as np
+
+    from interp import parallel, streaming
+
+    n = len(streams[True])
     recomputing = {RECOMPUTE, RECOMPUTE_START}
     blocks = np.array_split(targets, min(len(targets), 8)) if len(targets) else []
     items = ([(c, None) for c in range(len(conds)) if conds[c][0] not in recomputing]
@@ -449,8 +472,15 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
         for k, v in share.items():
             state[k] += v
 
-    state = parallel.fold_items(work, items, state, add, model=model, tag="streaming",
-                                desc=f"attention-window streaming {model.model_name}")
+    return parallel.fold_items(work, items, state, add, model=model, tag="streaming",
+                               desc=f"attention-window streaming {model.model_name}")
+
+
+def _stream_rows(model, state, conds, targets, n, n_buckets) -> list[dict]:
+    """Rows ``part=stream`` (each condition's mean loss per span of the stream) and ``part=tokens`` (each re-computed
+    target token's loss under each condition that computed it)."""
+    import numpy as np
+
     position = np.arange(1, n)  # the stream position of each predicted token
     spans = [(f"{a}-{b - 1}", (a + b - 1) / 2, (position >= a) & (position < b)) for a, b in buckets(n, n_buckets)]
     spans.append((ALL, float("nan"), np.ones(n - 1, dtype=bool)))
@@ -474,8 +504,4 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
                 rows.append(dict(part="tokens", setting="streaming", condition=name, sinks=s, cache_size=cache,
                                  start_token=start, bucket=ONE_TOKEN, token=int(g), loss=float(nll[g - 1]),
                                  n_tokens=1))
-    df = integer_columns(pd.DataFrame(rows), "sinks", "cache_size", "n_tokens", "token")
-    df.insert(0, "model", model.model_name)
-    df["stream_tokens"], df["trained_length"], df["dense_tokens"] = n, model.max_seq_len, min(n, dense_tokens)
-    df["recompute_window"], df["recompute_stride"] = recompute_window, recompute_stride
-    return df
+    return rows

@@ -273,13 +273,11 @@ def retrieval_heads(model, *,
 
     Rows ``part=heads`` (one per layer and head) and ``part=masking`` (one per condition, k and draw); ``documents=``
     (``--input``) are the haystack."""
-    import numpy as np
     import pandas as pd
 
-    from analyses.head_profiles import needle_scores
-    from corpora.answers import fitting_samples, retrieved, teacher_forced
+    from corpora.answers import fitting_samples
     from corpora.niah import niah_samples
-    from interp import interventions, parallel
+    from interp import parallel
 
     if parallel.current().standalone:
         raise ValueError("retrieval-heads ranks the heads on one pass and masks them on a second, so a --shard I/N "
@@ -289,6 +287,37 @@ def retrieval_heads(model, *,
     scoring = fitting_samples(model, niah_samples(tok, n_docs, length, seed=seed, haystack=haystack, preamble=False))
     evaluation = fitting_samples(model, niah_samples(tok, niah_prompts, length, seed=seed + 1, haystack=haystack,
                                                      preamble=False))
+    sums = _score_sums(model, scoring, score)
+    scores, mass, ranked = _ranked(model, sums, len(scoring))
+    conditions = _conditions(model, ranked, shares, n_random, seed)
+    measured = _masked(model, evaluation, conditions, masking)
+    rows = _rows(model, scoring, evaluation, sums, scores, mass, ranked, conditions, measured, score, threshold)
+    df = integer_columns(pd.DataFrame(rows), "layer", "head", "rank", "k", "draw", "prompt")
+    df.insert(0, "model", model.model_name)
+    df.insert(1, "score", score)
+    df.insert(2, "masking", masking)
+    df["threshold"], df["n_scored"], df["n_counted"] = threshold, len(scoring), int(sums["prompts"][0])
+    df["niah_prompts"], df["length"] = len(evaluation), length
+    return df
+
+
+def _add(state, i, stats):
+    """Adds one prompt's statistics to the sums; a ``unit_`` statistic goes to that prompt's own slot."""
+    for k, v in stats.items():
+        if k.startswith("unit_"):
+            state[k][i] += v
+        else:
+            state[k] += v
+
+
+def _score_sums(model, scoring, score: str) -> dict:
+    """The scoring prompts' summed needle masses and retrieval scores per head (and, for ``wu``, each prompt's
+    hits, count and recall in its own slot)."""
+    import numpy as np
+
+    from analyses.head_profiles import needle_scores
+    from interp import parallel
+
     shape = (model.n_layers, model.n_heads)
 
     def one(sample):
@@ -303,25 +332,32 @@ def retrieval_heads(model, *,
         return out | {"score": np.nan_to_num(s), "counted": np.isfinite(s).astype(np.float64),
                       "prompts": np.array([float(np.isfinite(s).any())])}
 
-    def add(state, i, stats):
-        for k, v in stats.items():
-            if k.startswith("unit_"):  # each prompt in its own slot
-                state[k][i] += v
-            else:
-                state[k] += v
-
     n = len(scoring)
     state = {k: np.zeros(shape) for k in ("mass", "score", "counted")} | {"prompts": np.zeros(1)}
     if score == "wu":
         state |= {"unit_hits": np.zeros((n,) + shape), "unit_counted": np.zeros(n), "unit_recall": np.zeros(n)}
-    sums = parallel.fold_items(one, scoring, state, add, model=model, tag=f"scores-{score}",
+    return parallel.fold_items(one, scoring, state, _add, model=model, tag=f"scores-{score}",
                                desc=f"retrieval scores {model.model_name}")
+
+
+def _ranked(model, sums: dict, n_scored: int):
+    """Each head's mean retrieval score and needle mass, and the heads ranked by score (no score last), then mass."""
+    import numpy as np
+
     with np.errstate(invalid="ignore", divide="ignore"):
         scores = sums["score"] / sums["counted"]
-    mass = sums["mass"] / len(scoring)
+    mass = sums["mass"] / n_scored
     heads = [(l, h) for l in range(model.n_layers) for h in range(model.n_heads)]
     ranked = sorted(heads, key=lambda lh: (-np.nan_to_num(scores[lh], nan=-1.0), -mass[lh], lh))
-    total = len(heads)
+    return scores, mass, ranked
+
+
+def _conditions(model, ranked, shares, n_random: int, seed: int) -> list[tuple]:
+    """(condition, k, draw, heads masked): nothing masked, then per k the top k heads and ``n_random`` draws of k
+    random heads of the same layers."""
+    import numpy as np
+
+    total = len(ranked)
     ks = sorted({min(total, max(1, int(round(s * total)))) for s in shares})
     conditions = [("none", 0, 0, [])]
     for k in ks:
@@ -330,6 +366,17 @@ def retrieval_heads(model, *,
         for d in range(n_random):
             rng = np.random.default_rng([seed, k, d])
             conditions.append(("random", k, d, random_same_layers(top, model.n_layers, model.n_heads, rng)))
+    return conditions
+
+
+def _masked(model, evaluation, conditions, masking: str) -> dict:
+    """Per condition, the evaluation prompts' summed NIAH hits, answer accuracy and answer NLL with its heads
+    masked."""
+    import numpy as np
+
+    from corpora.answers import retrieved, teacher_forced
+    from interp import interventions, parallel
+
     def mask(heads, sample):
         if masking == "query":
             return interventions.MaskHeadQueries(heads, from_position=len(sample.token_ids) - 1)
@@ -343,9 +390,18 @@ def retrieval_heads(model, *,
                 out[f"{c}"] = np.array([float(retrieved(model, [sample])[0]), acc, nll])
         return out
 
-    measured = parallel.fold_items(measure, evaluation, {f"{c}": np.zeros(3) for c in range(len(conditions))}, add,
-                                   model=model, tag=f"masking-{masking}", desc=f"retrieval masking {model.model_name}")
+    return parallel.fold_items(measure, evaluation, {f"{c}": np.zeros(3) for c in range(len(conditions))}, _add,
+                               model=model, tag=f"masking-{masking}", desc=f"retrieval masking {model.model_name}")
+
+
+def _rows(model, scoring, evaluation, sums, scores, mass, ranked, conditions, measured, score: str,
+          threshold: float) -> list[dict]:
+    """Rows ``part=heads``; for ``wu``, ``prompts`` and their ``hits``; then ``masking``, one per condition."""
+    import numpy as np
+
     above = (lambda s: s > threshold) if score == "wu" else (lambda s: s >= threshold)
+    heads = [(l, h) for l in range(model.n_layers) for h in range(model.n_heads)]
+    total = len(heads)
     rows = [dict(part="heads", layer=l, head=h, depth=l / max(1, model.n_layers - 1),
                  retrieval_score=float(scores[l, h]), needle_mass=float(mass[l, h]), rank=ranked.index((l, h)),
                  is_retrieval=bool(above(np.nan_to_num(scores[l, h])))) for l, h in heads]
@@ -360,10 +416,4 @@ def retrieval_heads(model, *,
         hits, acc, nll = measured[f"{c}"] / len(evaluation)
         rows.append(dict(part="masking", condition=condition, k=k, share=k / total, draw=d, heads=_label(masked),
                          niah_accuracy=hits, answer_accuracy=acc, answer_nll=nll))
-    df = integer_columns(pd.DataFrame(rows), "layer", "head", "rank", "k", "draw", "prompt")
-    df.insert(0, "model", model.model_name)
-    df.insert(1, "score", score)
-    df.insert(2, "masking", masking)
-    df["threshold"], df["n_scored"], df["n_counted"] = threshold, len(scoring), int(sums["prompts"][0])
-    df["niah_prompts"], df["length"] = len(evaluation), length
-    return df
+    return rows

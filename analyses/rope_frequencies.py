@@ -312,14 +312,29 @@ def rope_frequencies(model, *,
 
     Rows ``part=bands`` (layer, head, band: 0 the highest frequency, with the frequency, ``rope_type`` and
     ``attention_scaling`` that ran) and ``part=effects`` (one per condition)."""
-    import numpy as np
     import pandas as pd
-
-    from corpora.contexts import analysis_windows
-    from interp import parallel
 
     specs = {l: s for l in range(model.n_layers) if (s := model.rotation(l)) is not None}
     n_bands = max(s.n_bands for s in specs.values())
+    contexts, samples, longs = _inputs(model, documents, n_docs, length, niah_prompts, niah_tokens, long_length,
+                                       long_docs, seed)
+    state = _fold(model, contexts, longs, samples, max_rows, fraction, n_bands)
+    n_ctx = len(contexts)
+    rows = _band_rows(model, specs, state, n_ctx) + _effect_rows(state, contexts, longs, fraction)
+    df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads", "context")
+    df.insert(0, "model", model.model_name)
+    df["n_docs"], df["niah_prompts"] = n_ctx, len(samples)
+    df["length"] = df["length"].fillna(max(len(c) for c in contexts)).astype(int) if "length" in df else \
+        max(len(c) for c in contexts)
+    df["long_docs"] = len(longs)
+    return df
+
+
+def _inputs(model, documents, n_docs: int, length: int, niah_prompts: int, niah_tokens: int, long_length: int,
+            long_docs: int, seed: int) -> tuple[list, list, list]:
+    """The text contexts, the NIAH prompts and the contexts at ``long_length`` (none where it is 0)."""
+    from corpora.contexts import analysis_windows
+
     contexts = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=length, n_docs=n_docs,
                                                 seed=seed)]
     samples = []
@@ -333,6 +348,16 @@ def rope_frequencies(model, *,
                                                       preamble=False))
     longs = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=long_length,
                                              n_docs=long_docs, seed=seed + 1)] if long_length else []
+    return contexts, samples, longs
+
+
+def _fold(model, contexts, longs, samples, max_rows: int, fraction: float, n_bands: int) -> dict:
+    """Every context's, long context's and prompt's float64 sums added up: the usage and effects over all of them,
+    and each context's own norms and effects in its own slot (the units the intervals resample)."""
+    import numpy as np
+
+    from interp import parallel
+
     items = [("context", ids) for ids in contexts] + [("long", ids) for ids in longs] + \
         [("prompt", s) for s in samples]
     shape = (model.n_layers, model.n_heads)
@@ -341,6 +366,10 @@ def rope_frequencies(model, *,
     state |= {f"prev|{c}": np.zeros(shape) for c in CONDITIONS}
     state |= {f"{m}|{c}": np.zeros(1) for m in ("loss", "kl", "niah") for c in CONDITIONS}
     state |= {"tokens": np.zeros(1), "prompts": np.zeros(1)}
+    state |= {f"long {k}": np.zeros_like(v) for k, v in state.items() if k.startswith(EFFECTS)}
+    state |= {f"unit_{k}": np.zeros((len(contexts),) + shape + (n_bands,)) for k in ("q_norm", "k_norm")}
+    n_units = len(contexts) + len(longs)
+    state |= {f"unit {k}": np.zeros((n_units,) + v.shape) for k, v in state.items() if k.startswith(EFFECTS)}
 
     def one(item):
         kind, x = item
@@ -351,11 +380,6 @@ def rope_frequencies(model, *,
                                                                    bands=False).items()}
         return prompt_statistics(model, x, fraction)
 
-    state |= {f"long {k}": np.zeros_like(v) for k, v in state.items() if k.startswith(EFFECTS)}
-    state |= {f"unit_{k}": np.zeros((len(contexts),) + shape + (n_bands,)) for k in ("q_norm", "k_norm")}
-    n_units = len(contexts) + len(longs)
-    state |= {f"unit {k}": np.zeros((n_units,) + v.shape) for k, v in state.items() if k.startswith(EFFECTS)}
-
     def add(state, i, stats):
         for k, v in stats.items():
             state[k] += v
@@ -364,8 +388,14 @@ def rope_frequencies(model, *,
             if i < n_units and k.removeprefix("long ").startswith(EFFECTS):  # a context's own effects in its slot
                 state[f"unit {k.removeprefix('long ')}"][i] += v
 
-    state = parallel.fold_items(one, items, state, add, model=model, desc=f"rope-frequencies {model.model_name}")
-    n_ctx, tokens, prompts = len(contexts), float(state["tokens"][0]), float(state["prompts"][0])
+    return parallel.fold_items(one, items, state, add, model=model, desc=f"rope-frequencies {model.model_name}")
+
+
+def _band_rows(model, specs: dict, state: dict, n_ctx: int) -> list[dict]:
+    """Rows ``part=bands`` (per layer, head and band, fastest first) and ``part=contexts`` (per layer, quarter and
+    context), from the summed usage."""
+    import numpy as np
+
     windows = getattr(model, "attention_windows", None) or (None,) * model.n_layers
     rows = []
     for layer, spec in specs.items():
@@ -392,10 +422,21 @@ def rope_frequencies(model, *,
                                  attention=f"sliding {windows[layer]}" if windows[layer] else "full", rope_type=kind,
                                  q_norm=float(state["unit_q_norm"][c, layer][:, bands].mean()),
                                  k_norm=float(state["unit_k_norm"][c, layer][:, bands].mean())))
+    return rows
+
+
+def _effect_rows(state: dict, contexts: list, longs: list, fraction: float) -> list[dict]:
+    """Per condition, the rows ``part=effects`` (over the contexts and prompts), ``long_effects`` (over the long
+    contexts, where any) and ``context_effects`` (each context's own); the positional heads are those found without
+    intervention at the first length."""
+    import numpy as np
+
+    n_ctx, tokens, prompts = len(contexts), float(state["tokens"][0]), float(state["prompts"][0])
     base_prev = state["prev|none"] / n_ctx
     positional = base_prev >= POSITIONAL
     if not positional.any():
         positional = base_prev >= np.sort(base_prev.ravel())[-3]
+    rows = []
     for condition in CONDITIONS:
         rows.append(dict(part="effects", condition=condition, fraction=0.0 if condition == "none" else fraction,
                          loss=float(state[f"loss|{condition}"][0]) / tokens,
@@ -420,10 +461,4 @@ def rope_frequencies(model, *,
                              kl=float(state[f"unit kl|{condition}"][u][0]) / n_tok,
                              positional_heads=float(state[f"unit prev|{condition}"][u][positional].mean()),
                              n_positional_heads=int(positional.sum())))
-    df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads", "context")
-    df.insert(0, "model", model.model_name)
-    df["n_docs"], df["niah_prompts"] = n_ctx, len(samples)
-    df["length"] = df["length"].fillna(max(len(c) for c in contexts)).astype(int) if "length" in df else \
-        max(len(c) for c in contexts)
-    df["long_docs"] = len(longs)
-    return df
+    return rows

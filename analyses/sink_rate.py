@@ -237,6 +237,19 @@ def sink_rate(model, *,
         state[f"count|{k}|{s}|{n}"] += 1
 
     state = parallel.fold_items(one, items, state, add, model=model, desc=f"sink-rate {model.model_name}")
+    df = pd.concat(_frames(model, state, conds, estimator, epsilon), ignore_index=True)
+    df.insert(0, "model", model.model_name)
+    bos = start_token(model)
+    df["start_text"] = "none" if bos is None else model.tokenizer.decode([bos])
+    return df
+
+
+def _frames(model, state: dict, conds: list, estimator: str, epsilon: float) -> list:
+    """One frame per condition (input, start token, length): a row per layer and head, from the summed statistics
+    and each sequence's sink indicators."""
+    import numpy as np
+    import pandas as pd
+
     layer, head = np.meshgrid(np.arange(model.n_layers), np.arange(model.n_heads), indexing="ij")
     windows = getattr(model, "attention_windows", None) or (None,) * model.n_layers
     frames = []
@@ -254,11 +267,7 @@ def sink_rate(model, *,
                                         sink_2_share=state[f"sink2|{k}|{s}|{n}"].ravel() / count,
                                         epsilon=epsilon, n_docs=count, sink_by_sequence=by_seq,
                                         sink_2_by_sequence=by_seq2)))
-    df = pd.concat(frames, ignore_index=True)
-    df.insert(0, "model", model.model_name)
-    bos = start_token(model)
-    df["start_text"] = "none" if bos is None else model.tokenizer.decode([bos])
-    return df
+    return frames
 
 
 def _units(indicators) -> str:

@@ -44,13 +44,34 @@ def _small_png(png: bytes, path: Path) -> None:
 
 
 def measure(models: list[str], repeats: int, shots: Path | None, layers: dict | None = None) -> dict:
-    import torch
     from playwright.sync_api import sync_playwright
+
+    record = {}
+    v, out = _build(models, record)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        record["paint"] = _paints(browser, out, repeats)
+        record["file"], record["live"] = [], []
+        _file_clicks(browser, out, v, repeats, shots, record["file"])
+        v.serve(0)
+        try:
+            _live_clicks(browser, v, repeats, shots, record["live"])
+        finally:
+            v.stop()
+        browser.close()
+    record["load_end"] = _load()
+    return record
+
+
+def _build(models: list[str], record: dict):
+    """Loads the models and builds and writes their page, its times and sizes into ``record``; returns the view and
+    the page's path."""
+    import torch
 
     from interp.loading import load
     from poslens.viewer import view
 
-    record = {"models": models, "load_start": _load(), "torch_threads": torch.get_num_threads()}
+    record |= {"models": models, "load_start": _load(), "torch_threads": torch.get_num_threads()}
     t0 = time.perf_counter()
     loaded = [load(m) for m in models]
     record["load_s"] = time.perf_counter() - t0
@@ -65,68 +86,74 @@ def measure(models: list[str], repeats: int, shots: Path | None, layers: dict | 
     record["page"] = str(out)
     record["page_mb"] = out.stat().st_size / 1e6
     print(f"built in {record['build_s']:.0f} s, page {record['page_mb']:.1f} MB", flush=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        paints = []
-        for _ in range(repeats):
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(out.as_uri())
-            page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
-            fcp = page.evaluate("(performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime")
-            paints.append({"fcp_ms": fcp, "grid_ms": page.evaluate("viewer.ready")})
-            page.close()
-        record["paint"] = paints
-        record["file"], record["live"] = [], []
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(out.as_uri())
-        page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
-        for i, m in enumerate(v.data["models"]):
-            for l in _layers(m["n_layers"], repeats):
-                h = l % m["n_heads"]
-                page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
-                t = time.perf_counter()
-                page.mouse.click(*page.evaluate(f"viewer.cellCentre({i}, {l}, {h})"))
-                title = f"layer {l} head {h}"
-                page.wait_for_function(f"document.getElementById('head-title').textContent.endsWith('{title}')")
-                head_ms = (time.perf_counter() - t) * 1e3
-                b = m["precomputed"][-1]
-                page.locator("#pooled").scroll_into_view_if_needed()
-                t = time.perf_counter()
-                page.mouse.click(*page.evaluate(f"viewer.blockCentre({b}, 0)"))
-                page.wait_for_selector("#tokens .tok")
-                record["file"].append({"model": m["name"], "layer": l, "head": h, "head_ms": head_ms,
-                                       "block_ms": (time.perf_counter() - t) * 1e3})
-        if shots is not None:
-            _shots(page, v.data, shots)
-        page.close()
-        v.serve(0)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(v.url)
-            page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
-            for i, m in enumerate(v.data["models"]):
-                free = [b for b in range(m["n_blocks"]) if b not in m["precomputed"]]
-                for j, l in enumerate(_layers(m["n_layers"], repeats)):
-                    h, b = l % m["n_heads"], free[(j + 1) * len(free) // (repeats + 1)]
-                    page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
-                    page.mouse.click(*page.evaluate(f"viewer.cellCentre({i}, {l}, {h})"))
-                    page.locator("#pooled").scroll_into_view_if_needed()
-                    t = time.perf_counter()
-                    page.mouse.click(*page.evaluate(f"viewer.blockCentre({b}, 0)"))
-                    page.wait_for_selector("#tokens .tok", timeout=600_000)
-                    record["live"].append({"model": m["name"], "layer": l, "head": h, "block": b,
-                                           "ms": (time.perf_counter() - t) * 1e3})
-                    print(record["live"][-1], flush=True)
-            if shots is not None:
-                page.screenshot()  # settle
-                png = page.screenshot()
-                _small_png(png, shots / "tokens-live.png")
-        finally:
-            v.stop()
-        browser.close()
-    record["load_end"] = _load()
-    return record
+    return v, out
 
+
+def _ready_page(browser, url: str):
+    """A new page at ``url`` once the viewer has drawn its grid."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
+    return page
+
+
+def _paints(browser, out: Path, repeats: int) -> list[dict]:
+    """Per repeat, a fresh page's first contentful paint and the moment its grid is drawn."""
+    paints = []
+    for _ in range(repeats):
+        page = _ready_page(browser, out.as_uri())
+        fcp = page.evaluate("(performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime")
+        paints.append({"fcp_ms": fcp, "grid_ms": page.evaluate("viewer.ready")})
+        page.close()
+    return paints
+
+
+def _file_clicks(browser, out: Path, v, repeats: int, shots: Path | None, found: list) -> None:
+    """On the page opened from disk, per model and layer, a click on a head until its curves are drawn and on a
+    precomputed block until its rows are shown (the times appended to ``found``); the screenshots, if asked for."""
+    page = _ready_page(browser, out.as_uri())
+    for i, m in enumerate(v.data["models"]):
+        for l in _layers(m["n_layers"], repeats):
+            h = l % m["n_heads"]
+            page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
+            t = time.perf_counter()
+            page.mouse.click(*page.evaluate(f"viewer.cellCentre({i}, {l}, {h})"))
+            title = f"layer {l} head {h}"
+            page.wait_for_function(f"document.getElementById('head-title').textContent.endsWith('{title}')")
+            head_ms = (time.perf_counter() - t) * 1e3
+            b = m["precomputed"][-1]
+            page.locator("#pooled").scroll_into_view_if_needed()
+            t = time.perf_counter()
+            page.mouse.click(*page.evaluate(f"viewer.blockCentre({b}, 0)"))
+            page.wait_for_selector("#tokens .tok")
+            found.append({"model": m["name"], "layer": l, "head": h, "head_ms": head_ms,
+                          "block_ms": (time.perf_counter() - t) * 1e3})
+    if shots is not None:
+        _shots(page, v.data, shots)
+    page.close()
+
+
+def _live_clicks(browser, v, repeats: int, shots: Path | None, found: list) -> None:
+    """On the served page, per model and layer, a click on a block the file does not hold until the server's rows
+    are shown (the times appended to ``found``); the live tokens' screenshot, if asked for."""
+    page = _ready_page(browser, v.url)
+    for i, m in enumerate(v.data["models"]):
+        free = [b for b in range(m["n_blocks"]) if b not in m["precomputed"]]
+        for j, l in enumerate(_layers(m["n_layers"], repeats)):
+            h, b = l % m["n_heads"], free[(j + 1) * len(free) // (repeats + 1)]
+            page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
+            page.mouse.click(*page.evaluate(f"viewer.cellCentre({i}, {l}, {h})"))
+            page.locator("#pooled").scroll_into_view_if_needed()
+            t = time.perf_counter()
+            page.mouse.click(*page.evaluate(f"viewer.blockCentre({b}, 0)"))
+            page.wait_for_selector("#tokens .tok", timeout=600_000)
+            found.append({"model": m["name"], "layer": l, "head": h, "block": b,
+                          "ms": (time.perf_counter() - t) * 1e3})
+            print(found[-1], flush=True)
+    if shots is not None:
+        page.screenshot()  # settle
+        png = page.screenshot()
+        _small_png(png, shots / "tokens-live.png")
 
 def synthetic(n_layers: int, n_heads: int, n: int, repeats: int = 3) -> dict:
     """Page size and first paint of a page with a model's shapes and random numbers (no model run): what the page

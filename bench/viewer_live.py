@@ -31,20 +31,9 @@ def _load() -> str:
 def main(argv=None) -> dict:
     import torch
 
-    from interp.loading import load
-    from poslens.viewer import _ids
-    from poslens.viewer.data import Recorded, block_rows, default_block, recorded_token_level, token_level
-    from poslens.viewer.page import rows_json
+    from poslens.viewer.data import Recorded, default_block
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--write", nargs="+", default=None)
-    ap.add_argument("--model", default="tiny-rope")
-    ap.add_argument("--length", type=int, default=None)
-    ap.add_argument("--layers", type=int, nargs="+", default=None)
-    ap.add_argument("--clicks", type=int, default=3)
-    ap.add_argument("--old", type=int, default=1)
-    a = ap.parse_args(argv)
+    a = _parse(argv)
     if a.write:
         from bench.report import write_section
 
@@ -53,14 +42,7 @@ def main(argv=None) -> dict:
                       "click", text)
         return {}
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if a.model.startswith("tiny-"):
-        from tests.repo_helpers import tiny_repo
-
-        model = tiny_repo(a.model[len("tiny-"):])
-        ids = torch.randint(1, 250, (a.length or 512,), generator=torch.Generator().manual_seed(0)).tolist()
-    else:
-        model = load(a.model)
-        ids = _ids(model, None, a.length)
+    model, ids = _model_and_ids(a.model, a.length)
     n, block = len(ids), default_block(len(ids))
     nb = -(-n // block)
     layers = a.layers or [model.n_layers - 1]
@@ -74,27 +56,8 @@ def main(argv=None) -> dict:
                            for x in recorded.layers.values()) / 1e9
     print(json.dumps({k: rec[k] for k in ("record_s", "record_gb")}), flush=True)
     blocks = sorted({(j + 1) * nb // a.clicks - 1 for j in range(a.clicks)})
-    rec["new"], rec["old"] = [], []
-    for layer in layers:
-        for b in blocks:
-            rows = block_rows(n, block, b)
-            t = time.perf_counter()
-            got = recorded_token_level(recorded, rows, [layer], range(model.n_heads))
-            rows_json(got, block)
-            rec["new"].append({"layer": layer, "block": b, "s": time.perf_counter() - t})
-            print(json.dumps(rec["new"][-1]), flush=True)
-    for layer in layers:
-        for b in blocks[:a.old]:
-            rows = block_rows(n, block, b)
-            new = recorded_token_level(recorded, rows, [layer], range(model.n_heads))
-            t = time.perf_counter()
-            old = token_level(model, ids, rows, [layer], range(model.n_heads))
-            s = time.perf_counter() - t
-            diff = max(abs(x - y) for key in old if old[key][0] == new[key][0]
-                       for x, y in zip(old[key][1], new[key][1]))
-            same_keys = sum(old[key][0] == new[key][0] for key in old) / len(old)
-            rec["old"].append({"layer": layer, "block": b, "s": s, "max_diff": diff, "same_keys": same_keys})
-            print(json.dumps(rec["old"][-1]), flush=True)
+    rec["new"] = _new_clicks(model, recorded, n, block, layers, blocks)
+    rec["old"] = _old_clicks(model, ids, recorded, n, block, layers, blocks[:a.old])
     rec["new_median_s"] = statistics.median(x["s"] for x in rec["new"])
     rec["load_end"] = _load()
     print(json.dumps(rec), flush=True)
@@ -103,6 +66,72 @@ def main(argv=None) -> dict:
             json.dump(rec, f)
     return rec
 
+
+def _parse(argv) -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--write", nargs="+", default=None)
+    ap.add_argument("--model", default="tiny-rope")
+    ap.add_argument("--length", type=int, default=None)
+    ap.add_argument("--layers", type=int, nargs="+", default=None)
+    ap.add_argument("--clicks", type=int, default=3)
+    ap.add_argument("--old", type=int, default=1)
+    return ap.parse_args(argv)
+
+
+def _model_and_ids(name: str, length: int | None) -> tuple:
+    """The model and the viewer's text: ``tiny-MODE`` a tiny random repo model on random token ids (512 unless
+    ``length``), else the loaded model on the built-in window."""
+    import torch
+
+    if name.startswith("tiny-"):
+        from tests.repo_helpers import tiny_repo
+
+        model = tiny_repo(name[len("tiny-"):])
+        return model, torch.randint(1, 250, (length or 512,), generator=torch.Generator().manual_seed(0)).tolist()
+    from interp.loading import load
+    from poslens.viewer import _ids
+
+    model = load(name)
+    return model, _ids(model, None, length)
+
+
+def _new_clicks(model, recorded, n: int, block: int, layers: list[int], blocks: list[int]) -> list[dict]:
+    """Per layer and block, the seconds the server takes to answer a click from the recording."""
+    from poslens.viewer.data import block_rows, recorded_token_level
+    from poslens.viewer.page import rows_json
+
+    out = []
+    for layer in layers:
+        for b in blocks:
+            rows = block_rows(n, block, b)
+            t = time.perf_counter()
+            got = recorded_token_level(recorded, rows, [layer], range(model.n_heads))
+            rows_json(got, block)
+            out.append({"layer": layer, "block": b, "s": time.perf_counter() - t})
+            print(json.dumps(out[-1]), flush=True)
+    return out
+
+
+def _old_clicks(model, ids, recorded, n: int, block: int, layers: list[int], blocks: list[int]) -> list[dict]:
+    """Per layer and block, the seconds of a forward per click, the largest difference of its weights from the
+    recording's where both keep the same keys, and the share of rows that keep the same keys."""
+    from poslens.viewer.data import block_rows, recorded_token_level, token_level
+
+    out = []
+    for layer in layers:
+        for b in blocks:
+            rows = block_rows(n, block, b)
+            new = recorded_token_level(recorded, rows, [layer], range(model.n_heads))
+            t = time.perf_counter()
+            old = token_level(model, ids, rows, [layer], range(model.n_heads))
+            s = time.perf_counter() - t
+            diff = max(abs(x - y) for key in old if old[key][0] == new[key][0]
+                       for x, y in zip(old[key][1], new[key][1]))
+            same_keys = sum(old[key][0] == new[key][0] for key in old) / len(old)
+            out.append({"layer": layer, "block": b, "s": s, "max_diff": diff, "same_keys": same_keys})
+            print(json.dumps(out[-1]), flush=True)
+    return out
 
 INTRO = """Written by `python -m bench.viewer_live --write RUN.json ...` from runs of `python -m bench.viewer_live
 --model M --length N --layers L --json RUN.json` (module docstring), one torch thread, this 2-core machine shared

@@ -47,48 +47,9 @@ def figure(df, width: float | None = None) -> go.Figure:
     fig = make_subplots(rows=len(stats), cols=len(panels), column_titles=titles, shared_xaxes=True,
                         shared_yaxes=narrow, vertical_spacing=0.025, horizontal_spacing=0.04 if narrow else 0.05)
     for c, (model, kind) in enumerate(panels, 1):
-        g = df[(df["model"] == model) & (df["layer_type"] == kind)].sort_values(["layer", "head", "bucket_start"])
-        depth_of = max(1, int(df.loc[df["model"] == model, "layer"].max()))
-        for layer, gl in g.groupby("layer", sort=True):
-            color = _depth_color(layer / depth_of)
-            for r, stat in enumerate(stats, 1):
-                x, y, custom = [], [], []
-                for head, gh in gl.groupby("head", sort=True):
-                    x += list(gh["bucket_centre"]) + [None]
-                    y += list(gh[stat]) + [None]
-                    custom += [[layer, head, a, b, lo, hi] for a, b, lo, hi in
-                               zip(gh["bucket_start"], gh["bucket_end"], gh[f"{stat}_low"],
-                                   gh[f"{stat}_high"])] + [[None] * 6]
-                fig.add_trace(go.Scatter(
-                    x=x, y=y, mode="lines", line=dict(color=color, width=1), opacity=0.8, showlegend=False,
-                    customdata=np.array(custom, dtype=object), name=f"layer {layer}",
-                    hovertemplate=("layer %{customdata[0]} head %{customdata[1]}, "
-                                   "positions %{customdata[2]}-%{customdata[3]}: "
-                                   "%{y:.3g} [%{customdata[4]:.3g}, %{customdata[5]:.3g}]<extra>"
-                                   + f"{model}</extra>")),
-                    row=r, col=c)
-        mean = g.groupby("bucket_start", sort=True).agg(x=("bucket_centre", "first"), **{s: (s, "mean") for s in stats})
-        for r, stat in enumerate(stats, 1):
-            fig.add_trace(go.Scatter(x=mean["x"], y=mean[stat], mode="lines", line=dict(color="black", width=2.5),
-                                     name="mean over heads", legendgroup="mean", showlegend=c == 1 and r == 1,
-                                     hovertemplate="mean over heads: %{y:.3g}<extra>" + f"{model}, {kind}</extra>"),
-                          row=r, col=c)
-    fig.update_xaxes(type="log")
-    fig.update_xaxes(title_text="query position", row=len(stats))
-    for r, stat in enumerate(stats, 1):
-        fig.update_yaxes(title_text=_title(stat), row=r, col=1)
-        if "mass" in stat:
-            fig.update_yaxes(range=[-0.03, 1.03], row=r)
-        elif narrow:  # plotly.js leaves a matched row at its default range once another row's range is set
-            fig.update_yaxes(autorange=True, row=r)
-        if stat == "distance_mean":
-            fig.update_yaxes(type="log", row=r)
-    n = df.groupby("model", sort=False)[["length", "n_docs"]].max()
-    said = ", ".join(f"{m}: {int(r['length'])} tokens x {int(r['n_docs'])} document{'s' if r['n_docs'] > 1 else ''}"
-                     for m, r in n.iterrows())
-    how = ("" if df["interval"].iloc[0] == "none"
-           else f"; hover: {df['confidence'].iloc[0]:.0%} t-interval over documents")
-    title = f"Heads along the context, every query row<br><sup>{said}{how}</sup>"
+        _panel(fig, df, model, kind, stats, c)
+    _axes(fig, stats, narrow)
+    title = f"Heads along the context, every query row<br><sup>{_subtitle(df)}</sup>"
     if narrow:
         return _column(fig, len(stats), width, title)
     # the depth scale: an invisible marker trace carries the colour bar
@@ -101,6 +62,61 @@ def figure(df, width: float | None = None) -> go.Figure:
     fig.update_layout(template=TEMPLATE, height=190 * len(stats) + 170, width=max(700, 330 * len(panels)),
                       margin=dict(t=130), title=title)
     return fig
+
+
+def _panel(fig: go.Figure, df, model: str, kind: str, stats: list[str], c: int) -> None:
+    """Column ``c``: a line per head of ``model``'s ``kind`` layers, coloured by depth, and their mean in black, one row
+    per statistic."""
+    g = df[(df["model"] == model) & (df["layer_type"] == kind)].sort_values(["layer", "head", "bucket_start"])
+    depth_of = max(1, int(df.loc[df["model"] == model, "layer"].max()))
+    for layer, gl in g.groupby("layer", sort=True):
+        color = _depth_color(layer / depth_of)
+        for r, stat in enumerate(stats, 1):
+            x, y, custom = [], [], []
+            for head, gh in gl.groupby("head", sort=True):
+                x += list(gh["bucket_centre"]) + [None]
+                y += list(gh[stat]) + [None]
+                custom += [[layer, head, a, b, lo, hi] for a, b, lo, hi in
+                           zip(gh["bucket_start"], gh["bucket_end"], gh[f"{stat}_low"],
+                               gh[f"{stat}_high"])] + [[None] * 6]
+            fig.add_trace(go.Scatter(
+                x=x, y=y, mode="lines", line=dict(color=color, width=1), opacity=0.8, showlegend=False,
+                customdata=np.array(custom, dtype=object), name=f"layer {layer}",
+                hovertemplate=("layer %{customdata[0]} head %{customdata[1]}, "
+                               "positions %{customdata[2]}-%{customdata[3]}: "
+                               "%{y:.3g} [%{customdata[4]:.3g}, %{customdata[5]:.3g}]<extra>"
+                               + f"{model}</extra>")),
+                row=r, col=c)
+    mean = g.groupby("bucket_start", sort=True).agg(x=("bucket_centre", "first"), **{s: (s, "mean") for s in stats})
+    for r, stat in enumerate(stats, 1):
+        fig.add_trace(go.Scatter(x=mean["x"], y=mean[stat], mode="lines", line=dict(color="black", width=2.5),
+                                 name="mean over heads", legendgroup="mean", showlegend=c == 1 and r == 1,
+                                 hovertemplate="mean over heads: %{y:.3g}<extra>" + f"{model}, {kind}</extra>"),
+                      row=r, col=c)
+
+
+def _axes(fig: go.Figure, stats: list[str], narrow: bool) -> None:
+    """Log position on x; per row its statistic's title and range (masses 0..1, the mean distance on a log scale)."""
+    fig.update_xaxes(type="log")
+    fig.update_xaxes(title_text="query position", row=len(stats))
+    for r, stat in enumerate(stats, 1):
+        fig.update_yaxes(title_text=_title(stat), row=r, col=1)
+        if "mass" in stat:
+            fig.update_yaxes(range=[-0.03, 1.03], row=r)
+        elif narrow:  # plotly.js leaves a matched row at its default range once another row's range is set
+            fig.update_yaxes(autorange=True, row=r)
+        if stat == "distance_mean":
+            fig.update_yaxes(type="log", row=r)
+
+
+def _subtitle(df) -> str:
+    """Each model's length and documents, and the interval shown on hover."""
+    n = df.groupby("model", sort=False)[["length", "n_docs"]].max()
+    said = ", ".join(f"{m}: {int(r['length'])} tokens x {int(r['n_docs'])} document{'s' if r['n_docs'] > 1 else ''}"
+                     for m, r in n.iterrows())
+    how = ("" if df["interval"].iloc[0] == "none"
+           else f"; hover: {df['confidence'].iloc[0]:.0%} t-interval over documents")
+    return f"{said}{how}"
 
 
 def _column(fig: go.Figure, rows: int, width: float, title: str) -> go.Figure:

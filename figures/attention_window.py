@@ -72,58 +72,79 @@ def streaming_figure(df) -> go.Figure:
     fig = make_subplots(rows=2, cols=n, vertical_spacing=0.22, horizontal_spacing=0.08,
                         subplot_titles=[f"{m}: loss along the stream" for m in models]
                         + [f"{m}: mean loss over spans of the stream" for m in models])
-    # a control condition (the stream without its start token) takes its condition's colour, long dashes, open markers
-    # and hatched bars; re-computation, sampled, is drawn as markers
-    base = list(dict.fromkeys(c.removesuffix(CONTROL) for c in df["condition"] if c != "re-computation"))
-    shade = {c: STYLES[min(i, len(STYLES) - 1)] for i, c in enumerate(base)}
-    shade |= {c + CONTROL: (shade[c][0], "longdash") for c in base}
-    shade["re-computation"] = (RECOMPUTE_COLOR, "solid")
-    curves = df[df["position"].notna()]
-    # re-computation's buckets hold a few sampled tokens each: drawn along the stream only where they hold 20 or more
-    few = curves[(curves["condition"] == "re-computation") & (curves["n_tokens"] < 20)]["model"].unique()
-    curves = curves[~((curves["condition"] == "re-computation") & curves["model"].isin(few))]
+    shade = _stream_shades(df)
+    curves = _stream_curves(df)
     shown = set()
     for j, model in enumerate(models, 1):
-        g = curves[curves["model"] == model]
-        first = df[df["model"] == model].iloc[0]
-        for condition, c in g.groupby("condition", sort=False):
-            shown.add(condition)
-            sparse, control = condition == "re-computation", condition.endswith(CONTROL)
-            fig.add_trace(go.Scatter(x=c["position"], y=c["loss"],
-                                     mode="markers" if sparse else "lines+markers", name=condition,
-                                     legendgroup=condition, showlegend=j == 1,
-                                     line=dict(color=shade[condition][0], dash=shade[condition][1]),
-                                     marker=dict(size=8 if sparse else 5, color=shade[condition][0],
-                                                 symbol="diamond" if sparse else "circle-open" if control
-                                                 else "circle"),
-                                     customdata=c[["bucket", "n_tokens"]].values,
-                                     hovertemplate="positions %{customdata[0]}: %{y:.3f} nats "
-                                                   "(%{customdata[1]} tokens)<extra>" + condition + "</extra>"),
-                          row=1, col=j)
-        trained, stream = int(first["trained_length"]), int(first["stream_tokens"])
-        if trained < stream:
-            fig.add_vline(x=trained, line=dict(dash="dash", width=1, color="#444"), row=1, col=j,
-                          annotation_text=f"trained length {trained}", annotation_position="top left")
-        cache = df.loc[df["model"] == model, "cache_size"].dropna()
-        if len(cache) and int(cache.iloc[0]) < stream:
-            fig.add_vline(x=int(cache.iloc[0]), line=dict(dash="dot", width=1, color="#999"), row=1, col=j,
-                          annotation_text=f"cache {int(cache.iloc[0])} full", annotation_position="bottom right")
-        fig.update_xaxes(title_text="position in the stream", row=1, col=j)
-        # re-computation is sampled: its bar stands only beside the same tokens' (the re-computed tokens)
-        bars = df[(df["model"] == model) & df["bucket"].isin(spans)
-                  & ((df["condition"] != "re-computation") | (df["bucket"] == "re-computed tokens"))]
-        for condition, c in bars.groupby("condition", sort=False):
-            fig.add_trace(go.Bar(x=c["bucket"], y=c["loss"], name=condition, legendgroup=condition,
-                                 showlegend=condition not in shown and j == 1,
-                                 marker=dict(color=shade[condition][0],
-                                             pattern_shape="/" if condition.endswith(CONTROL) else ""),
-                                 customdata=c[["n_tokens"]].values,
-                                 hovertemplate="%{x}: %{y:.3f} nats (%{customdata[0]} tokens)<extra>" + condition
-                                               + "</extra>"),
-                          row=2, col=j)
-        fig.update_xaxes(categoryorder="array", categoryarray=spans, row=2, col=j)
+        _stream_losses(fig, df, curves[curves["model"] == model], model, shade, shown, j)
+        _span_bars(fig, df, model, spans, shade, shown, j)
     fig.update_yaxes(title_text="next-token loss (nats)", row=1, col=1)
     fig.update_yaxes(title_text="mean loss (nats)", row=2, col=1)
     fig.update_layout(template=TEMPLATE, height=760, width=max(700, 520 * n), barmode="group",
                       title="Streaming through a rolling KV cache (StreamingLLM)")
     return fig
+
+
+def _stream_shades(df) -> dict:
+    """Each condition's (colour, dash): a control condition (the stream without its start token) takes its
+    condition's colour with long dashes; re-computation green."""
+    base = list(dict.fromkeys(c.removesuffix(CONTROL) for c in df["condition"] if c != "re-computation"))
+    shade = {c: STYLES[min(i, len(STYLES) - 1)] for i, c in enumerate(base)}
+    shade |= {c + CONTROL: (shade[c][0], "longdash") for c in base}
+    shade["re-computation"] = (RECOMPUTE_COLOR, "solid")
+    return shade
+
+
+def _stream_curves(df):
+    """The rows drawn along the stream: re-computation's buckets hold a few sampled tokens each, so its curve is drawn
+    only for a model whose buckets all hold 20 or more."""
+    curves = df[df["position"].notna()]
+    few = curves[(curves["condition"] == "re-computation") & (curves["n_tokens"] < 20)]["model"].unique()
+    return curves[~((curves["condition"] == "re-computation") & curves["model"].isin(few))]
+
+
+def _stream_losses(fig: go.Figure, df, g, model: str, shade: dict, shown: set, j: int) -> None:
+    """Panel ``j`` of the first row: each condition's loss along ``model``'s stream (re-computation as markers, a
+    control with open markers), the trained length and the cache size marked; the conditions drawn join ``shown``."""
+    first = df[df["model"] == model].iloc[0]
+    for condition, c in g.groupby("condition", sort=False):
+        shown.add(condition)
+        sparse, control = condition == "re-computation", condition.endswith(CONTROL)
+        fig.add_trace(go.Scatter(x=c["position"], y=c["loss"],
+                                 mode="markers" if sparse else "lines+markers", name=condition,
+                                 legendgroup=condition, showlegend=j == 1,
+                                 line=dict(color=shade[condition][0], dash=shade[condition][1]),
+                                 marker=dict(size=8 if sparse else 5, color=shade[condition][0],
+                                             symbol="diamond" if sparse else "circle-open" if control
+                                             else "circle"),
+                                 customdata=c[["bucket", "n_tokens"]].values,
+                                 hovertemplate="positions %{customdata[0]}: %{y:.3f} nats "
+                                               "(%{customdata[1]} tokens)<extra>" + condition + "</extra>"),
+                      row=1, col=j)
+    trained, stream = int(first["trained_length"]), int(first["stream_tokens"])
+    if trained < stream:
+        fig.add_vline(x=trained, line=dict(dash="dash", width=1, color="#444"), row=1, col=j,
+                      annotation_text=f"trained length {trained}", annotation_position="top left")
+    cache = df.loc[df["model"] == model, "cache_size"].dropna()
+    if len(cache) and int(cache.iloc[0]) < stream:
+        fig.add_vline(x=int(cache.iloc[0]), line=dict(dash="dot", width=1, color="#999"), row=1, col=j,
+                      annotation_text=f"cache {int(cache.iloc[0])} full", annotation_position="bottom right")
+    fig.update_xaxes(title_text="position in the stream", row=1, col=j)
+
+
+def _span_bars(fig: go.Figure, df, model: str, spans: list[str], shade: dict, shown: set, j: int) -> None:
+    """Panel ``j`` of the second row: each condition's mean loss over the spans of ``model``'s stream (a control's
+    bars hatched); re-computation is sampled, so its bar stands only beside the same tokens' (the re-computed
+    tokens)."""
+    bars = df[(df["model"] == model) & df["bucket"].isin(spans)
+              & ((df["condition"] != "re-computation") | (df["bucket"] == "re-computed tokens"))]
+    for condition, c in bars.groupby("condition", sort=False):
+        fig.add_trace(go.Bar(x=c["bucket"], y=c["loss"], name=condition, legendgroup=condition,
+                             showlegend=condition not in shown and j == 1,
+                             marker=dict(color=shade[condition][0],
+                                         pattern_shape="/" if condition.endswith(CONTROL) else ""),
+                             customdata=c[["n_tokens"]].values,
+                             hovertemplate="%{x}: %{y:.3f} nats (%{customdata[0]} tokens)<extra>" + condition
+                                           + "</extra>"),
+                      row=2, col=j)
+    fig.update_xaxes(categoryorder="array", categoryarray=spans, row=2, col=j)

@@ -44,12 +44,27 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
     for s in subspaces:
         if s not in spaces:
             raise ValueError(f"{model.model_name} has no subspace '{s}' (it has {list(spaces)})")
-    # group of each document per seed: 0..cv_folds-1 training folds, cv_folds test, -1 unused
-    groups = np.full((n_seeds, len(docs)), -1)
+    groups = _groups(len(docs), n_seeds, n_train, n_test, cv_folds, seed)
+    acc = _accumulate(model, docs, groups, layers, subspaces, spaces, cv_folds, seed)
+    return pd.DataFrame(_fits(model, acc, alphas, cv_folds, n_train, n_test, n_seeds))
+
+
+def _groups(n_docs: int, n_seeds: int, n_train: int, n_test: int, cv_folds: int, seed: int) -> np.ndarray:
+    """``[seed, document]``: the group of each document per seed, 0..cv_folds-1 a training fold, cv_folds the test
+    documents, -1 unused."""
+    groups = np.full((n_seeds, n_docs), -1)
     for s in range(n_seeds):
-        order = np.random.default_rng([seed, s]).permutation(len(docs))
+        order = np.random.default_rng([seed, s]).permutation(n_docs)
         groups[s, order[:n_train]] = np.arange(n_train) % cv_folds
         groups[s, order[n_train : n_train + n_test]] = cv_folds
+    return groups
+
+
+def _accumulate(model, docs: list[Window], groups, layers: list, subspaces: list, spaces: dict, cv_folds: int,
+                seed: int) -> dict:
+    """Per (layer, subspace), per seed, the ``Stats`` of each training fold and of the test documents, over the
+    targets and their within-document shuffles; every document's hidden states read once."""
+    n_seeds = len(groups)
     n_targets = 2 * len(TARGETS)  # the targets, then their within-document shuffles
     dims = {name: spaces[name].stop - spaces[name].start for name in subspaces}
     names = [f"blocks.{l}.hook_resid_post" for l in layers]
@@ -91,14 +106,19 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
                     state.update(_stats_state(f"{layer}/{name}/{s}/{g}", Stats.zeros(dims[name], n_targets)))
     state = parallel.fold_items(doc_stats, range(len(docs)), state, add, model=model, batch_size=1,
                                 desc=f"probes {model.model_name}")
-    acc = {(layer, name): [[_state_stats(state, f"{layer}/{name}/{s}/{g}") for g in range(cv_folds + 1)]
-                           for s in range(n_seeds)]
-           for layer in layers for name in subspaces}
+    return {(layer, name): [[_state_stats(state, f"{layer}/{name}/{s}/{g}") for g in range(cv_folds + 1)]
+                            for s in range(n_seeds)]
+            for layer in layers for name in subspaces}
 
-    rows_out = []
-    alphas = np.asarray(alphas, dtype=np.float64)
+
+def _fits(model, acc: dict, alphas, cv_folds: int, n_train: int, n_test: int, n_seeds: int) -> list[dict]:
+    """Per (layer, subspace) and target, the test R^2 over seeds of the probe refitted at the alpha the folds chose,
+    and that alpha's geometric median."""
     from interp.progress import progress
 
+    n_targets = 2 * len(TARGETS)
+    rows_out = []
+    alphas = np.asarray(alphas, dtype=np.float64)
     for (layer, name), per_seed in progress(list(acc.items()), f"probe fits {model.model_name}"):
         scores, chosen = [], []
         for folds in per_seed:
@@ -113,7 +133,7 @@ def fit_position_probes(model, docs: list[Window], *, n_seeds: int = 5, n_train:
                                  r2_mean=float(scores[:, t].mean()), r2_std=float(scores[:, t].std()),
                                  alpha=float(np.exp(np.median(np.log(chosen[:, t])))),
                                  n_train=n_train, n_test=n_test, n_seeds=n_seeds))
-    return pd.DataFrame(rows_out)
+    return rows_out
 
 
 STATS_FIELDS = ("xx", "xy", "yy", "x", "y")

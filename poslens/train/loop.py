@@ -97,13 +97,7 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     """
     out = Path(out_dir)
     state_path = out / STATE_FILE
-    found = next((p for p in (state_path, out / LEGACY_STATE_FILE) if p.exists()), None)
-    if (out / "model.safetensors").exists() and not (force or resume):
-        raise FileExistsError(f"{out} already holds a trained model; pass --resume to extend it or --force to "
-                              "start over")
-    if found is not None and not (resume or force):
-        raise FileExistsError(f"{out} holds an unfinished run ({found.name}); pass --resume to continue or --force "
-                              "to restart")
+    found = _unfinished(out, state_path, resume, force)
     out.mkdir(parents=True, exist_ok=True)
 
     torch.manual_seed(args.seed)
@@ -112,13 +106,7 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     step, history, tokens_seen, elapsed = 0, {"train": [], "validation": []}, 0, 0.0
     if resume and found is not None:
-        state = read_state(found)
-        if state["recipe"] != spec.name or state["args"]["seed"] != args.seed:
-            raise ValueError(f"{state_path} is a run of {state['recipe']} (seed {state['args']['seed']}), "
-                             f"not {spec.name} (seed {args.seed})")
-        model.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
-        opt.load_state_dict(state["optimizer"])
-        step, history, tokens_seen, elapsed = state["step"], state["history"], state["tokens_seen"], state["elapsed"]
+        step, history, tokens_seen, elapsed = _resume(found, state_path, spec, args, model, opt, device)
 
     val_batches = [to_device(b, device) for b in spec.validation()]
     model.train()
@@ -127,18 +115,9 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     running = []
     stop_at = args.steps if session_steps is None else min(args.steps, step + session_steps)
     while step < stop_at:
-        batch = to_device(spec.sample_batch(np.random.default_rng([args.seed, step]), args.batch_size), device)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, args)
-        with torch.autocast("cpu" if model_device(model).type == "cpu" else "cuda", dtype=torch.bfloat16,
-                            enabled=args.bf16):
-            loss = spec.loss(model, batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        loss, tokens = _step(spec, args, model, opt, step, device)
         step += 1
-        tokens_seen += spec.tokens_per_batch(batch)
+        tokens_seen += tokens
         running.append(float(loss.detach()))
         if step % 20 == 0 or step == args.steps:
             history["train"].append([step, float(np.mean(running))])
@@ -155,6 +134,54 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
         return None
 
     model.eval()
+    record = _record(spec, args, model, step, tokens_seen, history, t0, device)
+    save(model, out, training=record, name=spec.name, overwrite=True, dtype=spec.save_dtype)
+    return record
+
+
+def _unfinished(out: Path, state_path: Path, resume: bool, force: bool) -> Path | None:
+    """The unfinished run's state file in ``out``, if any; an error where ``out`` holds a trained model or an
+    unfinished run and neither ``resume`` nor ``force`` says what to do with it."""
+    found = next((p for p in (state_path, out / LEGACY_STATE_FILE) if p.exists()), None)
+    if (out / "model.safetensors").exists() and not (force or resume):
+        raise FileExistsError(f"{out} already holds a trained model; pass --resume to extend it or --force to "
+                              "start over")
+    if found is not None and not (resume or force):
+        raise FileExistsError(f"{out} holds an unfinished run ({found.name}); pass --resume to continue or --force "
+                              "to restart")
+    return found
+
+
+def _resume(found: Path, state_path: Path, spec: TrainSpec, args: TrainArgs, model, opt, device) -> tuple:
+    """Loads the saved weights and optimizer state into ``model`` and ``opt``; returns the step, history, tokens
+    seen and seconds elapsed. The state must be of the same recipe and seed."""
+    state = read_state(found)
+    if state["recipe"] != spec.name or state["args"]["seed"] != args.seed:
+        raise ValueError(f"{state_path} is a run of {state['recipe']} (seed {state['args']['seed']}), "
+                         f"not {spec.name} (seed {args.seed})")
+    model.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
+    opt.load_state_dict(state["optimizer"])
+    return state["step"], state["history"], state["tokens_seen"], state["elapsed"]
+
+
+def _step(spec: TrainSpec, args: TrainArgs, model, opt, step: int, device) -> tuple:
+    """One optimizer step on the batch seeded by (seed, step); returns its loss and its tokens."""
+    batch = to_device(spec.sample_batch(np.random.default_rng([args.seed, step]), args.batch_size), device)
+    for group in opt.param_groups:
+        group["lr"] = lr_at(step, args)
+    with torch.autocast("cpu" if model_device(model).type == "cpu" else "cuda", dtype=torch.bfloat16,
+                        enabled=args.bf16):
+        loss = spec.loss(model, batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss, spec.tokens_per_batch(batch)
+
+
+def _record(spec: TrainSpec, args: TrainArgs, model, step: int, tokens_seen: int, history: dict, t0: float,
+            device: torch.device) -> dict:
+    """The training record written beside the weights: the run, its losses, the machine and any extra evaluation."""
     record = {
         "recipe": spec.name,
         "description": spec.description,
@@ -173,7 +200,6 @@ def train(spec: TrainSpec, out_dir, args: TrainArgs, *, resume: bool = False, fo
     }
     if spec.extra_eval is not None:
         record.update(spec.extra_eval(model))
-    save(model, out, training=record, name=spec.name, overwrite=True, dtype=spec.save_dtype)
     return record
 
 

@@ -166,6 +166,29 @@ def _theta_heads(flat) -> int | None:
     return None
 
 
+def _shape_variant(flat: dict, prefix: str, where: str, first: str, pe, rp_keys: list) -> dict:
+    """The variant read off the keys (DSTG's AP projections, a position table, relative-bias tables, else RoPE) and,
+    for DSTG, ``pos_size`` from its position table, checked against the projections."""
+    if any(first + f"{name}_pos.weight" in flat for name in ("qkv", "qk")):
+        if pe is None:
+            raise CheckpointError(f"{where}: has '{prefix}{first}qkv_pos.weight' (DSTG) but no "
+                                  f"'{prefix}positional_embedding.weight'")
+        pos_in = next((flat[first + f"{n}_pos.weight"] for n in ("qkv", "qk") if first + f"{n}_pos.weight" in flat),
+                      None)
+        if pe.dim() != 2 or (pos_in is not None and pos_in.dim() == 2 and pe.shape[1] != pos_in.shape[1]):
+            raise CheckpointError(f"{where}: key '{prefix}positional_embedding.weight' has shape {list(pe.shape)}, "
+                                  "but the AP projections take "
+                                  f"pos_size={pos_in.shape[1] if pos_in is not None and pos_in.dim() == 2 else '?'} "
+                                  "inputs: expected [max_length + 1, pos_size] (the position table is corrupt)")
+        return {"variant": "disentangled", "pos_size": int(pe.shape[1])}
+    if pe is not None:
+        if rp_keys:
+            raise CheckpointError(f"{where}: has both '{prefix}positional_embedding.weight' and '{prefix}{rp_keys[0]}' "
+                                  "in one stream (an AP + RP baseline), which poslens does not load")
+        return {"variant": "ap"}
+    return {"variant": "rp" if rp_keys else "rope"}
+
+
 def infer_config(flat: dict, prefix: str, where: str) -> dict:
     """``EncoderConfig`` fields read off the shapes of a development state dict (keys without the prefix).
 
@@ -186,27 +209,7 @@ def infer_config(flat: dict, prefix: str, where: str) -> dict:
     rp_keys, theta_keys = _layer_keys(flat, "relative_pos_bias."), _layer_keys(flat, "cls_sep_override.")
     pe = flat.get("positional_embedding.weight", flat.get(FIXED_AP))
     fields: dict = {"vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers[-1] + 1}
-    if any(first + f"{name}_pos.weight" in flat for name in ("qkv", "qk")):
-        fields["variant"] = "disentangled"
-    elif pe is not None:
-        if rp_keys:
-            raise CheckpointError(f"{where}: has both '{prefix}positional_embedding.weight' and '{prefix}{rp_keys[0]}' "
-                                  "in one stream (an AP + RP baseline), which poslens does not load")
-        fields["variant"] = "ap"
-    else:
-        fields["variant"] = "rp" if rp_keys else "rope"
-    if fields["variant"] == "disentangled":
-        if pe is None:
-            raise CheckpointError(f"{where}: has '{prefix}{first}qkv_pos.weight' (DSTG) but no "
-                                  f"'{prefix}positional_embedding.weight'")
-        pos_in = next((flat[first + f"{n}_pos.weight"] for n in ("qkv", "qk") if first + f"{n}_pos.weight" in flat),
-                      None)
-        if pe.dim() != 2 or (pos_in is not None and pos_in.dim() == 2 and pe.shape[1] != pos_in.shape[1]):
-            raise CheckpointError(f"{where}: key '{prefix}positional_embedding.weight' has shape {list(pe.shape)}, "
-                                  "but the AP projections take "
-                                  f"pos_size={pos_in.shape[1] if pos_in is not None and pos_in.dim() == 2 else '?'} "
-                                  "inputs: expected [max_length + 1, pos_size] (the position table is corrupt)")
-        fields["pos_size"] = int(pe.shape[1])
+    fields.update(_shape_variant(flat, prefix, where, first, pe, rp_keys))
     if pe is not None:
         fields["max_length"] = int(pe.shape[0]) - 1
     bucket_keys = [k for k in rp_keys if k.endswith("bucket_indices")]
@@ -411,33 +414,7 @@ def config_from_dev(raw: dict, where: str) -> dict:
               "max_length": _whole(raw, "max_length", 1024, where), "norm_eps": float(eps), "pad_token_id": pad,
               "training_only": training, "inert_config": inert}
     inter = _whole(raw, "intermediate_size", None, where, optional=True) or 4 * hidden
-    if posneobert:
-        if use_rope:
-            raise CheckpointError(f"{where}: config.json sets posneobert and rope (rotary on the AP queries), which "
-                                  "poslens does not load")
-        pos_inter = _whole(raw, "pos_intermediate_size", None, where, optional=True) or 4 * pos
-        fields.update(variant="disentangled", pos_size=pos, d_qk=derived[0], rp_bias=rp,
-                      untie_cls=_switch(raw, "untie_cls", False, where),
-                      mlm_input="semantic" if _switch(raw, "use_only_sem_for_decoding", False, where) else "full",
-                      intermediate_size=_swiglu_width(pos_inter + inter))
-    else:
-        if use_rope:
-            if rp:
-                raise CheckpointError(f"{where}: config.json sets both rope and relative_pos_bias, which the "
-                                      "development code refuses")
-            fields.update(variant="rope", rope_style="interleaved")
-        elif rp:
-            if ap:
-                raise CheckpointError(f"{where}: config.json sets relative_pos_bias with AP_embeddings (an AP + RP "
-                                      "baseline), which poslens does not load; set AP_embeddings false for the RP "
-                                      "baseline")
-            fields.update(variant="rp", untie_cls=False)  # the development code reads untie_cls with posneobert only
-        elif ap:
-            fields["variant"] = "ap"
-        else:
-            raise CheckpointError(f"{where}: config.json has no position information at all (rope, "
-                                  "relative_pos_bias and AP_embeddings all off); poslens does not load NoPE encoders")
-        fields["intermediate_size"] = _swiglu_width(inter)
+    fields.update(_dev_variant(raw, where, posneobert, use_rope, rp, ap, pos, derived[0], inter))
     if pad and fields["variant"] in ("disentangled", "ap"):
         raise _refuse(where, "pad_token_id", pad,
                       f"the development code gives real tokens the AP rows pad_token_id + 1.. "
@@ -448,6 +425,38 @@ def config_from_dev(raw: dict, where: str) -> dict:
     if fields["vocab_size"] == 30522:
         fields["tokenizer"] = "bert-uncased"
     return fields
+
+
+def _dev_variant(raw: dict, where: str, posneobert: bool, use_rope: bool, rp: bool, ap: bool, pos: int, d_qk: int,
+                 inter: int) -> dict:
+    """The variant's fields, from the development config's position switches: DSTG (posneobert), RoPE, RP or AP,
+    each combination the development code or poslens refuses an error."""
+    if posneobert:
+        if use_rope:
+            raise CheckpointError(f"{where}: config.json sets posneobert and rope (rotary on the AP queries), which "
+                                  "poslens does not load")
+        pos_inter = _whole(raw, "pos_intermediate_size", None, where, optional=True) or 4 * pos
+        return dict(variant="disentangled", pos_size=pos, d_qk=d_qk, rp_bias=rp,
+                    untie_cls=_switch(raw, "untie_cls", False, where),
+                    mlm_input="semantic" if _switch(raw, "use_only_sem_for_decoding", False, where) else "full",
+                    intermediate_size=_swiglu_width(pos_inter + inter))
+    if use_rope:
+        if rp:
+            raise CheckpointError(f"{where}: config.json sets both rope and relative_pos_bias, which the "
+                                  "development code refuses")
+        fields = dict(variant="rope", rope_style="interleaved")
+    elif rp:
+        if ap:
+            raise CheckpointError(f"{where}: config.json sets relative_pos_bias with AP_embeddings (an AP + RP "
+                                  "baseline), which poslens does not load; set AP_embeddings false for the RP "
+                                  "baseline")
+        fields = dict(variant="rp", untie_cls=False)  # the development code reads untie_cls with posneobert only
+    elif ap:
+        fields = {"variant": "ap"}
+    else:
+        raise CheckpointError(f"{where}: config.json has no position information at all (rope, "
+                              "relative_pos_bias and AP_embeddings all off); poslens does not load NoPE encoders")
+    return fields | {"intermediate_size": _swiglu_width(inter)}
 
 
 def hf_config(cfg: EncoderConfig) -> dict:

@@ -321,6 +321,16 @@ def _leave(block: Block, _module, _args, output):
     return _replace_hidden(output, block.hook_resid_post)
 
 
+def _parts(module: nn.Module, names: dict) -> dict:
+    """The submodules of ``module`` named in ``names`` (key: dotted name) that it has."""
+    found = {}
+    for key, name in names.items():
+        try:
+            found[key] = module.get_submodule(name)
+        except AttributeError:
+            continue
+    return found
+
 class HFModel(PosLensModel):
     """A transformers model of any architecture the bridge knows, with poslens hooks and capabilities.
 
@@ -364,24 +374,14 @@ class HFModel(PosLensModel):
         attention = RotaryAttention if self.rotary else PlainAttention
         part_names, attn_names = structure.get("parts", {}), structure.get("attn_parts", {})
         mlp_names = structure.get("mlp_parts", {})
-
-        def parts(layer, names):
-            found = {}
-            for key, name in names.items():
-                try:
-                    found[key] = layer.get_submodule(name)
-                except AttributeError:
-                    continue
-            return found
-
         self.d_head = int(getattr(cfg, "head_dim", None) or self.d_model // self.n_heads)
         tl = structure.get("tl", {})
         norm_kind = (tl.get("normalization_type") == "LN", bool(tl.get("rmsnorm_uses_offset")))  # centred, 1 + w
         self.blocks = nn.ModuleList()
         for layer in layers:
-            block_parts = parts(layer, part_names)
-            attn_parts = parts(block_parts["attn"], attn_names) if "attn" in block_parts else {}
-            mlp_parts = parts(block_parts["mlp"], mlp_names) if "mlp" in block_parts else {}
+            block_parts = _parts(layer, part_names)
+            attn_parts = _parts(block_parts["attn"], attn_names) if "attn" in block_parts else {}
+            mlp_parts = _parts(block_parts["mlp"], mlp_names) if "mlp" in block_parts else {}
             self.blocks.append(Block(attention(attn_parts, self.n_heads), block_parts, mlp_parts, norm_kind))
         self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
         final = structure.get("ln_final")
@@ -391,9 +391,13 @@ class HFModel(PosLensModel):
         # each layer's RotarySpec, found by the loader (Capability.ROTARY)
         self.rotary_specs: list = [None] * self.n_layers
         self.setup()
-        # transformers' modules call poslens' hook points through partials of module-level functions, never closures:
-        # a deep copy (interp.controls) copies a partial's hook point with the model, so a copy fires its own hooks
-        structure["embed"].register_forward_hook(functools.partial(_fire, self.hook_embed))
+        self._register_hooks(structure["embed"], layers, final)
+
+    def _register_hooks(self, embed: nn.Module, layers, final) -> None:
+        """The forward hooks on transformers' modules that fire poslens' hook points. They are partials of
+        module-level functions, never closures: a deep copy (interp.controls) copies a partial's hook point with the
+        model, so a copy fires its own hooks."""
+        embed.register_forward_hook(functools.partial(_fire, self.hook_embed))
         if self.pos_table is not None:
             self.pos_table.register_forward_hook(functools.partial(_fire, self.hook_pos_embed))
         for layer, block in zip(layers, self.blocks):
