@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 
-from analyses.registry import Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.registry import Choices, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, REPO, Run
 from corpora.answers import answer_budget, answered_prefix, stop_ids
 from corpora.niah import OTHER, PARTS, prompts_for
@@ -84,10 +84,9 @@ def summary(df):
                    per_model={"smollm2": dict(n_docs=4, length=256)}, section=REPO),
           memory=Run(("repo-small",), dict(length=256, preamble=False)))
 def attention_mass(model, *,
-                   n_docs: Annotated[int, Help("NIAH prompts"), Range(1), Cli(aliases=("--n-samples",)),
-                                   NotWith(("prompts",))] = 16,
+                   n_docs: Annotated[int, Help("NIAH prompts"), Range(1), NotWith(("prompts",))] = 16,
                    length: Annotated[int, Help("prompt length in the model's tokens (16 more must fit for the answer)"),
-                                     Range(32), Fits(margin=16), Cli(aliases=("--context-tokens",))] = 512,
+                                     Range(32), Fits(margin=16)] = 512,
                    depth: Annotated[float, Help("needle depth in [0, 1] (default: spread evenly)"), Range(0, 1)] = None,
                    haystack: Annotated[str, Help("wiki (English prose) or noise (RULER's repeated sentences)"),
                                        Choices(("wiki", "noise")), NotWith(("texts", "prompts"))] = "wiki",

@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import may_be_nan
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import HEADS, Run
 from interp.capabilities import Capability
 
@@ -222,15 +222,15 @@ def summary(df):
             influence_rp="the model does not decompose its attention logits")
 def head_profiles(model, *,
                   n_docs: Annotated[int, Help("contexts for the attention masses (built-in Wikipedia windows)"),
-                                    Range(1), Cli(aliases=("--n-contexts",)), NotWith(("texts", "tokens"))] = 8,
-                  length: Annotated[int, Help("tokens per context (at most the model's context)"), Range(3), Fits(),
-                                    Cli(aliases=("--context-tokens",))] = 512,
+                                    Range(1), NotWith(("texts", "tokens"))] = 8,
+                  length: Annotated[int, Help("tokens per context (at most the model's context)"), Range(3),
+                                    Fits()] = 512,
                   max_rows: Annotated[int, Help("query rows read per context: 0 (default) every row 1..N-1; a "
                                                 "number, that many evenly spaced"), Range(0)] = EVERY_ROW,
                   local_window: Annotated[int, Help("keys within this distance (token itself excluded) count as local"),
                                           Range(1)] = 8,
                   niah_prompts: Annotated[int, Help("NIAH prompts for needle mass and retrieval score (causal LMs)"),
-                                          Range(1), Cli(aliases=("--n-samples",)), NotWith(("prompts",))] = 8,
+                                          Range(1), NotWith(("prompts",))] = 8,
                   niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (causal LMs; 16 more "
                                                    "must fit for the answer; default: 512, lowered to fit)"), Range(32),
                                        Fits(margin=16, only=Capability.CAUSAL_LM)] = 512,

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import may_be_nan
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DSTG, Run
 from interp.capabilities import Capability
 
@@ -141,8 +141,7 @@ def summary(df):
 def kl_ablation(model, *,
                 n_docs: Annotated[int, Help("documents (English Wikipedia leads joined up to the input length)"),
                                   Range(1), NotWith()] = 500,
-                length: Annotated[int, Help("tokens per document"), Range(2), Fits(),
-                                  Cli(aliases=("--max-tokens",))] = 512,
+                length: Annotated[int, Help("tokens per document"), Range(2), Fits()] = 512,
                 rp_support: Annotated[float, Help("RP influence from which a semantic head counts as RP-supported"),
                                       Range(0, 1)] = RP_SUPPORT,
                 seed: int = 0, documents=None) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 
 from analyses.nan_policy import may_be_nan
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window, no_grad
+from analyses.registry import Fits, Help, NotWith, Range, analysis, check_window, no_grad
 from analyses.runs import INC, INCREMENT_MODELS, Run
 from interp.capabilities import Capability
 from interp.tokenizers import ByteTokenizer, TokenizerError
@@ -87,10 +87,8 @@ def summary(df):
             trained_tokens="no training.json beside the checkpoint",
             training_validation_loss="no training.json beside the checkpoint")
 def loss_neutrality(model, *,
-                    n_docs: Annotated[int, Help("held-out windows per language"), Range(1),
-                                      Cli(aliases=("--n-windows",)), NotWith()] = 64,
-                    length: Annotated[int, Help("window length in bytes"), Range(4), Fits(),
-                                      Cli(aliases=("--context",))] = 512,
+                    n_docs: Annotated[int, Help("held-out windows per language"), Range(1), NotWith()] = 64,
+                    length: Annotated[int, Help("window length in bytes"), Range(4), Fits()] = 512,
                     seed: int = 0,
                     n_boot: Annotated[int, Help("bootstrap resamples (of windows) for the 95% interval"),
                                       Range(1)] = 1000,

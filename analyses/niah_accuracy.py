@@ -51,7 +51,7 @@ def summary(df):
 def niah_accuracy(model, *,
                   lengths: Annotated[tuple[int, ...], Help("context length(s), comma-separated or repeated"), Range(32),
                                      Fits(margin=16), Cli("--length")] = (512, 1024, 2048),
-                  n_docs: Annotated[int, Help("prompts per length"), Range(1), Cli(aliases=("--n-samples",))] = 32,
+                  n_docs: Annotated[int, Help("prompts per length"), Range(1)] = 32,
                   haystack: str = "wiki", preamble: bool = False, seed: int = 1, documents=None) -> pd.DataFrame:
     """Needle-in-a-haystack retrieval accuracy (greedy exact match) at several context lengths, beyond the training
     length included: where a position scheme stops extrapolating.

@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import may_be_nan
-from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, OptionError, Range, analysis
+from analyses.registry import Adapts, Choices, Fits, Help, NotWith, OptionError, Range, analysis
 from analyses.runs import DSTG, ENCODERS, Run
 from interp.capabilities import Capability
 
@@ -116,8 +116,8 @@ def position_probes(model, *,
                                                 "documents)"),
                                       Range(1), Adapts(lambda m, o: _split(o)[1])] = 100,
                     n_seeds: Annotated[int, Help("train/test splits"), Range(1)] = 5,
-                    length: Annotated[int, Help("tokens per document (at most the model's context)"), Range(2), Fits(),
-                                      Cli(aliases=("--max-tokens",))] = 512,
+                    length: Annotated[int, Help("tokens per document (at most the model's context)"), Range(2),
+                                      Fits()] = 512,
                     targets: Annotated[tuple[str, ...], Help("positions to probe (default: every one the documents "
                                                              "give: segment and intra need segment boundaries)"),
                                        Choices(TARGETS), Adapts(_default_targets)] = TARGETS,

@@ -98,9 +98,8 @@ def ranges_summary(df):
                    per_model={"smollm2": dict(n_docs=2, length=256)}, section=REPO),
           memory=Run(("repo-small",), dict(length=256)))
 def position_ranges(model, *,
-                    n_docs: Annotated[int, Help("contexts"), Range(1), Cli(aliases=("--n-contexts",)), NotWith()] = 8,
-                    length: Annotated[int, Help("tokens per context"), Range(2), Fits(),
-                                      Cli(aliases=("--context-tokens",))] = 512,
+                    n_docs: Annotated[int, Help("contexts"), Range(1), NotWith()] = 8,
+                    length: Annotated[int, Help("tokens per context"), Range(2), Fits()] = 512,
                     source: SOURCE = "niah", seed: int = 0, documents=None) -> pd.DataFrame:
     """Range d = max - min of the positions each head assigns within a context, across heads: small d means a head
     packs the context into a narrow span (local re-organisation), large d a wide one; integer RoPE gives d = N - 1.
@@ -183,8 +182,7 @@ def position_patterns(model, *,
                                         Below("n_layers"), Cli("--layer")] = None,
                       heads: Annotated[tuple[int, ...], Help("head(s) to plot (default: all)"), Below("n_heads"),
                                        Cli("--head")] = None,
-                      length: Annotated[int, Help("tokens in the context"), Range(2), Fits(),
-                                        Cli(aliases=("--context-tokens",))] = 256,
+                      length: Annotated[int, Help("tokens in the context"), Range(2), Fits()] = 256,
                       source: SOURCE = "niah",
                       jump_factor: Annotated[float, Help("a jump is a step above this many median steps"),
                                              Range(0)] = 5.0,

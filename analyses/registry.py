@@ -6,7 +6,7 @@ the function itself:
 
 - its options are the keyword parameters annotated ``Annotated[type, Help("..."), constraints...]``: the
   default is the parameter's own, the command-line flag is ``--name-with-dashes`` unless ``Cli(...)``
-  spells it otherwise (old spellings stay as aliases, and as deprecated keywords in Python);
+  spells it otherwise;
 - constraints are checked before any work starts: ``Range`` and ``Choices`` on the value alone (before
   models load), ``Fits`` / ``Below`` against each model (right after it loads, before the analysis runs);
   ``NotWith`` marks an option of the built-in input that the user's documents replace;
@@ -147,10 +147,9 @@ class Below:
 
 @dataclass(frozen=True)
 class Cli:
-    """How the command line spells and reads an option: ``flag`` replaces ``--name``, ``aliases`` are older
-    spellings, ``convert`` turns the text (a list of texts for a repeatable option) into the Python value."""
+    """How the command line spells and reads an option: ``flag`` replaces ``--name``, ``convert`` turns the text (a
+    list of texts for a repeatable option) into the Python value."""
     flag: str | None = None
-    aliases: tuple[str, ...] = ()
     convert: Callable | None = None
     multiple: bool | None = None
     metavar: str | None = None
@@ -163,7 +162,6 @@ class Option:
     default: object
     help: str
     flag: str
-    aliases: tuple[str, ...] = ()
     multiple: bool = False
     checks: tuple = ()  # Range / Choices, applied to each value
     model_checks: tuple = ()  # Fits / Below
@@ -251,7 +249,7 @@ def _options(function: Callable) -> tuple[Option, ...]:
         item = typing.get_args(base)[0] if origin in (tuple, list) else base
         out.append(Option(
             name=p.name, type=item, default=p.default, help=next(m.text for m in meta if isinstance(m, Help)),
-            flag=cli.flag or "--" + p.name.replace("_", "-"), aliases=cli.aliases, multiple=multiple,
+            flag=cli.flag or "--" + p.name.replace("_", "-"), multiple=multiple,
             checks=tuple(m for m in meta if isinstance(m, (Range, Choices))),
             model_checks=tuple(m for m in meta if isinstance(m, (Fits, Below))), convert=cli.convert,
             metavar=cli.metavar, adapts=next((m.rule for m in meta if isinstance(m, Adapts)), None),

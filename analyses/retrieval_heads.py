@@ -70,7 +70,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import integer_columns, may_be_nan
-from analyses.registry import Choices, Cli, Fits, Help, Range, analysis, no_grad
+from analyses.registry import Choices, Fits, Help, Range, analysis, no_grad
 from analyses.runs import HEADS, KNOWN, PRETRAINED, Run
 from interp.capabilities import Capability
 
@@ -257,7 +257,7 @@ def retrieval_heads(model, *,
                                        Choices(MASKINGS)] = "query",
                     n_docs: Annotated[int, Help("NIAH prompts the retrieval scores are read on"), Range(1)] = 8,
                     niah_prompts: Annotated[int, Help("other NIAH prompts retrieval is measured on under each masking"),
-                                            Range(1), Cli(aliases=("--n-samples",))] = 8,
+                                            Range(1)] = 8,
                     length: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for "
                                                 "the answer)"),
                                       Range(32), Fits(margin=16)] = 512,

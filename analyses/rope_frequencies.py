@@ -63,7 +63,7 @@ import math
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import integer_columns, may_be_nan
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, no_grad
+from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
 from interp.capabilities import Capability
 
@@ -298,8 +298,7 @@ def rope_frequencies(model, *,
                      fraction: Annotated[float, Help("share of each layer's bands removed or unrotated"),
                                          Range(0.01, 1)] = 0.25,
                      niah_prompts: Annotated[int, Help("NIAH prompts for retrieval under each condition (0: none)"),
-                                             Range(0),
-                                          Cli(aliases=("--n-samples",))] = 8,
+                                             Range(0)] = 8,
                      niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit "
                                                       "for the answer)"), Range(32), Fits(margin=16)] = 512,
                      long_length: Annotated[int, Help("tokens per context for the effects at a longer length, e.g. "

@@ -30,7 +30,7 @@ import numpy as np
 
 from analyses.increment_hooks import byte_model, increment_labels, increments
 from analyses.nan_policy import may_be_nan
-from analyses.registry import Cli, Fits, Help, NotWith, Range, analysis, check_window
+from analyses.registry import Fits, Help, NotWith, Range, analysis, check_window
 from analyses.runs import INC, INCREMENT_MODELS, Run
 from analyses.stats import bootstrap_auc, roc_auc
 from corpora.documents import Window
@@ -171,12 +171,11 @@ def summary(df):
 def word_boundaries(
     model,
     *,
-    n_docs: Annotated[int, Help("documents read at most"), Range(1), Cli(aliases=("--max-docs",)),
+    n_docs: Annotated[int, Help("documents read at most"), Range(1),
                           NotWith()] = 300,
     max_gaps: Annotated[int, Help("stop after the document that brings the gap count to this"), Range(1),
                             NotWith()] = 40_000,
-    length: Annotated[int, Help("window length in bytes (at most the model's context)"), Range(4), Fits(),
-                      Cli(aliases=("--max-bytes",))] = 512,
+    length: Annotated[int, Help("window length in bytes (at most the model's context)"), Range(4), Fits()] = 512,
     n_boot: Annotated[int, Help("bootstrap resamples (of documents) for the 95% interval"), Range(1)] = 1000,
     seed: int = 0,
     batch_size: int = 8,

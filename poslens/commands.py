@@ -11,6 +11,8 @@ import argparse
 import re
 
 from analyses.registry import OptionError
+from interp.deprecation import warn
+from poslens.deprecated import flag_spelling, old_flags
 
 DTYPE_HELP = ("precision the models run in: float32 (default), bfloat16 or float16 (recorded in provenance; README "
               "'Half precision' says how far bfloat16 statistics sit from float32 ones)")
@@ -42,9 +44,10 @@ def add_analysis_commands(sub) -> None:
         p.add_argument("--format", default=None, metavar="FORMATS",
                        help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser "
                             "is found)")
+        old = old_flags(analysis.name)
         for opt in analysis.options:
-            p.add_argument(opt.flag, **_argument(opt))
-            for alias in opt.aliases:  # its own destination, so that errors can say what the user typed
+            p.add_argument(opt.flag, **_argument(opt, old.get(opt.name, ())))
+            for alias in old.get(opt.name, ()):  # its own destination, so that errors can say what the user typed
                 p.add_argument(alias, **dict(_argument(opt), dest=_alias_dest(opt, alias), help=argparse.SUPPRESS))
         merge.add_shard_arguments(p)
         p.set_defaults(func=cmd_analyze, spec=analysis)
@@ -78,15 +81,16 @@ class _Help(argparse.HelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
-def _argument(opt) -> dict:
+def _argument(opt, aliases: tuple[str, ...] = ()) -> dict:
     """argparse keywords for one declared option: values stay text (parsed and checked by the declaration,
-    so a bad value gets one line naming it), and an option not given is absent (its default is the function's)."""
+    so a bad value gets one line naming it), and an option not given is absent (its default is the function's);
+    its help names its old flags (``aliases``)."""
     text = opt.help
     if opt.convert is None and opt.default is not None and opt.type is not bool:
         shown = ",".join(map(str, opt.default)) if isinstance(opt.default, tuple) else opt.default
         text += f" (default: {shown})"
-    if opt.aliases:
-        text += f" (formerly {', '.join(opt.aliases)})"
+    if aliases:
+        text += f" (formerly {', '.join(aliases)})"
     kw = dict(dest=opt.name, default=argparse.SUPPRESS, help=text.replace("%", "%%"))
     if opt.type is bool and opt.convert is None:
         return dict(kw, action=argparse.BooleanOptionalAction)
@@ -100,14 +104,18 @@ def _alias_dest(opt, alias: str) -> str:
 
 
 def spelled(args: argparse.Namespace, spec) -> dict[str, str]:
-    """Gather each option given under an old spelling into its own name; ``{option: the spelling typed}`` for
-    those, so errors name what the user wrote. One option given under two spellings is refused."""
-    ns, typed = vars(args), {}
+    """Gather each option given under an old flag (``poslens.deprecated.old_flags``) into its own name, with the
+    table's warning; ``{option: the spelling typed}`` for those, so errors name what the user wrote. One option given
+    under two spellings is refused. The warning is the caller's of ``poslens.cli.main`` (``__main__`` for the
+    console script), so Python's filters show it on the command line as for a script's own deprecated call."""
+    ns, typed, old = vars(args), {}, old_flags(spec.name)
     for opt in spec.options:
-        given = ([opt.flag] if opt.name in ns else []) + [a for a in opt.aliases if _alias_dest(opt, a) in ns]
+        given = ([opt.flag] if opt.name in ns else []) + [a for a in old.get(opt.name, ())
+                                                          if _alias_dest(opt, a) in ns]
         if len(given) > 1:
             raise OptionError(f"{' and '.join(given)} are one option ({opt.flag}): give it once")
         if given and given[0] != opt.flag:
+            warn(flag_spelling(spec.name, given[0]), opt.flag, stacklevel=4)  # spelled < cmd_analyze < main
             ns[opt.name] = ns.pop(_alias_dest(opt, given[0]))
             typed[opt.name] = given[0]
     return typed

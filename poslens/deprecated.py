@@ -14,6 +14,9 @@ where the new spelling takes other arguments, the same behaviour. The kinds of e
   ``wrap(module.name)`` as the module is imported, so the old spelling is mapped before the function runs;
 - ``Said(old, new, where)``: a spelling still mapped where it is read (``where``): listed here so that README.md
   lists it;
+- ``Flag(analysis, old, option)``: an option's old command-line flag, which ``poslens analyze ANALYSIS`` still parses
+  as ``option`` (``poslens.commands``; the core's options declare no old flags), and whose keyword (``--n-samples``:
+  ``n_samples=``) the analysis still reads in Python;
 - ``Column(analysis, old, new)`` / ``Filled(analysis, column, value, when)``: a result column's old name, or a column
   an older poslens did not write, mapped wherever poslens reads a CSV back (``figures.read_table``, so ``poslens
   figure``; ``poslens.known_results``) before any figure code runs.
@@ -39,7 +42,8 @@ from dataclasses import dataclass, field
 
 from interp.deprecation import REMOVAL, PoslensDeprecationWarning, message, warn
 
-__all__ = ["REMOVAL", "TABLE", "RemovedError", "install", "message", "warn", "markdown", "current_columns"]
+__all__ = ["REMOVAL", "TABLE", "RemovedError", "install", "message", "warn", "markdown", "current_columns",
+           "old_flags"]
 
 FAMILIES = ("bert", "encoder", "hf", "increments", "llama", "repo")
 
@@ -134,6 +138,25 @@ class Said:
 
     def rows(self):
         return [(self.old, self.new)]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """``poslens analyze {analysis} {old}`` is now the option ``option`` (spelled by its own flag), and ``old``'s
+    keyword (``keyword``) is ``option=``."""
+    analysis: str
+    old: str
+    option: str
+
+    @property
+    def keyword(self) -> str:
+        return self.old.lstrip("-").replace("-", "_")
+
+    def rows(self):
+        from analyses.registry import get
+
+        flag = next(o.flag for o in get(self.analysis).options if o.name == self.option)
+        return [(f"`{flag_spelling(self.analysis, self.old)}`, `{self.keyword}=`", f"`{flag}`, `{self.option}=`")]
 
 
 @dataclass(frozen=True)
@@ -497,10 +520,19 @@ def _analysis(analysis):
 INPUT_KEYWORDS = ("docs", "token_ids", "samples", "texts")  # what documents= was called before it was one keyword
 
 
+def old_flags(analysis: str) -> dict[str, tuple[str, ...]]:
+    """``{option: (old flags, ...)}`` of ``analysis`` (its ``Flag`` entries): what ``poslens analyze`` still parses."""
+    out: dict[str, tuple] = {}
+    for entry in TABLE:
+        if isinstance(entry, Flag) and entry.analysis == analysis:
+            out[entry.option] = out.get(entry.option, ()) + (entry.old,)
+    return out
+
+
 def old_keywords(spec) -> dict[str, str]:
-    """An analysis' old Python keywords, ``{old: option}``: its options' old command-line spellings (``Cli(aliases=)``,
-    ``--n-samples`` -> ``n_samples=``)."""
-    return {a.lstrip("-").replace("-", "_"): o.name for o in spec.options for a in o.aliases}
+    """An analysis' old Python keywords, ``{old: option}``: its options' old flags (``--n-samples`` ->
+    ``n_samples=``)."""
+    return {e.keyword: e.option for e in TABLE if isinstance(e, Flag) and e.analysis == spec.name}
 
 
 def _current_keywords(spec, kwargs: dict, stacklevel: int) -> dict:
@@ -649,6 +681,25 @@ TABLE: tuple = (
     Wrapped("an analysis' old keywords: its options' old flags (`n_samples=` for `--n-samples`, ...) and `docs=`, "
             "`token_ids=`, `samples=`, `texts=`", "the option's name; `documents=`", "analyses.registry", "Analysis",
             _analysis_record),
+    # options' old command-line flags (poslens analyze ANALYSIS OLD), and their keywords in Python
+    Flag("loss-neutrality", "--n-windows", "n_docs"),
+    Flag("loss-neutrality", "--context", "length"),
+    Flag("word-boundaries", "--max-docs", "n_docs"),
+    Flag("word-boundaries", "--max-bytes", "length"),
+    Flag("niah-accuracy", "--n-samples", "n_docs"),
+    Flag("attention-mass", "--n-samples", "n_docs"),
+    Flag("attention-mass", "--context-tokens", "length"),
+    Flag("position-ranges", "--n-contexts", "n_docs"),
+    Flag("position-ranges", "--context-tokens", "length"),
+    Flag("position-patterns", "--context-tokens", "length"),
+    Flag("kl-ablation", "--max-tokens", "length"),
+    Flag("compare-heads", "--max-tokens", "length"),
+    Flag("position-probes", "--max-tokens", "length"),
+    Flag("head-profiles", "--n-contexts", "n_docs"),
+    Flag("head-profiles", "--context-tokens", "length"),
+    Flag("head-profiles", "--n-samples", "niah_prompts"),
+    Flag("rope-frequencies", "--n-samples", "niah_prompts"),
+    Flag("retrieval-heads", "--n-samples", "niah_prompts"),
     Alias("analyses.runs.runs", "@analysis(..., small=Run(...), main=..., real=..., memory=...)", lambda: _runs),
     Said("threads.choose(load=)", "busy=, the cores other processes keep busy", "poslens.threads.choose"),
     # result columns, read back under their new names wherever poslens reads a CSV (figures.read_table: poslens figure)
@@ -716,6 +767,11 @@ def columns() -> dict[str, dict[str, str]]:
         if isinstance(entry, Column):
             out.setdefault(entry.analysis, {}).update(_pairs(entry.old, entry.new))
     return out
+
+
+def flag_spelling(analysis: str, flag: str) -> str:
+    """How README.md and the warning write an old flag: ``poslens analyze retrieval-heads --n-samples``."""
+    return f"poslens analyze {analysis} {flag}"
 
 
 def column_spelling(analysis: str, column: str) -> str:

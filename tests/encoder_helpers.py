@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from interp.families.encoder.model import EncoderConfig, EncoderModel
+from tests.helpers import randomized
 
 SMALL = dict(vocab_size=64, hidden_size=24, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
              max_length=48)
@@ -28,17 +29,8 @@ VARIANTS = {
 def tiny_encoder(variant: str = "disentangled", seed: int = 0, **overrides) -> EncoderModel:
     """A small encoder with weights random enough that every head, stream and theta differs."""
     torch.manual_seed(seed)
-    model = EncoderModel(EncoderConfig(**{**SMALL, **VARIANTS[variant], **overrides}))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            elif "thetas" in name or "relative_attention_bias" in name:
-                p.copy_(torch.randn_like(p))
-            else:
-                p.copy_(0.3 * torch.randn_like(p))
-    model.model_name = f"tiny-{variant}"
-    return model.eval()
+    return randomized(EncoderModel(EncoderConfig(**{**SMALL, **VARIANTS[variant], **overrides})), f"tiny-{variant}",
+                      0.3, unit=("thetas", "relative_attention_bias"))
 
 
 def token_ids(model, batch: int = 2, n: int = 11, seed: int = 1) -> torch.Tensor:

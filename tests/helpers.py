@@ -1,5 +1,5 @@
-"""Test helpers: tiny models of every variant with non-trivial weights, and an independent reference
-implementation of the upstream learned-increments forward pass."""
+"""Test helpers: tiny models of every variant with non-trivial weights (``randomized``, which the RePo and encoder
+helpers use too), and an independent reference implementation of the upstream learned-increments forward pass."""
 
 from __future__ import annotations
 
@@ -27,18 +27,26 @@ def tiny_config(**overrides) -> IncrementConfig:
     return IncrementConfig(**{**base, **overrides})
 
 
+def randomized(model, name: str, scale: float, unit: tuple[str, ...] = ()):
+    """``model`` with every parameter redrawn from the caller's seed, in order: norms ``1 + N(0, 0.1)``, those whose
+    name contains one of ``unit`` ``N(0, 1)``, the rest ``N(0, scale)`` (so every head and position differs); named
+    ``name``, in eval mode."""
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if "norm" in pname:
+                p.copy_(1 + 0.1 * torch.randn_like(p))
+            elif any(u in pname for u in unit):
+                p.copy_(torch.randn_like(p))
+            else:
+                p.copy_(scale * torch.randn_like(p))
+    model.model_name = name
+    return model.eval()
+
+
 def tiny_model(variant: str = "per-layer", seed: int = 0, scale: float = 0.3, **overrides) -> IncrementTransformer:
     """A small model whose weights are random enough that every increment and head differs."""
     torch.manual_seed(seed)
-    model = IncrementTransformer(tiny_config(**{**VARIANTS[variant], **overrides}))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            else:
-                p.copy_(scale * torch.randn_like(p))
-    model.model_name = f"tiny-{variant}"
-    return model.eval()
+    return randomized(IncrementTransformer(tiny_config(**{**VARIANTS[variant], **overrides})), f"tiny-{variant}", scale)
 
 
 # ---- independent reference: the upstream forward written from its description ------------------------

@@ -1,4 +1,6 @@
-"""Tiny random Hugging Face checkpoints of many architectures, written with transformers itself."""
+"""Tiny random Hugging Face checkpoints of many architectures, written with transformers itself: the architectures of
+``CONFIGS`` (d 64), Llama and BERT directories of the poslens families' example sizes (``Family.examples()``), and
+Gemma 3 with its two kinds of layer."""
 
 from __future__ import annotations
 
@@ -53,12 +55,74 @@ def spread_weights(model):
 
 def write_tiny_hf(kind: str, directory, seed: int = 0, **overrides):
     """Save a tiny model as a Hugging Face directory (no tokenizer files); returns the transformers model."""
-    model = tiny_hf(kind, seed, **overrides)
-    model.save_pretrained(directory)
-    return model
+    return _written(directory, seed, lambda: tiny_hf(kind, seed, **overrides))
+
+
+def eager(model_cls, directory):
+    """The checkpoint in ``directory`` read back by transformers with its eager attention, in float32: the independent
+    reference."""
+    return model_cls.from_pretrained(directory, attn_implementation="eager", dtype=torch.float32).eval()
 
 
 def reference(kind: str, directory):
-    """The same checkpoint read back by transformers with its eager attention: the independent reference."""
-    _, model_cls, _ = CONFIGS[kind]
-    return model_cls.from_pretrained(directory, attn_implementation="eager", dtype=torch.float32).eval()
+    return eager(CONFIGS[kind][1], directory)
+
+
+def reread(model, directory):
+    """``model`` saved to ``directory`` and read back by transformers (``eager``)."""
+    model.save_pretrained(directory)
+    return eager(type(model), directory)
+
+
+EXAMPLE_SIZES = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                 "vocab_size", "max_position_embeddings")
+
+
+def example_sizes(family: str) -> dict:
+    """The sizes of ``family``'s tiny example (``Family.examples()``) in the config it exports, which transformers
+    reads (the llama and bert families): a transformers checkpoint of that size is declared by the family alone."""
+    from interp.families import get
+
+    config = get(family).export(get(family).examples()[0])[0]
+    sizes = {k: config[k] for k in EXAMPLE_SIZES if k in config}
+    assert len(sizes) >= len(EXAMPLE_SIZES) - 1, (family, config)  # never transformers' defaults (billions of weights)
+    return sizes
+
+
+def _written(directory, seed: int, build):
+    """``build()`` from ``seed``, saved by transformers to ``directory``; the transformers model, in eval mode."""
+    torch.manual_seed(seed)
+    hf = build().eval()
+    hf.save_pretrained(directory)
+    return hf
+
+
+def tiny_hf_llama(directory, seed: int = 0, **overrides):
+    """A random LlamaForCausalLM of the llama family's example size (untied head), written (``_written``)."""
+    config = T.LlamaConfig(**{**example_sizes("llama"), "tie_word_embeddings": False, **overrides})
+    return _written(directory, seed, lambda: T.LlamaForCausalLM(config))
+
+
+def tiny_hf_bert(directory, seed: int = 0, **overrides):
+    """A random BertModel (with its pooler) of the bert family's example size, written (``_written``)."""
+    config = T.BertConfig(**{**example_sizes("bert"), **overrides})
+    return _written(directory, seed, lambda: T.BertModel(config, add_pooling_layer=True))
+
+
+def gemma3_config(sliding: int, full_rope: dict, **overrides) -> dict:
+    """Gemma 3's layout in small, as ``Gemma3TextConfig`` keywords: ``sliding`` sliding layers (plain RoPE, theta 1e4;
+    6 keys unless ``overrides`` say otherwise) then one global layer rotated by ``full_rope``, one key head of 16."""
+    return {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": sliding + 1, "num_attention_heads": 4,
+            "num_key_value_heads": 1, "head_dim": 16, "query_pre_attn_scalar": 16, "vocab_size": VOCAB,
+            "max_position_embeddings": POSITIONS, "sliding_window": 6,
+            "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                "full_attention": full_rope},
+            "layer_types": ["sliding_attention"] * sliding + ["full_attention"], "pad_token_id": 0, "bos_token_id": 2,
+            "eos_token_id": 1, **overrides}
+
+
+def tiny_gemma3(sliding: int, full_rope: dict, seed: int = 0, **overrides):
+    """A random Gemma3ForCausalLM of ``gemma3_config``, weights spread (``spread_weights``)."""
+    config = T.Gemma3TextConfig(**gemma3_config(sliding, full_rope, **overrides))
+    torch.manual_seed(seed)
+    return spread_weights(T.Gemma3ForCausalLM(config))

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from interp.families.repo.model import RepoConfig, RepoTransformer
+from tests.helpers import randomized
 
 
 def tiny_repo(mode: str = "repo", seed: int = 0, **overrides) -> RepoTransformer:
@@ -13,12 +14,7 @@ def tiny_repo(mode: str = "repo", seed: int = 0, **overrides) -> RepoTransformer
                 max_position_embeddings=1200, rope_theta=10000.0, tokenizer="bytes", position_mode=mode,
                 start_layer=0 if mode == "rope" else 1)
     torch.manual_seed(seed)
-    model = RepoTransformer(RepoConfig(**{**base, **overrides}))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.2 * torch.randn_like(p))
-    model.model_name = f"tiny-{mode}"
-    return model.eval()
+    return randomized(RepoTransformer(RepoConfig(**{**base, **overrides})), f"tiny-{mode}", 0.2)
 
 
 AUTHORS_PE_CONFIG = {  # PEConfig as the authors' code serialises it: every field, two misspelled twins included

@@ -26,6 +26,7 @@ NAMES = [(f"{module}.{name}", new, entry) for module, table in deprecated.names(
          for name, (new, entry) in table.items()]
 COLUMNS = [(a, old, new) for a, table in deprecated.columns().items() for old, new in table.items()]
 CALLS = [e.old for e in deprecated.TABLE if isinstance(e, (deprecated.Wrapped, deprecated.Said))]
+FLAGS = [e for e in deprecated.TABLE if isinstance(e, deprecated.Flag)]
 LAZY_EXPORTS = {"interp/__init__.py", "poslens/__init__.py", "poslens/reproduce.py", "bench/memory.py",
                 "bench/script.py"}
 
@@ -38,8 +39,8 @@ def _fresh_import(path: str):
 
 def test_the_table_holds_every_kind_of_alias_with_the_one_date():
     assert len(deprecated.rows()) > 40 and deprecated.REMOVAL == DATE
-    assert {type(e).__name__ for e in deprecated.TABLE} == {"Moved", "Alias", "Removed", "Wrapped", "Said", "Column",
-                                                             "Filled"}
+    assert {type(e).__name__ for e in deprecated.TABLE} == {"Moved", "Alias", "Removed", "Wrapped", "Said", "Flag",
+                                                             "Column", "Filled"}
 
 
 def test_the_readme_section_is_the_table():
@@ -47,6 +48,41 @@ def test_the_readme_section_is_the_table():
     assert deprecated.readme_section(text) == deprecated.markdown() + "\n", \
         "run: python -m poslens.deprecated --write README.md"
     assert "removed on" in deprecated.markdown() and DATE in text[text.index("## Deprecated names"):]
+
+
+@pytest.mark.parametrize("entry", FLAGS, ids=lambda e: f"{e.analysis} {e.old}")
+def test_an_old_flag_names_an_option_of_an_analysis_and_no_live_flag(entry):
+    from analyses import get
+
+    options = get(entry.analysis).options
+    assert entry.option in {o.name for o in options} and entry.old not in {o.flag for o in options}
+
+
+def test_the_core_declares_no_old_flags():
+    """Old flags are rows of the table: neither ``Cli`` nor ``Option`` has a field for them, and no analysis module
+    spells one."""
+    import dataclasses
+
+    from analyses.registry import Cli, Option
+
+    assert not {"aliases"} & {f.name for cls in (Cli, Option) for f in dataclasses.fields(cls)}
+    for path in (ROOT / "analyses").glob("*.py"):
+        assert "aliases=" not in path.read_text(encoding="utf-8"), path.name
+        assert not {e.old for e in FLAGS} & set(re.findall(r'"(--[\w-]+)"', path.read_text(encoding="utf-8"))), \
+            path.name
+
+
+def test_an_old_flag_parses_to_its_option_with_the_warning():
+    from analyses import get
+    from poslens.cli import build_parser
+    from poslens.commands import spelled
+
+    argv = ["analyze", "retrieval-heads", "--model", "m", "--out", "o", "--n-samples", "4"]
+    args = build_parser(argv).parse_args(argv)
+    with pytest.warns(PoslensDeprecationWarning, match="poslens analyze retrieval-heads --n-samples is deprecated: "
+                                                       f"use --niah-prompts \\(the old spelling is removed on {DATE}"):
+        assert spelled(args, get("retrieval-heads")) == {"niah_prompts": "--n-samples"}
+    assert get("retrieval-heads").parse_cli(vars(args)) == {"niah_prompts": 4}
 
 
 def test_no_file_is_left_at_an_old_module_path():

@@ -62,7 +62,7 @@ def test_run_analysis_takes_dtype_by_name_or_torch_dtype_and_refuses_others(qwen
 
 
 def test_shards_run_in_the_dtype_asked_for_and_merge_loads_the_models_in_it(tmp_path, capsys):
-    base = ["analyze", "kl-ablation", "--model", "dstg-small", "--n-docs", "4", "--max-tokens", "48",
+    base = ["analyze", "kl-ablation", "--model", "dstg-small", "--n-docs", "4", "--length", "48",
             "--shard-dir", str(tmp_path / "shards"), "--out", str(tmp_path / "x")]
     for i in range(2):
         assert main(base + ["--shard", f"{i}/2", "--dtype", "bfloat16"]) == 0

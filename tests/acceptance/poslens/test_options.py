@@ -1,11 +1,14 @@
 """Every bad option is refused before work starts: exit code 2 and one line naming the option and the value."""
 
+import contextlib
 import subprocess
 import sys
 
 import pytest
 
+from interp.deprecation import PoslensDeprecationWarning
 from poslens.cli import main
+from poslens.deprecated import old_flags
 
 OUT = "never-written"
 CASES = [  # (arguments, the option and value the one line must name)
@@ -42,7 +45,9 @@ def test_bad_option_exits_2_with_one_line(argv, named, tmp_path, capsys, monkeyp
     empty.write_text("\n\n", encoding="utf-8")
     argv = [str(empty) if a == "EMPTY" else a for a in argv]
     named = named.replace("EMPTY", str(empty))
-    rc = main(argv + ["--out", str(tmp_path / OUT)])
+    old = {f for flags in old_flags(argv[1]).values() for f in flags} & set(argv)
+    with pytest.warns(PoslensDeprecationWarning) if old else contextlib.nullcontext():
+        rc = main(argv + ["--out", str(tmp_path / OUT)])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and named in err and "Traceback" not in err, err
     assert not (tmp_path / OUT).exists()
@@ -51,12 +56,15 @@ def test_bad_option_exits_2_with_one_line(argv, named, tmp_path, capsys, monkeyp
 def _aliases():
     from analyses import all_analyses
 
-    return [(a.name, opt.flag, alias) for a in all_analyses() for opt in a.options for alias in opt.aliases]
+    return [(a.name, opt.flag, alias) for a in all_analyses() for opt in a.options
+            for alias in old_flags(a.name).get(opt.name, ())]
 
 
 @pytest.mark.parametrize("analysis, flag, alias", _aliases(), ids=lambda v: v)
 def test_an_error_names_the_spelling_the_user_typed_and_the_current_one(analysis, flag, alias, tmp_path, capsys):
-    rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "-5", "--out", str(tmp_path / OUT)])
+    with pytest.warns(PoslensDeprecationWarning, match=f"{analysis} {alias} is deprecated: use {flag} "):
+        rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "-5", "--out",
+                   str(tmp_path / OUT)])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith(f"poslens: error: {alias} -5: ") \
         and f"({alias} is now spelled {flag})" in err, err

@@ -19,22 +19,22 @@ from poslens.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 INC, REPO, DSTG = "increments-per-layer", "repo-small", "dstg-small"
-KL = ["--n-docs", "5", "--max-tokens", "64"]
-PROBES = ["--n-docs", "12", "--n-train", "8", "--n-test", "4", "--n-seeds", "2", "--max-tokens", "64",
+KL = ["--n-docs", "5", "--length", "64"]
+PROBES = ["--n-docs", "12", "--n-train", "8", "--n-test", "4", "--n-seeds", "2", "--length", "64",
           "--cv-folds", "2"]
 # a causal LM (contexts and NIAH prompts) and a model whose logits decompose (contexts with KLs)
-CONTEXTS = ["--context-tokens", "64", "--max-rows", "16"]
-PROFILES = ["--n-contexts", "3", *CONTEXTS, "--n-samples", "3", "--niah-tokens", "224"]
+CONTEXTS = ["--length", "64", "--max-rows", "16"]
+PROFILES = ["--n-docs", "3", *CONTEXTS, "--niah-prompts", "3", "--niah-tokens", "224"]
 
 
 def jobs(out: Path, entities: Path) -> list[list[str]]:
     spec = [
-        ("word-boundaries", [INC], ["--max-docs", "4", "--max-gaps", "300", "--n-boot", "20", "--max-bytes", "128"]),
+        ("word-boundaries", [INC], ["--n-docs", "4", "--max-gaps", "300", "--n-boot", "20", "--length", "128"]),
         ("entity-spacing", [INC], ["--entities", str(entities)]),
-        ("loss-neutrality", [INC, "rope-bytes"], ["--n-windows", "5", "--context", "64"]),
-        ("attention-mass", [REPO], ["--n-samples", "3", "--context-tokens", "256", "--no-preamble"]),
-        ("niah-accuracy", [REPO], ["--length", "256,320", "--n-samples", "3"]),
-        ("position-ranges", [REPO], ["--n-contexts", "5", "--context-tokens", "96", "--source", "wiki"]),
+        ("loss-neutrality", [INC, "rope-bytes"], ["--n-docs", "5", "--length", "64"]),
+        ("attention-mass", [REPO], ["--n-docs", "3", "--length", "256", "--no-preamble"]),
+        ("niah-accuracy", [REPO], ["--length", "256,320", "--n-docs", "3"]),
+        ("position-ranges", [REPO], ["--n-docs", "5", "--length", "96", "--source", "wiki"]),
         ("kl-ablation", [DSTG], KL),
         ("compare-heads", [DSTG, "rp-encoder-small"], KL),
         ("position-probes", [DSTG], PROBES),
@@ -143,7 +143,7 @@ def _count_forwards(monkeypatch, cls, stop_after=None):
 
 @pytest.mark.parametrize("name, opts, n_items, per_item", [("kl-ablation", KL, 5, 1),
                                                            ("position-probes", PROBES, 12, 1),
-                                                           ("head-profiles", ["--n-contexts", "5", *CONTEXTS], 5, 2)])
+                                                           ("head-profiles", ["--n-docs", "5", *CONTEXTS], 5, 2)])
 def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch, name, opts, n_items, per_item):
     """``per_item``: forward passes per item (head-profiles: a context's masses, then its KLs)."""
     from interp.loading import load

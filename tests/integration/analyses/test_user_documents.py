@@ -163,7 +163,7 @@ def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
 
     out = tmp_path / "out"
     assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]),
-                 "--context-tokens", "64", "--out", str(out)]) == 0
+                 "--length", "64", "--out", str(out)]) == 0
     import pandas as pd
 
     df = pd.read_csv(out / "position-ranges.csv")
@@ -173,8 +173,9 @@ def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
     # what ran: the built-in corpus' size and source did not, and the record says so
     assert prov["arguments"]["n_docs"] is None and prov["arguments"]["source"] is None
     assert prov["arguments"]["not_applied"] == {"n_docs": "replaced by documents", "source": "replaced by documents"}
-    assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]), "--n-contexts", "8",
-                 "--out", str(tmp_path / "o3")]) == 2
+    with pytest.warns(DeprecationWarning, match="position-ranges --n-contexts is deprecated: use --n-docs"):
+        assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]), "--n-contexts",
+                     "8", "--out", str(tmp_path / "o3")]) == 2
     assert "--n-contexts 8: does not apply with your documents (--input)" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{oops}\n', encoding="utf-8")

@@ -16,7 +16,7 @@ import transformers as T
 from interp import families
 from interp.capabilities import Capability
 from interp.loading import load, save
-from tests.hf_helpers import CONFIGS, spread_weights, tiny_hf
+from tests.hf_helpers import CONFIGS, gemma3_config, spread_weights, tiny_hf
 
 HALF = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="fp16")]
 FAMILIES = [f.name for f in families.families()]
@@ -215,12 +215,8 @@ def test_half_precision_statistics_are_the_float64_reductions_of_the_exact_patte
 # ---- the forward pass against transformers' own, where transformers has the model -----------------------------
 
 GEMMA3 = (T.Gemma3TextConfig, T.Gemma3ForCausalLM,
-          dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1,
-               head_dim=16, query_pre_attn_scalar=16, vocab_size=300, max_position_embeddings=512, sliding_window=64,
-               final_logit_softcapping=30.0, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-               rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                                "full_attention": {"rope_type": "default", "rope_theta": 1e6}},
-               pad_token_id=0, bos_token_id=2, eos_token_id=1))
+          gemma3_config(2, {"rope_type": "default", "rope_theta": 1e6}, intermediate_size=96, sliding_window=64,
+                        final_logit_softcapping=30.0))
 # every architecture of tests.hf_helpers (the llama, bert and olmo2 directories are read by the llama, bert and repo
 # families, the others by the generic one) and Gemma 3 with its two kinds of layer
 ARCHITECTURES = {**CONFIGS, "gemma3": GEMMA3}

@@ -8,7 +8,7 @@ import torch
 
 from interp.families.repo.checkpoints import save_pretrained as save_repo_dir
 from interp.loading import CheckpointError, load
-from tests.integration.interp.test_load_sources import tiny_hf_bert, tiny_hf_llama
+from tests.hf_helpers import tiny_hf_bert, tiny_hf_llama
 from tests.repo_helpers import tiny_repo
 
 

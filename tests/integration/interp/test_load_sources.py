@@ -13,33 +13,11 @@ from interp.loading import CheckpointError, load, save
 from interp.package_files import installed
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.helpers import tiny_model
+from tests.hf_helpers import tiny_hf_bert, tiny_hf_llama
 from tests.repo_helpers import tiny_repo
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMIT_A, COMMIT_B = "a" * 40, "b" * 40
-
-
-def tiny_hf_llama(directory, seed=0, **overrides):
-    """A random LlamaForCausalLM written by transformers itself; returns the transformers model."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    base = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                vocab_size=97, max_position_embeddings=64, tie_word_embeddings=False)
-    hf = LlamaForCausalLM(LlamaConfig(**{**base, **overrides})).eval()
-    hf.save_pretrained(directory)
-    return hf
-
-
-def tiny_hf_bert(directory, seed=0, **overrides):
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(seed)
-    base = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=97,
-                max_position_embeddings=40)
-    hf = BertModel(BertConfig(**{**base, **overrides}), add_pooling_layer=True).eval()
-    hf.save_pretrained(directory)
-    return hf
 
 
 def _hub_repo(cache: Path, repo_id: str, refs: dict[str, str]) -> dict[str, Path]:

@@ -16,7 +16,7 @@ import transformers as T
 
 from interp.loading import CheckpointError, load
 from interp.tokenizers import ByteTokenizer
-from tests.hf_helpers import spread_weights
+from tests.hf_helpers import reread, spread_weights, tiny_gemma3
 
 OMAX, MAXPOS, VOCAB = 16, 64, 300
 SHORT, LONG, LONGER = 12, 40, 80  # LONGER passes MAXPOS, where dynamic scaling starts
@@ -52,13 +52,7 @@ def _write(name, directory, seed=0):
     """The case's checkpoint in Hugging Face's format; returns transformers' eager reading of it."""
     arch, rope, _ = CASES[name]
     torch.manual_seed(seed)
-    model = ARCH[arch][1](_config(arch, rope)).eval()
-    with torch.no_grad():
-        for pname, p in model.named_parameters():
-            if p.dim() > 1:
-                p.normal_(0, 1.0 if "embed" in pname else 0.3)
-    model.save_pretrained(directory)
-    return ARCH[arch][1].from_pretrained(directory, attn_implementation="eager", dtype=torch.float32).eval()
+    return reread(spread_weights(ARCH[arch][1](_config(arch, rope))), directory)
 
 
 def _close(got, want):
@@ -136,17 +130,8 @@ def test_the_rotation_follows_transformers_rotary_module_at_every_length(name, t
 
 def _gemma3(directory):
     """Gemma 3's two kinds of layer, each with its own rope: sliding layers plain (theta 1e4), the global layer yarn."""
-    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-            "full_attention": {**YARN, "rope_theta": 1e6}}
-    config = T.Gemma3TextConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
-                                num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, vocab_size=VOCAB,
-                                max_position_embeddings=MAXPOS, sliding_window=6, rope_parameters=rope,
-                                layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-                                pad_token_id=0, bos_token_id=2, eos_token_id=1)
-    torch.manual_seed(0)
-    hf = spread_weights(T.Gemma3ForCausalLM(config))
-    hf.save_pretrained(directory)
-    return T.Gemma3ForCausalLM.from_pretrained(directory, attn_implementation="eager", dtype=torch.float32).eval()
+    return reread(tiny_gemma3(2, {**YARN, "rope_theta": 1e6}, intermediate_size=96, vocab_size=VOCAB,
+                              max_position_embeddings=MAXPOS), directory)
 
 
 def _rotary(ref, layer_type=None):

@@ -12,7 +12,7 @@ from interp import attention
 from interp.capabilities import CapabilityError
 from interp.loading import load
 from interp.streaming import RollingCache, check_streamable, recomputed_nll, stream_nll
-from tests.hf_helpers import spread_weights, tiny_hf
+from tests.hf_helpers import tiny_gemma3, tiny_hf
 
 N = 40
 
@@ -109,17 +109,7 @@ def test_two_layers_stream_as_transformers_cache_with_eviction_and_re_indexed_po
 def _tiny_gemma3(directory):
     """Gemma 3's layout in small: three sliding layers (6 keys, theta 1e4) to one global layer (theta 1e6, linear
     scaling by 8), one key head; the real model's per-layer rotations are what a key is turned back and forth by."""
-    import transformers as T
-
-    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}
-    config = T.Gemma3TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-                                num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, vocab_size=300,
-                                max_position_embeddings=512, sliding_window=6, rope_parameters=rope,
-                                layer_types=["sliding_attention"] * 3 + ["full_attention"], pad_token_id=0,
-                                bos_token_id=2, eos_token_id=1)
-    torch.manual_seed(0)
-    hf = spread_weights(T.Gemma3ForCausalLM(config))
+    hf = tiny_gemma3(3, {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6})
     hf.save_pretrained(directory)
     return hf, load(directory)
 

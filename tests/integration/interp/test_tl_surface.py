@@ -263,19 +263,10 @@ def tl_script(model) -> dict:
 
 
 def _gemma3(directory):
-    import transformers as T
+    from tests.hf_helpers import tiny_gemma3
 
-    from tests.hf_helpers import spread_weights
-
-    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-            "full_attention": {"rope_type": "default", "rope_theta": 1e6}}
-    config = T.Gemma3TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, vocab_size=300,
-                                max_position_embeddings=512, sliding_window=6, rope_parameters=rope,
-                                layer_types=["sliding_attention", "full_attention"], pad_token_id=0,
-                                bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(0)
-    spread_weights(T.Gemma3ForCausalLM(config)).save_pretrained(directory)
+    hf = tiny_gemma3(1, {"rope_type": "default", "rope_theta": 1e6}, bos_token_id=1, eos_token_id=2)
+    hf.save_pretrained(directory)
 
 
 CHECKPOINTS = {"llama": ("llama", "hf"), "gpt2": ("hf",), "qwen2": ("hf",), "gemma3": ("hf",)}

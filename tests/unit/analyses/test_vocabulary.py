@@ -9,7 +9,7 @@ import pytest
 
 from analyses import all_analyses, get
 from interp.deprecation import PoslensDeprecationWarning
-from poslens.deprecated import columns, old_keywords
+from poslens.deprecated import columns, old_flags, old_keywords
 
 
 def test_no_old_spelling_is_a_live_option_anywhere():
@@ -25,7 +25,7 @@ def test_n_samples_is_read_as_the_option_it_meant(name, new):
     spec = get(name)
     assert old_keywords(spec)["n_samples"] == new
     option = next(o for o in spec.options if o.name == new)
-    assert "--n-samples" in option.aliases and option.flag == "--" + new.replace("_", "-")
+    assert "--n-samples" in old_flags(name)[new] and option.flag == "--" + new.replace("_", "-")
 
 
 def test_a_renamed_column_takes_an_option_name_of_its_analysis():
