@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from poslens.known_claims import CLAIMS, MODEL_NOTES, OBSERVATIONS
-from poslens.known_types import EVIDENCE, LABELS, Results
+from poslens.known_types import EVIDENCE, KNOWN_FOLDER, LABELS, STEPS, Results
 
 MARK = "known-results"
 
@@ -126,9 +126,7 @@ def keep(run: Path, folder: Path, machine: str) -> list[Path]:
     import gzip
     import shutil
 
-    from poslens.reproduce import KNOWN, STEPS, real_plan
-
-    src = Path(run) / KNOWN
+    src = Path(run) / KNOWN_FOLDER
     records = [json.loads(p.read_text(encoding="utf-8")) | {"analysis": p.stem}
                for p in sorted((src / STEPS).glob("*.json"))]
     if not records:
@@ -145,8 +143,7 @@ def keep(run: Path, folder: Path, machine: str) -> list[Path]:
             shutil.copyfileobj(f, g)
         for p in src.glob(f"{r['analysis']}*.provenance.json"):
             shutil.copy2(p, staged / p.name)
-    order = {step.analysis: i for i, step in enumerate(real_plan())}
-    records.sort(key=lambda r: order.get(r["analysis"], len(order)))
+    records.sort(key=lambda r: r["finished"])
     starts = [dt.datetime.fromisoformat(r["finished"]) - dt.timedelta(seconds=r["seconds"]) for r in records]
     (staged / RUN).write_text(json.dumps(dict(
         commit=records[0]["commit"], machine=machine,

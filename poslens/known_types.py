@@ -15,6 +15,8 @@ from analyses.intervals import LEVEL, N_BOOT, SEED, Interval, bootstrap, judge
 from poslens.deprecated import current_columns as current
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "docs" / "known-results"
+KNOWN_FOLDER = "known"  # the real-model runs' folder in a report: the main job's analyses, on other models
+STEPS = ".steps"  # a report folder's records of the steps done: <analysis>.json (commit, key, seconds, files)
 NAMES = {"smollm2": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M", "minilm": "MiniLM-L6"}
 # the models as they are, in every row's per-model cell (the table's header says more: ``poslens.known_results``)
 LABELS = {"smollm2": "SmolLM2-135M-Instruct (Q4_1)", "gemma3-270m": "Gemma 3 270M base (Q4_K_M)",

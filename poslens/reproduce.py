@@ -18,6 +18,7 @@ import figures
 from analyses import all_analyses, get
 from interp import parallel
 from interp.atomic import write_text
+from poslens.known_types import KNOWN_FOLDER, STEPS
 from poslens.outputs import Outputs
 from poslens.provenance import git_commit
 from poslens.run import Result, run_analysis
@@ -46,10 +47,9 @@ def main_plan() -> tuple[Step, ...]:
 def real_plan() -> tuple[Step, ...]:
     """Behind ``poslens reproduce --real-models``: each analysis' ``real`` run on the pretrained models, the runs the
     README's "Known results, reproduced" table comes from."""
-    return _steps("real", KNOWN)
+    return _steps("real", KNOWN_FOLDER)
 
 
-KNOWN = "known"  # the real-model runs' folder in a report: the same analyses as the main job's, on other models
 
 
 def _steps(setting: str, folder: str = "") -> tuple[Step, ...]:
@@ -66,7 +66,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-STEPS = ".steps"  # out/.steps/<analysis>.json: the commit, arguments and time of each step done
 # wall seconds of the --real-models steps, both models, measured on 2026-11-27 on the shared 2-core machine (1 thread,
 # load average 10-15: the process got 15-25% of a core; an idle core would take about a fifth), the estimate a step
 # gets before this folder has timed it; a step not listed has no estimate
@@ -173,7 +172,8 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
             if real_models:
                 from poslens.known_results import render
 
-                (outputs.staging / "KNOWN_RESULTS.md").write_text(render(out / KNOWN), encoding="utf-8")
+                (outputs.staging / "KNOWN_RESULTS.md").write_text(render(out / KNOWN_FOLDER),
+                                                                  encoding="utf-8")
             outputs.commit([])
         say(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"

@@ -109,23 +109,23 @@ def test_a_step_run_twice_on_other_models_keeps_both_results_and_resumes_both(pl
 
     monkeypatch.setattr(rep, "git_commit", lambda: "c0ffee")
     main = plan[1]
-    known = dataclasses.replace(main, models=main.models[:1], folder=rep.KNOWN, section="Known")
+    known = dataclasses.replace(main, models=main.models[:1], folder=rep.KNOWN_FOLDER, section="Known")
     reproduce(tmp_path / "r", quick=True, plan=(main, known), log=lambda s: None)
     both = pd.read_csv(tmp_path / "r" / "byte-increments.csv")["model"].nunique()
-    one = pd.read_csv(tmp_path / "r" / rep.KNOWN / "byte-increments.csv")["model"].nunique()
+    one = pd.read_csv(tmp_path / "r" / rep.KNOWN_FOLDER / "byte-increments.csv")["model"].nunique()
     assert (both, one) == (2, 1)
     index = (tmp_path / "r" / "index.html").read_text()
     assert "<iframe src='byte-increments.html'" in index and "<iframe src='known/byte-increments.html'" in index
-    assert (tmp_path / "r" / rep.KNOWN / "plotly.min.js").is_file()  # the figures there load their plotly.js
+    assert (tmp_path / "r" / rep.KNOWN_FOLDER / "plotly.min.js").is_file()  # the figures there load their plotly.js
     lines = []
     reproduce(tmp_path / "r", quick=True, plan=(main, known), resume=True, log=lines.append)
     assert all("reused" in x for x in lines[:2])
 
 
 def test_the_real_plan_writes_to_its_own_folder():
-    from poslens.reproduce import KNOWN, main_plan, real_plan
+    from poslens.reproduce import KNOWN_FOLDER, main_plan, real_plan
 
-    assert {s.folder for s in real_plan()} == {KNOWN} and {s.folder for s in main_plan()} == {""}
+    assert {s.folder for s in real_plan()} == {KNOWN_FOLDER} and {s.folder for s in main_plan()} == {""}
     assert "ap-spectrum" in {s.analysis for s in real_plan()}  # MiniLM's table row reads the known folder too
 
 
@@ -139,14 +139,15 @@ def test_keep_copies_one_runs_evidence_and_the_provenance_line_names_that_run(pl
     from poslens.known_results import RUN, keep, provenance_lines
 
     monkeypatch.setattr(rep, "git_commit", lambda: "c0ffee1234")
-    steps = tuple(dataclasses_replace(s, folder=rep.KNOWN) for s in plan[1:3])
+    steps = tuple(dataclasses_replace(s, folder=rep.KNOWN_FOLDER) for s in plan[1:3])
     reproduce(tmp_path / "r", quick=True, plan=steps, log=lambda s: None)
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "stale.csv.gz").write_bytes(b"")  # what was kept before is replaced whole
     files = {p.name for p in keep(tmp_path / "r", tmp_path / "kept", "a test machine")}
     assert files >= {"byte-increments.csv.gz", "word-boundaries.csv.gz", RUN} and "stale.csv.gz" not in files
     with gzip.open(tmp_path / "kept" / "byte-increments.csv.gz") as f:
-        pd.testing.assert_frame_equal(pd.read_csv(f), pd.read_csv(tmp_path / "r" / rep.KNOWN / "byte-increments.csv"))
+        kept = pd.read_csv(f)
+    pd.testing.assert_frame_equal(kept, pd.read_csv(tmp_path / "r" / rep.KNOWN_FOLDER / "byte-increments.csv"))
     run = json.loads((tmp_path / "kept" / RUN).read_text())
     assert run["commit"] == "c0ffee1234" and [s["analysis"] for s in run["steps"]] == ["byte-increments",
                                                                                         "word-boundaries"]
