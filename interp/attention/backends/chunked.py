@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from interp.attention.backends.private import softmax_
 from interp.attention.backends.sdpa import fused
 from interp.attention.mask import first_visible, grouped_matmul, logits, rows_of
 
@@ -50,8 +51,7 @@ class Chunked:
                        bias=None if bias is None else rows_of(bias, rows, keys)[..., k0:], rows_selected=True,
                        scale=call.scale, softcap=call.softcap,
                        scores=None if scores is None else float32(scores.index_select(-2, rows)[..., k0:keys]))
-            p = (torch._softmax(s, -1, False, out=s) if s.dtype == torch.float32 and not s.requires_grad
-                 else torch.softmax(s.float(), -1))
+            p = softmax_(s)
             parts.append(stats.of_pattern(p, rows, n_q, n_k, k0))
             if every:
                 outputs.append(grouped_matmul(p.to(v.dtype), v[..., k0:keys, :]))

@@ -21,7 +21,7 @@ from interp.attention import (
     reference,
     register,
 )
-from interp.attention.backends import cuda, lse
+from interp.attention.backends import cuda, lse, private
 from interp.attention.backends.cpu_flash import cpu_flash
 from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.integration.interp.test_attention_statistics import N_PARTS, assert_statistics, expected
@@ -36,7 +36,8 @@ def _raising(*args):
     raise AttributeError("module 'torch.ops.aten' has no attribute '_moved_op'")
 
 
-KERNELS = {"cpu-flash": cpu_flash, "plain-fallback": lse.plain_lse, "moved-op": lse.with_fallback(_raising, "test"),
+KERNELS = {"cpu-flash": cpu_flash, "plain-fallback": private.plain_lse,
+           "moved-op": private.with_fallback(_raising, "test"),
            "cuda-wrapper-off-cuda": cuda.BACKEND.kernel}
 CASES = {
     "causal-gqa": dict(causal=True, kv=2),
@@ -92,7 +93,7 @@ def test_the_lse_backend_with_each_kernel_equals_float64_of_the_same_inputs(kern
 
 def test_a_moved_private_op_warns_once_and_the_fallback_serves():
     q, k, v, _ = random_attention(0, n_q=12, kv=2, d_v=8)
-    kernel = lse.with_fallback(_raising, "moved-test")
+    kernel = private.with_fallback(_raising, "moved-test")
     with pytest.warns(RuntimeWarning, match="moved-test log-sum-exp kernel failed .*AttributeError"):
         z, got = kernel(q, k, v, None, True, 0.3)
     with warnings.catch_warnings():
@@ -111,7 +112,7 @@ def test_the_cuda_backend_is_not_chosen_off_cuda_and_its_wrapper_falls_back_ther
     backend = dataclasses.replace(cuda.BACKEND, device_type="cpu")
     assert backend.serves(_call(q, k, v, request))
     with pytest.warns(RuntimeWarning):
-        z, got = cuda.with_fallback(cuda.cuda_lse, "CUDA-test")(q, k, v, None, True, 0.3)
+        z, got = private.with_fallback(cuda.cuda_lse, "CUDA-test")(q, k, v, None, True, 0.3)
     torch.testing.assert_close(got, cpu_flash(q, k, v, None, True, 0.3)[1], atol=1e-6, rtol=0)
 
 
