@@ -53,7 +53,9 @@ class StatisticsRequest:
     ``first``: key counts for ``first_mass``; ``windows``: distances for ``window_mass`` / ``far_mass``;
     ``key_parts`` / ``n_parts``: a part label per key for ``span_mass``; ``rows``: query positions (whole numbers,
     sorted and made unique; pattern hooks then see these rows alone); ``chunk_bytes``: the scores one chunk of rows may
-    take (None: ``chunk_budget`` of the device); ``stop_after``: a ``hook_pattern`` name after which the pass stops;
+    take (None: ``chunk_budget`` of the device); ``names``: the ``hook_pattern`` names recorded (None: every
+    attention; the others attend as without statistics); ``stop_after``: a ``hook_pattern`` name after which the pass
+    stops;
     ``progress(name, rows_done, rows_total)``. Which backend serves an attention: ``interp.attention.backends``."""
 
     wanted: tuple[str, ...]
@@ -63,6 +65,7 @@ class StatisticsRequest:
     n_parts: int = 0
     rows: Tensor | None = None
     chunk_bytes: int | None = None
+    names: frozenset[str] | None = None
     stop_after: str | None = None
     progress: object = None
     results: dict[str, dict[str, Tensor]] = field(default_factory=dict)
@@ -97,8 +100,13 @@ class StatisticsRequest:
                 self.chunk_bytes, numbers.Integral) or self.chunk_bytes < 1):
             raise ValueError(f"attention statistics: chunk_bytes must be a positive whole number, got "
                              f"{self.chunk_bytes!r}")
+        if self.names is not None:
+            self.names = frozenset(self.names)
         if self.progress is not None and not callable(self.progress):
             raise ValueError(f"attention statistics: progress must be callable, got {self.progress!r}")
+
+    def covers(self, name: str) -> bool:
+        return self.names is None or name in self.names
 
     def budget(self, device) -> int:
         return chunk_budget(device, self.chunk_bytes)
@@ -151,8 +159,10 @@ def _statistics_of_rows(request: StatisticsRequest):
         yield request
 
 
-def current_statistics() -> StatisticsRequest | None:
-    return _STATISTICS.get()
+def current_statistics(name: str | None = None) -> StatisticsRequest | None:
+    """The request in force; with ``name``, None where it does not cover that attention (``names``)."""
+    request = _STATISTICS.get()
+    return request if request is None or name is None or request.covers(name) else None
 
 
 @torch.no_grad()
@@ -205,8 +215,8 @@ def _statistics_pass(model, tokens: Tensor, wanted, layers, stop: bool, options:
     layers = _check_pass(model, tokens, layers, options)
     names = [f"blocks.{l}.attn.hook_pattern" for l in layers]
     output = None
-    stop_after = f"blocks.{model.n_layers - 1}.attn.hook_pattern" if stop else None
-    with collecting_statistics(wanted, stop_after=stop_after, **options) as request:
+    with collecting_statistics(wanted, names=frozenset(names), stop_after=names[-1] if stop else None,
+                               **options) as request:
         try:
             output = model(tokens) if run is None else run()
         except StopForward:
@@ -226,6 +236,8 @@ def _read_patterns(model, tokens: Tensor, request: StatisticsRequest, names: lis
 
     def read(pattern, hook):
         parts[hook.name].append(request.of_pattern(pattern, current_query_rows(), n, n))
+        if hook.name == names[-1]:
+            raise StopForward(hook.name)
 
     for start in range(0, every.numel(), chunk):
         with query_rows(every[start:start + chunk]), model.hooks(fwd_hooks=[(name, read) for name in names]):
