@@ -44,7 +44,7 @@ class Materialised:
         if rows is None:
             return z_sel
         if call.scores is not None:
-            rest = of_scores(q, k, v, scores=call.scores, **kw)
+            rest = of_scores(q, k, v, scores=call.scores, softcap=call.softcap, **kw)
         else:
             rest = fused(q, k, v, softcap=call.softcap, **kw)
         return rest.index_copy(-2, sel, z_sel)

@@ -36,11 +36,12 @@ def fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None,
                       for a, e, lo, hi in spans], -2)
 
 
-def of_scores(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: float, scores: Tensor) -> Tensor:
-    """The output of given full ``scores`` (masked, softmax in float32)."""
+def of_scores(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: float, scores: Tensor,
+              softcap: float | None = None) -> Tensor:
+    """The output of given full ``scores`` (soft-capped as the logits they replace, masked, softmax in float32)."""
     n_q = q.shape[-2]
     return grouped_matmul(torch.softmax(logits(q, k, torch.arange(n_q), n_q, causal=causal, bias=bias, scale=scale,
-                                               scores=scores).float(), -1).to(v.dtype), v)
+                                               softcap=softcap, scores=scores).float(), -1).to(v.dtype), v)
 
 
 class Sdpa:
@@ -55,7 +56,7 @@ class Sdpa:
             return fused(call.q, call.k, call.v, causal=call.causal, bias=call.bias, scale=call.scale,
                          softcap=call.softcap)
         return of_scores(call.q, call.k, call.v, causal=call.causal, bias=call.bias, scale=call.scale,
-                         scores=call.scores)
+                         scores=call.scores, softcap=call.softcap)
 
 
 BACKEND = Sdpa()

@@ -3,6 +3,7 @@ plugged in on the CPU (the CPU flash op, the plain-torch fallback, the CUDA kern
 every line of the CUDA backend but the raw op calls runs here; float32 accumulation of bf16 inputs against float64
 reductions of the same bf16 values; the statistics' declarations; the argument checks; a new backend as one entry."""
 
+import contextlib
 import dataclasses
 import warnings
 
@@ -219,3 +220,44 @@ def test_cuda_chunks_take_a_share_of_the_free_memory_up_to_the_memory_target(mon
     assert chunk_budget("cuda") == request.CUDA_CHUNK_MAX
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100 << 20, 80 << 30))
     assert chunk_budget("cuda") == CHUNK_BYTES
+
+
+SOFTCAP_BACKENDS = ("key_window", "materialised", "materialised-rows", "chunked", "lse-declines", "sdpa")
+
+
+@pytest.mark.parametrize("given_scores", [False, True], ids=["q-dot-k", "given-scores"])
+@pytest.mark.parametrize("backend", SOFTCAP_BACKENDS)
+def test_every_backend_soft_caps_the_logits_before_the_mask_as_gemma2(backend, given_scores):
+    """``softcap * tanh(s / softcap)`` of ``q . k * scale`` (or of given scores, which replace it), then the mask: the
+    output, the scores ``hook_scores`` sees and the statistics, against float64 of the definition."""
+    from interp.attention import AttentionCall, Mask, dispatch, query_rows
+
+    n_q, offset, cap, scale = 30, 3, 2.0, 0.5
+    q, k, v, bias = random_attention(11, n_q=n_q, offset=offset, kv=2, d_v=8, bias="float", q_scale=3.0)
+    windows = ((7, 2),) if backend == "key_window" else ()
+    scores = (q @ k.repeat_interleave(2, 1).transpose(-1, -2)) * scale if given_scores else None
+    hook_scores, seen = named_hook("blocks.0.attn.hook_attn_scores"), []
+    if backend.startswith("materialised"):
+        hook_scores.add_hook(lambda t, hook: seen.append(t.double()))
+    wanted = {"chunked": ("entropy", "distance_std"), "lse-declines": ("first_mass", "window_mass")}.get(backend)
+    rows = torch.tensor([0, 7, 29]) if backend == "materialised-rows" else None
+    call_of = lambda request: AttentionCall(  # noqa: E731
+        q, k, v, Mask(True, n_q, n_q + offset, bias, windows), scale, cap, scores, hook_scores,
+        named_hook("blocks.0.attn.hook_pattern"), "blocks.0.attn.hook_pattern", request)
+    with collecting_statistics(wanted or ("first_mass",), windows=(0, 3)) as request:
+        call = call_of(request if wanted else None)
+        served = [b.name for b in BACKENDS.values() if b.serves(call if b.reads_windows else call.folded())]
+        with query_rows(rows) if rows is not None else contextlib.nullcontext():
+            z = dispatch(call)
+    assert served[0] == {"materialised-rows": "materialised", "lse-declines": "chunked"}.get(backend, backend)
+    assert "statistics_cpu_flash" not in served
+    pattern, z_ref = eager_attention(q, k, v, causal=True, bias=bias, scale=scale, softcap=cap, windows=windows)
+    torch.testing.assert_close(z.double(), z_ref, atol=1e-5, rtol=1e-5)
+    if seen:
+        s = torch.tanh(q.double() @ k.double().repeat_interleave(2, 1).transpose(-1, -2) * scale / cap) * cap
+        s = (s + bias.double()).masked_fill(torch.ones(n_q, n_q + offset, dtype=torch.bool).tril(offset).logical_not(),
+                                            float("-inf"))
+        torch.testing.assert_close(seen[0], s if rows is None else s[:, :, rows], atol=1e-5, rtol=1e-5)
+    if wanted:
+        want = expected(pattern, offset, first=(1,), windows=(0, 3))
+        assert_statistics(request.results["blocks.0.attn.hook_pattern"], {s: want[s] for s in wanted}, pattern)
