@@ -12,25 +12,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from interp.attention.budget import rows_per_chunk
 from interp.attention.context import StopForward, current_query_rows, query_rows, setting, whole_positions
 from interp.attention.statistics import DECLARED, STATISTICS, Rows, reduce
-
-CHUNK_BYTES = 64 << 20  # CPU: scores of one chunk of query rows (x3 for the temporaries of the statistics)
-CUDA_CHUNK_SHARE = 4  # CUDA: a chunk takes at most a quarter of the device's free memory ...
-CUDA_CHUNK_MAX = 1 << 30  # ... and at most 1 GiB (issue 38's memory target: the forward's peak + 1 GiB)
-
-
-def chunk_budget(device, given: int | None = None) -> int:
-    """Bytes of scores (and their temporaries) one chunk of rows may take: ``given`` when set; on CUDA a share of the
-    free memory, at most ``CUDA_CHUNK_MAX`` (a 64 MiB chunk is 5-20 rows of a long context there: tens of thousands of
-    tiny kernels); on the CPU ``CHUNK_BYTES``."""
-    if given is not None:
-        return given
-    device = torch.device(device)
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(max(CHUNK_BYTES, min(free // CUDA_CHUNK_SHARE, CUDA_CHUNK_MAX)))
-    return CHUNK_BYTES
 
 
 def _counts(value, what: str, least: int) -> tuple[int, ...]:
@@ -53,7 +37,7 @@ class StatisticsRequest:
     ``first``: key counts for ``first_mass``; ``windows``: distances for ``window_mass`` / ``far_mass``;
     ``key_parts`` / ``n_parts``: a part label per key for ``span_mass``; ``rows``: query positions (whole numbers,
     sorted and made unique; pattern hooks then see these rows alone); ``chunk_bytes``: the scores one chunk of rows may
-    take (None: ``chunk_budget`` of the device); ``names``: the ``hook_pattern`` names recorded (None: every
+    take (None: ``budget.chunk_budget`` of the device); ``names``: the ``hook_pattern`` names recorded (None: every
     attention; the others attend as without statistics); ``stop_after``: a ``hook_pattern`` name after which the pass
     stops;
     ``progress(name, rows_done, rows_total)``. Which backend serves an attention: ``interp.attention.backends``."""
@@ -107,9 +91,6 @@ class StatisticsRequest:
 
     def covers(self, name: str) -> bool:
         return self.names is None or name in self.names
-
-    def budget(self, device) -> int:
-        return chunk_budget(device, self.chunk_bytes)
 
     def check_keys(self, n_k: int) -> None:
         """Span masses need one part label per key of the attention."""
@@ -231,7 +212,7 @@ def _read_patterns(model, tokens: Tensor, request: StatisticsRequest, names: lis
     n = tokens.shape[-1]
     every = torch.arange(n) if request.rows is None else request.rows
     b, h = (tokens.shape[0] if tokens.ndim == 2 else 1), model.n_heads
-    chunk = max(1, request.budget(tokens.device) // (3 * 4 * b * h * n))
+    chunk = rows_per_chunk(tokens.device, 3 * 4 * b * h * n, request.chunk_bytes)
     parts: dict[str, list] = {name: [] for name in names}
 
     def read(pattern, hook):

@@ -3,7 +3,7 @@ at a time, the chunk's ``[batch, head, rows, keys]`` logits are built in float32
 reduced to the statistics (``interp.attention.statistics``) and, when every row is read, multiplied by the values: the
 chunk's attention output, so the statistics ride the forward pass and no other ``[q, k]`` block exists. Causal chunks
 stop at their last row's key and sliding windows start at their first visible one. A chunk's rows come from the
-device's budget (``StatisticsRequest.budget``: free memory on CUDA)."""
+device's budget (``budget.rows_per_chunk``: free memory on CUDA)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from torch import Tensor
 
 from interp.attention.backends.private import softmax_
 from interp.attention.backends.sdpa import fused
+from interp.attention.budget import rows_per_chunk
 from interp.attention.mask import first_visible, grouped_matmul, logits, rows_of
 
 
@@ -37,7 +38,7 @@ class Chunked:
         offset = n_k - n_q
         every = stats.rows is None
         causal, bias, scores = call.causal, call.bias, call.scores
-        chunk = max(1, stats.budget(q.device) // (3 * 4 * b * h * n_k))
+        chunk = rows_per_chunk(q.device, 3 * 4 * b * h * n_k, stats.chunk_bytes)
         kf = float32(k)  # the queries are cast one chunk of rows at a time
         outputs, parts = [], []
         for start in range(0, wanted.numel(), chunk):

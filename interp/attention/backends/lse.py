@@ -25,7 +25,7 @@ Not served here (they take ``backends.chunked``), measured by ``bench.value_colu
 queries and keys at 2,048 tokens against float64: entropy as ``L - scale q . E[k]`` (``E[k]``: the keys as values)
 misses by 1.3e-5, past the 1e-5 target; a request with the top key (every key of the row), far mass or entropy runs
 the chunked pass for all its statistics. Block sizes come from the device
-(``StatisticsRequest.budget``). TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``) would round the band's
+(``budget.rows_per_chunk``). TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``) would round the band's
 logits to 10 bits: leave it off (torch's default) for exact masses."""
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from torch import Tensor
 
 from interp.attention.backends.private import LseKernel, float32
 from interp.attention.backends.sdpa import fused
+from interp.attention.budget import rows_per_chunk
 from interp.attention.mask import causal_mask, hide, rows_of
-from interp.attention.request import chunk_budget
 from interp.attention.statistics import DECLARED, Rows, reduce
 
 
@@ -106,22 +106,22 @@ class LseStatistics:
         if banded:
             out.update(self.band(call, rows, lse_rows, banded))
         if by_moments:
-            mean, var = self.moments(q, k, mask, is_causal, call.scale, rows, chunk_budget(q.device, stats.chunk_bytes))
+            mean, var = self.moments(q, k, mask, is_causal, call.scale, rows,
+                                     rows_per_chunk(q.device, 9 * q.shape[0] * n_k, stats.chunk_bytes))
             out.update({s: DECLARED[s].moments(mean, var).float() for s in by_moments})
         stats.record(call.name, out)
         return z
 
     def moments(self, q: Tensor, k: Tensor, mask, is_causal: bool, scale: float, rows: Tensor,
-                budget: int) -> tuple[Tensor, Tensor]:
-        """The attended distance's mean and variance ``[batch, head, rows]`` of causal ``rows``: per block of rows
-        (their masks' rows within ``budget`` bytes), one float64 kernel call on the keys up to the block's last row
+                per: int) -> tuple[Tensor, Tensor]:
+        """The attended distance's mean and variance ``[batch, head, rows]`` of causal ``rows``: per block of ``per``
+        rows (their masks' rows within the budget), one float64 kernel call on the keys up to the block's last row
         with the columns ``u = key - c`` and ``u ** 2`` as values, ``c`` the block's first query position; the
         distance is ``q - c - u``. float64, as the variance ``E[u^2] - E[u]^2`` of a near-one-hot row cancels: in
         float32 it missed by ``eps * block^2`` (5e-4 for 45 rows, a spread of 0.1 position)."""
         n_k = k.shape[-2]
         offset = n_k - q.shape[-2]
         k = k.to(self.moments_dtype)
-        per = max(1, budget // (9 * q.shape[0] * n_k))
         means, variances = [], []
         for i in range(0, rows.numel(), per):
             r = rows[i:i + per]
@@ -181,7 +181,7 @@ class LseStatistics:
         bias = call.bias
         mask_row = 4 * n_k if bias is not None and bias.shape[-2] > 1 else 0  # a bias row per query row
         per_row = 4 * kv * width * d + 4 * h * d + 8 * 4 * h * width + mask_row
-        per = max(1, min(rows.numel(), chunk_budget(q.device, stats.chunk_bytes) // (b * per_row)))
+        per = rows_per_chunk(q.device, b * per_row, stats.chunk_bytes, most=rows.numel())
         parts: dict[str, list[Tensor]] = {}
         for i in range(0, rows.numel(), per):
             r = rows[i:i + per]

@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from interp.attention.backends.sdpa import fused
+from interp.attention.budget import rows_per_chunk
 from interp.attention.mask import causal_mask, grouped_matmul, hide
-from interp.attention.request import chunk_budget
 
 LseKernel = Callable[..., tuple[Tensor, Tensor]]
 
@@ -81,7 +81,7 @@ def plain_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: b
     n_k = k.shape[-2]
     out = fused(q, k, v, causal=is_causal, bias=mask, scale=scale, softcap=None)
     qf, kf = float32(q), float32(k).transpose(-1, -2)
-    per = max(1, chunk_budget(q.device) // (3 * 4 * b * h * n_k))
+    per = rows_per_chunk(q.device, 3 * 4 * b * h * n_k)
     lse = []
     for a in range(0, n_q, per):
         e = min(n_q, a + per)

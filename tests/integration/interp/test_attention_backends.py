@@ -213,12 +213,12 @@ def test_chunks_are_sized_from_the_device():
 
 
 def test_cuda_chunks_take_a_share_of_the_free_memory_up_to_the_memory_target(monkeypatch):
-    from interp.attention import request
+    from interp.attention import budget
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2 << 30, 80 << 30))
-    assert chunk_budget("cuda") == (2 << 30) // request.CUDA_CHUNK_SHARE
+    assert chunk_budget("cuda") == (2 << 30) // budget.CUDA_CHUNK_SHARE
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (60 << 30, 80 << 30))
-    assert chunk_budget("cuda") == request.CUDA_CHUNK_MAX
+    assert chunk_budget("cuda") == budget.CUDA_CHUNK_MAX
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100 << 20, 80 << 30))
     assert chunk_budget("cuda") == CHUNK_BYTES
 
@@ -262,3 +262,23 @@ def test_every_backend_soft_caps_the_logits_before_the_mask_as_gemma2(backend, g
     if wanted:
         want = expected(pattern, offset, first=(1,), windows=(0, 3))
         assert_statistics(request.results["blocks.0.attn.hook_pattern"], {s: want[s] for s in wanted}, pattern)
+
+
+def test_every_chunk_size_comes_from_the_one_budget_and_the_cpu_budget_keeps_the_old_sizes(monkeypatch):
+    from interp.attention import budget, mask
+    from interp.attention.backends import key_window
+
+    causal = torch.ones(1, 1, 4096, 4096, dtype=torch.bool).tril()
+    assert [e - a for a, e, _, _ in mask.key_spans(causal, 4096, 4096)] == [1024] * 4
+    assert budget.rows_per_chunk("cpu", 4 * 32768, most=budget.MASK_ROWS) == 512  # 64 MiB of float mask rows
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 << 30, 80 << 30))
+    assert budget.rows_per_chunk("cuda", 4 * 32768, most=budget.MASK_ROWS) == 1024
+    q, k, v, _ = random_attention(6, n_q=40, kv=2, d_v=8)
+    whole = attend(q, k, v, causal=True, scale=0.4, softcap=2.0)
+    windowed = [key_window.windowed(q, k, v, ((6, 1),), causal=True, bias=None, scale=0.4, softcap=None, scores=None)]
+    monkeypatch.setattr(budget, "CHUNK_BYTES", 3 * 4 * 2 * 4 * 40 * 7)  # 7 soft-capped rows a chunk
+    chunked = attend(q, k, v, causal=True, scale=0.4, softcap=2.0)
+    windowed.append(key_window.windowed(q, k, v, ((6, 1),), causal=True, bias=None, scale=0.4, softcap=None,
+                                        scores=None))
+    torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
+    torch.testing.assert_close(windowed[1], windowed[0], atol=1e-6, rtol=0)
