@@ -24,9 +24,9 @@ raises) gives the forward's output and each row's log-sum-exp ``L``. Then a key'
 Not served here (they take ``backends.chunked``), measured by ``bench.value_columns`` on SmolLM2-135M's own float32
 queries and keys at 2,048 tokens against float64: entropy as ``L - scale q . E[k]`` (``E[k]``: the keys as values)
 misses by 1.3e-5, past the 1e-5 target; a request with the top key (every key of the row), far mass or entropy runs
-the chunked pass for all its statistics. Block sizes come from the device (``budget.rows_per_chunk``). TF32 matmuls
-(``torch.backends.cuda.matmul.allow_tf32``) would round the band's logits to 10 bits: leave it off (torch's default)
-for exact masses."""
+the chunked pass for all its statistics. Block sizes come from the device
+(``budget.rows_per_chunk``). TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``) would round the band's
+logits to 10 bits: leave it off (torch's default) for exact masses."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class LseStatistics:
         by_columns = [s for s in stats.wanted if s not in banded and s not in by_moments]
         lse_rows = None if lse is None else lse.index_select(-1, rows).double()
         out: dict[str, Tensor] = {}
-        if by_columns or (banded and lse is None):
+        if by_columns or lse is None:
             columns = [DECLARED[s].columns(stats, n_k).to(q.device) for s in by_columns]
             expect, lse_c = self.columns(q, k, mask, is_causal, call.scale, rows, stats.rows is None, columns)
             col = 0
@@ -118,7 +118,7 @@ class LseStatistics:
         rows (their masks' rows within the budget), one float64 kernel call on the keys up to the block's last row
         with the columns ``u = key - c`` and ``u ** 2`` as values, ``c`` the block's first query position; the
         distance is ``q - c - u``. float64, as the variance ``E[u^2] - E[u]^2`` of a near-one-hot row cancels: in
-        float32 it misses by ``eps * block^2`` (5e-4 positions^2 for 45 rows)."""
+        float32 it missed by ``eps * block^2`` (5e-4 for 45 rows, a spread of 0.1 position)."""
         n_k = k.shape[-2]
         offset = n_k - q.shape[-2]
         k = k.to(self.moments_dtype)
