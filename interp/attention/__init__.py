@@ -16,9 +16,7 @@ What a forward pass asks of every attention is set by context managers (``contex
   float32 whatever the model's dtype; ``model_statistics`` runs it over a model and stops after the last attention (no
   logits). Masses on the first keys, the token itself, the previous one, a window and labelled key parts ride the
   forward's own kernel (``backends.lse``: each row's log-sum-exp and a band of keys, or value columns; no ``[q, k]``
-  block), and on the CPU so do the distances' mean and spread of causal rows (float64 value columns of the key index);
-  entropy, far mass, the top key (and distances elsewhere) take chunks of rows sized to the device
-  (``backends.chunked``).
+  block); entropy, distances, far mass and the top key take chunks of rows sized to the device (``backends.chunked``).
   Every argument is checked before any work. Peers read a few rows (the research code of retrieval heads, SnapKV) or
   hold every ``[head, N, N]`` pattern (transformers' ``output_attentions``, TransformerLens).
 - ``key_window(names, window, sinks)``: StreamingLLM's window with sinks (``interventions.KeyWindow``), attended one

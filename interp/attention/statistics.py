@@ -85,10 +85,8 @@ class Statistic:
     """One per-row statistic. ``reduce(rows, options)`` from pattern rows; ``reference(p, q_abs, options)`` the float64
     definition from full pattern rows ``p [..., q, k]`` of query positions ``q_abs``; ``band(options)`` ``(first keys,
     reach)`` holding its whole mass where exact from ``exp(s - L)`` on those keys (reach -1: none), else None;
-    ``columns(options, n_k)`` ``[n_k, c]`` per-key values whose expectation it is, else None; ``moments(mean, var)``
-    the statistic from the attended distance's mean and variance, which causal rows take from value columns (the
-    distance ``q - k`` is linear in the key there), else None. ``options``: the statistics request (``first``,
-    ``windows``, ``key_parts``, ``n_parts``)."""
+    ``columns(options, n_k)`` ``[n_k, c]`` per-key values whose expectation it is, else None. ``options``: the
+    statistics request (``first``, ``windows``, ``key_parts``, ``n_parts``)."""
 
     name: str
     meaning: str
@@ -96,13 +94,11 @@ class Statistic:
     reference: Callable
     band: Callable | None = None
     columns: Callable | None = None
-    moments: Callable | None = None
     needs: tuple[str, ...] = ()  # request options it cannot do without (checked before any work)
 
-    def lse_served(self, options, causal: bool) -> bool:
+    def lse_served(self, options) -> bool:
         return ((self.band is not None and self.band(options) is not None)
-                or (self.columns is not None and self.columns(options, 1) is not None)
-                or (self.moments is not None and causal))
+                or (self.columns is not None and self.columns(options, 1) is not None))
 
 
 def _distance64(p: Tensor, q_abs: Tensor) -> Tensor:
@@ -184,9 +180,9 @@ _DECLARED = [
               columns=lambda o, n_k: part_indicators(o.key_parts[:n_k], o.n_parts), needs=("key_parts", "n_parts")),
     Statistic("distance_mean", "attended distance |q - k| (positions), its mean under the pattern row",
               reduce=lambda r, o: _distance_mean(r),
-              reference=lambda p, q_abs, o: (p * _distance64(p, q_abs)).sum(-1), moments=lambda mean, var: mean),
+              reference=lambda p, q_abs, o: (p * _distance64(p, q_abs)).sum(-1)),
     Statistic("distance_std", "its standard deviation under the pattern row",
-              reduce=lambda r, o: _distance_std(r), reference=_std_reference, moments=lambda mean, var: var.sqrt()),
+              reduce=lambda r, o: _distance_std(r), reference=_std_reference),
     Statistic("entropy", "entropy of the pattern row (nats)",
               reduce=lambda r, o: _entropy(r),
               reference=lambda p, q_abs, o: -torch.where(p > 0, p * p.log(), 0.0).sum(-1)),

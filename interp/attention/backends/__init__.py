@@ -8,8 +8,8 @@ output``. A new backend is one entry (``register``). The private torch APIs they
 |---|---|---|
 | ``key_window`` | key windows, no hooks, no statistics: chunks of rows on their window's keys | ``key_window`` |
 | ``materialised`` | hooked scores or pattern (``query_rows``' rows): statistics of the edited rows | ``materialised`` |
-| ``statistics_cpu_flash`` | a ``band``, ``columns`` or causal ``moments`` on the CPU flash kernel | ``cpu_flash`` |
-| ``statistics_cuda`` | those with a ``band`` or ``columns`` on CUDA's flash / memory-efficient kernels | ``cuda`` |
+| ``statistics_cpu_flash`` | statistics with a ``band`` or ``columns`` on the CPU flash kernel | ``cpu_flash`` |
+| ``statistics_cuda`` | the same on CUDA's flash / memory-efficient kernels | ``cuda`` |
 | ``chunked`` | any statistics: chunks of rows' float32 patterns | ``chunked`` |
 | ``sdpa`` | everything else: the fused kernel, or the softmax of given scores | ``sdpa`` |
 """

@@ -40,5 +40,4 @@ def cpu_flash(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: b
     return torch.cat([z for z, _ in parts], -2), torch.cat([lse for _, lse in parts], -1)
 
 
-BACKEND = LseStatistics("statistics_cpu_flash", "cpu", with_fallback(cpu_flash, "CPU flash"), accepts=flash_serves,
-                        moments_dtype=torch.float64)
+BACKEND = LseStatistics("statistics_cpu_flash", "cpu", with_fallback(cpu_flash, "CPU flash"), accepts=flash_serves)

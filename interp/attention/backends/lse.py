@@ -10,21 +10,16 @@ raises) gives the forward's output and each row's log-sum-exp ``L``. Then a key'
   the masses summed in float64;
 - statistics that are an expectation of a per-key column (``columns``: part indicators, first-key indicators past
   ``FIRST_GATHERED``) ride one more kernel call with those columns as values, in float32 whatever the model's dtype (a
-  bf16 output would round a mass to 3 digits);
-- the attended distance's mean and spread of causal rows (``moments``: the distance ``q - k`` is linear in the key)
-  ride kernel calls with the key index centred on a block of rows and its square as values, in float64 where the
-  backend's kernel runs it (``moments_dtype``: the CPU flash kernel; CUDA's kernels have none, the chunked backend
-  serves distances there). float32 would not do: the spread of a near-one-hot row is ``E[u^2] - E[u]^2`` of the
-  centred index ``u``, which cancels to ``eps * block^2`` (5e-4 positions^2 on a 45-row sliding-window test, where
-  the 1e-5 target of its scale allows 3.5e-5). On SmolLM2-135M at 1,024 tokens against float64 of the same queries
-  and keys (``bench.exactness``' own reference) the float64 columns miss the mean by 4.7e-8 of its scale and the
-  variance by 9.5e-8 of the scale squared (chunked: 1.4e-6 and 1.6e-6); at 2,048 tokens on one CPU thread the pass
-  for the two distances took 16.8 s against the chunked 11.0 s (the float64 kernel call costs twice a float32 one).
+  bf16 output would round a mass to 3 digits).
 
 Not served here (they take ``backends.chunked``), measured by ``bench.value_columns`` on SmolLM2-135M's own float32
 queries and keys at 2,048 tokens against float64: entropy as ``L - scale q . E[k]`` (``E[k]``: the keys as values)
-misses by 1.3e-5, past the 1e-5 target; a request with the top key (every key of the row), far mass or entropy runs
-the chunked pass for all its statistics. Block sizes come from the device
+misses by 1.3e-5, past the 1e-5 target; the distance moments from the key index centred per block of 512 rows
+(``j - a`` and its square as values) are within it in float32 on real rows (mean 1.0e-6 of its scale; variance 1.3e-6
+of the scale squared) but miss a near-one-hot row's spread by ``eps * block^2`` (5e-4 on a 45-row sliding test); as
+float64 columns they are exact (4.7e-8) but that kernel call took 1.5x the chunked pass on the CPU (16.8 s against
+11.0 s at 2,048 tokens, one thread) and CUDA has no float64 kernel, so they stay chunked. A request with the top key
+(every key of the row) or entropy runs the chunked pass anyway. Block sizes come from the device
 (``budget.rows_per_chunk``). TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``) would round the band's
 logits to 10 bits: leave it off (torch's default) for exact masses."""
 
@@ -62,7 +57,6 @@ class LseStatistics:
     device_type: str
     kernel: LseKernel
     accepts: Callable[..., bool] = lambda *args: True
-    moments_dtype: torch.dtype | None = None
     reads_windows = False
 
     def serves(self, call) -> bool:
@@ -71,8 +65,7 @@ class LseStatistics:
             return False
         if call.q.device.type != self.device_type or call.q.requires_grad or call.k.requires_grad:
             return False
-        moments = call.causal and self.moments_dtype is not None
-        if not all(DECLARED[s].lse_served(stats, moments) for s in stats.wanted):
+        if not all(DECLARED[s].lse_served(stats) for s in stats.wanted):
             return False
         mask, is_causal = call.mask.fused(call.q, call.k)
         return self.accepts(call.q, call.k, call.k, mask, is_causal, call.scale)
@@ -90,8 +83,7 @@ class LseStatistics:
         else:
             z = fused(q, k, v, causal=call.causal, bias=call.bias, scale=call.scale, softcap=None)
         banded = [s for s in stats.wanted if _band_of(s, stats) is not None]
-        by_moments = [s for s in stats.wanted if s not in banded and DECLARED[s].moments is not None]
-        by_columns = [s for s in stats.wanted if s not in banded and s not in by_moments]
+        by_columns = [s for s in stats.wanted if s not in banded]
         lse_rows = None if lse is None else lse.index_select(-1, rows).double()
         out: dict[str, Tensor] = {}
         if by_columns or lse is None:
@@ -105,56 +97,24 @@ class LseStatistics:
                 lse_rows = lse_c.double()
         if banded:
             out.update(self.band(call, rows, lse_rows, banded))
-        if by_moments:
-            mean, var = self.moments(q, k, mask, is_causal, call.scale, rows,
-                                     rows_per_chunk(q.device, 9 * q.shape[0] * n_k, stats.chunk_bytes))
-            out.update({s: DECLARED[s].moments(mean, var).float() for s in by_moments})
         stats.record(call.name, out)
         return z
 
-    def moments(self, q: Tensor, k: Tensor, mask, is_causal: bool, scale: float, rows: Tensor,
-                per: int) -> tuple[Tensor, Tensor]:
-        """The attended distance's mean and variance ``[batch, head, rows]`` of causal ``rows``: per block of ``per``
-        rows (their masks' rows within the budget), one float64 kernel call on the keys up to the block's last row
-        with the columns ``u = key - c`` and ``u ** 2`` as values, ``c`` the block's first query position; the
-        distance is ``q - c - u``. float64, as the variance ``E[u^2] - E[u]^2`` of a near-one-hot row cancels: in
-        float32 it missed by ``eps * block^2`` (5e-4 for 45 rows, a spread of 0.1 position)."""
-        n_k = k.shape[-2]
-        offset = n_k - q.shape[-2]
-        k = k.to(self.moments_dtype)
-        means, variances = [], []
-        for i in range(0, rows.numel(), per):
-            r = rows[i:i + per]
-            at = r + offset
-            c, keys = int(at[0]), int(at[-1]) + 1
-            u = torch.arange(keys, device=q.device, dtype=self.moments_dtype) - c
-            e, _ = self.columns(q, k, mask, is_causal, scale, r, False, [torch.stack([u, u * u], -1)], keys,
-                                self.moments_dtype)
-            first, second = e[..., 0].double(), e[..., 1].double()
-            means.append((at - c).to(first) - first)
-            variances.append((second - first.square()).clamp_(min=0))
-        return torch.cat(means, -1), torch.cat(variances, -1)
-
     def columns(self, q: Tensor, k: Tensor, mask, is_causal: bool, scale: float, rows: Tensor, every: bool,
-                columns: list[Tensor], keys: int | None = None,
-                dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
-        """``(E[columns] [batch, head, rows, c], L [batch, head, rows])``: one kernel call in float32 (or ``dtype``)
-        with the per-key ``columns`` as values (the keys themselves when there are none: ``L`` alone). ``keys``: the
-        ``rows`` (not ``every``) see none past the first ``keys``, which are all the call reads."""
-        n_k = k.shape[-2]
+                columns: list[Tensor]) -> tuple[Tensor, Tensor]:
+        """``(E[columns] [batch, head, rows, c], L [batch, head, rows])``: one kernel call in float32 with the per-key
+        ``columns`` as values (the keys themselves when there are none: ``L`` alone)."""
+        q, k = float32(q), float32(k)
+        b, kv, n_k, d = k.shape
+        values = (torch.cat(columns, -1).to(q.dtype)[None, None].expand(b, kv, n_k, -1) if columns else k)
+        width = max(d, values.shape[-1])
         q_c, mask_c, causal_c = q, mask, is_causal
         if not every:  # the rows asked for only, against their rows of the mask
             q_c, causal_c = q.index_select(-2, rows), False
             mask_c = ((causal_mask(q.shape[-2], n_k, q.device, rows) if is_causal else None) if mask is None
                       else rows_of(mask, rows, n_k))
-            if keys is not None:
-                k, mask_c = k[..., :keys, :], None if mask_c is None else mask_c[..., :keys]
-        q_c, k = (float32(q_c), float32(k)) if dtype is None else (q_c.to(dtype), k.to(dtype))
-        b, kv, n, d = k.shape
-        values = (torch.cat(columns, -1).to(q_c.dtype)[None, None].expand(b, kv, n, -1) if columns else k)
-        width = max(d, values.shape[-1])
         if mask_c is not None and mask_c.is_floating_point():
-            mask_c = mask_c.to(q_c.dtype)
+            mask_c = mask_c.to(q.dtype)
         expect, lse = self.kernel(_padded(q_c, width), _padded(k, width), _padded(values, width), mask_c, causal_c,
                                   scale)
         if every:

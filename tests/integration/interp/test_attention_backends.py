@@ -54,7 +54,7 @@ def lse_backend_only(monkeypatch):
     """The CPU flash entry replaced by the backend under test; the chunked one refuses."""
 
     def use(kernel):
-        backend = lse.LseStatistics("statistics_cpu_flash", "cpu", kernel, moments_dtype=torch.float64)
+        backend = lse.LseStatistics("statistics_cpu_flash", "cpu", kernel)
         monkeypatch.setitem(BACKENDS, "statistics_cpu_flash", backend)
         monkeypatch.setitem(BACKENDS, "chunked", Instead(BACKENDS["chunked"], lambda call: pytest.fail("chunked ran")))
         return backend
@@ -75,11 +75,10 @@ def test_the_lse_backend_with_each_kernel_equals_float64_of_the_same_inputs(kern
     bias = bias if bias is None or bias.dtype == torch.bool else bias.to(dtype)
     parts = torch.randint(-1, N_PARTS, (k.shape[-2],), generator=torch.Generator().manual_seed(1))
     kw = dict(causal=c["causal"], bias=bias, scale=0.4)
-    served = SERVED + ("distance_mean", "distance_std") if c["causal"] else SERVED
     plain = attend(q, k, v, **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the fallback's warning: tested below
-        with collecting_statistics(served, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS,
+        with collecting_statistics(SERVED, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS,
                                    chunk_bytes=3000) as request:
             z = attend(q, k, v, hook_pattern=named_hook("l0"), **kw)
     torch.testing.assert_close(z, plain, atol=1e-2 if dtype == torch.bfloat16 else 1e-6, rtol=0)
@@ -90,7 +89,7 @@ def test_the_lse_backend_with_each_kernel_equals_float64_of_the_same_inputs(kern
     # the CPU flash op's bf16 kernel sums its L with a fast approximate exp: 5.3e-5 off the float64 log-sum-exp
     # (measured here); the backend never hands it bf16 (``flash_serves``: float32 / float64 only)
     atol = 1e-4 if (kernel, dtype) == ("cpu-flash", torch.bfloat16) else 5e-6
-    assert_statistics(got, {s: want[s] for s in served}, pattern, atol=atol)
+    assert_statistics(got, {s: want[s] for s in SERVED}, pattern, atol=atol)
 
 
 def test_a_moved_private_op_warns_once_and_the_fallback_serves():

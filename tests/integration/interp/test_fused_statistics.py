@@ -15,7 +15,6 @@ from tests.integration.interp.test_attention_statistics import N_PARTS, assert_s
 from tests.repo_helpers import tiny_repo
 
 FUSED = ("first_mass", "self_mass", "previous_mass", "window_mass", "span_mass")
-DISTANCES = ("distance_mean", "distance_std")  # causal rows: float64 value columns of the key index
 FIRST, WINDOWS = (1, 4), (0, 3, 9)
 
 
@@ -64,7 +63,7 @@ def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(ca
     q, k, v, bias = random_attention(len(case), n_q=45, offset=offset, kv=c["kv"], d_v=c.get("d_v", 5),
                                      bias=c.get("bias"), window=c.get("window"))
     parts = torch.randint(-1, N_PARTS, (k.shape[-2],), generator=torch.Generator().manual_seed(1))
-    wanted = FUSED + DISTANCES if c["causal"] else FUSED
+    wanted = FUSED
     kw = dict(causal=c["causal"], bias=bias, scale=0.4)
     plain = attend(q, k, v, **kw)
     with collecting_statistics(wanted, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS, rows=rows,
@@ -84,13 +83,11 @@ def test_statistics_the_fused_kernel_cannot_give_exactly_take_the_chunked_path(m
     monkeypatch.setitem(BACKENDS, "chunked",
                         Instead(chunked, lambda call: ran.append(call.statistics.wanted) or chunked(call)))
     q, k, v, bias = random_attention(3, n_q=20, kv=2, bias="float")
-    for wanted, kw in [(("distance_mean",), dict(causal=False)), (("distance_std",), dict(causal=True)),
-                       (("far_mass",), dict(windows=(2,))), (("top_mass",), {}), (("entropy",), {}),
-                       (("first_mass",), dict(softcap=2.0))]:
+    for wanted, kw in [(("distance_mean",), {}), (("far_mass",), dict(windows=(2,))), (("top_mass",), {}),
+                       (("entropy",), {}), (("first_mass",), dict(softcap=2.0))]:
         with collecting_statistics(wanted, **{k_: v_ for k_, v_ in kw.items() if k_ == "windows"}):
-            attend(q, k, v, causal=kw.get("causal", True), scale=0.3, hook_pattern=named_hook("l0"), bias=bias,
+            attend(q, k, v, causal=True, scale=0.3, hook_pattern=named_hook("l0"), bias=kw.get("bias"),
                    softcap=kw.get("softcap"))
-    # the spread of causal rows rides the CPU flash kernel (float64 value columns)
     assert ran == [("distance_mean",), ("far_mass",), ("top_mass",), ("entropy",), ("first_mass",)]
 
 
@@ -108,11 +105,11 @@ def test_model_statistics_of_a_tiny_hf_model_equal_transformers_eager_attentions
     parts = torch.randint(0, N_PARTS, (40,), generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
         patterns = eager(input_ids=tokens, output_attentions=True).attentions
-    got = model_statistics(model, tokens, FUSED + DISTANCES, first=FIRST, windows=WINDOWS, key_parts=parts,
-                           n_parts=N_PARTS, chunk_bytes=4000)
+    got = model_statistics(model, tokens, FUSED, first=FIRST, windows=WINDOWS, key_parts=parts, n_parts=N_PARTS,
+                           chunk_bytes=4000)
     for layer, pattern in enumerate(patterns):
         want = expected(pattern, 0, parts, first=FIRST, windows=WINDOWS)
-        assert_statistics({s: t[layer] for s, t in got.items()}, {s: want[s] for s in FUSED + DISTANCES}, pattern)
+        assert_statistics({s: t[layer] for s, t in got.items()}, {s: want[s] for s in FUSED}, pattern)
 
 
 def test_sink_rate_and_head_profiles_statistics_run_fused(chunked_forbidden):
