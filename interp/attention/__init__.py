@@ -37,8 +37,7 @@ from __future__ import annotations
 import torch.nn.functional as F  # noqa: F401  (tests spy on F.scaled_dot_product_attention through this name)
 
 from interp.attention.backends import BACKENDS, register
-from interp.attention.backends.key_window import WINDOW_CHUNK_BYTES
-from interp.attention.backends.sdpa import CHUNK_ROWS
+from interp.attention.budget import CHUNK_BYTES, CHUNK_ROWS, MASK_ROWS, chunk_budget, rows_per_chunk
 from interp.attention.call import AttentionCall, attend, dispatch, recording_calls
 from interp.attention.context import (
     KVCache,
@@ -51,12 +50,10 @@ from interp.attention.context import (
     key_window,
     query_rows,
 )
-from interp.attention.mask import MASK_ROWS, Mask, causal_mask, grouped_matmul, logits
+from interp.attention.mask import Mask, causal_mask, grouped_matmul, logits
 from interp.attention.mask import key_spans as _key_spans
 from interp.attention.request import (
-    CHUNK_BYTES,
     StatisticsRequest,
-    chunk_budget,
     collecting_statistics,
     current_statistics,
     forward_statistics,
@@ -66,10 +63,10 @@ from interp.attention.spans import SpanRequest, collecting_spans, model_span_mas
 from interp.attention.statistics import DECLARED, FIRST_GATHERED, STATISTICS, Statistic, part_indicators, reference
 
 __all__ = [
-    "BACKENDS", "CHUNK_BYTES", "CHUNK_ROWS", "DECLARED", "FIRST_GATHERED", "MASK_ROWS", "STATISTICS",
-    "WINDOW_CHUNK_BYTES", "AttentionCall", "KVCache", "Mask", "SpanRequest", "Statistic", "StatisticsRequest",
-    "StopForward", "attend", "causal_mask", "chunk_budget", "collecting_spans", "collecting_statistics",
-    "current_key_windows", "current_kv_cache", "current_query_rows", "current_statistics", "decoding", "dispatch",
-    "forward_statistics", "grouped_matmul", "hooked", "key_window", "logits", "model_span_masses", "model_statistics",
-    "part_indicators", "query_rows", "recording_calls", "reference", "register", "span_masses", "_key_spans",
+    "BACKENDS", "CHUNK_BYTES", "CHUNK_ROWS", "DECLARED", "FIRST_GATHERED", "MASK_ROWS", "STATISTICS", "AttentionCall",
+    "KVCache", "Mask", "SpanRequest", "Statistic", "StatisticsRequest", "StopForward", "attend", "causal_mask",
+    "chunk_budget", "collecting_spans", "collecting_statistics", "current_key_windows", "current_kv_cache",
+    "current_query_rows", "current_statistics", "decoding", "dispatch", "forward_statistics", "grouped_matmul",
+    "hooked", "key_window", "logits", "model_span_masses", "model_statistics", "part_indicators", "query_rows",
+    "recording_calls", "reference", "register", "rows_per_chunk", "span_masses", "_key_spans",
 ]

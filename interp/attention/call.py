@@ -110,7 +110,7 @@ def attend(
     name = getattr(hook_pattern, "name", None) if hook_pattern is not None else None
     mask = Mask(causal, q.shape[-2], k.shape[-2], bias, current_key_windows(name))
     call = AttentionCall(q, k, v, mask, scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]), softcap, scores,
-                         hook_scores, hook_pattern, name, current_statistics() if name else None)
+                         hook_scores, hook_pattern, name, current_statistics(name) if name else None)
     on_call = _RECORDING.get()
     if on_call is not None:
         on_call(call)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-MASK_ROWS = 1024  # query rows of one fused call where a mask hides whole stretches of keys from them
+from interp.attention import budget
 
 
 def causal_mask(n_q: int, n_k: int, device, rows: Tensor | None = None) -> Tensor:
@@ -89,11 +89,14 @@ def key_spans(mask: Tensor | None, n_q: int, n_k: int) -> list[tuple[int, int, i
     materialised causal mask at length: the kernel cannot skip what a mask hides, and turns a boolean mask into a
     float ``[q, k]`` block). None where one call over every key is as good. Hidden keys add nothing to a row's softmax,
     so the result is the same up to float rounding."""
-    if mask is None or n_q < 2 * MASK_ROWS:
+    if mask is None:
+        return None
+    step = budget.rows_per_chunk(mask.device, 4 * mask.shape[:-2].numel() * n_k, most=budget.MASK_ROWS)
+    if n_q < 2 * step:
         return None
     spans, kept = [], 0
-    for a in range(0, n_q, MASK_ROWS):
-        e = min(n_q, a + MASK_ROWS)
+    for a in range(0, n_q, step):
+        e = min(n_q, a + step)
         part = mask_rows(mask, a, e)[..., :n_k]
         seen = (part if part.dtype == torch.bool else part > float("-inf")).flatten(0, -2).any(0).nonzero()
         lo, hi = (int(seen[0]), int(seen[-1]) + 1) if seen.numel() else (0, n_k)

@@ -12,25 +12,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from interp.attention.budget import rows_per_chunk
 from interp.attention.context import StopForward, current_query_rows, query_rows, setting, whole_positions
 from interp.attention.statistics import DECLARED, STATISTICS, Rows, reduce
-
-CHUNK_BYTES = 64 << 20  # CPU: scores of one chunk of query rows (x3 for the temporaries of the statistics)
-CUDA_CHUNK_SHARE = 4  # CUDA: a chunk takes at most a quarter of the device's free memory ...
-CUDA_CHUNK_MAX = 1 << 30  # ... and at most 1 GiB (issue 38's memory target: the forward's peak + 1 GiB)
-
-
-def chunk_budget(device, given: int | None = None) -> int:
-    """Bytes of scores (and their temporaries) one chunk of rows may take: ``given`` when set; on CUDA a share of the
-    free memory, at most ``CUDA_CHUNK_MAX`` (a 64 MiB chunk is 5-20 rows of a long context there: tens of thousands of
-    tiny kernels); on the CPU ``CHUNK_BYTES``."""
-    if given is not None:
-        return given
-    device = torch.device(device)
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(max(CHUNK_BYTES, min(free // CUDA_CHUNK_SHARE, CUDA_CHUNK_MAX)))
-    return CHUNK_BYTES
 
 
 def _counts(value, what: str, least: int) -> tuple[int, ...]:
@@ -53,7 +37,9 @@ class StatisticsRequest:
     ``first``: key counts for ``first_mass``; ``windows``: distances for ``window_mass`` / ``far_mass``;
     ``key_parts`` / ``n_parts``: a part label per key for ``span_mass``; ``rows``: query positions (whole numbers,
     sorted and made unique; pattern hooks then see these rows alone); ``chunk_bytes``: the scores one chunk of rows may
-    take (None: ``chunk_budget`` of the device); ``stop_after``: a ``hook_pattern`` name after which the pass stops;
+    take (None: ``budget.chunk_budget`` of the device); ``names``: the ``hook_pattern`` names recorded (None: every
+    attention; the others attend as without statistics); ``stop_after``: a ``hook_pattern`` name after which the pass
+    stops;
     ``progress(name, rows_done, rows_total)``. Which backend serves an attention: ``interp.attention.backends``."""
 
     wanted: tuple[str, ...]
@@ -63,6 +49,7 @@ class StatisticsRequest:
     n_parts: int = 0
     rows: Tensor | None = None
     chunk_bytes: int | None = None
+    names: frozenset[str] | None = None
     stop_after: str | None = None
     progress: object = None
     results: dict[str, dict[str, Tensor]] = field(default_factory=dict)
@@ -97,11 +84,13 @@ class StatisticsRequest:
                 self.chunk_bytes, numbers.Integral) or self.chunk_bytes < 1):
             raise ValueError(f"attention statistics: chunk_bytes must be a positive whole number, got "
                              f"{self.chunk_bytes!r}")
+        if self.names is not None:
+            self.names = frozenset(self.names)
         if self.progress is not None and not callable(self.progress):
             raise ValueError(f"attention statistics: progress must be callable, got {self.progress!r}")
 
-    def budget(self, device) -> int:
-        return chunk_budget(device, self.chunk_bytes)
+    def covers(self, name: str) -> bool:
+        return self.names is None or name in self.names
 
     def check_keys(self, n_k: int) -> None:
         """Span masses need one part label per key of the attention."""
@@ -151,8 +140,10 @@ def _statistics_of_rows(request: StatisticsRequest):
         yield request
 
 
-def current_statistics() -> StatisticsRequest | None:
-    return _STATISTICS.get()
+def current_statistics(name: str | None = None) -> StatisticsRequest | None:
+    """The request in force; with ``name``, None where it does not cover that attention (``names``)."""
+    request = _STATISTICS.get()
+    return request if request is None or name is None or request.covers(name) else None
 
 
 @torch.no_grad()
@@ -205,8 +196,8 @@ def _statistics_pass(model, tokens: Tensor, wanted, layers, stop: bool, options:
     layers = _check_pass(model, tokens, layers, options)
     names = [f"blocks.{l}.attn.hook_pattern" for l in layers]
     output = None
-    stop_after = f"blocks.{model.n_layers - 1}.attn.hook_pattern" if stop else None
-    with collecting_statistics(wanted, stop_after=stop_after, **options) as request:
+    with collecting_statistics(wanted, names=frozenset(names), stop_after=names[-1] if stop else None,
+                               **options) as request:
         try:
             output = model(tokens) if run is None else run()
         except StopForward:
@@ -221,11 +212,13 @@ def _read_patterns(model, tokens: Tensor, request: StatisticsRequest, names: lis
     n = tokens.shape[-1]
     every = torch.arange(n) if request.rows is None else request.rows
     b, h = (tokens.shape[0] if tokens.ndim == 2 else 1), model.n_heads
-    chunk = max(1, request.budget(tokens.device) // (3 * 4 * b * h * n))
+    chunk = rows_per_chunk(tokens.device, 3 * 4 * b * h * n, request.chunk_bytes)
     parts: dict[str, list] = {name: [] for name in names}
 
     def read(pattern, hook):
         parts[hook.name].append(request.of_pattern(pattern, current_query_rows(), n, n))
+        if hook.name == names[-1]:
+            raise StopForward(hook.name)
 
     for start in range(0, every.numel(), chunk):
         with query_rows(every[start:start + chunk]), model.hooks(fwd_hooks=[(name, read) for name in names]):

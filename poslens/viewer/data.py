@@ -198,7 +198,8 @@ def _window_of(bias, n_q: int, n_k: int, causal: bool) -> int | None:
     neither (then it is not recorded)."""
     import torch
 
-    from interp.attention.mask import MASK_ROWS, window_visible
+    from interp.attention.budget import rows_per_chunk
+    from interp.attention.mask import window_visible
 
     if bias.dtype != torch.bool or bias.dim() != 4 or bias.shape[0] != 1 or bias.shape[1] != 1:
         return None
@@ -209,8 +210,9 @@ def _window_of(bias, n_q: int, n_k: int, causal: bool) -> int | None:
         return None
     offset = n_k - n_q
     keys = torch.arange(n_k, device=m.device)
-    for a in range(0, n_q, MASK_ROWS):
-        e = min(n_q, a + MASK_ROWS)
+    step = rows_per_chunk(m.device, 2 * n_k)
+    for a in range(0, n_q, step):
+        e = min(n_q, a + step)
         q_abs = torch.arange(a + offset, e + offset, device=m.device)
         want = window_visible(q_abs, keys, ((w, 0),)) if w < n_k else torch.ones(e - a, n_k, dtype=torch.bool,
                                                                                    device=m.device)

@@ -1,7 +1,8 @@
 """The table of attention backends. ``interp.attention.call.dispatch`` runs a call through the first entry whose
 ``serves(call)`` holds; a backend is an object with ``name``, ``reads_windows`` (whether it applies ``key_window``
 conditions itself; the others see them folded into the mask), ``serves(call) -> bool`` and ``__call__(call) ->
-output``. A new backend is one entry (``register``).
+output``. A new backend is one entry (``register``). The private torch APIs they call, each with its fallback, live in
+``private``.
 
 | entry | serves | module |
 |---|---|---|

@@ -3,14 +3,16 @@ at a time, the chunk's ``[batch, head, rows, keys]`` logits are built in float32
 reduced to the statistics (``interp.attention.statistics``) and, when every row is read, multiplied by the values: the
 chunk's attention output, so the statistics ride the forward pass and no other ``[q, k]`` block exists. Causal chunks
 stop at their last row's key and sliding windows start at their first visible one. A chunk's rows come from the
-device's budget (``StatisticsRequest.budget``: free memory on CUDA)."""
+device's budget (``budget.rows_per_chunk``: free memory on CUDA)."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
+from interp.attention.backends.private import softmax_
 from interp.attention.backends.sdpa import fused
+from interp.attention.budget import rows_per_chunk
 from interp.attention.mask import first_visible, grouped_matmul, logits, rows_of
 
 
@@ -36,7 +38,7 @@ class Chunked:
         offset = n_k - n_q
         every = stats.rows is None
         causal, bias, scores = call.causal, call.bias, call.scores
-        chunk = max(1, stats.budget(q.device) // (3 * 4 * b * h * n_k))
+        chunk = rows_per_chunk(q.device, 3 * 4 * b * h * n_k, stats.chunk_bytes)
         kf = float32(k)  # the queries are cast one chunk of rows at a time
         outputs, parts = [], []
         for start in range(0, wanted.numel(), chunk):
@@ -50,8 +52,7 @@ class Chunked:
                        bias=None if bias is None else rows_of(bias, rows, keys)[..., k0:], rows_selected=True,
                        scale=call.scale, softcap=call.softcap,
                        scores=None if scores is None else float32(scores.index_select(-2, rows)[..., k0:keys]))
-            p = (torch._softmax(s, -1, False, out=s) if s.dtype == torch.float32 and not s.requires_grad
-                 else torch.softmax(s.float(), -1))
+            p = softmax_(s)
             parts.append(stats.of_pattern(p, rows, n_q, n_k, k0))
             if every:
                 outputs.append(grouped_matmul(p.to(v.dtype), v[..., k0:keys, :]))

@@ -1,14 +1,14 @@
-"""Statistics on the CPU flash kernel: ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu`` returns the
-output and each row's log-sum-exp. The private torch APIs of the CPU live here only (this op and
-``torch._fused_sdp_choice``), each with a fallback: ``lse.plain_lse`` for the kernel, "no" for the choice (the chunked
-backend serves)."""
+"""Statistics on the CPU flash kernel (``private.flash_cpu``: the output and each row's log-sum-exp), where
+``scaled_dot_product_attention`` would run it (``private.sdp_choice``). The private torch APIs it reads and their
+fallbacks live in ``backends.private``."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from interp.attention.backends.lse import LseStatistics, with_fallback
+from interp.attention.backends.lse import LseStatistics
+from interp.attention.backends.private import flash_cpu, sdp_choice, with_fallback
 from interp.attention.mask import additive, key_spans, mask_rows
 
 
@@ -20,14 +20,7 @@ def flash_serves(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal
         return False
     if q.requires_grad or k.requires_grad or v.requires_grad:
         return False
-    try:
-        from torch.nn.attention import SDPBackend
-
-        choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, scale=scale,
-                                         enable_gqa=k.shape[1] != q.shape[1])
-        return choice == int(SDPBackend.FLASH_ATTENTION)
-    except (AttributeError, ImportError, RuntimeError, TypeError):
-        return False
+    return sdp_choice(q, k, v, mask, is_causal, scale) == "flash"
 
 
 def cpu_flash(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
@@ -38,12 +31,11 @@ def cpu_flash(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: b
     rep = q.shape[1] // k.shape[1]
     if rep > 1:
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
     spans = key_spans(mask, q.shape[-2], k.shape[-2])
     if spans is None:
-        return flash(q, k, v, 0.0, is_causal, attn_mask=additive(mask, q.dtype), scale=scale)
-    parts = [flash(q[..., a:e, :], k[..., lo:hi, :], v[..., lo:hi, :], 0.0, False,
-                   attn_mask=additive(mask_rows(mask, a, e)[..., lo:hi], q.dtype), scale=scale)
+        return flash_cpu(q, k, v, is_causal, additive(mask, q.dtype), scale)
+    parts = [flash_cpu(q[..., a:e, :], k[..., lo:hi, :], v[..., lo:hi, :], False,
+                       additive(mask_rows(mask, a, e)[..., lo:hi], q.dtype), scale)
              for a, e, lo, hi in spans]
     return torch.cat([z for z, _ in parts], -2), torch.cat([lse for _, lse in parts], -1)
 

@@ -9,9 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp.attention.budget import WINDOW_SHARE, rows_per_chunk
 from interp.attention.mask import grouped_matmul, rows_of, window_visible
-
-WINDOW_CHUNK_BYTES = 16 << 20  # scores of one chunk of query rows against its window's keys
 
 
 def windowed(q: Tensor, k: Tensor, v: Tensor, windows, *, causal: bool, bias: Tensor | None, scale: float,
@@ -22,7 +21,8 @@ def windowed(q: Tensor, k: Tensor, v: Tensor, windows, *, causal: bool, bias: Te
     n_k = k.shape[-2]
     offset = n_k - n_q
     window, sinks = min(windows, key=lambda ws: ws[0] + ws[1])  # every visible key lies in this one's span
-    rows_per = max(1, min(max(window, 64), WINDOW_CHUNK_BYTES // (4 * b * h * (max(window, 64) + window + sinks))))
+    rows_per = rows_per_chunk(q.device, WINDOW_SHARE * 4 * b * h * (max(window, 64) + window + sinks),
+                              most=max(window, 64))
     out = []
     for a in range(0, n_q, rows_per):
         e = min(n_q, a + rows_per)

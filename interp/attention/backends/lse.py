@@ -1,8 +1,8 @@
 """Statistics that ride a fused kernel's log-sum-exp: no ``[q, k]`` block at all.
 
 Protocol. A kernel ``lse_attention(q, k, v, attn_mask, is_causal, scale) -> (output, L [batch, head, q] float32)``
-(per device: ``backends.cpu_flash``, ``backends.cuda``; ``plain_lse`` where the private op is missing or raises)
-gives the forward's output and each row's log-sum-exp ``L``. Then a key's mass is ``exp(s - L)``:
+(per device: ``backends.cpu_flash``, ``backends.cuda``; ``private.plain_lse`` where the private op is missing or
+raises) gives the forward's output and each row's log-sum-exp ``L``. Then a key's mass is ``exp(s - L)``:
 
 - masses on the first keys, the token itself, the previous token and the keys within ``w`` (statistics that declare a
   ``band``) come from the logits of those keys alone: per row, the first keys and the ``O(w)`` keys around it are
@@ -15,15 +15,16 @@ gives the forward's output and each row's log-sum-exp ``L``. Then a key's mass i
 Not served here (they take ``backends.chunked``), measured by ``bench.value_columns`` on SmolLM2-135M's own float32
 queries and keys at 2,048 tokens against float64: entropy as ``L - scale q . E[k]`` (``E[k]``: the keys as values)
 misses by 1.3e-5, past the 1e-5 target; the distance moments from the key index centred per block of 512 rows
-(``j - a`` and its square as values) are within it (mean 1.0e-6 of its scale, 1.4e-3 positions; variance 1.3e-6 of
-the scale squared, the spread 7.9e-3 positions) but six times the chunked path's error, and a request with the top key
+(``j - a`` and its square as values) are within it in float32 on real rows (mean 1.0e-6 of its scale; variance 1.3e-6
+of the scale squared) but miss a near-one-hot row's spread by ``eps * block^2`` (5e-4 on a 45-row sliding test); as
+float64 columns they are exact (4.7e-8) but that kernel call took 1.5x the chunked pass on the CPU (16.8 s against
+11.0 s at 2,048 tokens, one thread) and CUDA has no float64 kernel, so they stay chunked. A request with the top key
 (every key of the row) or entropy runs the chunked pass anyway. Block sizes come from the device
-(``StatisticsRequest.budget``). TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``) would round the band's
+(``budget.rows_per_chunk``). TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``) would round the band's
 logits to 10 bits: leave it off (torch's default) for exact masses."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,61 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp.attention.backends.private import LseKernel, float32
 from interp.attention.backends.sdpa import fused
-from interp.attention.mask import causal_mask, grouped_matmul, hide, rows_of
-from interp.attention.request import chunk_budget
+from interp.attention.budget import rows_per_chunk
+from interp.attention.mask import causal_mask, hide, rows_of
 from interp.attention.statistics import DECLARED, Rows, reduce
-
-LseKernel = Callable[..., tuple[Tensor, Tensor]]
-
-
-def float32(t: Tensor) -> Tensor:
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
-
-
-def plain_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
-              scale: float) -> tuple[Tensor, Tensor]:
-    """The fallback kernel, plain torch on any device: the output from ``scaled_dot_product_attention`` (the forward's
-    own), ``L`` by a logsumexp of float32 logits one block of rows at a time (the device's budget)."""
-    b, h, n_q, _ = q.shape
-    n_k = k.shape[-2]
-    out = fused(q, k, v, causal=is_causal, bias=mask, scale=scale, softcap=None)
-    qf, kf = float32(q), float32(k).transpose(-1, -2)
-    per = max(1, chunk_budget(q.device) // (3 * 4 * b * h * n_k))
-    lse = []
-    for a in range(0, n_q, per):
-        e = min(n_q, a + per)
-        s = grouped_matmul(qf[..., a:e, :], kf).mul_(scale)
-        if mask is not None:
-            s = hide(s, mask[..., :n_k] if mask.shape[-2] == 1 else mask[..., a:e, :n_k])
-        if is_causal:
-            s = s.masked_fill_(~causal_mask(n_q, n_k, s.device, torch.arange(a, e, device=s.device)), float("-inf"))
-        lse.append(torch.logsumexp(s, -1))
-    return out, torch.cat(lse, -1).float()
-
-
-_WARNED: set[str] = set()
-
-
-def with_fallback(kernel: LseKernel, name: str) -> LseKernel:
-    """``kernel``, or ``plain_lse`` where it is missing or raises (a torch release that moves a private op): warned
-    once per kernel. Out-of-memory is raised, not retried."""
-
-    def run(q, k, v, mask, is_causal, scale):
-        try:
-            return kernel(q, k, v, mask, is_causal, scale)
-        except torch.OutOfMemoryError:
-            raise
-        except (AttributeError, NotImplementedError, RuntimeError, TypeError) as error:
-            if name not in _WARNED:
-                _WARNED.add(name)
-                warnings.warn(f"interp.attention: the {name} log-sum-exp kernel failed ({type(error).__name__}: "
-                              f"{error}); statistics use the plain-torch fallback (slower, same results)",
-                              RuntimeWarning, stacklevel=2)
-            return plain_lse(q, k, v, mask, is_causal, scale)
-
-    run.kernel = kernel
-    return run
 
 
 def _padded(t: Tensor, width: int) -> Tensor:
@@ -190,7 +141,7 @@ class LseStatistics:
         bias = call.bias
         mask_row = 4 * n_k if bias is not None and bias.shape[-2] > 1 else 0  # a bias row per query row
         per_row = 4 * kv * width * d + 4 * h * d + 8 * 4 * h * width + mask_row
-        per = max(1, min(rows.numel(), chunk_budget(q.device, stats.chunk_bytes) // (b * per_row)))
+        per = rows_per_chunk(q.device, b * per_row, stats.chunk_bytes, most=rows.numel())
         parts: dict[str, list[Tensor]] = {}
         for i in range(0, rows.numel(), per):
             r = rows[i:i + per]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from interp.attention.backends.private import softmax_
 from interp.attention.backends.sdpa import fused, of_scores
 from interp.attention.context import current_query_rows, hooked
 from interp.attention.mask import grouped_matmul, logits
@@ -31,10 +32,8 @@ class Materialised:
                    scores=call.scores, **kw)
         if call.hook_scores is not None:
             s = call.hook_scores(s)
-        if s.dtype == v.dtype == torch.float32 and not s.requires_grad and not hooked(call.hook_scores):
-            pattern = torch._softmax(s, -1, False, out=s)  # in place: no one else holds these scores
-        else:
-            pattern = torch.softmax(s.float(), dim=-1).to(v.dtype)
+        # in place where no hook holds these scores
+        pattern = (torch.softmax(s.float(), -1) if hooked(call.hook_scores) else softmax_(s)).to(v.dtype)
         if call.hook_pattern is not None:
             pattern = call.hook_pattern(pattern)
         stats = call.statistics
@@ -45,7 +44,7 @@ class Materialised:
         if rows is None:
             return z_sel
         if call.scores is not None:
-            rest = of_scores(q, k, v, scores=call.scores, **kw)
+            rest = of_scores(q, k, v, scores=call.scores, softcap=call.softcap, **kw)
         else:
             rest = fused(q, k, v, softcap=call.softcap, **kw)
         return rest.index_copy(-2, sel, z_sel)

@@ -8,9 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp.attention.budget import CHUNK_ROWS, rows_per_chunk
 from interp.attention.mask import grouped_matmul, key_spans, logits, mask_rows, sdpa_mask
-
-CHUNK_ROWS = 1024  # query rows per chunk where the fused kernel cannot run (logit soft-capping)
 
 
 def fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None, scale: float,
@@ -19,8 +18,9 @@ def fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None,
     n_q = q.shape[-2]
     if softcap is not None:
         out = []
-        for start in range(0, n_q, CHUNK_ROWS):
-            rows = torch.arange(start, min(start + CHUNK_ROWS, n_q), device=q.device)
+        per = rows_per_chunk(q.device, 3 * 4 * q.shape[0] * q.shape[1] * k.shape[-2], most=CHUNK_ROWS)
+        for start in range(0, n_q, per):
+            rows = torch.arange(start, min(start + per, n_q), device=q.device)
             s = logits(q[..., start:start + len(rows), :], k, rows, n_q, causal=causal, bias=bias, scale=scale,
                        softcap=softcap)
             out.append(grouped_matmul(torch.softmax(s.float(), -1).to(v.dtype), v))
@@ -36,11 +36,12 @@ def fused(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias: Tensor | None,
                       for a, e, lo, hi in spans], -2)
 
 
-def of_scores(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: float, scores: Tensor) -> Tensor:
-    """The output of given full ``scores`` (masked, softmax in float32)."""
+def of_scores(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: float, scores: Tensor,
+              softcap: float | None = None) -> Tensor:
+    """The output of given full ``scores`` (soft-capped as the logits they replace, masked, softmax in float32)."""
     n_q = q.shape[-2]
     return grouped_matmul(torch.softmax(logits(q, k, torch.arange(n_q), n_q, causal=causal, bias=bias, scale=scale,
-                                               scores=scores).float(), -1).to(v.dtype), v)
+                                               softcap=softcap, scores=scores).float(), -1).to(v.dtype), v)
 
 
 class Sdpa:
@@ -55,7 +56,7 @@ class Sdpa:
             return fused(call.q, call.k, call.v, causal=call.causal, bias=call.bias, scale=call.scale,
                          softcap=call.softcap)
         return of_scores(call.q, call.k, call.v, causal=call.causal, bias=call.bias, scale=call.scale,
-                         scores=call.scores)
+                         scores=call.scores, softcap=call.softcap)
 
 
 BACKEND = Sdpa()

@@ -3,6 +3,7 @@ plugged in on the CPU (the CPU flash op, the plain-torch fallback, the CUDA kern
 every line of the CUDA backend but the raw op calls runs here; float32 accumulation of bf16 inputs against float64
 reductions of the same bf16 values; the statistics' declarations; the argument checks; a new backend as one entry."""
 
+import contextlib
 import dataclasses
 import warnings
 
@@ -21,7 +22,7 @@ from interp.attention import (
     reference,
     register,
 )
-from interp.attention.backends import cuda, lse
+from interp.attention.backends import cuda, lse, private
 from interp.attention.backends.cpu_flash import cpu_flash
 from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.integration.interp.test_attention_statistics import N_PARTS, assert_statistics, expected
@@ -36,7 +37,8 @@ def _raising(*args):
     raise AttributeError("module 'torch.ops.aten' has no attribute '_moved_op'")
 
 
-KERNELS = {"cpu-flash": cpu_flash, "plain-fallback": lse.plain_lse, "moved-op": lse.with_fallback(_raising, "test"),
+KERNELS = {"cpu-flash": cpu_flash, "plain-fallback": private.plain_lse,
+           "moved-op": private.with_fallback(_raising, "test"),
            "cuda-wrapper-off-cuda": cuda.BACKEND.kernel}
 CASES = {
     "causal-gqa": dict(causal=True, kv=2),
@@ -92,7 +94,7 @@ def test_the_lse_backend_with_each_kernel_equals_float64_of_the_same_inputs(kern
 
 def test_a_moved_private_op_warns_once_and_the_fallback_serves():
     q, k, v, _ = random_attention(0, n_q=12, kv=2, d_v=8)
-    kernel = lse.with_fallback(_raising, "moved-test")
+    kernel = private.with_fallback(_raising, "moved-test")
     with pytest.warns(RuntimeWarning, match="moved-test log-sum-exp kernel failed .*AttributeError"):
         z, got = kernel(q, k, v, None, True, 0.3)
     with warnings.catch_warnings():
@@ -111,7 +113,7 @@ def test_the_cuda_backend_is_not_chosen_off_cuda_and_its_wrapper_falls_back_ther
     backend = dataclasses.replace(cuda.BACKEND, device_type="cpu")
     assert backend.serves(_call(q, k, v, request))
     with pytest.warns(RuntimeWarning):
-        z, got = cuda.with_fallback(cuda.cuda_lse, "CUDA-test")(q, k, v, None, True, 0.3)
+        z, got = private.with_fallback(cuda.cuda_lse, "CUDA-test")(q, k, v, None, True, 0.3)
     torch.testing.assert_close(got, cpu_flash(q, k, v, None, True, 0.3)[1], atol=1e-6, rtol=0)
 
 
@@ -210,11 +212,72 @@ def test_chunks_are_sized_from_the_device():
 
 
 def test_cuda_chunks_take_a_share_of_the_free_memory_up_to_the_memory_target(monkeypatch):
-    from interp.attention import request
+    from interp.attention import budget
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2 << 30, 80 << 30))
-    assert chunk_budget("cuda") == (2 << 30) // request.CUDA_CHUNK_SHARE
+    assert chunk_budget("cuda") == (2 << 30) // budget.CUDA_CHUNK_SHARE
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (60 << 30, 80 << 30))
-    assert chunk_budget("cuda") == request.CUDA_CHUNK_MAX
+    assert chunk_budget("cuda") == budget.CUDA_CHUNK_MAX
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100 << 20, 80 << 30))
     assert chunk_budget("cuda") == CHUNK_BYTES
+
+
+SOFTCAP_BACKENDS = ("key_window", "materialised", "materialised-rows", "chunked", "lse-declines", "sdpa")
+
+
+@pytest.mark.parametrize("given_scores", [False, True], ids=["q-dot-k", "given-scores"])
+@pytest.mark.parametrize("backend", SOFTCAP_BACKENDS)
+def test_every_backend_soft_caps_the_logits_before_the_mask_as_gemma2(backend, given_scores):
+    """``softcap * tanh(s / softcap)`` of ``q . k * scale`` (or of given scores, which replace it), then the mask: the
+    output, the scores ``hook_scores`` sees and the statistics, against float64 of the definition."""
+    from interp.attention import AttentionCall, Mask, dispatch, query_rows
+
+    n_q, offset, cap, scale = 30, 3, 2.0, 0.5
+    q, k, v, bias = random_attention(11, n_q=n_q, offset=offset, kv=2, d_v=8, bias="float", q_scale=3.0)
+    windows = ((7, 2),) if backend == "key_window" else ()
+    scores = (q @ k.repeat_interleave(2, 1).transpose(-1, -2)) * scale if given_scores else None
+    hook_scores, seen = named_hook("blocks.0.attn.hook_attn_scores"), []
+    if backend.startswith("materialised"):
+        hook_scores.add_hook(lambda t, hook: seen.append(t.double()))
+    wanted = {"chunked": ("entropy", "distance_std"), "lse-declines": ("first_mass", "window_mass")}.get(backend)
+    rows = torch.tensor([0, 7, 29]) if backend == "materialised-rows" else None
+    call_of = lambda request: AttentionCall(  # noqa: E731
+        q, k, v, Mask(True, n_q, n_q + offset, bias, windows), scale, cap, scores, hook_scores,
+        named_hook("blocks.0.attn.hook_pattern"), "blocks.0.attn.hook_pattern", request)
+    with collecting_statistics(wanted or ("first_mass",), windows=(0, 3)) as request:
+        call = call_of(request if wanted else None)
+        served = [b.name for b in BACKENDS.values() if b.serves(call if b.reads_windows else call.folded())]
+        with query_rows(rows) if rows is not None else contextlib.nullcontext():
+            z = dispatch(call)
+    assert served[0] == {"materialised-rows": "materialised", "lse-declines": "chunked"}.get(backend, backend)
+    assert "statistics_cpu_flash" not in served
+    pattern, z_ref = eager_attention(q, k, v, causal=True, bias=bias, scale=scale, softcap=cap, windows=windows)
+    torch.testing.assert_close(z.double(), z_ref, atol=1e-5, rtol=1e-5)
+    if seen:
+        s = torch.tanh(q.double() @ k.double().repeat_interleave(2, 1).transpose(-1, -2) * scale / cap) * cap
+        s = (s + bias.double()).masked_fill(torch.ones(n_q, n_q + offset, dtype=torch.bool).tril(offset).logical_not(),
+                                            float("-inf"))
+        torch.testing.assert_close(seen[0], s if rows is None else s[:, :, rows], atol=1e-5, rtol=1e-5)
+    if wanted:
+        want = expected(pattern, offset, first=(1,), windows=(0, 3))
+        assert_statistics(request.results["blocks.0.attn.hook_pattern"], {s: want[s] for s in wanted}, pattern)
+
+
+def test_every_chunk_size_comes_from_the_one_budget_and_the_cpu_budget_keeps_the_old_sizes(monkeypatch):
+    from interp.attention import budget, mask
+    from interp.attention.backends import key_window
+
+    causal = torch.ones(1, 1, 4096, 4096, dtype=torch.bool).tril()
+    assert [e - a for a, e, _, _ in mask.key_spans(causal, 4096, 4096)] == [1024] * 4
+    assert budget.rows_per_chunk("cpu", 4 * 32768, most=budget.MASK_ROWS) == 512  # 64 MiB of float mask rows
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 << 30, 80 << 30))
+    assert budget.rows_per_chunk("cuda", 4 * 32768, most=budget.MASK_ROWS) == 1024
+    q, k, v, _ = random_attention(6, n_q=40, kv=2, d_v=8)
+    whole = attend(q, k, v, causal=True, scale=0.4, softcap=2.0)
+    windowed = [key_window.windowed(q, k, v, ((6, 1),), causal=True, bias=None, scale=0.4, softcap=None, scores=None)]
+    monkeypatch.setattr(budget, "CHUNK_BYTES", 3 * 4 * 2 * 4 * 40 * 7)  # 7 soft-capped rows a chunk
+    chunked = attend(q, k, v, causal=True, scale=0.4, softcap=2.0)
+    windowed.append(key_window.windowed(q, k, v, ((6, 1),), causal=True, bias=None, scale=0.4, softcap=None,
+                                        scores=None))
+    torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
+    torch.testing.assert_close(windowed[1], windowed[0], atol=1e-6, rtol=0)

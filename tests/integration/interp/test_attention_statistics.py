@@ -237,3 +237,24 @@ def test_the_pass_stops_after_the_last_attention_and_edited_patterns_are_what_is
     assert fired == []
     torch.testing.assert_close(got["first_mass"][..., 0], torch.ones_like(got["first_mass"][..., 0]))
     torch.testing.assert_close(got["distance_mean"][0, 0, 0], torch.arange(16, dtype=torch.float32))
+
+
+def test_asking_for_some_layers_runs_the_attentions_up_to_the_last_and_reads_statistics_of_those_alone():
+    from interp.attention import recording_calls
+
+    model = tiny_repo("rope")
+    tokens = torch.randint(5, 256, (1, 21), generator=torch.Generator().manual_seed(8))
+    full = model_statistics(model, tokens, NO_SPANS, first=FIRST, windows=WINDOWS)
+    calls = []
+    for layers, last in [([0], 0), ([1], 1), ([0, 2], 2)]:
+        calls.clear()
+        with recording_calls(lambda call: calls.append((call.name, call.statistics is not None))):
+            got = model_statistics(model, tokens, NO_SPANS, first=FIRST, windows=WINDOWS, layers=layers)
+        assert calls == [(f"blocks.{l}.attn.hook_pattern", l in layers) for l in range(last + 1)]
+        for stat, value in got.items():
+            assert value.shape[0] == len(layers)
+            if layers == [0]:
+                assert torch.equal(value, full[stat][:1]), stat
+            elif stat != "top_key":  # the attentions without statistics give the output to float rounding
+                torch.testing.assert_close(value, full[stat][layers], atol=1e-5 * (21 if "distance" in stat else 1),
+                                           rtol=1e-5)

@@ -7,7 +7,7 @@ the output bit for bit the one ``attend`` gives without statistics."""
 import pytest
 import torch
 
-from interp.attention import BACKENDS, attend, collecting_statistics, mask, model_statistics, statistics
+from interp.attention import BACKENDS, attend, budget, collecting_statistics, mask, model_statistics, statistics
 from interp.loading import load
 from tests.attention_inputs import eager_attention, named_hook, random_attention
 from tests.hf_helpers import reference, write_tiny_hf
@@ -56,7 +56,7 @@ CASES = {
 def test_fused_statistics_equal_the_float64_pattern_and_leave_the_output_bits(case, rows, mask_rows, chunked_forbidden,
                                                                               monkeypatch):
     c = CASES[case]
-    monkeypatch.setattr(mask, "MASK_ROWS", mask_rows)  # 8: masked calls per chunk of rows on the keys they see
+    monkeypatch.setattr(budget, "MASK_ROWS", mask_rows)  # 8: masked calls per chunk of rows on the keys they see
     # first_mass of 4 keys past FIRST_GATHERED: indicator columns (the band serves first_mass up to it)
     monkeypatch.setattr(statistics, "FIRST_GATHERED", 2)
     offset = c.get("offset", 0)
@@ -135,7 +135,7 @@ def test_sink_rate_and_head_profiles_statistics_run_fused(chunked_forbidden):
 def test_a_mask_that_hides_stretches_of_keys_is_attended_per_chunk_of_rows_on_the_keys_they_see(monkeypatch):
     """Gemma 3's sliding layers at 32k: one fused call would score every key of every row (and hold the boolean mask
     as a float ``[q, k]`` block); per chunk of rows, only the keys a chunk may see are read, with the same result."""
-    monkeypatch.setattr(mask, "MASK_ROWS", 16)
+    monkeypatch.setattr(budget, "MASK_ROWS", 16)
     q, k, v, sliding = random_attention(3, n_q=160, kv=2, bias="sliding", window=12)
     spans = mask.key_spans(sliding, 160, 160)
     assert [(a, e) for a, e, _, _ in spans] == [(a, a + 16) for a in range(0, 160, 16)]

@@ -9,8 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from interp import attention, interventions
-from interp.attention import attend, collecting_statistics, key_window
-from interp.attention.backends import key_window as key_window_backend
+from interp.attention import attend, budget, collecting_statistics, key_window
 from interp.interventions import KeyWindow
 from interp.loading import load
 from tests.attention_inputs import eager_attention, named_hook, random_attention
@@ -34,7 +33,7 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_windowed_attend_equals_the_eager_window_with_and_without_hooks_and_statistics(case, monkeypatch):
     c = CASES[case]
-    monkeypatch.setattr(key_window_backend, "WINDOW_CHUNK_BYTES", 4000)  # a few rows per chunk
+    monkeypatch.setattr(budget, "CHUNK_BYTES", 4 * 4000)  # a few rows per key-window chunk
     offset = c.get("offset", 0)
     q, k, v, bias = random_attention(len(case), n_q=37, offset=offset, kv=c["kv"], bias=c.get("bias"))
     kw = dict(causal=c["causal"], bias=bias, scale=0.4, softcap=c.get("softcap"))
