@@ -126,3 +126,13 @@ def tiny_gemma3(sliding: int, full_rope: dict, seed: int = 0, **overrides):
     config = T.Gemma3TextConfig(**gemma3_config(sliding, full_rope, **overrides))
     torch.manual_seed(seed)
     return spread_weights(T.Gemma3ForCausalLM(config))
+
+
+def saved_gemma3(directory):
+    """``(transformers model, poslens model)`` of Gemma 3's layout in small: three sliding layers (6 keys, theta 1e4)
+    to one global layer (theta 1e6, linear scaling by 8), one key head, saved to ``directory`` and loaded back."""
+    from interp import load
+
+    hf = tiny_gemma3(3, {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6})
+    hf.save_pretrained(directory)
+    return hf, load(directory)

@@ -119,9 +119,9 @@ def test_documents_of_different_lengths_count_where_they_reach():
 
 def test_gemma3_local_layers_stay_inside_their_window_and_the_global_layer_reaches_past_it(tmp_path):
     from figures.along_context import figure
-    from tests.integration.interp.test_streaming import _tiny_gemma3
+    from tests.hf_helpers import saved_gemma3
 
-    _, model = _tiny_gemma3(tmp_path)  # three sliding layers of 6 keys (distance <= 5), then one global layer
+    _, model = saved_gemma3(tmp_path)  # three sliding layers of 6 keys (distance <= 5), then one global layer
     docs = _docs(2, 120, seed=2)
     docs = [[min(i, 299) for i in ids] for ids in docs]
     df = along_context(model, documents=docs, length=120, windows=(5, 40))

@@ -182,9 +182,9 @@ def test_hf_family_statistics_equal_transformers_eager_attentions(kind, override
 
 
 def test_gemma3_sliding_layers_are_bounded_by_their_window_and_the_global_layer_is_not(tmp_path):
-    from tests.integration.interp.test_streaming import _tiny_gemma3
+    from tests.hf_helpers import saved_gemma3
 
-    hf, model = _tiny_gemma3(tmp_path)
+    hf, model = saved_gemma3(tmp_path)
     tokens = torch.randint(3, 300, (1, 40), generator=torch.Generator().manual_seed(6))
     hf.set_attn_implementation("eager")
     with torch.no_grad():

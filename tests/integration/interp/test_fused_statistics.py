@@ -94,9 +94,9 @@ def test_statistics_the_fused_kernel_cannot_give_exactly_take_the_chunked_path(m
 @pytest.mark.parametrize("kind", ["llama", "gemma3"])
 def test_model_statistics_of_a_tiny_hf_model_equal_transformers_eager_attentions(kind, tmp_path, chunked_forbidden):
     if kind == "gemma3":  # three sliding layers of 6 keys (boolean masks from the hf family), one global layer
-        from tests.integration.interp.test_streaming import _tiny_gemma3
+        from tests.hf_helpers import saved_gemma3
 
-        eager, model = _tiny_gemma3(tmp_path)
+        eager, model = saved_gemma3(tmp_path)
         eager.set_attn_implementation("eager")
     else:
         write_tiny_hf(kind, tmp_path)

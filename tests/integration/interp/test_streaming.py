@@ -12,7 +12,7 @@ from interp import attention
 from interp.capabilities import CapabilityError
 from interp.loading import load
 from interp.streaming import RollingCache, check_streamable, recomputed_nll, stream_nll
-from tests.hf_helpers import tiny_gemma3, tiny_hf
+from tests.hf_helpers import saved_gemma3, tiny_hf
 
 N = 40
 
@@ -106,21 +106,13 @@ def test_two_layers_stream_as_transformers_cache_with_eviction_and_re_indexed_po
         assert np.abs(want - stream_nll(model, x, C, 0, 4))[C + 1:].max() > 0.01
 
 
-def _tiny_gemma3(directory):
-    """Gemma 3's layout in small: three sliding layers (6 keys, theta 1e4) to one global layer (theta 1e6, linear
-    scaling by 8), one key head; the real model's per-layer rotations are what a key is turned back and forth by."""
-    hf = tiny_gemma3(3, {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6})
-    hf.save_pretrained(directory)
-    return hf, load(directory)
-
-
 def test_chunks_give_token_by_token_streaming_in_every_family_that_streams(tmp_path):
     """Each chunk of a stream rotates its keys from other positions than a token-by-token cache does, so a key turned by
     the wrong layer's frequencies would not agree across chunk sizes (Gemma 3's global layer: 8 times slower)."""
     from tests.repo_helpers import tiny_repo
 
     x = _stream(3)
-    hf, gemma3 = _tiny_gemma3(tmp_path / "gemma3")
+    hf, gemma3 = saved_gemma3(tmp_path / "gemma3")
     assert gemma3.rotation(3).inv_freq[0] == pytest.approx(0.125) and gemma3.rotation(0).inv_freq[0] == 1.0
     with torch.no_grad():
         dense = F.cross_entropy(hf(input_ids=x[None]).logits[0, :-1], x[1:], reduction="none").numpy()
