@@ -8,13 +8,16 @@ from plotly.subplots import make_subplots
 
 from figures.style import TEMPLATE, model_colors
 
+PANEL_PX, GAP_PX = 320, 90  # a row of panels and the gap under it (the axis ticks and the next row's title)
+
 
 def figure(df) -> go.Figure:
     conditions = list(dict.fromkeys(zip(df["input"], df["start_token"])))
     titles = [f"{i}, {'with' if s else 'without'} start token" for i, s in conditions]
     cols = min(2, len(conditions))
     rows = -(-len(conditions) // cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True, vertical_spacing=0.18)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True,
+                        vertical_spacing=min(0.18, GAP_PX / (PANEL_PX * rows)))
     colors = model_colors(list(dict.fromkeys(df["model"])))
     lengths = sorted(df["length"].unique())
     per_layer = df.groupby(["model", "input", "start_token", "length", "layer"], sort=False).agg(
@@ -62,5 +65,5 @@ def figure(df) -> go.Figure:
     eps = df["epsilon"].iloc[0]
     how = ("Gu et al.'s alpha_1 (all query rows) > {eps:g}, per sequence" if df["estimator"].iloc[0] == "gu"
            else "mean first-token attention over rows 1..T-1 and sequences > {eps:g} (poslens' estimator)")
-    fig.update_layout(template=TEMPLATE, height=320 * rows + 160, title=f"Attention sinks: {how.format(eps=eps)}")
+    fig.update_layout(template=TEMPLATE, height=PANEL_PX * rows + 160, title=f"Attention sinks: {how.format(eps=eps)}")
     return fig

@@ -13,3 +13,15 @@ def test_every_line_of_the_kept_sink_rate_run_has_one_legend_entry():
     named = [t.name for t in fig.data if t.showlegend]
     drawn = {t.name for t in fig.data if t.mode == "lines+markers"}
     assert sorted(named) == sorted(drawn) and "gemma3-270m, 256 tokens" in named
+
+
+def test_the_rows_of_panels_are_taller_than_the_gaps_between_them():
+    """Seven conditions make four rows: a fixed share of the height between rows left each panel shorter than the gap
+    under it (looked at: the report's figure of the run at 3c75c1e)."""
+    df = pd.read_csv(EVIDENCE / "sink-rate.csv.gz")
+    fig = figure(df)
+    domains = sorted({tuple(fig.layout[a].domain) for a in fig.layout if a.startswith("yaxis")}, reverse=True)
+    assert len(domains) >= 2
+    panel = domains[0][1] - domains[0][0]
+    gap = domains[0][0] - domains[1][1]
+    assert panel > 2.5 * gap
