@@ -35,8 +35,10 @@ Protocol, on text contexts of ``length`` tokens (``corpora.contexts``) and NIAH 
      intervention (previous-token mass >= 0.5, or the 3 highest where none reaches it);
    - ``niah_accuracy``: RULER's greedy score on ``niah_prompts`` prompts.
 
-3. The same effects at a longer length (``long_length``, e.g. the trained length, where the lowest bands turn through
-   more than a radian), on ``long_docs`` contexts of that length (no band usage there): rows ``part=long_effects``.
+3. The same effects at a longer length (``long_length``, e.g. the trained length: SmolLM2's lowest quarter turns
+   through 0.09 rad over 512 tokens, 1.5 rad over 8,192; a sliding layer's bands turn only within its window), on
+   ``long_docs`` contexts of that length (no band usage there; ``n_docs`` counts the shorter ones): rows
+   ``part=long_effects``. Built-in contexts only: the user's documents would give both lengths the same windows.
    Every context's own effects, at either length, are kept as rows ``part=context_effects`` (``context``, ``length``,
    ``condition``, ``loss``, ``kl``, ``positional_heads``): the units the known-results row bootstraps over.
 
@@ -265,6 +267,15 @@ def summary(df):
     return out
 
 
+def precheck(options: dict, label) -> None:
+    """Before any model loads: the longer contexts' rows are told apart from the others by their length."""
+    from analyses.registry import OptionError
+
+    if options["long_length"] and options["long_length"] == options["length"]:
+        raise OptionError(f"{label('long_length')} {options['long_length']}: equals {label('length')}; give a longer "
+                          f"length or 0")
+
+
 @analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
           summary=summary,
           small=Run(("repo-small", "rope-small"),
@@ -276,7 +287,7 @@ def summary(df):
                    quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128, long_length=96,
                               long_docs=1), section=KNOWN),
           memory=Run(("rope-small",), dict(length=128, niah_prompts=0)),
-          builds_logits=False)
+          builds_logits=False, precheck=precheck)
 @may_be_nan(**dict.fromkeys(("layer", "head", "depth", "band", "frequency", "wavelength", "n_bands", "q_norm", "k_norm",
                               "poslens_logit_share", "previous_token_mass", "attention_scaling"),
                             "an effects row is of the whole model"),
@@ -286,8 +297,7 @@ def summary(df):
             context="a bands, effects or long_effects row is over every context",
             quarter="a bands, effects, long_effects or context_effects row",
             attention="an effects row is of the whole model", rope_type="an effects row is of the whole model",
-            condition="a bands or contexts row",
-            long_docs="no long_length was asked for")
+            condition="a bands or contexts row")
 def rope_frequencies(model, *,
                      n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("texts", "tokens"))] = 4,
                      length: Annotated[int, Help("tokens per context"), Range(8), Fits()] = 512,
@@ -302,7 +312,8 @@ def rope_frequencies(model, *,
                      niah_tokens: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit "
                                                       "for the answer)"), Range(32), Fits(margin=16)] = 512,
                      long_length: Annotated[int, Help("tokens per context for the effects at a longer length, e.g. "
-                                                      "the trained length (0: none)"), Range(0), Fits()] = 0,
+                                                      "the trained length (0: none)"), Range(0), Fits(),
+                                           NotWith(("texts", "tokens"))] = 0,
                      long_docs: Annotated[int, Help("contexts of long_length"), Range(1)] = 2,
                      seed: int = 0, documents=None) -> pd.DataFrame:
     """Per head and rotary band, the mean query and key norm of the band (Barbero et al.'s measure) and the share of the

@@ -129,7 +129,7 @@ def _induction(r: Results, m: str) -> str:
 def _induction_verdict(r: Results) -> str:
     per = _judged(r, "induction_score", "induction_per_sequence", INDUCTION_CUT)
     return (f"{_overall(per)} (existence): " + "; ".join(f"{NAMES[m]} {v}" for m, v in per.items())
-            + f". The best head is chosen on the sequences it is judged on. {INDUCTION_RULE.history()}")
+            + ". The best head is chosen on the sequences it is judged on")
 
 
 def _previous(r: Results, m: str) -> str:
@@ -147,11 +147,9 @@ def _previous(r: Results, m: str) -> str:
 
 def _previous_verdict(r: Results) -> str:
     if not all("wiki_previous_token_score" in r.model("induction", m) for m in PRETRAINED):
-        return ("inconclusive: the kept run has no previous-token score on text, the condition the rule reads. "
-                + PREVIOUS_RULE.history())
+        return "inconclusive: the kept run has no previous-token score on text, the condition the rule reads"
     per = _judged(r, "wiki_previous_token_score", "wiki_previous_per_sequence", PREVIOUS_CUT)
-    return (f"{_overall(per)} (existence): " + "; ".join(f"{NAMES[m]} {v}" for m, v in per.items())
-            + f". {PREVIOUS_RULE.history()}")
+    return f"{_overall(per)} (existence): " + "; ".join(f"{NAMES[m]} {v}" for m, v in per.items())
 
 
 CLAIMS: list[Claim] = [
@@ -168,7 +166,7 @@ CLAIMS: list[Claim] = [
                  "first occurrence, with a 95% bootstrap interval over sequences. Copying is not scored per head; the "
                  "loss on the repeat is the model's. The 0.4 cut is poslens'. Models: SmolLM2-135M-Instruct (Q4_1 "
                  "GGUF) and Gemma 3 270M base (Q4_K_M GGUF), de-quantised",
-        models=PRETRAINED, measure=_induction, verdict=_induction_verdict),
+        models=PRETRAINED, measure=_induction, verdict=_induction_verdict, rule=INDUCTION_RULE),
     Claim(
         finding="previous-token heads", source="Olsson et al. 2022",
         quote="[the induction circuit's first head] copies information from the previous token",
@@ -179,7 +177,7 @@ CLAIMS: list[Claim] = [
         protocol="the same score on English Wikipedia windows of 512 tokens (training-like text; judged) and on the "
                  "repeated random tokens of the induction row (shown), 16 sequences each, 95% bootstrap intervals "
                  "over sequences; the 0.5 cut is poslens'",
-        models=PRETRAINED, measure=_previous, verdict=_previous_verdict),
+        models=PRETRAINED, measure=_previous, verdict=_previous_verdict, rule=PREVIOUS_RULE),
 ]
 
 
@@ -778,7 +776,7 @@ def _streaming_verdict(r: Results) -> str:
                 f"4 sinks: {share.pct()} tokens)")
         out.append(f"{NAMES[m]} {part}: the gain part {gains} ({int((gain > 0).sum())} of {len(gain)} buckets > 0); "
                    f"the recovery part {said}")
-    return "; ".join(out) + ". " + STREAMING_RULE.history()
+    return "; ".join(out)
 
 
 CLAIMS += [
@@ -798,7 +796,7 @@ CLAIMS += [
                  "k-th token only, and in the kept run without the start token (the option to keep it, and per-token "
                  "losses, came later); Gemma 3's sliding layers (512 keys) never see the sinks, only its 3 global "
                  "layers do. The control streams the same text without the start token",
-        models=PRETRAINED, measure=_streaming, verdict=_streaming_verdict),
+        models=PRETRAINED, measure=_streaming, verdict=_streaming_verdict, rule=STREAMING_RULE),
 ]
 
 
@@ -895,7 +893,7 @@ def _norms_verdict(r: Results) -> str:
                                       f"inconclusive at n = {vals[0].n} contexts")
                         + f" ({sum(v.lo > 1 for v in vals)} of {len(vals)} layers above 1, {below} at or below)")
         out.append(f"{NAMES[m]}: " + ", ".join(says))
-    return "; ".join(out) + ". " + ROTARY_RULE.history()
+    return "; ".join(out)
 
 
 CLAIMS += [
@@ -913,7 +911,7 @@ CLAIMS += [
                  "bands ordered by its own frequencies and quarters compared, with 95% bootstrap intervals over "
                  "contexts. Gemma 3 differs from Gemma 7B: two rotary bases (local layers 10k, global layers 1M) and "
                  "QK-norm on queries and keys. The logit share beside it is poslens' own metric",
-        models=PRETRAINED, measure=_norms, verdict=_norms_verdict),
+        models=PRETRAINED, measure=_norms, verdict=_norms_verdict, rule=ROTARY_RULE),
 ]
 
 
@@ -923,14 +921,17 @@ ABLATIONS = (("zero-highest", "highest quarter zeroed"), ("zero-lowest", "lowest
 
 
 def _largest_angle(r: Results, m: str, length: int) -> float:
-    """The largest angle, in radians, the lowest quarter's bands turn through over ``length`` tokens: frequency x
-    (length - 1), over the layers (each ordered by its own frequencies)."""
+    """The largest angle, in radians, the lowest quarter's bands turn through between a query and a key it can see
+    in ``length`` tokens: frequency x (the farthest such key: ``length - 1``, or the window's size - 1 on a sliding
+    layer), over the layers (each ordered by its own frequencies)."""
     d = r.model("rope-frequencies", m, part="bands")
     angles = []
     for _, g in d.groupby("layer"):
         per_band = g.groupby("band")["frequency"].first().sort_index()  # band 0 the fastest
         q = max(1, len(per_band) // 4)
-        angles.append(float(per_band.iloc[-q:].max()) * (length - 1))
+        kind = str(g["attention"].iloc[0]) if "attention" in g else "full"
+        reach = min(length, int(kind.split()[1])) if kind.startswith("sliding") else length
+        angles.append(float(per_band.iloc[-q:].max()) * (reach - 1))
     return max(angles)
 
 
@@ -1001,7 +1002,7 @@ POSITIONAL_RULE = Rule(
          "interval over contexts. Agrees when the interval with the highest quarter removed lies below half the "
          "unablated mass and the interval with the lowest quarter removed lies above half; differs when the "
          "interval with the highest quarter removed lies at or above half; otherwise inconclusive",
-    written="2026-11-27 in the commit that adds this row, before the run that judges it (an earlier run, 4 "
+    written="2026-11-27 in commit 9f7b42d, before the run that judges it (an earlier run, 4 "
             "contexts with no per-context values, had shown the direction: 0.61 -> 0.04 and 0.62 -> 0.03)")
 
 
@@ -1048,7 +1049,7 @@ def _positional_verdict(r: Results) -> str:
             say = f"inconclusive at n = {high.n} contexts"
         out.append(f"{NAMES[m]}: {say} (half the unablated mass {half:.2f}; highest removed "
                    f"[{high.lo:.2f}, {high.hi:.2f}], lowest removed [{low.lo:.2f}, {low.hi:.2f}])")
-    return "; ".join(out) + ". " + POSITIONAL_RULE.history()
+    return "; ".join(out)
 
 
 CLAIMS += [
@@ -1217,8 +1218,7 @@ def _retrieval_verdict(r: Results) -> str:
             continue
         out.append(f"{NAMES[m]} {judge(iv, within=(low / 100, high / 100))} ({iv.pct()})")
     return ("; ".join(out) + ". Confound: with a 7-digit needle copied after a matching prefix, the retrieval "
-            "heads found here are largely the induction heads, so the test cannot tell Wu's heads from Olsson's. "
-            + RETRIEVAL_RULE.history())
+            "heads found here are largely the induction heads, so the test cannot tell Wu's heads from Olsson's")
 
 
 def _n_prompts(d: pd.DataFrame) -> int:
@@ -1280,8 +1280,7 @@ def _masking_verdict(r: Results) -> str:
         out.append(f"{NAMES[m]} {verdict} (k = {int(k)}, {n_retrieval} heads score > {THRESHOLD}: top "
                    f"{top.format('{:.2f}')}, worst random draw {worst.format('{:.2f}')}, none {base:.2f})")
     return ("; ".join(out) + ". The heads masked first are induction heads (see the measure): the needle is "
-            "copied after a matching prefix, so masking them also tests the induction circuit. "
-            + MASKING_RULE.history())
+            "copied after a matching prefix, so masking them also tests the induction circuit")
 
 
 CLAIMS += [
@@ -1299,7 +1298,7 @@ CLAIMS += [
                  "depths (about 600 tests per model) with sentence needles in Paul Graham essays; scaled to this "
                  "machine's CPUs: 7-digit needles in 512-token Wikipedia haystacks, one length, needle depths spread "
                  "over 0-100%, 32 prompts, with a 95% bootstrap interval over prompts on the share",
-        models=PRETRAINED, measure=_retrieval, verdict=_retrieval_verdict),
+        models=PRETRAINED, measure=_retrieval, verdict=_retrieval_verdict, rule=RETRIEVAL_RULE),
     Claim(
         finding="retrieval heads are causal", source="Wu et al. 2024",
         quote="completely pruning retrieval heads leads to failure in retrieving relevant information and results in "
@@ -1310,5 +1309,5 @@ CLAIMS += [
                  "attends uniformly; the top-k heads by score against k random heads of the same layers (Wu draw "
                  "outside the top 100, from any layer), k = 1%, 2%, 5%, 10% of the heads, 2 random draws; greedy "
                  "exact-match NIAH accuracy on 16 other prompts with exact binomial intervals",
-        models=PRETRAINED, measure=_masking, verdict=_masking_verdict),
+        models=PRETRAINED, measure=_masking, verdict=_masking_verdict, rule=MASKING_RULE),
 ]

@@ -119,38 +119,54 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def keep(run: Path, folder: Path, machine: str) -> list[Path]:
+KEPT = ("*.csv.gz", "*.provenance.json", RUN)  # all a kept folder holds
+
+
+def keep(run: Path, folder: Path, machine: str, check=None) -> list[Path]:
     """Copy a ``reproduce --real-models`` report's known-results evidence (``run/known``: each CSV gzipped, its
     provenance, and ``RUN``: the commit, times and machine from the steps' records) into ``folder``, replacing the
-    evidence kept there; refuses a run whose steps ran at different commits."""
+    evidence kept there, once ``check(staged folder)`` passes (default: ``render``, so a run missing a step's CSV is
+    refused before anything is replaced). Refused too: a run whose steps ran at different commits, and a ``folder``
+    that is inside the run (or holds it) or holds anything but kept evidence."""
     import gzip
     import shutil
 
-    src = Path(run) / KNOWN_FOLDER
+    src, folder = Path(run) / KNOWN_FOLDER, Path(folder)
     records = [json.loads(p.read_text(encoding="utf-8")) | {"analysis": p.stem}
                for p in sorted((src / STEPS).glob("*.json"))]
     if not records:
         raise FileNotFoundError(f"{src / STEPS}: no step records; is {run} a `poslens reproduce --real-models` report?")
     if len({r["commit"] for r in records}) != 1:
         raise ValueError(f"{run}: its steps ran at {len({r['commit'] for r in records})} commits; keep one run's")
-    folder = Path(folder)
+    here, there = Path(run).resolve(), folder.resolve()
+    if there == here or here in there.parents or there in here.parents:
+        raise ValueError(f"--keep {folder}: inside the run {run} (or holding it); keep its evidence elsewhere")
+    foreign = [p.name for p in folder.iterdir() if not any(p.match(g) for g in KEPT)] if folder.is_dir() else []
+    if foreign:
+        raise ValueError(f"--keep {folder}: holds {', '.join(sorted(foreign)[:5])}, which is no kept evidence; "
+                         f"choose an empty folder or one written by --keep")
     staged = folder.with_name(folder.name + ".partial")
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
-    for r in records:
-        with open(src / f"{r['analysis']}.csv", "rb") as f, \
-                gzip.GzipFile(staged / f"{r['analysis']}.csv.gz", "wb", mtime=0) as g:
-            shutil.copyfileobj(f, g)
-        for p in src.glob(f"{r['analysis']}*.provenance.json"):
-            shutil.copy2(p, staged / p.name)
-    records.sort(key=lambda r: r["finished"])
-    starts = [dt.datetime.fromisoformat(r["finished"]) - dt.timedelta(seconds=r["seconds"]) for r in records]
-    (staged / RUN).write_text(json.dumps(dict(
-        commit=records[0]["commit"], machine=machine,
-        started=min(starts).strftime("%Y-%m-%d %H:%M"),
-        finished=max(dt.datetime.fromisoformat(r["finished"]) for r in records).strftime("%Y-%m-%d %H:%M"),
-        steps=[dict(analysis=r["analysis"], seconds=r["seconds"]) for r in records]), indent=1) + "\n",
-        encoding="utf-8")
+    try:
+        for r in records:
+            with open(src / f"{r['analysis']}.csv", "rb") as f, \
+                    gzip.GzipFile(staged / f"{r['analysis']}.csv.gz", "wb", mtime=0) as g:
+                shutil.copyfileobj(f, g)
+            for name in r.get("files", []):
+                if name.endswith(".provenance.json"):
+                    shutil.copy2(src / name, staged / name)
+        records.sort(key=lambda r: r["finished"])
+        starts = [dt.datetime.fromisoformat(r["finished"]) - dt.timedelta(seconds=r["seconds"]) for r in records]
+        (staged / RUN).write_text(json.dumps(dict(
+            commit=records[0]["commit"], machine=machine, started=min(starts).strftime("%Y-%m-%d %H:%M"),
+            finished=max(dt.datetime.fromisoformat(r["finished"]) for r in records).strftime("%Y-%m-%d %H:%M"),
+            steps=[dict(analysis=r["analysis"], seconds=r["seconds"]) for r in records]), indent=1) + "\n",
+            encoding="utf-8")
+        (render if check is None else check)(staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     old = folder.with_name(folder.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if folder.exists():

@@ -58,7 +58,7 @@ def test_induction_verdict_reads_the_best_heads_interval_over_sequences(tmp_path
     _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.7, 0.75, 0.8, 0.72])
     r = known_types.Results(tmp_path)
     assert claim.verdict(r).startswith("agrees (existence): SmolLM2-135M agrees; Gemma 3 270M agrees.")
-    assert "rule (written" in claim.verdict(r)
+    assert "rule (written" in known_results._verdict(claim, r)
     assert "L2H1 0.90 [0.86, 0.94], n = 4; 1 of 12 heads" in claim.measure(r, "smollm2")
     _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.2, 0.1, 0.3, 0.25])  # all below the cut
     assert claim.verdict(known_types.Results(tmp_path)).startswith("differs (existence): SmolLM2-135M agrees; "
@@ -208,6 +208,16 @@ def test_every_sink_row_shows_a_rule_written_before_its_run_and_its_history():
     assert "earlier rule" in _claim("sinks above the bottom layers").rule.history()
 
 
+def test_every_claim_carries_its_rule_and_the_table_prints_each_rule_once():
+    """Six rows once appended their rule to the verdict and declared none, so the table also said "no rule was
+    written before the data" under a rule written before the run."""
+    assert all(c.rule is not None for c in CLAIMS)
+    table = known_results.render(known_types.EVIDENCE)
+    assert "no rule was written" not in table
+    for c in CLAIMS:
+        assert table.count(c.rule.text.rstrip(".")) == 1, c.finding
+
+
 def test_a_claim_without_a_rule_says_so():
     from dataclasses import replace
 
@@ -315,7 +325,7 @@ def test_retrieval_share_is_judged_by_its_interval_over_prompts(tmp_path):
     r = known_types.Results(tmp_path)
     assert "SmolLM2-135M inconclusive at n = 20" in sparse.verdict(r)
     assert "4 heads' intervals lie above 0.1, 4 straddle it" in sparse.measure(r, "smollm2")
-    assert "Rule revised on" in sparse.verdict(r)
+    assert "Rule revised on" in known_results._verdict(sparse, r)
 
 
 def test_masking_verdict_reads_binomial_intervals_at_the_number_of_retrieval_heads(tmp_path):
@@ -331,7 +341,7 @@ def test_masking_verdict_reads_binomial_intervals_at_the_number_of_retrieval_hea
     assert "SmolLM2-135M inconclusive at n = 16 (k = 5" in causal.verdict(known_types.Results(tmp_path))
     _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=0.75)  # random heads' lower bound under 75%
     assert "SmolLM2-135M inconclusive at n = 16: the top heads hurt" in causal.verdict(known_types.Results(tmp_path))
-    verdict = causal.verdict(known_types.Results(tmp_path))
+    verdict = known_results._verdict(causal, known_types.Results(tmp_path))
     assert "the earlier rule (k = the smallest k run (3)" in verdict and "SmolLM2 differs (top 3 masked" in verdict
 
 

@@ -143,7 +143,18 @@ def test_keep_copies_one_runs_evidence_and_the_provenance_line_names_that_run(pl
     reproduce(tmp_path / "r", quick=True, plan=steps, log=lambda s: None)
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "stale.csv.gz").write_bytes(b"")  # what was kept before is replaced whole
-    files = {p.name for p in keep(tmp_path / "r", tmp_path / "kept", "a test machine")}
+    with pytest.raises(FileNotFoundError, match="the known-results table needs"):  # a run missing a step's CSV
+        keep(tmp_path / "r", tmp_path / "kept", "a test machine")
+    assert {p.name for p in (tmp_path / "kept").iterdir()} == {"stale.csv.gz"}  # refused: nothing replaced
+    for inside in (tmp_path / "r", tmp_path / "r" / rep.KNOWN_FOLDER, tmp_path):
+        with pytest.raises(ValueError, match="inside the run"):
+            keep(tmp_path / "r", inside, "x", check=lambda folder: None)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's")
+    with pytest.raises(ValueError, match="notes.txt, which is no kept evidence"):
+        keep(tmp_path / "r", tmp_path / "mine", "x", check=lambda folder: None)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "the user's"
+    files = {p.name for p in keep(tmp_path / "r", tmp_path / "kept", "a test machine", check=lambda folder: None)}
     assert files >= {"byte-increments.csv.gz", "word-boundaries.csv.gz", RUN} and "stale.csv.gz" not in files
     with gzip.open(tmp_path / "kept" / "byte-increments.csv.gz") as f:
         kept = pd.read_csv(f)
@@ -160,7 +171,7 @@ def test_keep_copies_one_runs_evidence_and_the_provenance_line_names_that_run(pl
     monkeypatch.setattr(rep, "git_commit", lambda: "beef")  # a step redone at another commit: not one run
     reproduce(tmp_path / "r", quick=True, plan=steps[:1], resume=True, log=lambda s: None)
     with pytest.raises(ValueError, match="2 commits"):
-        keep(tmp_path / "r", tmp_path / "kept2", "x")
+        keep(tmp_path / "r", tmp_path / "kept2", "x", check=lambda folder: None)
 
 
 def dataclasses_replace(step, **changes):

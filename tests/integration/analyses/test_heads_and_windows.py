@@ -300,3 +300,13 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
     # the pieces, on their own
     assert rouge1_recall([1, 2, 2, 3], [2, 9, 2, 2, 1]) == 3 / 4
     assert scored_steps(tok, tok.encode(" 12.\n34")) == tok.encode(" 12.\n")
+
+
+def test_rope_frequencies_refuses_longer_contexts_it_could_not_tell_apart(tmp_path):
+    from analyses.registry import OptionError
+
+    model = _llama(tmp_path, "refuse")
+    with pytest.raises(OptionError, match="long_length 48: equals length"):
+        rope_frequencies(model, n_docs=1, length=48, niah_prompts=0, long_length=48)
+    with pytest.raises(OptionError, match="long_length"):
+        rope_frequencies(model, niah_prompts=0, long_length=96, documents=["a text of the user's. " * 20])
