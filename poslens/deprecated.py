@@ -633,6 +633,12 @@ TABLE: tuple = (
     Alias("interp.hook_docs.families",
           "list(interp.hook_docs.tables()) (model classes; interp.families.families() gives the families)",
           lambda: _model_classes),
+    Alias("interp.attention.request.{CHUNK_BYTES,CUDA_CHUNK_SHARE,CUDA_CHUNK_MAX,chunk_budget}",
+          "interp.attention.budget.{CHUNK_BYTES,CUDA_CHUNK_SHARE,CUDA_CHUNK_MAX,chunk_budget}"),
+    Alias("interp.attention.backends.lse.{plain_lse,with_fallback}",
+          "interp.attention.backends.private.{plain_lse,with_fallback}"),
+    Removed("interp.attention.WINDOW_CHUNK_BYTES", "a key window's chunk takes a quarter of the device's budget: "
+            "interp.attention.budget.chunk_budget(device) // interp.attention.budget.WINDOW_SHARE"),
     Removed("interp.hook_docs.ORDER", "tables follow the order of interp.families.MODULES, then plug-ins as "
                                       "registered"),
     Wrapped("interp.hook_docs.table(cls)", "interp.hook_docs.table(cls, tables()[cls], cls.family)",
