@@ -66,10 +66,10 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# wall seconds of the --real-models steps, both models, measured on 2026-11-27 on the shared 2-core machine (1 thread,
-# load average 10-15: the process got 15-25% of a core; an idle core would take about a fifth), the estimate a step
-# gets before this folder has timed it; a step not listed has no estimate
-ESTIMATES = {"sink-rate": 1079 + 790, "massive-activations": 220 + 179}
+# wall seconds of a step (its folder / analysis), the estimate it gets before this report folder has timed it: the
+# --real-models run at 3c75c1e on 2026-11-27, both models, 2 threads of the 2-core machine (sink-rate shared it with
+# the test suite for most of its hour and includes a 5-minute pause); a step not listed has no estimate
+ESTIMATES = {"known/ap-spectrum": 1, "known/sink-rate": 3661, "known/massive-activations": 80, "known/induction": 97}
 
 
 def step_key(step: Step, options: dict, seed: int, dtype=None) -> str:
@@ -103,7 +103,7 @@ def _reusable(out: Path, step: Step, key: str, commit: str | None) -> Result | N
 
 def _estimate(out: Path, step: Step) -> float | None:
     rec = _record(out, step)
-    return rec["seconds"] if rec and "seconds" in rec else ESTIMATES.get(step.analysis)
+    return rec["seconds"] if rec and "seconds" in rec else ESTIMATES.get(f"{step.folder}/{step.analysis}".lstrip("/"))
 
 
 def _clock(seconds: float | None) -> str:

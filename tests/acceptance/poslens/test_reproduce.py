@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from interp.loading import save
@@ -127,6 +129,11 @@ def test_the_real_plan_writes_to_its_own_folder():
 
     assert {s.folder for s in real_plan()} == {KNOWN_FOLDER} and {s.folder for s in main_plan()} == {""}
     assert "ap-spectrum" in {s.analysis for s in real_plan()}  # MiniLM's table row reads the known folder too
+    from poslens.reproduce import _estimate
+
+    real = next(s for s in real_plan() if s.analysis == "sink-rate")
+    main = next(s for s in main_plan() if s.analysis == "sink-rate")
+    assert _estimate(Path("/nonexistent"), real) > 60 and _estimate(Path("/nonexistent"), main) is None
 
 
 def test_keep_copies_one_runs_evidence_and_the_provenance_line_names_that_run(plan, tmp_path, monkeypatch):
