@@ -423,6 +423,48 @@ def _window(cls):
 _OLD_INPUTS = {"documents": "texts", "docs": "texts", "texts": "texts", "token_ids": "tokens", "samples": "prompts"}
 
 
+def _cli(cls):
+    """``Cli`` that still takes ``aliases=`` (a plug-in's old flags, declared on the option before they became
+    ``Flag`` rows): warns, and keeps them for ``old_flags`` to serve."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, aliases=(), **kwargs):
+        init(self, *args, **kwargs)
+        if aliases:
+            warn("analyses.registry.Cli(aliases=)", "a Flag(analysis, old, option) row of poslens.deprecated.TABLE")
+            object.__setattr__(self, "old_aliases", tuple(aliases))
+
+    cls.__init__ = __init__
+    return cls
+
+
+def _declared_aliases(analysis: str) -> dict[str, tuple[str, ...]]:
+    """``{option: (old flags, ...)}`` a plug-in analysis still declares with ``Cli(aliases=)``."""
+    import inspect
+    import typing
+
+    from analyses import get
+
+    try:
+        function = inspect.unwrap(get(analysis).body)
+    except (KeyError, ValueError, AttributeError):
+        return {}
+    out = {}
+    for p in inspect.signature(function).parameters.values():
+        ann = p.annotation
+        if isinstance(ann, str):
+            try:
+                ann = eval(ann, function.__globals__)
+            except NameError:
+                continue
+        if typing.get_origin(ann) is typing.Annotated:
+            found = [a for m in typing.get_args(ann)[1:] for a in getattr(m, "old_aliases", ())]
+            if found:
+                out[p.name] = tuple(found)
+    return out
+
+
 def _not_with(cls):
     """``NotWith`` that also takes ``inputs=`` and the old input names (the parameters before every input became
     ``documents=``): each is read as the kind that parameter held."""
@@ -526,13 +568,16 @@ def old_flags(analysis: str) -> dict[str, tuple[str, ...]]:
     for entry in TABLE:
         if isinstance(entry, Flag) and entry.analysis == analysis:
             out[entry.option] = out.get(entry.option, ()) + (entry.old,)
+    for option, flags in _declared_aliases(analysis).items():
+        out[option] = tuple(dict.fromkeys(out.get(option, ()) + flags))
     return out
 
 
 def old_keywords(spec) -> dict[str, str]:
     """An analysis' old Python keywords, ``{old: option}``: its options' old flags (``--n-samples`` ->
     ``n_samples=``)."""
-    return {e.keyword: e.option for e in TABLE if isinstance(e, Flag) and e.analysis == spec.name}
+    return {flag.lstrip("-").replace("-", "_"): option for option, flags in old_flags(spec.name).items()
+            for flag in flags}
 
 
 def _current_keywords(spec, kwargs: dict, stacklevel: int) -> dict:
@@ -653,6 +698,8 @@ TABLE: tuple = (
             "interp.parallel", "session", _session),
     Alias("analyses.{MODULES,load_all}", "analyses.registry.{MODULES,load_all}"),
     Alias(f"poslens.reproduce.{_PLAN}", f"analyses.runs.{_PLAN}"),
+    Wrapped("analyses.registry.Cli(aliases=)", "a Flag(analysis, old, option) row of poslens.deprecated.TABLE",
+            "analyses.registry", "Cli", _cli),
     Wrapped("analyses.registry.NotWith(inputs=)", "NotWith(kinds) with kinds among texts, tokens, prompts",
             "analyses.registry", "NotWith", _not_with),
     Alias("probes.position.ProbeDoc", "corpora.documents.Window(document, ids, spans, text=text)", _probe_doc),

@@ -506,6 +506,36 @@ def test_runs_above_analysis_still_sets_the_runs():
         _REGISTRY.pop("my-old-runs", None)
 
 
+def test_a_plug_in_declaring_old_flags_with_cli_aliases_keeps_them_with_a_warning():
+    """``Cli(aliases=)`` left the core (its old flags are ``Flag`` rows): a plug-in analysis that still declares one
+    gets a warning at its declaration, and its old flag still parses, warning again on use."""
+    from typing import Annotated
+
+    from analyses import registry
+    from analyses.registry import Cli, Help, analysis
+    from poslens.cli import build_parser
+    from poslens.commands import spelled
+
+    with pytest.warns(PoslensDeprecationWarning, match=re.escape("analyses.registry.Cli(aliases=) is deprecated")):
+        cli = Cli(aliases=("--old-count",))
+
+    def plugin(model, *, count: int = 2):
+        raise AssertionError("not run")
+
+    plugin.__annotations__["count"] = Annotated[int, Help("how many"), cli]
+    analysis("plugin-old-flag", needs=[])(plugin)
+    try:
+        assert deprecated.old_flags("plugin-old-flag") == {"count": ("--old-count",)}
+        assert deprecated.old_keywords(registry.get("plugin-old-flag")) == {"old_count": "count"}
+        argv = ["analyze", "plugin-old-flag", "--model", "m", "--out", "o", "--old-count", "5"]
+        args = build_parser(argv).parse_args(argv)
+        with pytest.warns(PoslensDeprecationWarning, match="plugin-old-flag --old-count is deprecated: use --count"):
+            assert spelled(args, registry.get("plugin-old-flag")) == {"count": "--old-count"}
+        assert registry.get("plugin-old-flag").parse_cli(vars(args)) == {"count": 5}
+    finally:
+        registry._REGISTRY.pop("plugin-old-flag", None)
+
+
 KEYWORD_TESTS = {  # each entry that is a call, and the test of what it does
     "an analysis' old keywords: its options' old flags (`n_samples=` for `--n-samples`, ...) and `docs=`, "
     "`token_ids=`, `samples=`, `texts=`": "tests/unit/analyses/test_vocabulary.py",
@@ -515,6 +545,7 @@ KEYWORD_TESTS = {  # each entry that is a call, and the test of what it does
     "`interp.parallel.session(shard_dir=)` (and `shard=`, `flush_every=`, `serve=`, `analysis=`, `models=`, "
     "`options=`, `seed=`)": test_session_shard_keywords_make_the_store,
     "analyses.registry.NotWith(inputs=)": test_not_with_reads_old_input_names_as_kinds,
+    "analyses.registry.Cli(aliases=)": test_a_plug_in_declaring_old_flags_with_cli_aliases_keeps_them_with_a_warning,
     "corpora.documents.Document(doc_id=)": test_document_doc_id,
     "Window(document, index, start, ids, spans)": test_window_in_its_old_field_order,
     "poslens.run.run_analysis(static=)": "tests/integration/interp/test_deprecated_models.py",
@@ -528,3 +559,4 @@ KEYWORD_TESTS = {  # each entry that is a call, and the test of what it does
 
 def test_every_call_row_has_its_behaviour_test():
     assert set(CALLS) == set(KEYWORD_TESTS)
+
