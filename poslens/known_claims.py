@@ -1006,14 +1006,17 @@ POSITIONAL_RULE = Rule(
             "contexts with no per-context values, had shown the direction: 0.61 -> 0.04 and 0.62 -> 0.03)")
 
 
+def _short_length(r: Results, m: str) -> int:
+    return int(r.model("rope-frequencies", m, part="effects")["length"].iloc[0])
+
+
 def _positional_units(r: Results, m: str):
     """Per context at the shorter length: the positional heads' mass unablated, without the highest and without the
     lowest quarter; None where the kept run has no per-context values."""
     units = _rope_part(r, m, "context_effects")
     if units is None:
         return None
-    short = int(r.model("rope-frequencies", m, part="effects")["length"].iloc[0])
-    units = units[units["length"] == short]
+    units = units[units["length"] == _short_length(r, m)]
     return units.pivot_table(index="context", columns="condition", values="positional_heads")
 
 
@@ -1026,10 +1029,6 @@ def _positional(r: Results, m: str) -> str:
             f"unablated {bootstrap(per['none'].to_numpy()).format('{:.2f}')}; highest quarter removed "
             f"{bootstrap(per['zero-highest'].to_numpy()).format('{:.2f}')}; lowest quarter removed "
             f"{bootstrap(per['zero-lowest'].to_numpy()).format('{:.2f}')}")
-
-
-def _short_length(r: Results, m: str) -> int:
-    return int(r.model("rope-frequencies", m, part="effects")["length"].iloc[0])
 
 
 def _positional_verdict(r: Results) -> str:
