@@ -6,7 +6,8 @@ in memory) gives, for every layer and head:
 - the grid's statistics, each the mean over query rows 1 .. N-1 (row 0 sees only itself): ``first`` (mass on key 0),
   ``previous`` (on key q - 1), ``window`` (on keys with q - k <= ``WINDOW``, the query's own key included), ``far`` (on
   keys with q - k > ``FAR``), ``entropy`` (nats) and ``distance`` (mean attended distance q - k);
-- the same statistics per block of ``block`` query rows (the head's curves along the context);
+- the same statistics per block of ``block`` query rows (the head's curves along the context; NaN for a block with no
+  row but row 0, drawn as a gap);
 - the **block-pooled pattern** ``pooled[b, c]``: the mean of the exact pattern's entries ``A[q, k]`` over the query rows
   ``q`` of block ``b`` and the keys ``k`` of block ``c``, entries a query cannot see (above the causal diagonal, or
   outside a sliding window) counted as the 0 they are. It is the ``span_mass`` statistic with the key blocks as parts,
@@ -108,7 +109,7 @@ def head_data(model, ids, block: int | None = None, *, progress=None) -> HeadDat
         v[..., 0] = 0.0  # row 0 left out, as in the grid
         counts[0] -= 1
         sums = torch.zeros(*v.shape[:2], nb, dtype=torch.float64).index_add_(2, parts, v)
-        curves[k] = (sums / counts.clamp(min=1)).numpy()
+        curves[k] = torch.where(counts > 0, sums / counts.clamp(min=1), math.nan).numpy()  # no rows: NaN, not 0
     span = got["span_mass"][:, 0].double()  # [layer, head, row, key block]
     sums = torch.zeros(*span.shape[:2], nb, nb, dtype=torch.float64).index_add_(2, parts, span)
     sizes = torch.bincount(parts, minlength=nb).double()

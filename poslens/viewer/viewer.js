@@ -143,9 +143,12 @@
     CURVES.forEach(([key, col], j) => {
       const ys = m.curves[key][l][h];
       ctx.strokeStyle = col; ctx.lineWidth = 1.5; ctx.beginPath();
+      let drawing = false;  // a block without rows (null) is a gap
       for (let b = 0; b < nb; b++) {
+        if (ys[b] === null) { drawing = false; continue; }
         const x = X(Math.min(m.length, (b + 0.5) * m.block)), y = Y(ys[b]);
-        b ? ctx.lineTo(x, y) : ctx.moveTo(x, y);
+        drawing ? ctx.lineTo(x, y) : ctx.moveTo(x, y);
+        drawing = true;
       }
       ctx.stroke();
       ctx.fillStyle = col; ctx.textAlign = "left"; ctx.fillText(key, L + 6 + 60 * j, T + 12);
@@ -162,8 +165,10 @@
       ctx.fillStyle = "#333"; ctx.fillText("dashed: along-context CSV", L + 6, T + 26);
     }
     const e = m.curves.entropy[l][h], d = m.curves.distance[l][h];
-    $("curve-note").textContent = `per block of ${m.block} query rows (row 0 left out). Entropy ${fmt(e[0])} -> ` +
-      `${fmt(e[nb - 1])} nats, mean distance ${fmt(d[0])} -> ${fmt(d[nb - 1])} tokens from the first block to the last.`;
+    const b0 = e.findIndex((v) => v !== null);  // the first block with a row (a block of row 0 alone has none)
+    $("curve-note").textContent = `per block of ${m.block} query rows (row 0 left out). Entropy ${fmt(e[b0])} -> ` +
+      `${fmt(e[nb - 1])} nats, mean distance ${fmt(d[b0])} -> ${fmt(d[nb - 1])} tokens from the first block with a ` +
+      `row to the last.`;
   }
 
   function pooledAt(m, l, h, b, c) {

@@ -181,3 +181,28 @@ def test_live_drill_down_computes_any_block(browser, tmp_path):
         assert p.errors == []
     finally:
         v.stop()
+
+
+def test_a_block_without_rows_is_a_gap_in_the_curves(browser, tmp_path):
+    """Blocks of one token: block 0 holds row 0 alone, which the curves leave out, so it is a gap (null) and the note
+    reads from the first block with a row; the line starts at block 1."""
+    model = _models()[0]
+    ids = torch.randint(1, 250, (24,), generator=torch.Generator().manual_seed(6)).tolist()
+    v = view(model, text=ids, block=1, precompute=0)
+    p = Page(browser, v.save(tmp_path / "view.html").as_uri(), tmp_path)
+    p.page.mouse.click(*p.cell(0, 1, 2))
+    p.page.wait_for_selector("#head:not([hidden])")
+    p.page.locator("#curve").scroll_into_view_if_needed()
+    shot = p.shot("curve-gap")
+    e = v.data["models"][0]["curves"]["entropy"][1][2]
+    assert e[0] is None
+    note = p.page.locator("#curve-note").text_content()
+    assert f"Entropy {e[1]:.4f} ->" in note and "n/a" not in note
+    box = p.page.locator("#curve").bounding_box()  # 460 x 240, drawn 1:1; plot from x = 40 to 452, y = 8 to 216
+    x0, y0 = int(box["x"]), int(box["y"])
+    plot = shot[y0 + 24:y0 + 214, x0 + 41:x0 + 451]  # below the legend's coloured labels
+    coloured = (plot.max(-1) - plot.min(-1) > 60).any(0)  # columns holding a curve's colour
+    assert coloured.any()
+    step = 412 / 24  # one block of one token
+    assert int(np.argmax(coloured)) >= 1.5 * step - 2  # nothing left of block 1's centre: block 0 is a gap
+    assert p.errors == []

@@ -64,6 +64,19 @@ def test_grid_and_curves_are_the_means_of_the_exact_rows():
         np.testing.assert_allclose(got.curves[stat][..., 0], r[..., 1:16].mean(-1).numpy(), atol=2e-6, err_msg=stat)
 
 
+def test_a_block_of_row_0_alone_has_no_curve_value():
+    """Row 0 is left out of the curves, so a first block holding only it has no rows: NaN (a gap), not a mean of 0."""
+    model = tiny_repo("rope")
+    ids = torch.randint(1, 250, (12,), generator=torch.Generator().manual_seed(3)).tolist()
+    got = head_data(model, ids, 1)
+    a = _patterns(model, ids)
+    for stat, v in got.curves.items():
+        assert np.isnan(v[..., 0]).all(), stat
+    np.testing.assert_allclose(got.curves["first"][..., 1:], a[..., 1:, 0].numpy(), atol=2e-6)
+    page = view(model, text=ids, block=1, precompute=0).data["models"][0]["curves"]["first"]
+    assert page[0][0][0] is None and page[0][0][1] is not None
+
+
 def test_token_rows_are_the_hook_pattern_rows():
     model = tiny_repo("rope")
     n = 120
