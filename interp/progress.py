@@ -6,7 +6,8 @@
 
 Where stderr is a terminal, loops show tqdm bars that vanish when done. Where it is not (a batch log, a pipe, CI),
 each loop writes one line when it starts and one when it ends (with a line at most every ``EVERY`` seconds
-between), so a log says what ran and for how long. ``stage`` writes its line in both cases.
+between), so a log says what ran and for how long; a loop of one item writes nothing (there is nothing to count, and
+the ``stage`` around it says what ran). ``stage`` writes its line in both cases.
 ``POSLENS_PROGRESS=0`` silences the lines (the bars follow tqdm's own rules).
 """
 
@@ -49,7 +50,12 @@ class _Lines:
         self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
         self.n, self.postfix, self.closed = 0, "", False
         self.start = self.last = time.perf_counter()
-        say(f"{desc}: started" + (f" ({self.total} {unit})" if self.total is not None else ""))
+        self.quiet = self.total is not None and self.total <= 1
+        self._say(f"{desc}: started" + (f" ({self.total} {unit})" if self.total is not None else ""))
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            say(text)
 
     def _count(self) -> str:
         return f"{self.n}/{self.total}" if self.total is not None else str(self.n)
@@ -59,7 +65,7 @@ class _Lines:
         now = time.perf_counter()
         if now - self.last >= EVERY:
             self.last = now
-            say(f"{self.desc}: {self._count()} {self.unit} after {_seconds(now - self.start)}"
+            self._say(f"{self.desc}: {self._count()} {self.unit} after {_seconds(now - self.start)}"
                 + (f" ({self.postfix})" if self.postfix else ""))
 
     def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
@@ -71,7 +77,7 @@ class _Lines:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            say(f"{self.desc}: done, {self._count()} {self.unit} in {_seconds(time.perf_counter() - self.start)}")
+            self._say(f"{self.desc}: done, {self._count()} {self.unit} in {_seconds(time.perf_counter() - self.start)}")
 
     def __iter__(self):
         try:

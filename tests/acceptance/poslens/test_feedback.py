@@ -109,6 +109,7 @@ def test_loops_write_a_line_as_they_start_and_end_when_stderr_is_no_terminal(cap
     assert lines[0] == "[poslens] counting: started (3 it)"
     assert lines[1].startswith("[poslens] counting: 1/3 it after ")
     assert lines[-1].startswith("[poslens] counting: done, 3/3 it in ")
+    assert list(progress.progress(range(1), "one chunk")) == [0] and capsys.readouterr().err == ""  # nothing to count
     monkeypatch.setenv("POSLENS_PROGRESS", "0")
     assert list(progress.progress(range(2), "quiet")) == [0, 1] and capsys.readouterr().err == ""
 
