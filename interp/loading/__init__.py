@@ -188,11 +188,12 @@ def _resolve_entry(entry, revision) -> Resolved:
             raise CheckpointError(f"model '{entry.name}' is not available here: {err}") from None
         if src.format == "gguf parts":
             from interp.catalog import CHUNKED
-            from interp.loading.converted import converted
+            from interp.loading.converted import converted, converter
 
             spec = CHUNKED[entry.name]
             return Resolved(converted(entry.name, spec), record={"package": src.pip.split()[0], "gguf": spec["file"],
-                                                                 "gguf_sha256": spec["sha256"], "converted": True})
+                                                                 "gguf_sha256": spec["sha256"],
+                                                                 "converted": converter()})
         if src.format == "gguf":
             resolved = _dequantised(path)
             resolved.record["package"] = src.pip.split()[0]
@@ -216,11 +217,11 @@ def _is_gguf(path: Path) -> bool:
 def _dequantised(path: Path) -> Resolved:
     """A GGUF file as its de-quantised copy in the cache (``interp.loading.converted``: converted on the first load of
     this file's bytes, read in seconds by every later one)."""
-    from interp.loading.converted import file_sha256, gguf_directory
+    from interp.loading.converted import converter, file_sha256, gguf_directory
 
     sha = file_sha256(path)
     return Resolved(gguf_directory(path, sha256=sha), name=None,
-                    record={"gguf": str(path.resolve()), "gguf_sha256": sha, "converted": True})
+                    record={"gguf": str(path.resolve()), "gguf_sha256": sha, "converted": converter()})
 
 
 def read_poslens_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -15,9 +15,12 @@ the family that recognises it (``llama`` for SmolLM2, the generic ``hf`` family 
   the chunks; the first load concatenates them (read as files, no package is imported) and checks the sha256.
 
 The cache is ``$POSLENS_CACHE``, else ``$XDG_CACHE_HOME/poslens``, else ``~/.cache/poslens``. A directory appears
-whole (written aside, then renamed) and holds ``poslens-converted.json`` naming the GGUF's full sha256, which must
-match for the directory to be used; only safetensors and JSON are written, so nothing read from the cache unpickles.
-Deleting a directory (or the whole cache) is always safe: the next load converts again.
+whole (written aside, then renamed) and holds ``poslens-converted.json`` naming the GGUF's full sha256 and the
+converter (``converter()``: ``CONVERSION``, the transformers and gguf versions that de-quantised it), both of which
+must match for the directory to be used: the converter is part of the directory's name too, so upgrading transformers
+converts again beside the old copy (a process of the old version keeps reading its own). Only safetensors and JSON are
+written, so nothing read from the cache unpickles. Deleting a directory (or the whole cache) is always safe: the next
+load converts again.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from interp.loading.errors import CheckpointError
 
 MARKER = "poslens-converted.json"
 PREFIX = "gguf-"
+CONVERSION = 1  # raise when ``_dequantise`` changes what it writes: every cached directory is then converted again
 _HASHED: dict[tuple, str] = {}  # (resolved path, size, mtime_ns) -> sha256, for this process
 
 
@@ -45,9 +49,20 @@ def cache_root() -> Path:
     return Path(base) / "poslens"
 
 
+def converter() -> dict:
+    """What de-quantises here: poslens' ``CONVERSION`` and the transformers and gguf versions installed."""
+    from importlib.metadata import version
+
+    return {"conversion": CONVERSION, "transformers": version("transformers"), "gguf": version("gguf")}
+
+
+def _converter_tag(conv: dict) -> str:
+    return hashlib.sha256(json.dumps(conv, sort_keys=True).encode()).hexdigest()[:8]
+
+
 def cache_directory(sha256: str) -> Path:
-    """Where the de-quantised copy of the GGUF file with this sha256 is (or will be)."""
-    return cache_root() / f"{PREFIX}{sha256[:16]}"
+    """Where the de-quantised copy of the GGUF file with this sha256, by this ``converter()``, is (or will be)."""
+    return cache_root() / f"{PREFIX}{sha256[:16]}-{_converter_tag(converter())}"
 
 
 def file_sha256(path) -> str:
@@ -113,8 +128,8 @@ def _cached(sha256: str, gguf_in: Callable[[Path], Path], record: dict) -> Path:
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
     try:
         _dequantise(gguf_in(work), work / "hf")
-        (work / "hf" / MARKER).write_text(json.dumps({"gguf_sha256": sha256, **record}, indent=2) + "\n",
-                                          encoding="utf-8")
+        (work / "hf" / MARKER).write_text(json.dumps({"gguf_sha256": sha256, "converter": converter(), **record},
+                                                     indent=2) + "\n", encoding="utf-8")
         if final.exists() and not _complete(final, sha256):  # left incomplete by hand: replaced whole
             os.replace(final, work / "stale")
         try:
@@ -129,9 +144,10 @@ def _cached(sha256: str, gguf_in: Callable[[Path], Path], record: dict) -> Path:
 
 def _complete(directory: Path, sha256: str) -> bool:
     try:
-        return json.loads((directory / MARKER).read_text(encoding="utf-8")).get("gguf_sha256") == sha256
+        found = json.loads((directory / MARKER).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
+    return found.get("gguf_sha256") == sha256 and found.get("converter") == converter()
 
 
 def marker(directory: Path) -> dict | None:

@@ -48,7 +48,7 @@ def test_the_first_load_parses_the_file_once_and_later_loads_read_the_cache(cach
     first = load(tiny)
     assert built == [str(tiny)]  # config, tokenizer and weights share one reader
     directory = Path(first.source["path"])
-    assert directory.parent == cache and directory.name == "gguf-" + first.source["gguf_sha256"][:16]
+    assert directory.parent == cache and directory.name.startswith("gguf-" + first.source["gguf_sha256"][:16] + "-")
     assert {p.suffix for p in directory.iterdir()} <= {".json", ".safetensors", ".jinja"}  # nothing that unpickles
     assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # no partial directory left behind
 
@@ -106,6 +106,28 @@ def test_a_directory_whose_marker_names_another_file_is_converted_again(cache, t
     again = load(tiny)
     assert json.loads(marker.read_text(encoding="utf-8"))["gguf_sha256"] == first.source["gguf_sha256"]
     assert again.source["weights_sha256"] == first.source["weights_sha256"]
+
+
+def test_another_converter_converts_again_beside_the_old_copy(cache, tiny, monkeypatch):
+    """Upgrading transformers (or poslens' conversion) converts again into a directory of its own; the old copy stays
+    for a process of the old version, and provenance names the converter that ran."""
+    import interp.loading.converted as converted
+    from interp.loading import load
+
+    first = load(tiny)
+    assert first.source["converted"] == converted.converter()
+    newer = dict(converted.converter(), transformers="99.0.0")
+    monkeypatch.setattr(converted, "converter", lambda: newer)
+    again = load(tiny)
+    assert again.source["path"] != first.source["path"] and Path(first.source["path"]).is_dir()
+    assert json.loads((Path(again.source["path"]) / converted.MARKER).read_text())["converter"] == newer
+    assert again.source["converted"]["transformers"] == "99.0.0"
+    assert again.source["weights_sha256"] == first.source["weights_sha256"]
+    marker = Path(again.source["path"]) / converted.MARKER  # a marker naming another converter is not this one's
+    marker.write_text(json.dumps({"gguf_sha256": first.source["gguf_sha256"], "converter": {"conversion": 0}}))
+    monkeypatch.setattr(converted, "_dequantise", lambda *a: (_ for _ in ()).throw(AssertionError("converting")))
+    with pytest.raises(AssertionError, match="converting"):
+        load(tiny)
 
 
 def test_the_cache_follows_poslens_cache_then_xdg_cache_home(monkeypatch, tmp_path):
