@@ -160,7 +160,6 @@ def synthetic(n_layers: int, n_heads: int, n: int, repeats: int = 3) -> dict:
     costs the browser, apart from the model's time. Rows of 8 blocks, each row its full 48 keys; tokens of 4-6
     characters."""
     import numpy as np
-    from playwright.sync_api import sync_playwright
 
     from poslens.viewer.data import STATS, HeadData, block_rows, default_block
     from poslens.viewer.page import ModelView, payload, precomputed_blocks, write
@@ -183,40 +182,32 @@ def synthetic(n_layers: int, n_heads: int, n: int, repeats: int = 3) -> dict:
     view = ModelView(f"synthetic {n_layers}x{n_heads}", n_layers, n_heads, tokens, heads, rows, blocks)
     out = write(Path(tempfile.mkdtemp()) / "view.html", payload([view]))
     record = {"shape": [n_layers, n_heads, n, block, nb], "page_mb": out.stat().st_size / 1e6, "load": _load()}
+    return record | {"grid_ms": _grid_times(out, repeats)}
+
+
+def _grid_times(page: Path, repeats: int) -> list[float]:
+    """Per repeat, a fresh tab's time (ms) until the viewer has drawn its grid."""
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         paints = []
         for _ in range(repeats):
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(out.as_uri())
-            page.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
-            paints.append(page.evaluate("viewer.ready"))
-            page.close()
+            tab = _ready_page(browser, page.resolve().as_uri())
+            paints.append(tab.evaluate("viewer.ready"))
+            tab.close()
         browser.close()
-    record["grid_ms"] = paints
-    return record
+    return paints
 
 
 def paint(page: Path, repeats: int = 3) -> dict:
     """Size and first paint of a page written by an earlier run (``--paint PAGE``: no model)."""
-    from playwright.sync_api import sync_playwright
 
     data = page_data(page)
     record = {"paint_of": [m["name"] for m in data["models"]], "lengths": [m["length"] for m in data["models"]],
               "blocks": [[m["block"], m["n_blocks"]] for m in data["models"]],
               "page_mb": page.stat().st_size / 1e6, "load": _load()}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        paints = []
-        for _ in range(repeats):
-            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
-            tab.goto(page.resolve().as_uri())
-            tab.wait_for_function("window.viewer && window.viewer.ready > 0", timeout=120_000)
-            paints.append(tab.evaluate("viewer.ready"))
-            tab.close()
-        browser.close()
-    record["grid_ms"] = paints
-    return record
+    return record | {"grid_ms": _grid_times(page, repeats)}
 
 
 def _layers(n_layers: int, repeats: int) -> list[int]:
