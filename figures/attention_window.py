@@ -14,6 +14,12 @@ from figures.style import OKABE_ITO, TEMPLATE, model_colors
 STYLES = [("#666666", "solid"), (OKABE_ITO["purple"], "solid"), (OKABE_ITO["sky"], "dash"), (OKABE_ITO["blue"], "dot"),
           (OKABE_ITO["yellow"], "dashdot")]
 RECOMPUTE_COLOR = OKABE_ITO["green"]
+RECOMPUTE_START_COLOR = OKABE_ITO["vermillion"]
+SAMPLED = "re-computation"  # the conditions that start so (with or without the start token) run on sampled tokens
+
+
+def _sampled(condition: str) -> bool:
+    return condition.startswith(SAMPLED)
 
 
 def figure(df) -> go.Figure:
@@ -87,20 +93,23 @@ def streaming_figure(df) -> go.Figure:
 
 def _stream_shades(df) -> dict:
     """Each condition's (colour, dash): a control condition (the stream without its start token) takes its
-    condition's colour with long dashes; re-computation green."""
-    base = list(dict.fromkeys(c.removesuffix(CONTROL) for c in df["condition"] if c != "re-computation"))
+    condition's colour with long dashes; re-computation green, with the start token first vermillion."""
+    base = list(dict.fromkeys(c.removesuffix(CONTROL) for c in df["condition"] if not _sampled(c)))
     shade = {c: STYLES[min(i, len(STYLES) - 1)] for i, c in enumerate(base)}
     shade |= {c + CONTROL: (shade[c][0], "longdash") for c in base}
-    shade["re-computation"] = (RECOMPUTE_COLOR, "solid")
+    sampled = [c for c in dict.fromkeys(df["condition"]) if _sampled(c)]
+    shade |= {c: (RECOMPUTE_COLOR if c == SAMPLED else RECOMPUTE_START_COLOR, "solid") for c in sampled}
     return shade
 
 
 def _stream_curves(df):
-    """The rows drawn along the stream: re-computation's buckets hold a few sampled tokens each, so its curve is drawn
-    only for a model whose buckets all hold 20 or more."""
+    """The rows drawn along the stream: re-computation's buckets (with or without the start token) hold a few sampled
+    tokens each, so its points are drawn only for a model whose buckets all hold 20 or more (its bars compare it on
+    the same tokens)."""
     curves = df[df["position"].notna()]
-    few = curves[(curves["condition"] == "re-computation") & (curves["n_tokens"] < 20)]["model"].unique()
-    return curves[~((curves["condition"] == "re-computation") & curves["model"].isin(few))]
+    sampled = curves["condition"].map(_sampled)
+    few = curves[sampled & (curves["n_tokens"] < 20)]["model"].unique()
+    return curves[~(sampled & curves["model"].isin(few))]
 
 
 def _stream_losses(fig: go.Figure, df, g, model: str, shade: dict, shown: set, j: int) -> None:
@@ -109,7 +118,7 @@ def _stream_losses(fig: go.Figure, df, g, model: str, shade: dict, shown: set, j
     first = df[df["model"] == model].iloc[0]
     for condition, c in g.groupby("condition", sort=False):
         shown.add(condition)
-        sparse, control = condition == "re-computation", condition.endswith(CONTROL)
+        sparse, control = _sampled(condition), condition.endswith(CONTROL)
         fig.add_trace(go.Scatter(x=c["position"], y=c["loss"],
                                  mode="markers" if sparse else "lines+markers", name=condition,
                                  legendgroup=condition, showlegend=j == 1,
@@ -137,7 +146,7 @@ def _span_bars(fig: go.Figure, df, model: str, spans: list[str], shade: dict, sh
     bars hatched); re-computation is sampled, so its bar stands only beside the same tokens' (the re-computed
     tokens)."""
     bars = df[(df["model"] == model) & df["bucket"].isin(spans)
-              & ((df["condition"] != "re-computation") | (df["bucket"] == "re-computed tokens"))]
+              & (~df["condition"].map(_sampled) | (df["bucket"] == "re-computed tokens"))]
     for condition, c in bars.groupby("condition", sort=False):
         fig.add_trace(go.Bar(x=c["bucket"], y=c["loss"], name=condition, legendgroup=condition,
                              showlegend=condition not in shown and j == 1,

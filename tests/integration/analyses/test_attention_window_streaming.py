@@ -106,6 +106,22 @@ def test_the_figure_draws_the_stream_and_the_spans(table):
     assert set(summary(table)["bucket"]) == {"all", "re-computed tokens"}
 
 
+def test_both_re_computations_are_drawn_on_their_sampled_tokens_only(table):
+    """Re-computation, with or without the start token, runs on every 50th token: about 6 per bucket here, too few
+    for a point along the stream, so each is a bar beside the same tokens' losses under the other conditions."""
+    from figures.attention_window import figure
+
+    sampled = ("re-computation", "re-computation, start token first")
+    assert set(sampled) <= set(table["condition"])
+    assert table[table["condition"].isin(sampled) & table["position"].notna()]["n_tokens"].max() < 20
+    fig = figure(table)
+    assert not [t for t in fig.data if t.type == "scatter" and t.name in sampled]
+    bars = {t.name: list(t.x) for t in fig.data if t.type == "bar"}
+    assert bars["re-computation"] == bars["re-computation, start token first"] == ["re-computed tokens"]
+    colours = {t.name: t.marker.color for t in fig.data if t.type == "bar"}
+    assert len({colours[c] for c in sampled} | {colours["dense"], colours["window"]}) == 4
+
+
 def test_streaming_past_the_trained_length(rope_small):
     model = load("rope-small")
     model.max_seq_len = 300  # as if trained on 300 positions: the stream runs past them
