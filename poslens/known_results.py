@@ -67,7 +67,7 @@ def models_header(folder: Path) -> list[str]:
     lines = []
     order = list(LABELS)
     for name, m in sorted(seen.items(), key=lambda x: order.index(x[0]) if x[0] in order else len(order)):
-        file = m.get("gguf") or Path(m.get("path", "")).name
+        file = Path(m.get("gguf") or m.get("path", "")).name  # the file, not the machine's path to it
         quant = _quantisation(file)
         how = (f"a {quant} GGUF de-quantised to {m.get('dtype', 'float32')}" if file.endswith(".gguf")
                else f"{m.get('format', '')}, {m.get('dtype', '')}")

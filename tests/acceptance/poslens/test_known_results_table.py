@@ -1,6 +1,8 @@
 """The README's known-results table: generated from the real-model CSVs kept in docs/known-results, and each verdict
 a rule that turns when the numbers do (planted CSVs)."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,6 +18,21 @@ def test_readme_table_is_the_one_generated_from_the_kept_csvs():
     assert known_results.readme_section(readme) == known_results.render(known_types.EVIDENCE), (
         "README's known-results section differs from `python -m poslens.known_results docs/known-results`; "
         "rewrite it with --readme README.md")
+
+
+def test_the_model_header_names_the_weights_file_not_a_machines_path(tmp_path):
+    import json
+    import shutil
+
+    for p in known_types.EVIDENCE.iterdir():
+        shutil.copy2(p, tmp_path / p.name)
+    for prov in tmp_path.glob("*.provenance.json"):  # as a run elsewhere writes them: the GGUF's absolute path
+        data = json.loads(prov.read_text())
+        data["models"] = [m | {"gguf": f"/home/someone/venv/site-packages/x/{Path(m['gguf']).name}"}
+                          if m.get("gguf") else m for m in data["models"]]
+        prov.write_text(json.dumps(data))
+    header = "\n".join(known_results.models_header(tmp_path))
+    assert "from `SmolLM2-135M-Instruct.Q4_1.gguf`" in header and "/home/someone" not in header
 
 
 def test_every_claim_quotes_a_place_and_the_papers_numbers():
