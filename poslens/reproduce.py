@@ -69,7 +69,8 @@ def __getattr__(name: str):
 # wall seconds of a step (its folder / analysis), the estimate it gets before this report folder has timed it: the
 # --real-models run at 3c75c1e on 2026-11-27, both models, 2 threads of the 2-core machine (sink-rate shared it with
 # the test suite for most of its hour and includes a 5-minute pause); a step not listed has no estimate
-ESTIMATES = {"known/ap-spectrum": 1, "known/sink-rate": 3661, "known/massive-activations": 80, "known/induction": 97}
+ESTIMATES = {"known/ap-spectrum": 1, "known/sink-rate": 3661, "known/massive-activations": 80, "known/induction": 97,
+             "known/rope-frequencies": 2527, "known/retrieval-heads": 1300, "known/attention-window": 2162}
 
 
 def step_key(step: Step, options: dict, seed: int, dtype=None) -> str:
@@ -157,7 +158,8 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
                 t0 = time.time()
                 result = run_analysis(step.analysis, list(step.models), out / step.folder, options=options, seed=seed,
                                       force=True,
-                                      per_model={m: {**options, **o} for m, o in step.per_model.items()},
+                                      per_model={m: {**options, **o, **(step.quick if quick else {})}
+                                                 for m, o in step.per_model.items()},
                                       device=device, dtype=dtype)
                 if outputs is not None:
                     (out / step.folder / STEPS).mkdir(parents=True, exist_ok=True)

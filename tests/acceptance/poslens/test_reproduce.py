@@ -124,6 +124,27 @@ def test_a_step_run_twice_on_other_models_keeps_both_results_and_resumes_both(pl
     assert all("reused" in x for x in lines[:2])
 
 
+def test_quick_options_win_over_a_models_own(plan, tmp_path, monkeypatch):
+    """A step's per-model options (attention-window streams 34,816 tokens through Gemma 3) give way to its quick
+    ones under --quick, or a quick run would take the full run's time for that model."""
+    import dataclasses
+
+    from poslens import reproduce as rep
+
+    seen = {}
+
+    def fake(name, models, out, *, options, per_model, **_):
+        seen.update(options=options, per_model=per_model)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rep, "run_analysis", fake)
+    step = dataclasses.replace(plan[0], options=dict(n_docs=8), quick=dict(n_docs=2),
+                               per_model={plan[0].models[0]: dict(n_docs=64, n_boot=5)})
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(tmp_path / "q", quick=True, plan=(step,), log=lambda s: None)
+    assert seen["options"]["n_docs"] == 2 and seen["per_model"] == {plan[0].models[0]: dict(n_docs=2, n_boot=5)}
+
+
 def test_the_real_plan_writes_to_its_own_folder():
     from poslens.reproduce import KNOWN_FOLDER, main_plan, real_plan
 
