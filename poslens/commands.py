@@ -61,7 +61,7 @@ def add_analysis_commands(sub) -> None:
                    help="continue a report in --out: steps done at this commit with the same arguments are kept")
     r.add_argument("--real-models", action="store_true",
                    help="also the pretrained models' runs behind README's known results (SmolLM2, Gemma 3; "
-                        "minutes more)")
+                        "about 2 h 45 min more on a 2-core CPU; resumable with --resume)")
     r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
     r.add_argument("--dtype", default=None, help=DTYPE_HELP)
     r.add_argument("--threads", default=None, help=THREADS_HELP)

@@ -959,7 +959,7 @@ def _ablation_at(r: Results, m: str, part: str, length: int) -> str:
             per = units.pivot_table(index="context", columns="condition", values=["loss", "positional_heads"])
             loss = bootstrap((per["loss"][cond] - per["loss"]["none"]).to_numpy())
             mass = bootstrap(per["positional_heads"][cond].to_numpy())
-            parts.append(f"{label}: loss {loss.format('{:+.3f}')} nats/token, previous-token heads' mass "
+            parts.append(f"{label}: loss {loss.format('{:+.3f}', unit=' nats/token')}, previous-token heads' mass "
                          f"{base.positional_heads:.2f} -> {mass.format('{:.2f}')}")
         else:
             parts.append(f"{label}: loss {e.loss - base.loss:+.3f} nats, previous-token heads' mass "

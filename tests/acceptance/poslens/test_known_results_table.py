@@ -456,3 +456,11 @@ def test_length_verdict_reads_every_gemma_layer_within_its_window(tmp_path):
     _sink_csv(tmp_path, rates, windows=windows)
     v = claim.verdict(known_types.Results(tmp_path))
     assert "Gemma 3 270M base (Q4_K_M): agrees (T = 64 -> 256" in v and "global layers 3 (" not in v
+
+
+def test_an_intervals_unit_stands_by_its_estimate_not_after_its_n():
+    import re
+
+    text = known_results.render(known_types.EVIDENCE)
+    assert "loss +" in text and " nats/token [" in text
+    assert not re.search(r"n = \d+ nats", text)
