@@ -102,9 +102,12 @@ def _reusable(out: Path, step: Step, key: str, commit: str | None) -> Result | N
     return Result(step.analysis, pd.read_csv(where / f"{step.analysis}.csv"), files, rec.get("figure_height"))
 
 
-def _estimate(out: Path, step: Step) -> float | None:
+def _estimate(out: Path, step: Step, quick: bool = False) -> float | None:
+    """The step's time in this report folder, else ``ESTIMATES`` (full runs' times: none under ``--quick``)."""
     rec = _record(out, step)
-    return rec["seconds"] if rec and "seconds" in rec else ESTIMATES.get(f"{step.folder}/{step.analysis}".lstrip("/"))
+    if rec and "seconds" in rec:
+        return rec["seconds"]
+    return None if quick else ESTIMATES.get(f"{step.folder}/{step.analysis}".lstrip("/"))
 
 
 def _clock(seconds: float | None) -> str:
@@ -148,7 +151,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
             options = {**step.options, **(step.quick if quick else {})}
             key = step_key(step, options, seed, dtype)
             result = _reusable(out, step, key, commit) if resume else None
-            left = [_estimate(out, s) for s in plan[i - 1:]]
+            left = [_estimate(out, s, quick) for s in plan[i - 1:]]
             known = [x for x in left if x is not None]
             say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({_clock(time.time() - start)} "
                 f"elapsed; " + ("done at this commit with these arguments: reused)" if result is not None else

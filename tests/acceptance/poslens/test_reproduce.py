@@ -155,6 +155,8 @@ def test_the_real_plan_writes_to_its_own_folder():
     real = next(s for s in real_plan() if s.analysis == "sink-rate")
     main = next(s for s in main_plan() if s.analysis == "sink-rate")
     assert _estimate(Path("/nonexistent"), real) > 60 and _estimate(Path("/nonexistent"), main) is None
+    assert _estimate(Path("/nonexistent"), real, quick=True) is None  # the estimates time full runs
+    assert all(_estimate(Path("/nonexistent"), s) for s in real_plan())  # every real step has one
 
 
 def test_keep_copies_one_runs_evidence_and_the_provenance_line_names_that_run(plan, tmp_path, monkeypatch):
