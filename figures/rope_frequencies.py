@@ -1,6 +1,7 @@
 """Rotary bands: each band's mean query and key norm against its wavelength (Barbero et al.'s measure; a line per model
 and kind of layer, queries solid and keys dashed), the share of the attention logit each band carries (poslens' measure;
-dotted for the previous-token heads), and the loss change and the NIAH accuracy with bands removed or unrotated."""
+dotted for the previous-token heads), and the loss change and the NIAH accuracy with bands removed or unrotated (the
+loss change at the longer length too, ``part=long_effects``, as open markers)."""
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -52,15 +53,7 @@ def figure(df) -> go.Figure:
     fig.update_yaxes(title_text="mean band norm", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="share of the logit", tickformat=".1%", rangemode="tozero", row=2, col=1)
     order = list(dict.fromkeys(eff["condition"]))
-    for i, (model, g) in enumerate(eff.groupby("model", sort=False)):
-        base = float(g.loc[g["condition"] == "none", "loss"].iloc[0])
-        # a dot per model, none hidden
-        y = [order.index(c) + (i - (len(models) - 1) / 2) * 0.22 for c in g["condition"]]
-        for col, x, text in ((1, g["loss"] - base, "%{customdata}: %{x:+.3f} nats"),
-                             (2, g["niah_accuracy"], "%{customdata}: %{x:.0%}")):
-            fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=model, legendgroup=model, showlegend=False,
-                                     marker=dict(color=colors[model], size=8, symbol=i % 8), customdata=g["condition"],
-                                     hovertemplate=text + "<extra>" + model + "</extra>"), row=3, col=col)
+    _effects(fig, df, models, colors, order)
     for col in (1, 2):
         fig.update_yaxes(tickvals=list(range(len(order))), ticktext=order, range=[len(order) - 0.5, -0.5],
                          showticklabels=col == 1, row=3, col=col)
@@ -71,3 +64,27 @@ def figure(df) -> go.Figure:
                       title=f"Rotary bands: what each carries, and the highest / lowest {fraction:.0%} removed or "
                             "unrotated")
     return fig
+
+
+def _effects(fig: go.Figure, df, models: list, colors: dict, order: list) -> None:
+    """The third row: a marker per model and length for each condition (filled: the contexts of ``length``; open: those
+    of ``long_length``, loss only), offset so that none hides another."""
+    parts = [p for p in ("effects", "long_effects") if (df["part"] == p).any()]
+    units = [(m, p) for m in models for p in parts if ((df["model"] == m) & (df["part"] == p)).any()]
+    for k, (model, part) in enumerate(units):
+        g = df[(df["model"] == model) & (df["part"] == part)]
+        base = float(g.loc[g["condition"] == "none", "loss"].iloc[0])
+        y = [order.index(c) + (k - (len(units) - 1) / 2) * 0.44 / max(1, len(units) - 1) for c in g["condition"]]
+        long = part == "long_effects"
+        label = f"{model} at {int(g['length'].max()):,} tokens"
+        symbol = models.index(model) % 8 + (100 if long else 0)  # plotly's open variant of the same symbol
+        columns = [(1, g["loss"] - base, "%{customdata}: %{x:+.3f} nats")]
+        if not long:
+            columns.append((2, g["niah_accuracy"], "%{customdata}: %{x:.0%}"))
+        for col, x, text in columns:
+            fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=label, legendgroup=model,
+                                     showlegend=col == 1 and len(parts) > 1,
+                                     marker=dict(color=colors[model], size=8, symbol=symbol,
+                                                 line=dict(width=2 if long else 0, color=colors[model])),
+                                     customdata=g["condition"], hovertemplate=text + "<extra>" + label + "</extra>"),
+                          row=3, col=col)

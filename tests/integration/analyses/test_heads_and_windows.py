@@ -87,6 +87,13 @@ def test_rope_frequencies_effects_per_context_and_at_a_longer_length_are_the_mod
     np.testing.assert_allclose(eff[short.columns].to_numpy(), short.mean().to_numpy(), rtol=1e-6)
     assert (df[df["part"] == "bands"]["q_norm"] > 0).any() and int(df["long_docs"].iloc[0]) == 2
     assert units["positional_heads"].between(0, 1).all()
+    from figures.rope_frequencies import figure  # the longer length's loss changes drawn too, as open markers
+
+    fig = figure(df)
+    long = df[df["part"] == "long_effects"].set_index("condition")["loss"]
+    trace = next(t for t in fig.data if t.name == f"{model.model_name} at 120 tokens")
+    np.testing.assert_allclose(trace.x, (long - long["none"]).to_numpy())
+    assert trace.marker.symbol >= 100 and not [t for t in fig.data if t.name == trace.name and t.xaxis == "x4"]
 
 
 def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
