@@ -296,14 +296,14 @@ class Analysis:
         """What can be checked without a model, before any loads: keywords the analysis does not take (with the
         nearest names), then its ``precheck`` on the options with their defaults filled in."""
         label = label or (lambda opt: opt.name)
+        names = sorted({o.name for o in self.options if not o.feeds} | ({"seed"} if self.seeded else set()))
         parameters = inspect.signature(self.body).parameters
-        if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-            known = set(parameters)
-            unknown = [k for k in kwargs if k not in known]
-            if unknown:
-                names = sorted({o.name for o in self.options if not o.feeds} | ({"seed"} if self.seeded else set()))
-                raise OptionError(f"{self.name}: no option {unknown[0]!r}{did_you_mean(unknown[0], names)} "
-                                  f"(options: {', '.join(names)})")
+        # a body taking **kwargs (an analysis declared ``like=`` another) takes its declared options
+        known = set(names) if any(p.kind is p.VAR_KEYWORD for p in parameters.values()) else set(parameters)
+        unknown = [k for k in kwargs if k not in known]
+        if unknown:
+            raise OptionError(f"{self.name}: no option {unknown[0]!r}{did_you_mean(unknown[0], names)} "
+                              f"(options: {', '.join(names)})")
         if self.precheck is not None:
             self.precheck({**{o.name: o.default for o in self.options if not o.feeds}, **kwargs},
                           lambda name: label(next(o for o in self.options if o.name == name)))

@@ -40,13 +40,6 @@ def argv(analysis, options: dict) -> list[str]:
     return out
 
 
-def __getattr__(name: str):
-    """``PLAN``: ``plan()`` as it is now."""
-    if name == "PLAN":
-        return plan()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def peak(root: Path, name: str, n: int, runs: dict | None = None) -> tuple[float, float]:
     """(peak RSS in MB, wall seconds) of one fresh analysis process (``runs``: ``plan()``). Position-probes' train and
     test documents are its defaults for ``n`` documents (80% and 20%)."""

@@ -43,13 +43,6 @@ def options(name: str, model: str) -> list[str]:
     return argv(analysis, {**run.options, **run.quick, **run.per_model.get(model, {})})
 
 
-def __getattr__(name: str):
-    """``SMALL``: ``{analysis: options(analysis, "smollm2")}`` for ``ANALYSES``, as the declarations are now."""
-    if name == "SMALL":
-        return {a: options(a, "smollm2") for a in ANALYSES}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def analyze(name: str, model: str, out: Path, threads: int | None, small: bool = False) -> tuple[float, dict]:
     argv = [sys.executable, "-m", "poslens.cli", "analyze", name, "--model", model, "--out", str(out),
             "--format", "html", "--force"] + (options(name, model) if small else [])

@@ -3,7 +3,7 @@
     python docs/api_reference.py [--out build/api]        # `make docs`; `make test` runs it too
 
 The reference covers the six packages (``poslens``, ``interp``, ``analyses``, ``figures``, ``probes``, ``corpora``)
-minus the modules that only re-export old names (``DEPRECATED``, removed on ``interp.deprecated.REMOVAL``). pdoc's
+minus the entry points that are not an API (``SKIPPED``). pdoc's
 links are relative: ``check`` reads every ``href`` and ``src`` of every page written and fails, naming the page and
 the link, where a relative one points at no file or an ``#anchor`` at no ``id`` of its page (links to other sites are
 left alone: the build runs offline). A link pdoc writes to a member inherited from a private base class, which it
@@ -23,10 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("poslens", "interp", "analyses", "figures", "probes", "corpora")
-DEPRECATED = ("interp.models", "interp.loading.bert", "interp.loading.encoder", "interp.loading.hf",
-              "interp.loading.increments", "interp.loading.llama", "interp.loading.repo", "interp.packaged",
-              "interp.packages", "interp.registry", "interp.relative", "analyses.common", "analyses.tables",
-              "poslens.__main__")
+SKIPPED = ("poslens.__main__",)
 
 
 def build(out: Path) -> list[Path]:
@@ -41,8 +38,8 @@ def build(out: Path) -> list[Path]:
     shutil.rmtree(out, ignore_errors=True)
     pdoc.render.configure(docformat="markdown", show_source=False, search=True,
                           footer_text="poslens API reference (generated from the docstrings by pdoc)")
-    # also where a package's __getattr__ offers them (pdoc reads "!" + a regular expression matched at the start)
-    modules = module_names() + [rf"!{re.escape(m)}(\..*)?$" for m in DEPRECATED]
+    # pdoc reads "!" + a regular expression matched at the start
+    modules = module_names() + [rf"!{re.escape(m)}(\..*)?$" for m in SKIPPED]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the libraries' import-time warnings are not the reference's business
         pdoc.pdoc(*modules, output_directory=out)
@@ -73,13 +70,13 @@ def _unlink_private(page: Path, ids: dict) -> None:
 
 def module_names() -> list[str]:
     """Every module of ``PACKAGES``, by its file (pdoc alone would follow a package's ``__all__``, which names its
-    public objects, not its submodules), minus ``DEPRECATED`` and what lies below them."""
+    public objects, not its submodules), minus ``SKIPPED`` and what lies below them."""
     names = []
     for package in PACKAGES:
         for file in sorted((ROOT / package).rglob("*.py")):
             parts = file.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            if not any(name == d or name.startswith(d + ".") for d in DEPRECATED):
+            if not any(name == d or name.startswith(d + ".") for d in SKIPPED):
                 names.append(name)
     return names
 

@@ -9,6 +9,7 @@ text), floats round-trip exactly.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata as md
 import inspect
 import json
 import pkgutil
@@ -80,11 +81,8 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
     return fig
 
 
-def read_table(csv, analysis: str | None = None) -> pd.DataFrame:
-    """An analysis CSV as the figure saw it (exact floats; only empty fields are missing). ``analysis`` (default: the
-    file's name, ``OUT/NAME.csv``) names the table for ``poslens.deprecated``, which serves an older poslens' column
-    names under the current ones, with a deprecation warning, before any figure code reads them."""
-    del analysis  # read by poslens.deprecated's reader around this one
+def read_table(csv) -> pd.DataFrame:
+    """An analysis CSV as the figure saw it (exact floats; only empty fields are missing)."""
     return pd.read_csv(csv, keep_default_na=False, na_values=[""], float_precision="round_trip")
 
 
@@ -103,12 +101,26 @@ def read_result(csv, analysis: str | None = None) -> tuple[str, pd.DataFrame, di
     name = analysis or prov.get("analysis") or csv.stem
     figure_module(name) if analysis or prov else _known_or_advise(name, csv)
     try:
-        df = read_table(csv, name)
+        df = read_table(csv)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ValueError(f"{csv}: not a readable CSV ({err})") from None
     if "model" not in df.columns:
         raise ValueError(f"{csv}: no 'model' column; not a table written by `poslens analyze`")
     return name, df, prov
+
+
+def missing_column(csv, name: str, column, prov: dict) -> str:
+    """The error for a table without a column its figure reads: a CSV of another poslens version, whose columns have
+    since been renamed (CHANGELOG.md's migration tables say how)."""
+    wrote = (prov.get("versions") or {}).get("poslens")
+    try:
+        now = md.version("poslens")
+    except md.PackageNotFoundError:
+        now = None
+    who = f"poslens {wrote}" if wrote else "a poslens whose version its provenance does not record"
+    return (f"{csv}: the {name} figure reads column {column!r}, which this table lacks; it was written by {who}"
+            f"{f' (this is poslens {now})' if now else ''}. Re-run `poslens analyze {name}`, or rename its columns "
+            "as CHANGELOG.md's migration table says")
 
 
 def _known_or_advise(name: str, csv: Path) -> None:
@@ -132,8 +144,11 @@ def rerender(csv, *, formats=None, width=None, height=None, template: str = "def
     """Rebuild the figure of ``csv`` and write it in ``formats``; refuses to overwrite a file unless ``force``."""
     csv = Path(csv)
     formats = resolve_formats(formats)
-    name, df, _ = read_result(csv, analysis)
-    fig = render(name, df, template=template, title=title, width=width, height=height)
+    name, df, prov = read_result(csv, analysis)
+    try:
+        fig = render(name, df, template=template, title=title, width=width, height=height)
+    except KeyError as err:
+        raise ValueError(missing_column(csv, name, err.args[0], prov)) from None
     stem = output_stem(csv, out, template, width, height)
     targets = [stem.parent / f"{stem.name}.{f}" for f in formats]
     clash = [p for p in targets if p.exists()]

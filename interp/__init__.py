@@ -2,7 +2,7 @@
 
     import interp
     model = interp.load("increments-per-layer")          # a name from `poslens models`, a path or a hub id
-    logits, cache = model.run_with_cache(model.to_tokens("New York", doc_start=True))
+    logits, cache = model.run_with_cache(model.to_tokens("New York", prepend_bos=True))
 
 Names are imported on first use, so ``import interp.catalog`` (the models loadable by name, ``poslens models``)
 stays free of torch.

@@ -369,16 +369,13 @@ class TLSurface:
         return out, Cache(cache, self, has_batch_dim=not remove)
 
     # -- text -------------------------------------------------------------------------------------------------------
-    def _prepend(self, prepend_bos, doc_start) -> bool:
-        if prepend_bos is not None and doc_start is not None and bool(prepend_bos) != bool(doc_start):
-            raise ValueError(f"prepend_bos={prepend_bos} and doc_start={doc_start} disagree (they are one option)")
-        chosen = prepend_bos if prepend_bos is not None else doc_start
-        return bool(self.cfg.default_prepend_bos if chosen is None else chosen)
+    def _prepend(self, prepend_bos) -> bool:
+        return bool(self.cfg.default_prepend_bos if prepend_bos is None else prepend_bos)
 
     def to_tokens(self, input, prepend_bos: bool | None = None, padding_side: str | None = None,
-                  move_to_device: bool = True, truncate: bool = True, *, doc_start: bool | None = None) -> torch.Tensor:
+                  move_to_device: bool = True, truncate: bool = True) -> torch.Tensor:
         """``[batch, pos]`` token ids of a text (``[1, pos]``) or a list of texts of one token length. The BOS token is
-        prepended when ``prepend_bos`` (TransformerLens' name) or ``doc_start`` says so, else as
+        prepended when ``prepend_bos`` says so, else as
         ``model.cfg.default_prepend_bos`` says: False for poslens models (TransformerLens' default is True)."""
         tokenizer = self.tokenizer if getattr(self, "tokenizer", None) is not None else None
         if tokenizer is None:
@@ -390,7 +387,7 @@ class TLSurface:
                                  "command line")
         if padding_side not in (None, "right", "left"):
             raise ValueError(f"padding_side={padding_side!r}: poslens models take unpadded batches (None)")
-        bos = self._prepend(prepend_bos, doc_start)
+        bos = self._prepend(prepend_bos)
         texts = [input] if isinstance(input, str) else list(input)
         rows = [tokenizer.encode(t, doc_start=bos) for t in texts]
         if len({len(r) for r in rows}) > 1:

@@ -19,8 +19,6 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-from poslens import deprecated as _deprecated  # noqa: E402,F401  (installs the finder that serves the old names)
-
 _EXPORTS = {  # name -> (module, attribute; None: the module itself)
     "load": ("interp.loading", "load"),
     "save": ("interp.loading", "save"),

@@ -11,8 +11,6 @@ import argparse
 import re
 
 from analyses.registry import OptionError
-from interp.deprecation import warn
-from poslens.deprecated import flag_spelling, old_flags
 
 DTYPE_HELP = ("precision the models run in: float32 (default), bfloat16 or float16 (recorded in provenance; README "
               "'Half precision' says how far bfloat16 statistics sit from float32 ones)")
@@ -44,11 +42,8 @@ def add_analysis_commands(sub) -> None:
         p.add_argument("--format", default=None, metavar="FORMATS",
                        help="figure formats, any of html,pdf,svg,png (default: html, plus pdf,png where a browser "
                             "is found)")
-        old = old_flags(analysis.name)
         for opt in analysis.options:
-            p.add_argument(opt.flag, **_argument(opt, old.get(opt.name, ())))
-            for alias in old.get(opt.name, ()):  # its own destination, so that errors can say what the user typed
-                p.add_argument(alias, **dict(_argument(opt), dest=_alias_dest(opt, alias), help=argparse.SUPPRESS))
+            p.add_argument(opt.flag, **_argument(opt))
         merge.add_shard_arguments(p)
         p.set_defaults(func=cmd_analyze, spec=analysis)
 
@@ -81,55 +76,19 @@ class _Help(argparse.HelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
-def _argument(opt, aliases: tuple[str, ...] = ()) -> dict:
+def _argument(opt) -> dict:
     """argparse keywords for one declared option: values stay text (parsed and checked by the declaration,
-    so a bad value gets one line naming it), and an option not given is absent (its default is the function's);
-    its help names its old flags (``aliases``)."""
+    so a bad value gets one line naming it), and an option not given is absent (its default is the function's)."""
     text = opt.help
     if opt.convert is None and opt.default is not None and opt.type is not bool:
         shown = ",".join(map(str, opt.default)) if isinstance(opt.default, tuple) else opt.default
         text += f" (default: {shown})"
-    if aliases:
-        text += f" (formerly {', '.join(aliases)})"
     kw = dict(dest=opt.name, default=argparse.SUPPRESS, help=text.replace("%", "%%"))
     if opt.type is bool and opt.convert is None:
         return dict(kw, action=argparse.BooleanOptionalAction)
     kw["metavar"] = opt.metavar or ("{" + ",".join(opt.choices) + "}" if opt.choices else
                                     {int: "N", float: "X"}.get(opt.type, "TEXT"))
     return dict(kw, action="append") if opt.multiple else kw
-
-
-def _alias_dest(opt, alias: str) -> str:
-    return f"{opt.name}|{alias}"
-
-
-def spelled(args: argparse.Namespace, spec) -> dict[str, str]:
-    """Gather each option given under an old flag (``poslens.deprecated.old_flags``) into its own name, with the
-    table's warning; ``{option: the spelling typed}`` for those, so errors name what the user wrote. One option given
-    under two spellings is refused. The warning is the caller's of ``poslens.cli.main`` (``__main__`` for the
-    console script), so Python's filters show it on the command line as for a script's own deprecated call."""
-    ns, typed, old = vars(args), {}, old_flags(spec.name)
-    for opt in spec.options:
-        given = ([opt.flag] if opt.name in ns else []) + [a for a in old.get(opt.name, ())
-                                                          if _alias_dest(opt, a) in ns]
-        if len(given) > 1:
-            raise OptionError(f"{' and '.join(given)} are one option ({opt.flag}): give it once")
-        if given and given[0] != opt.flag:
-            warn(flag_spelling(spec.name, given[0]), opt.flag, stacklevel=4)  # spelled < cmd_analyze < main
-            ns[opt.name] = ns.pop(_alias_dest(opt, given[0]))
-            typed[opt.name] = given[0]
-    return typed
-
-
-def in_their_words(err: OptionError, spec, typed: dict[str, str]) -> OptionError:
-    """``err`` naming the spelling the user typed (and the current one) where it names an option given under an
-    old spelling."""
-    said = str(err)
-    for opt in spec.options:
-        alias = typed.get(opt.name)
-        if alias and (said.startswith(opt.flag + " ") or said.startswith(opt.flag + ":")):
-            return OptionError(f"{alias}{said[len(opt.flag):]} ({alias} is now spelled {opt.flag})")
-    return err
 
 
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
@@ -182,14 +141,6 @@ def check_dtype(args: argparse.Namespace) -> str | None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     spec = args.spec
-    typed = spelled(args, spec)
-    try:
-        return _analyze(args, spec)
-    except OptionError as err:
-        raise in_their_words(err, spec, typed) from None
-
-
-def _analyze(args: argparse.Namespace, spec) -> int:
     from poslens.merge import analysis_session, check_shard_arguments
     from poslens.outputs import check_out_dir
     from poslens.run import run_analysis

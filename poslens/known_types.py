@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from analyses.intervals import LEVEL, N_BOOT, SEED, Interval, bootstrap, judge
-from poslens.deprecated import current_columns as current
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "docs" / "known-results"
 KNOWN_FOLDER = "known"  # the real-model runs' folder in a report: the main job's analyses, on other models
@@ -39,10 +38,7 @@ class Results:
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: the known-results table needs {analysis}'s CSV from "
                                         f"`poslens reproduce --real-models`")
-            # the kept evidence ran before some columns took their options' names and is kept as it ran: read
-            # under the current names without a warning; any other folder's old names warn
-            self._read[analysis] = current(analysis, pd.read_csv(path), str(path),
-                                           quiet=self.folder.resolve() == EVIDENCE.resolve())
+            self._read[analysis] = pd.read_csv(path)
         return self._read[analysis]
 
     def model(self, analysis: str, model: str, **where) -> pd.DataFrame:

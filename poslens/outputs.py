@@ -29,8 +29,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from interp import deprecation
-
 
 class OutputLocked(FileExistsError):
     """Another live run holds the lock on these outputs."""
@@ -148,22 +146,13 @@ class Outputs:
 _ACTIVE: contextvars.ContextVar[Outputs | None] = contextvars.ContextVar("poslens_outputs", default=None)
 
 
-def under_lock(fn=None, name: str | None = None):
+def under_lock(fn):
     """Decorator: run the function inside ``Outputs(<its out_dir argument>, <its name argument>)``.
 
     The body writes into ``active().staging`` and ends with ``active().commit(...)``; whatever it raises
     leaves the folder as it was. A process that writes no outputs (a torchrun rank other than 0, a
     ``--shard I/N`` share: ``interp.parallel.writes_outputs``) runs the body without taking the lock; the
-    body must not call ``active()`` there. The old decorator factory, ``@under_lock()`` or ``@under_lock(name)``
-    (a fixed lock name instead of the function's ``name`` argument), still works with a ``DeprecationWarning``."""
-    if fn is None or isinstance(fn, str):
-        deprecation.warn("poslens.outputs.under_lock(name)", "@under_lock (the lock is named by the function's name "
-                        "argument)")
-        return functools.partial(_locked, name=name if fn is None else fn)
-    return _locked(fn, name)
-
-
-def _locked(fn, name: str | None = None):
+    body must not call ``active()`` there."""
     signature = inspect.signature(fn)
 
     @functools.wraps(fn)
@@ -172,7 +161,7 @@ def _locked(fn, name: str | None = None):
             return fn(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        with Outputs(bound.arguments["out_dir"], name or bound.arguments["name"]) as outputs:
+        with Outputs(bound.arguments["out_dir"], bound.arguments["name"]) as outputs:
             token = _ACTIVE.set(outputs)
             try:
                 return fn(*args, **kwargs)

@@ -50,20 +50,9 @@ def real_plan() -> tuple[Step, ...]:
     return _steps("real", KNOWN_FOLDER)
 
 
-
-
 def _steps(setting: str, folder: str = "") -> tuple[Step, ...]:
     return tuple(Step(a.name, run.models, dict(run.options), dict(run.quick), run.section, dict(run.per_model),
                       folder) for a in all_analyses() if (run := getattr(a, setting)) is not None)
-
-
-def __getattr__(name: str):
-    """``PLAN`` and ``REAL_PLAN``: ``main_plan()`` and ``real_plan()`` as they are now (lazy exports)."""
-    if name == "PLAN":
-        return main_plan()
-    if name == "REAL_PLAN":
-        return real_plan()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # wall seconds of a step (its folder / analysis), the estimate it gets before this report folder has timed it: the

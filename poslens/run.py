@@ -18,7 +18,6 @@ from analyses.nan_policy import check_table, nan_columns
 from corpora.niah import NeedleTooLong
 from interp import memory, parallel
 from interp.progress import stage
-from poslens.deprecated import formats_for_static
 from poslens.outputs import active, under_lock
 from poslens.provenance import jsonable, provenance
 
@@ -76,7 +75,7 @@ def resolve_models(models, device=None, tokenizer=None, dtype=None) -> list:
 @under_lock
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
                  formats=None, per_model: dict | None = None, device=None, dtype=None, tokenizer=None,
-                 cli: bool = False, static: bool | None = None) -> Result:
+                 cli: bool = False) -> Result:
     """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
@@ -87,15 +86,13 @@ def run_analysis(name: str, models, out_dir, *, options: dict | None = None, see
     them: ``Analysis.run_bound``); provenance records the values used, and
     user documents by their input file's path, size and sha256 (or a hash of texts given in Python).
     ``tokenizer`` (a directory or model holding one) is given to models loaded without one. ``cli`` names
-    options by their flags in errors. ``static=`` is the deprecated spelling of ``formats``
-    (``poslens.deprecated.formats_for_static``: ``static=False`` is ``formats=["html"]``).
+    options by their flags in errors.
 
     The whole call holds the lock ``out_dir/.NAME.lock`` (a concurrent run into the same folder is refused);
     every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.
     """
     analysis = get(name)
     dtype = model_dtype(dtype)  # before anything loads
-    formats = formats_for_static(static, formats, "poslens.run.run_analysis", stacklevel=4)  # under_lock's wrapper
     figures.resolve_formats(formats)
     out_dir = Path(out_dir)
     clash = existing_outputs(out_dir, name)

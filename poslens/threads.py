@@ -20,10 +20,7 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
 from pathlib import Path
-
-from interp.deprecation import PoslensDeprecationWarning
 
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 PROC = Path("/proc")
@@ -102,15 +99,11 @@ def busy_cores(samples: int = 8, interval: float = 0.01, proc: Path | None = Non
 
 
 def choose(requested: int | None = None, *, cores: int | None = None, busy: float | None = None,
-           ranks_here: int | None = None, load: float | None = None) -> dict:
+           ranks_here: int | None = None) -> dict:
     """``{"threads": n, "reason": ...}``: ``requested`` when given, else ``OMP_NUM_THREADS`` when set, else the
     usable cores not kept busy by other processes now, divided between this node's ranks; at least 1."""
     if requested is not None:
         return {"threads": int(requested), "reason": "--threads"}
-    if load is not None:
-        warnings.warn("threads.choose(load=...) is deprecated (removal 2027-05-24): pass busy=, the cores other "
-                      "processes keep busy now", PoslensDeprecationWarning, stacklevel=2)
-        busy = load if busy is None else busy
     omp = os.environ.get("OMP_NUM_THREADS", "").strip()
     if omp.isdigit() and int(omp) >= 1:
         return {"threads": int(omp), "reason": "OMP_NUM_THREADS"}

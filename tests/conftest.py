@@ -3,8 +3,6 @@ import os
 import pytest
 import torch
 
-import poslens.deprecated  # noqa: F401  (the old names' finder, as `import poslens` installs it for a script)
-
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 # static export is tested where asked for: tests/acceptance/figures/test_render.py
 os.environ.setdefault("POSLENS_FORMATS", "html")

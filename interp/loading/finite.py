@@ -61,7 +61,7 @@ def check_forward(model, where: str) -> None:
     probes = [torch.arange(1, 5, device=model.device)[None] % model.d_vocab]
     if getattr(model, "tokenizer", None) is not None:
         try:
-            probes.append(model.to_tokens("The history of Paris", doc_start=True)[:, :8].to(model.device))
+            probes.append(model.to_tokens("The history of Paris", prepend_bos=True)[:, :8].to(model.device))
         except Exception:  # noqa: BLE001 (a tokenizer that cannot say it: the other probe stands)
             pass
     for tokens in probes:

@@ -121,9 +121,7 @@ def read_results(folder) -> Results:
     if not csv.is_file():
         raise ResultsError(f"--results {folder}: {prov_path.name} names {analysis}, but {csv.name} is missing")
     provenance = json.loads(prov_path.read_text(encoding="utf-8"))
-    from poslens.deprecated import current_columns as current
-
-    table = current(analysis, pd.read_csv(csv), str(csv), quiet=True)
+    table = pd.read_csv(csv)
     missing = [c for c in ("model", "layer", "head") if c not in table]
     if missing:
         raise ResultsError(f"--results {folder}: {csv.name} has no column {', '.join(missing)}")

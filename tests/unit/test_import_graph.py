@@ -3,13 +3,13 @@ between modules, and no package importing from a layer above its own.
 
 The layers, lowest first (a package imports only from its own layer and those below):
 
-0. ``interp``: hooked models, their loaders, hooks, interventions, the deprecation warning class;
+0. ``interp``: hooked models, their loaders, hooks, interventions, the run infrastructure;
 1. ``corpora``: documents, windows and prompts (tokenised by ``interp``'s tokenizers);
 2. ``probes``: probes over ``interp`` activations of ``corpora`` windows;
 3. ``analyses``: the analyses (``@analysis``), over the three below;
 4. ``figures``: a figure per analysis, drawn from its table alone (no analysis code is imported: the table is enough);
-5. ``poslens``: the application (command line, the main job, known results, the old names' table
-   ``poslens.deprecated``);
+X
+   ``poslens.viewer``, ``poslens.train``);
 6. ``bench``: benchmarks of all of the above.
 
 A package's ``__init__`` that imports its own submodules (a registry whose entries import it back, as
@@ -101,7 +101,7 @@ def circles(edges: dict[str, set[str]]) -> list[set[str]]:
 
 
 def test_the_modules_are_found():
-    assert {"interp.base", "analyses.registry", "figures.render", "poslens.cli", "poslens.deprecated"} <= set(MODULES)
+    assert {"interp.base", "analyses.registry", "figures.render", "poslens.cli"} <= set(MODULES)
 
 
 def test_no_import_circle():

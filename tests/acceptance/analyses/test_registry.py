@@ -112,14 +112,15 @@ def test_a_model_without_a_needed_capability_is_refused_by_the_registry(name):
         spec.function(model(lacking))
 
 
-def test_modules_are_modules_and_old_keywords_still_work_with_a_warning():
+def test_modules_are_modules_and_old_keywords_are_refused():
     import analyses.word_boundaries as module
 
     assert module.__name__ == "analyses.word_boundaries" \
         and module.word_boundaries.analysis is analyses.get("word-boundaries")
-    with pytest.warns(DeprecationWarning, match="'n_contexts=' is now 'n_docs='"):
-        df = analyses.run("position-ranges", model("repo-small"), n_contexts=1, length=64, source="wiki")
-    assert df["context"].nunique() == 1
+    with pytest.raises(analyses.OptionError, match="position-ranges: no option 'n_contexts'"):
+        analyses.run("position-ranges", model("repo-small"), n_contexts=1, length=64, source="wiki")
+    assert analyses.run("position-ranges", model("repo-small"), n_docs=1, length=64, source="wiki")["context"] \
+        .nunique() == 1
 
 
 def test_options_come_from_the_signature_once():

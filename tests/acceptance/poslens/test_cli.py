@@ -70,10 +70,9 @@ def test_wrong_family_and_truncated_checkpoint(checkpoints, tmp_path, capsys):
     bad.write_bytes((checkpoints / "step_7.pt").read_bytes()[:300])
     assert main(["analyze", "byte-increments", "--model", str(bad), "--out", str(tmp_path / "o")]) == 2
     assert "cannot be read as a torch checkpoint" in capsys.readouterr().err
-    with pytest.warns(DeprecationWarning, match="word-boundaries --max-bytes is deprecated: use --length"):
-        assert main(["analyze", "word-boundaries", "--model", str(checkpoints / "shared"), "--out",
-                     str(tmp_path / "o"), "--max-bytes", "4096"]) == 2
-    assert "--max-bytes 4096: longer than" in capsys.readouterr().err
+    assert main(["analyze", "word-boundaries", "--model", str(checkpoints / "shared"), "--out",
+                 str(tmp_path / "o"), "--length", "4096"]) == 2
+    assert "--length 4096: longer than" in capsys.readouterr().err
 
 
 def test_console_script_runs_in_a_fresh_process(checkpoints, tmp_path):
@@ -84,12 +83,11 @@ def test_console_script_runs_in_a_fresh_process(checkpoints, tmp_path):
 
 def test_every_analysis_help_renders_with_its_options(capsys):
     from analyses import all_analyses
-    from poslens.deprecated import old_flags
 
     for analysis in all_analyses():
         with pytest.raises(SystemExit) as exit_:
             main(["analyze", analysis.name, "--help"])
         assert exit_.value.code == 0, analysis.name
-        text, old = capsys.readouterr().out, old_flags(analysis.name)
+        text = capsys.readouterr().out
         for opt in analysis.options:
-            assert opt.flag in text and all(f in text for f in old.get(opt.name, ())), (analysis.name, opt.name)
+            assert opt.flag in text, (analysis.name, opt.name)

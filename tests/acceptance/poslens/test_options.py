@@ -1,18 +1,15 @@
 """Every bad option is refused before work starts: exit code 2 and one line naming the option and the value."""
 
-import contextlib
 import subprocess
 import sys
 
 import pytest
 
-from interp.deprecation import PoslensDeprecationWarning
 from poslens.cli import main
-from poslens.deprecated import old_flags
 
 OUT = "never-written"
 CASES = [  # (arguments, the option and value the one line must name)
-    (["analyze", "loss-neutrality", "--model", "increments-shared", "--n-windows", "0"], "--n-windows 0"),
+    (["analyze", "loss-neutrality", "--model", "increments-shared", "--n-docs", "0"], "--n-docs 0"),
     (["analyze", "position-probes", "--model", "dstg-small", "--cv-folds", "0"], "--cv-folds 0"),
     (["analyze", "ap-spectrum", "--model", "dstg-small", "--n-components", "0"], "--n-components 0"),
     (["analyze", "ap-spectrum", "--model", "dstg-small", "--low-bins", "-1"], "--low-bins -1"),
@@ -27,7 +24,7 @@ CASES = [  # (arguments, the option and value the one line must name)
     (["analyze", "char-spacing", "--model", "increments-shared", "--scale", "huge"], "--scale huge"),
     (["analyze", "niah-accuracy", "--model", "repo-small", "--length", "512,x"], "--length 512,x"),
     # checked against the model right after it loads, before the analysis runs
-    (["analyze", "kl-ablation", "--model", "dstg-small", "--max-tokens", "4096"], "--max-tokens 4096"),
+    (["analyze", "kl-ablation", "--model", "dstg-small", "--length", "4096"], "--length 4096"),
     (["analyze", "position-patterns", "--model", "repo-small", "--layer", "9"], "--layer 9"),
 ]
 
@@ -45,32 +42,10 @@ def test_bad_option_exits_2_with_one_line(argv, named, tmp_path, capsys, monkeyp
     empty.write_text("\n\n", encoding="utf-8")
     argv = [str(empty) if a == "EMPTY" else a for a in argv]
     named = named.replace("EMPTY", str(empty))
-    old = {f for flags in old_flags(argv[1]).values() for f in flags} & set(argv)
-    with pytest.warns(PoslensDeprecationWarning) if old else contextlib.nullcontext():
-        rc = main(argv + ["--out", str(tmp_path / OUT)])
+    rc = main(argv + ["--out", str(tmp_path / OUT)])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and named in err and "Traceback" not in err, err
     assert not (tmp_path / OUT).exists()
-
-
-def _aliases():
-    from analyses import all_analyses
-
-    return [(a.name, opt.flag, alias) for a in all_analyses() for opt in a.options
-            for alias in old_flags(a.name).get(opt.name, ())]
-
-
-@pytest.mark.parametrize("analysis, flag, alias", _aliases(), ids=lambda v: v)
-def test_an_error_names_the_spelling_the_user_typed_and_the_current_one(analysis, flag, alias, tmp_path, capsys):
-    with pytest.warns(PoslensDeprecationWarning, match=f"{analysis} {alias} is deprecated: use {flag} "):
-        rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "-5", "--out",
-                   str(tmp_path / OUT)])
-    err = capsys.readouterr().err
-    assert rc == 2 and err.startswith(f"poslens: error: {alias} -5: ") \
-        and f"({alias} is now spelled {flag})" in err, err
-    rc = main(["analyze", analysis, "--model", str(tmp_path / "missing"), alias, "7", flag, "7",
-               "--out", str(tmp_path / OUT)])
-    assert rc == 2 and f"{flag} and {alias} are one option ({flag}): give it once" in capsys.readouterr().err
 
 
 def test_static_checks_happen_before_any_model_loads(tmp_path):

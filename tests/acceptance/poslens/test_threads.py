@@ -47,12 +47,6 @@ def test_omp_num_threads_set_by_the_user_wins(monkeypatch):
     assert threads.choose(5, cores=8, busy=0.0)["threads"] == 5  # --threads wins over it
 
 
-def test_old_load_keyword_still_works_with_a_warning(monkeypatch):
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    with pytest.warns(DeprecationWarning, match="busy="):
-        assert threads.choose(cores=2, load=1.1, ranks_here=1)["threads"] == 1
-
-
 def _fake_proc(root, states: dict[int, list[str]], parents: dict[int, int] | None = None,
                kernel: set[int] = frozenset()):
     """A /proc with one directory per pid and a stat file per thread in the given states."""

@@ -13,6 +13,7 @@ from analyses.loss_neutrality import loss_neutrality
 from analyses.niah_accuracy import niah_accuracy
 from analyses.position_probes import position_probes
 from analyses.positions import position_patterns, position_ranges
+from analyses.registry import OptionError
 from corpora.niah import niah_samples
 from corpora.user import read_documents, token_windows
 from interp.base import InputError
@@ -173,10 +174,9 @@ def test_cli_input_runs_on_user_jsonl_and_records_it(files, tmp_path, capsys):
     # what ran: the built-in corpus' size and source did not, and the record says so
     assert prov["arguments"]["n_docs"] is None and prov["arguments"]["source"] is None
     assert prov["arguments"]["not_applied"] == {"n_docs": "replaced by documents", "source": "replaced by documents"}
-    with pytest.warns(DeprecationWarning, match="position-ranges --n-contexts is deprecated: use --n-docs"):
-        assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]), "--n-contexts",
-                     "8", "--out", str(tmp_path / "o3")]) == 2
-    assert "--n-contexts 8: does not apply with your documents (--input)" in capsys.readouterr().err
+    assert main(["analyze", "position-ranges", "--model", "rope-small", "--input", str(files[1]), "--n-docs",
+                 "8", "--out", str(tmp_path / "o3")]) == 2
+    assert "--n-docs 8: does not apply with your documents (--input)" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{oops}\n', encoding="utf-8")
     assert main(["analyze", "kl-ablation", "--model", "dstg-small", "--input", str(bad),
@@ -229,25 +229,22 @@ def test_char_spacing_input_is_recorded_by_path_size_and_sha256(tmp_path):
     assert prov["arguments"]["documents"] == dict(input=input_record(txt), n_documents=1)
 
 
-def test_documents_is_the_one_keyword_and_the_old_ones_still_work_with_a_warning(files):
-    """docs=, token_ids=, samples= and texts= were five names for the user's input; documents= takes every kind (texts,
-    token ids, NIAH prompts), and the old names still run, warning that they are deprecated."""
+def test_documents_is_the_one_keyword_and_the_old_ones_are_refused_by_name(files):
+    """documents= takes every kind (texts, token ids, NIAH prompts); the unreleased tree's other names for it (docs=,
+    token_ids=, samples=, texts=) are refused before any work, naming the option to use."""
     from analyses.char_spacing import char_spacing
 
     model = tiny_repo("rope")
     ids = [model.tokenizer.encode(TEXT[:200], doc_start=True)]
-    now = position_ranges(model, documents=ids, length=128)
-    with pytest.warns(DeprecationWarning, match="'token_ids=' is now 'documents='"):
-        then = position_ranges(model, token_ids=ids, length=128)
-    assert now.equals(then)
+    assert position_ranges(model, documents=ids, length=128)["n_tokens"].iloc[0] == len(ids[0])
     s = niah_samples(model.tokenizer, 1, 300, seed=2, preamble=False)
-    with pytest.warns(DeprecationWarning, match="'samples=' is now 'documents='"):
-        assert niah_accuracy(model, samples=s).equals(niah_accuracy(model, documents=s))
     inc = tiny_model("per-layer", max_seq_len=256)
-    with pytest.warns(DeprecationWarning, match="'texts=' is now 'documents='"):
-        assert char_spacing(inc, texts={"x": "ab c"}).equals(char_spacing(inc, documents={"x": "ab c"}))
-    with pytest.raises(ValueError, match="docs= and documents= both give the input"), pytest.warns(DeprecationWarning):
-        kl_ablation(tiny_encoder("disentangled"), docs=ids, documents=ids)
+    for call, old in ((lambda: position_ranges(model, token_ids=ids, length=128), "token_ids"),
+                      (lambda: niah_accuracy(model, samples=s), "samples"),
+                      (lambda: char_spacing(inc, texts={"x": "ab c"}), "texts"),
+                      (lambda: kl_ablation(tiny_encoder("disentangled"), docs=ids), "docs")):
+        with pytest.raises(OptionError, match=rf"no option '{old}'.*documents"):
+            call()
     with pytest.raises(InputError, match="documents= mixes texts and tokens"):
         position_ranges(model, documents=["a text", [1, 2, 3]], length=128)
     with pytest.raises(InputError, match="documents= holds NIAH prompts, and this analysis reads texts or tokens"):

@@ -34,7 +34,7 @@ def pair(tmp_path_factory):
 def tokens(pair):
     model, _ = pair
     g = torch.Generator().manual_seed(0)
-    text = model.to_tokens("The history of Paris begins with a Celtic people called the Parisii.", doc_start=True)
+    text = model.to_tokens("The history of Paris begins with a Celtic people called the Parisii.", prepend_bos=True)
     filler = torch.randint(1000, 20000, (1, LENGTH - text.shape[1]), generator=g)
     return torch.cat([text, filler], dim=1)
 
@@ -73,7 +73,7 @@ def test_sliding_layers_attend_within_their_window_and_global_layers_beyond(pair
 
 def test_greedy_kv_cache_decoding_equals_generate(pair):
     model, hf = pair
-    prompt = model.to_tokens("The capital of France is", doc_start=True)
+    prompt = model.to_tokens("The capital of France is", prepend_bos=True)
     ours = model.generate_batch([prompt[0].tolist()], 8)[0]
     with torch.no_grad():
         ref = hf.generate(prompt, max_new_tokens=8, do_sample=False)[0, prompt.shape[1]:].tolist()

@@ -26,7 +26,7 @@ def pair():
 
 def test_logits_match_transformers(pair):
     model, hf = pair
-    ids = model.to_tokens("The capital of France is Paris. The capital of Italy is", doc_start=True)
+    ids = model.to_tokens("The capital of France is Paris. The capital of Italy is", prepend_bos=True)
     with torch.no_grad():
         ref = hf(ids).logits
     torch.testing.assert_close(model(ids), ref, atol=2e-3, rtol=2e-3)
@@ -57,7 +57,7 @@ def test_hooks_fire_with_documented_shapes_and_real_values(pair):
 def test_cached_generation_matches_transformers_greedy(pair):
     """SmolLM2 through the KV cache (GQA, 3 kv heads) continues exactly as transformers' own greedy decoding."""
     model, hf = pair
-    ids = model.to_tokens("The capital of France is Paris. The capital of Italy is", doc_start=True)
+    ids = model.to_tokens("The capital of France is Paris. The capital of Italy is", prepend_bos=True)
     ours = model.generate(ids, 6)
     with torch.no_grad():
         ref = hf.generate(ids, max_new_tokens=6, do_sample=False)[0, ids.shape[1]:].tolist()

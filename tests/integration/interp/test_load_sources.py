@@ -130,7 +130,7 @@ def test_smollm2_round_trip_and_no_shared_state(tmp_path):
     half = load("smollm2", dtype=torch.bfloat16)
     model = load("smollm2")
     assert half.embed_tokens.weight.dtype == torch.bfloat16 and model.embed_tokens.weight.dtype == torch.float32
-    ids = model.to_tokens("The capital of France is", doc_start=True)
+    ids = model.to_tokens("The capital of France is", prepend_bos=True)
     reference = model(ids).detach()
     with torch.no_grad():
         model.blocks[0].attn.q_proj.weight.zero_()

@@ -103,20 +103,3 @@ def test_whole_documents_are_read_whole_as_before(model):
 def test_token_ids_longer_than_the_model_are_refused():
     with pytest.raises(InputError, match=re.escape("sink-rate: documents[1] has 600 tokens; reader takes 1 to 512")):
         analysis_windows(Reader(ByteTokenizer()), "sink-rate", [[1] * 10, [2] * 600], length=64)
-
-
-def test_the_old_names_give_the_same_windows():
-    model, docs = Reader(ByteTokenizer()), [Document(f"d{i}", t) for i, t in enumerate(TEXTS)]
-    with pytest.warns(DeprecationWarning, match="corpora.contexts.user_windows is deprecated"):
-        from corpora.contexts import user_windows
-    with pytest.warns(DeprecationWarning, match="corpora.contexts.text_contexts is deprecated"):
-        from corpora.contexts import text_contexts
-    with pytest.warns(DeprecationWarning, match="probes.position.user_probe_documents is deprecated"):
-        from probes.position import user_probe_documents
-    assert user_windows(model, "x", docs, 24) == analysis_windows(model, "x", docs, length=24)
-    with pytest.raises(InputError, match="x: documents= holds texts, and this analysis reads tokens"):
-        user_windows(model, "x", docs, 24, accepts=("tokens",))
-    assert text_contexts(model, "x", 4, 65, 3) \
-        == [w.ids for w in analysis_windows(model, "x", length=65, n_docs=4, seed=3)]
-    assert text_contexts(model, "x", 4, 24, 3, docs) == [w.ids for w in analysis_windows(model, "x", docs, length=24)]
-    assert digest(user_probe_documents(model.tokenizer, TEXTS, 400)) == OLD["bytes", "whole"]

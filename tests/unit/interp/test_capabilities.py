@@ -67,15 +67,6 @@ def test_the_refusal_plan_is_the_registry_and_a_wrong_declaration_fails_it():
         check_refuses_exactly_what_it_needs(window, {Capability.ATTENTION, Capability.ROTARY})  # one it never refuses
 
 
-def test_the_old_interventions_needs_warns_and_refuses_the_same_way():
-    with pytest.warns(DeprecationWarning, match=re.escape("interp.interventions.needs is deprecated: use "
-                                                         "interp.capabilities.require(")):
-        needs = interventions.needs
-    with pytest.raises(CapabilityError, match=refusal("intervention", "MyEdit", Capability.ROTARY.value)):
-        needs(Stub(Capability.ROTARY), Capability.ROTARY, "MyEdit")
-    needs(Stub(Capability.ROTARY), Capability.ATTENTION, "MyEdit")  # present: nothing raised
-
-
 def test_an_analysis_refuses_through_its_declared_needs():
     from analyses import get
 
