@@ -70,7 +70,7 @@ def document_statistics(model, ids: list[int], windows, spans, *, desc: str = ""
     import torch
 
     from interp.attention import model_statistics
-    from interp.progress import progress
+    from interp.runtime.progress import progress
 
     n = len(ids)
     bar = progress(None, desc or f"along-context {model.model_name}", total=model.n_layers * n)

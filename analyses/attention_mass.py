@@ -101,7 +101,7 @@ def attention_mass(model, *,
     import pandas as pd
     import torch
 
-    from interp import parallel
+    from interp.runtime import parallel
 
     for mode in modes:
         if mode not in MODES:

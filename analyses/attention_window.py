@@ -13,8 +13,8 @@ rows at a time; given ``max_rows``, that many evenly spaced rows, the protocol b
 was 64), where each head looks (``part=reach``), averaged over rows: its attention mass on keys at least ``window``
 tokens back, on the first ``max(sinks)`` tokens, and on keys past the layer's own attention window where the model has
 one (Gemma 3's sliding layers: exactly 0), and its mean attended distance. Every document adds its float64 sums
-(``interp.parallel.fold_items``). Tokens keep their own positions here (see ``KeyWindow``): this is not the paper's
-experiment, which streams past the trained length.
+(``interp.runtime.parallel.fold_items``). Tokens keep their own positions here (see ``KeyWindow``): this is not the
+paper's experiment, which streams past the trained length.
 
 ``setting=streaming`` is the paper's experiment (§3.2, §4.1; their ``eval_long_ppl.py``): one stream of
 ``stream_tokens`` tokens (the built-in lead sections joined into one text with the start token first, or the user's
@@ -296,7 +296,7 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
     import pandas as pd
 
     from corpora.contexts import analysis_windows
-    from interp import parallel
+    from interp.runtime import parallel
 
     if window >= length:
         raise ValueError(f"--window {window}: the window must be shorter than the documents (--length {length}), "
@@ -438,8 +438,8 @@ def _stream_losses(model, streams, conds, first, targets, dense_tokens, recomput
     stream's positions; re-computation in blocks of its target tokens."""
     import numpy as np
 
-    from interp import parallel, streaming
-
+    from interp import streaming
+    from interp.runtime import parallel
     n = len(streams[True])
     recomputing = {RECOMPUTE, RECOMPUTE_START}
     blocks = np.array_split(targets, min(len(targets), 8)) if len(targets) else []

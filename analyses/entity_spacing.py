@@ -81,7 +81,7 @@ def internal_space_increments(model, pairs, carriers=CARRIERS, *, batch_size: in
 
 def space_increments(model, pair_sets, carriers=CARRIERS, *, batch_size: int = 32) -> list[np.ndarray]:
     """``internal_space_increments`` of several sets of pairs, in one (data-parallel) pass."""
-    from interp import parallel
+    from interp.runtime import parallel
 
     eos = model.tokenizer.eos_id
     jobs = []  # (set, sequences, space offsets), ``batch_size`` sequences of one set each

@@ -33,7 +33,7 @@ however long the input:
 
 ``depth`` = layer / (n_layers - 1) puts models of different depth on one axis.
 
-The three are one ``interp.parallel.fold_items`` call per model over the contexts and the NIAH prompts:
+The three are one ``interp.runtime.parallel.fold_items`` call per model over the contexts and the NIAH prompts:
 each item adds its ``[layer, head]`` statistics (masses, position ranges and KLs of a context; needle mass,
 retrieval score and a count of 1 where the score is defined, for a prompt) to float64 sums, so under
 ``torchrun`` each rank keeps only its sums, and shards, resume and ``poslens merge`` work as for any fold.
@@ -248,7 +248,7 @@ def head_profiles(model, *,
 
     from corpora.contexts import analysis_windows
     from corpora.documents import input_kind
-    from interp import parallel
+    from interp.runtime import parallel
 
     samples = _needle_samples(model, niah_prompts, niah_tokens, seed, documents)  # checked before any work
     prompts = documents is not None and input_kind(documents) == "prompts"

@@ -19,7 +19,7 @@ from the CSV: ``per_sequence(df, column)`` reads them back.
 Random tokens carry no meaning, so only an in-context mechanism can attend this way; a trained model has a few
 heads with induction scores far above a random-weight model's, which attend near uniformly (about 1 / query
 position). ``second_copy_loss`` / ``first_copy_loss`` (causal LMs) show the mechanism at work: the second copy is
-predictable only by copying. Each sequence adds its ``[layer, head]`` sums (``interp.parallel.fold_items``).
+predictable only by copying. Each sequence adds its ``[layer, head]`` sums (``interp.runtime.parallel.fold_items``).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def induction(model, *,
 
     from corpora.contexts import analysis_windows
     from corpora.random_tokens import random_sequences, start_token
-    from interp import parallel
+    from interp.runtime import parallel
 
     bos = start_token(model)
     prefix = [] if bos is None else [bos]

@@ -153,7 +153,7 @@ def kl_ablation(model, *,
     import torch
 
     from corpora.contexts import analysis_windows
-    from interp import parallel
+    from interp.runtime import parallel
 
     present = list(model.logit_components())
     docs = analysis_windows(model, "kl-ablation", documents, length=length, n_docs=n_docs, seed=seed)

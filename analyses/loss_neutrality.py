@@ -100,7 +100,7 @@ def loss_neutrality(model, *,
     import pandas as pd
 
     from corpora.streams import bilingual_streams
-    from interp import parallel
+    from interp.runtime import parallel
 
     if not isinstance(getattr(model, "tokenizer", None), ByteTokenizer):
         raise TokenizerError(f"loss-neutrality compares byte-level models; {model.model_name} is not one")

@@ -119,7 +119,7 @@ def massive_activations(model, *,
     import pandas as pd
 
     from corpora.random_tokens import start_token
-    from interp import parallel
+    from interp.runtime import parallel
 
     items, keys, index = [], [], []
     for start, seqs in _contexts(model, n_docs, length, seed, documents).items():

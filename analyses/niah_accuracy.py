@@ -61,7 +61,7 @@ def niah_accuracy(model, *,
     import pandas as pd
 
     from corpora.documents import input_kind
-    from interp import parallel
+    from interp.runtime import parallel
 
     given = documents is not None and input_kind(documents) == "prompts"
     if given:

@@ -108,8 +108,8 @@ def position_ranges(model, *,
     positions, with min and max."""
     import pandas as pd
 
-    from interp import extract, parallel
-
+    from interp import extract
+    from interp.runtime import parallel
     names = [f"blocks.{l}.attn.hook_positions" for l in range(model.n_layers)]
     modes = _modes(model)
     rows = []

@@ -288,7 +288,7 @@ class Analysis:
     main: Run | None = None
     real: Run | None = None
     memory: Run | None = None
-    builds_logits: bool = True  # False: its passes build no [pos, vocab] logits (the memory estimate, interp.memory)
+    builds_logits: bool = True  # False: its passes build no [pos, vocab] logits (interp.runtime.memory's estimate)
     body: Callable | None = field(default=None, repr=False)  # the function as written: what ``run_bound`` runs
     precheck: Callable | None = None  # (options, defaults filled, label) -> None: checks across options, before loading
 
@@ -372,8 +372,8 @@ class Analysis:
         return self.run_bound(model, self.bind(model, kwargs))
 
     def run_bound(self, model, bound: dict):
-        """The function's body, without gradients, on options ``bind`` gave (``poslens.run.run_analysis`` binds every
-        model's options before the first runs, then calls this: options and documents are bound once)."""
+        """The function's body, without gradients, on options ``bind`` gave (``poslens.run.execute.run_analysis`` binds
+        every model's options before the first runs, then calls this: options and documents are bound once)."""
         import torch
 
         with torch.no_grad():
@@ -433,9 +433,9 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
     """Declare ``function`` as the analysis ``name``, everything about it in one record, built once: what it ``needs``,
     its options (``Annotated`` parameters; ``like`` takes another analysis' options), where it runs (``small``,
     ``main``, ``real``, ``memory``: ``analyses.runs``, checked against its options here), whether its passes build
-    logits (``builds_logits``: the memory estimate, ``interp.memory``) and ``precheck(options, label)``: values that
-    contradict each other on the options alone (defaults filled in; ``label(name)`` is how the caller spells an option),
-    so the error comes before any model loads."""
+    logits (``builds_logits``: the memory estimate, ``interp.runtime.memory``) and ``precheck(options, label)``: values
+    that contradict each other on the options alone (defaults filled in; ``label(name)`` is how the caller spells an
+    option), so the error comes before any model loads."""
     from analyses.runs import check
 
     def declare(function):

@@ -277,7 +277,7 @@ def retrieval_heads(model, *,
 
     from corpora.answers import fitting_samples
     from corpora.niah import niah_samples
-    from interp import parallel
+    from interp.runtime import parallel
 
     if parallel.current().standalone:
         raise ValueError("retrieval-heads ranks the heads on one pass and masks them on a second, so a --shard I/N "
@@ -316,7 +316,7 @@ def _score_sums(model, scoring, score: str) -> dict:
     import numpy as np
 
     from analyses.head_profiles import needle_scores
-    from interp import parallel
+    from interp.runtime import parallel
 
     shape = (model.n_layers, model.n_heads)
 
@@ -375,8 +375,8 @@ def _masked(model, evaluation, conditions, masking: str) -> dict:
     import numpy as np
 
     from corpora.answers import retrieved, teacher_forced
-    from interp import interventions, parallel
-
+    from interp import interventions
+    from interp.runtime import parallel
     def mask(heads, sample):
         if masking == "query":
             return interventions.MaskHeadQueries(heads, from_position=len(sample.token_ids) - 1)

@@ -56,7 +56,7 @@ the unit values behind Barbero et al.'s statistic, one row per context, layer an
 frequencies: the layer's bands ordered by its own frequencies, a quarter of them, at least one), ``q_norm`` / ``k_norm``
 the mean over the quarter's bands and the layer's heads on that context alone; the known-results row bootstraps the
 per-layer low / high ratio over contexts (95% percentile, 10,000 resamples, seed 0). Every context and prompt adds its
-float64 sums (``interp.parallel.fold_items``; a context's own norms in its own slot).
+float64 sums (``interp.runtime.parallel.fold_items``; a context's own norms in its own slot).
 """
 
 from __future__ import annotations
@@ -366,7 +366,7 @@ def _fold(model, contexts, longs, samples, max_rows: int, fraction: float, n_ban
     and each context's own norms and effects in its own slot (the units the intervals resample)."""
     import numpy as np
 
-    from interp import parallel
+    from interp.runtime import parallel
 
     items = [("context", ids) for ids in contexts] + [("long", ids) for ids in longs] + \
         [("prompt", s) for s in samples]

@@ -43,7 +43,7 @@ Conditions, each at every length of ``lengths``:
   token is then an ordinary one; the same text or tokens, shifted by one). Models without a start token have only
   the second.
 
-Each context adds its ``[layer, head]`` sums (``interp.parallel.fold_items``).
+Each context adds its ``[layer, head]`` sums (``interp.runtime.parallel.fold_items``).
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def sink_rate(model, *,
     import pandas as pd
 
     from corpora.random_tokens import start_token
-    from interp import parallel
+    from interp.runtime import parallel
 
     items, keys, index = [], [], []
     for i, length in enumerate(sorted(lengths)):

@@ -188,7 +188,7 @@ def word_boundaries(
     """
     import pandas as pd
 
-    from interp import parallel
+    from interp.runtime import parallel
 
     byte_model(model, "word-boundaries")
     check_window(model, length)

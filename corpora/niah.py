@@ -161,7 +161,7 @@ def niah_samples(tokenizer, n: int, context_tokens: int, *, seed: int = 0, depth
 
 class NeedleTooLong(ValueError):
     """NIAH prompts of ``context_tokens`` tokens cannot hold the needle and the query (``fixed`` tokens).
-    ``poslens.run.run_analysis`` names the option that set the length."""
+    ``poslens.run.execute.run_analysis`` names the option that set the length."""
 
     def __init__(self, context_tokens: int, fixed: int):
         self.context_tokens, self.fixed = context_tokens, fixed

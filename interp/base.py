@@ -249,8 +249,9 @@ class PosLensModel(TLSurface, HookedRootModule):
 
     def logit_chunks(self, hidden: Tensor, chunk: int | None = None):
         """``(start, float32 logits of rows start..start+n-1)`` of ``hidden`` ``[rows, d]``, ``chunk`` rows at a time
-        (None: as many as ``interp.memory.loss_chunk`` lets free memory hold); one chunk's logits exist at a time."""
-        from interp import memory
+        (None: as many as ``interp.runtime.memory.loss_chunk`` lets free memory hold); one chunk's logits exist at a
+        time."""
+        from interp.runtime import memory
 
         rows = hidden.shape[0]
         chunk = chunk or memory.loss_chunk(self.d_vocab, self.device)
@@ -264,8 +265,8 @@ class PosLensModel(TLSurface, HookedRootModule):
         if tuple(targets.shape) != tuple(hidden.shape[:-1]):
             raise InputError(f"targets of shape {tuple(targets.shape)} for hidden states {tuple(hidden.shape)}: one "
                              f"target per position, [{', '.join(map(str, hidden.shape[:-1]))}]")
-        from interp import memory
-        from interp.progress import progress
+        from interp.runtime import memory
+        from interp.runtime.progress import progress
 
         flat, gold = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
         out = torch.empty(gold.shape, dtype=torch.float32, device=hidden.device)
@@ -289,7 +290,7 @@ class PosLensModel(TLSurface, HookedRootModule):
             targets = torch.as_tensor(targets, device=tokens.device)
             if targets.dim() == 1:
                 targets = targets[None]
-        from interp import progress
+        from interp.runtime import progress
 
         if not self.head_separable:
             logits = self(tokens).float()

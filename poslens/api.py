@@ -12,8 +12,8 @@ def analyze(name: str, models, out=None, *, seed: int = 0, force: bool = False, 
 
     Every keyword is checked before any model loads (an unknown one names the nearest option). With ``out`` (a
     folder), the CSV, figure and provenance are written there as the command line writes them and the
-    ``poslens.run.Result`` is returned (``.table``, ``.files``); without, the table (a pandas DataFrame) is returned
-    and nothing is written.
+    ``poslens.run.execute.Result`` is returned (``.table``, ``.files``); without, the table (a pandas DataFrame) is
+    returned and nothing is written.
 
         import poslens
         table = poslens.analyze("sink-rate", "smollm2", n_docs=4)
@@ -25,7 +25,7 @@ def analyze(name: str, models, out=None, *, seed: int = 0, force: bool = False, 
     models = [models] if isinstance(models, (str, os.PathLike)) or hasattr(models, "hook_dict") else list(models)
     analysis.check_options(options)
     if out is not None:
-        from poslens.run import run_analysis
+        from poslens.run.execute import run_analysis
 
         return run_analysis(name, models, out, options=options, seed=seed, force=force, formats=formats,
                             device=device, tokenizer=tokenizer)
@@ -33,7 +33,7 @@ def analyze(name: str, models, out=None, *, seed: int = 0, force: bool = False, 
     import pandas as pd
     import torch
 
-    from poslens.run import resolve_models
+    from poslens.run.execute import resolve_models
 
     loaded = resolve_models(models, device, tokenizer)
     kwargs = dict(options, seed=seed) if analysis.seeded else dict(options)

@@ -16,13 +16,13 @@ import pandas as pd
 
 import figures
 from analyses import all_analyses, get
-from interp import parallel
 from interp.atomic import write_text
-from poslens.known_types import KNOWN_FOLDER, STEPS
-from poslens.outputs import Outputs
-from poslens.provenance import git_commit
-from poslens.run import Result, run_analysis
-from poslens.summary import summary
+from interp.runtime import parallel
+from poslens.known_results.types import KNOWN_FOLDER, STEPS
+from poslens.run.execute import Result, run_analysis
+from poslens.run.outputs import Outputs
+from poslens.run.provenance import git_commit
+from poslens.run.summary import summary
 
 REPORT_MARKER = ".poslens-report"
 
@@ -111,9 +111,9 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
     """Run ``plan`` (default ``main_plan()``) into ``out`` and write ``out/index.html``; refuse to touch an existing
     report unless ``force`` or ``resume``. ``real_models`` adds ``real_plan()``: the pretrained models' runs (hours
     more on a CPU), written to ``out/known/`` (the same analyses as the main job's, on other models: neither overwrites
-    the other), and ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs (``poslens.known_results``;
-    ``python -m poslens.known_results OUT --keep docs/known-results --readme README.md`` keeps them).
-    ``dtype`` (``run_analysis``'s) is the precision every model runs in.
+    the other), and ``KNOWN_RESULTS.md``, the README's known-results table from their CSVs
+    (``poslens.known_results.render``; ``python -m poslens.known_results OUT --keep docs/known-results --readme
+    README.md`` keeps them). ``dtype`` (``run_analysis``'s) is the precision every model runs in.
 
     Each step done is recorded in ``.steps/<analysis>.json`` of its folder (git commit, a hash of its models, options
     and seed, its files and seconds). With ``resume`` a step already done at the same commit with the same arguments
@@ -121,11 +121,11 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
     last time in this folder, else ``ESTIMATES``) and the time left for the steps with one.
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
-    (``poslens.outputs``), the index and summary last. In a data-parallel session (torchrun,
-    ``interp.parallel.session``) every rank runs every step, in the same order: the data-parallel analyses share
+    (``poslens.run.outputs``), the index and summary last. In a data-parallel session (torchrun,
+    ``interp.runtime.parallel.session``) every rank runs every step, in the same order: the data-parallel analyses share
     their documents, the others are computed on each rank. Only rank 0 takes the lock, logs and writes; it decides
     whether ``out`` may be written before any work, and every rank stops on a refusal (``parallel.agree``)."""
-    from poslens.run import model_dtype
+    from poslens.run.execute import model_dtype
 
     dtype = model_dtype(dtype)  # before the report folder is touched
     out, plan = Path(out), (main_plan() + (real_plan() if real_models else ())) if plan is None else plan
@@ -164,7 +164,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
             (outputs.staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
             (outputs.staging / "SUMMARY.md").write_text(summary(done), encoding="utf-8")
             if real_models:
-                from poslens.known_results import render
+                from poslens.known_results.render import render
 
                 (outputs.staging / "KNOWN_RESULTS.md").write_text(render(out / KNOWN_FOLDER),
                                                                   encoding="utf-8")

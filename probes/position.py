@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from corpora.documents import Window
-from interp import extract, parallel
+from interp import extract
 from interp.capabilities import Capability, require
+from interp.runtime import parallel
 from probes.ridge import Stats, fit, r2, select_alpha
 from probes.targets import TARGETS, position_targets
 
@@ -114,7 +115,7 @@ def _accumulate(model, docs: list[Window], groups, layers: list, subspaces: list
 def _fits(model, acc: dict, alphas, cv_folds: int, n_train: int, n_test: int, n_seeds: int) -> list[dict]:
     """Per (layer, subspace) and target, the test R^2 over seeds of the probe refitted at the alpha the folds chose,
     and that alpha's geometric median."""
-    from interp.progress import progress
+    from interp.runtime.progress import progress
 
     n_targets = 2 * len(TARGETS)
     rows_out = []

@@ -6,8 +6,8 @@ import torch
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 # static export is tested where asked for: tests/acceptance/figures/test_render.py
 os.environ.setdefault("POSLENS_FORMATS", "html")
-# progress lines (interp.progress) are tested where asked for (tests/acceptance/poslens/test_feedback.py); elsewhere
-# an error's one line stays the whole of stderr
+# progress lines (interp.runtime.progress) are tested where asked for (tests/acceptance/poslens/test_feedback.py);
+# elsewhere an error's one line stays the whole of stderr
 os.environ.setdefault("POSLENS_PROGRESS", "0")
 
 
@@ -18,7 +18,7 @@ def _seed():
 
 @pytest.fixture(autouse=True)
 def _threads_restored():
-    """A command run in-process sets torch's threads for itself (``poslens.threads.apply``); the next test gets the
+    """A command run in-process sets torch's threads for itself (``poslens.run.threads.apply``); the next test gets the
     suite's count back instead of inheriting it."""
     before = torch.get_num_threads()
     yield

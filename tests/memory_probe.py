@@ -1,7 +1,7 @@
 """Peak RSS a forward pass adds, measured in a process of its own: ``python -m tests.memory_probe MODE LENGTH CHUNK``
 prints the bytes the process's high-water mark rose by (reset after the model is built and warmed up) and
-``interp.memory``'s estimate of the same run, as JSON. MODE ``whole``: the forward's logits and a loss over them;
-``chunks``: ``token_losses`` in chunks of CHUNK positions."""
+``interp.runtime.memory``'s estimate of the same run, as JSON. MODE ``whole``: the forward's logits and a loss over
+them; ``chunks``: ``token_losses`` in chunks of CHUNK positions."""
 
 import gc
 import json
@@ -10,7 +10,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from interp import memory
+from interp.runtime import memory
 from tests.repo_helpers import tiny_repo
 
 

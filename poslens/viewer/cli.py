@@ -42,7 +42,7 @@ def cmd_view(args: argparse.Namespace) -> int:
             raise ViewerError(f"--input {args.input}: no such file")
         text = path.read_text(encoding="utf-8")
     if args.threads is not None:
-        from poslens import threads
+        from poslens.run import threads
 
         threads.apply(int(args.threads))
     out = args.out if args.out is not None or args.serve else "view.html"

@@ -10,7 +10,7 @@ import pytest
 import analyses
 from interp import load
 from interp.capabilities import CapabilityError
-from poslens.summary import markdown
+from poslens.run.summary import markdown
 
 
 def small_suite() -> dict:
@@ -141,7 +141,7 @@ def test_defaults_adapt_to_the_model_and_the_users_input_and_provenance_records_
     import json
 
     from analyses.registry import OptionError
-    from poslens.run import run_analysis
+    from poslens.run.execute import run_analysis
     from tests.repo_helpers import tiny_repo
 
     short = tiny_repo("repo", max_position_embeddings=512)

@@ -23,7 +23,7 @@ from analyses.char_spacing import DEFAULT_TEXTS
 from figures.render import figure_module, known, read_result, read_table, render, rerender
 from figures.style import MODEL_COLORS, PALETTE, PAPER, model_colors
 from poslens.cli import main
-from poslens.run import run_analysis
+from poslens.run.execute import run_analysis
 from tests.helpers import tiny_model
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -221,7 +221,7 @@ def test_existing_figures_are_not_overwritten_without_force(results, tmp_path, c
 def test_static_format_without_a_browser_fails_before_the_analysis(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chrome"))
     loaded = []
-    monkeypatch.setattr("poslens.run.resolve_models", lambda *a, **k: loaded.append(a))
+    monkeypatch.setattr("poslens.run.execute.resolve_models", lambda *a, **k: loaded.append(a))
     rc = main(["analyze", "byte-increments", "--model", "increments-per-layer", "--out", str(tmp_path / "o"),
                "--format", "html,svg"])
     err = capsys.readouterr().err

@@ -14,8 +14,8 @@ import sys
 
 importlib.import_module("figures.save").find_chrome = lambda: None  # HTML only: PNG/PDF export would dominate the time
 
-import poslens.outputs  # noqa: E402
 import poslens.reproduce  # noqa: E402
+import poslens.run.outputs  # noqa: E402
 from poslens.cli import main  # noqa: E402
 
 spec = json.loads(open(sys.argv[1], encoding="utf-8").read())
@@ -28,7 +28,7 @@ if rank > 0:
     def refuse(self):
         raise AssertionError(f"rank {rank} took the lock {self.lock}")
 
-    poslens.outputs.Outputs.__enter__ = refuse
+    poslens.run.outputs.Outputs.__enter__ = refuse
 
 if spec.get("fail") and spec["fail"][0] == rank:
     run = poslens.reproduce.run_analysis

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from interp.capabilities import Capability
-from poslens import run
 from poslens.cli import main
+from poslens.run import execute as run
 from tests.hf_helpers import write_tiny_hf
 
 

@@ -93,14 +93,14 @@ def test_analyze_prints_a_headline_and_the_files_not_the_table(tmp_path, capsys,
 def test_a_default_headline_for_an_analysis_without_one():
     import pandas as pd
 
-    from poslens import headline
+    from poslens.cli import headline
 
     table = pd.DataFrame({"model": ["a", "a", "b"], "x": [1, 2, 3]})
     assert headline.default(table) == "3 rows over 2 models (columns: model, x)"
 
 
 def test_loops_write_a_line_as_they_start_and_end_when_stderr_is_no_terminal(capsys, monkeypatch):
-    from interp import progress
+    from interp.runtime import progress
 
     monkeypatch.delenv("POSLENS_PROGRESS", raising=False)
     monkeypatch.setattr(progress, "EVERY", 0.0)
@@ -118,7 +118,7 @@ def test_threads_govern_the_blas_libraries_too(monkeypatch):
     import numpy as np
     from threadpoolctl import threadpool_info
 
-    from poslens import threads
+    from poslens.run import threads
 
     for name in threads.BLAS_VARIABLES:
         monkeypatch.delenv(name, raising=False)

@@ -7,14 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from poslens import known_results, known_types
-from poslens.known_claims import CLAIMS, OBSERVATIONS
+from poslens.known_results import render as known_results
+from poslens.known_results import types as known_types
+from poslens.known_results.table import CLAIMS, OBSERVATIONS
 
 
 def test_readme_table_is_the_one_generated_from_the_kept_csvs():
     from pathlib import Path
 
-    readme = (Path(known_results.__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(known_results.__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert known_results.readme_section(readme) == known_results.render(known_types.EVIDENCE), (
         "README's known-results section differs from `python -m poslens.known_results docs/known-results`; "
         "rewrite it with --readme README.md")

@@ -1,4 +1,4 @@
-"""Data-parallel analyses (``interp.parallel``): two gloo processes under torchrun give the one-process
+"""Data-parallel analyses (``interp.runtime.parallel``): two gloo processes under torchrun give the one-process
 tables of every corpus-level analysis; shards resume after an interruption; ``--shard i/n`` shares merged
 by ``poslens merge`` give the single run's table; merging incomplete or foreign shards is refused."""
 
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from interp import parallel
+from interp.runtime import parallel
 from poslens.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -219,7 +219,7 @@ def test_world_comes_from_torchruns_environment(monkeypatch):
     assert not parallel.writes_outputs()
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert parallel.detect_world() == parallel.World()
-    from poslens.shards import parse_share
+    from poslens.run.shards import parse_share
 
     assert parse_share("2/3") == (2, 3)
     for bad in ("3/3", "1", "a/b", "-1/2"):

@@ -166,7 +166,7 @@ def test_keep_copies_one_runs_evidence_and_the_provenance_line_names_that_run(pl
     import pandas as pd
 
     from poslens import reproduce as rep
-    from poslens.known_results import RUN, keep, provenance_lines
+    from poslens.known_results.render import RUN, keep, provenance_lines
 
     monkeypatch.setattr(rep, "git_commit", lambda: "c0ffee1234")
     steps = tuple(dataclasses_replace(s, folder=rep.KNOWN_FOLDER) for s in plan[1:3])

@@ -4,7 +4,7 @@ import pytest
 
 import analyses
 from corpora.documents import Window
-from poslens.summary import compact, markdown
+from poslens.run.summary import compact, markdown
 from tests.encoder_helpers import tiny_encoder, token_ids
 from tests.repo_helpers import tiny_repo
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from poslens import threads
+from poslens.run import threads
 
 
 def test_affinity_and_cgroup_quota_bound_the_usable_cores(tmp_path, monkeypatch):

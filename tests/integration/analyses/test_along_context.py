@@ -162,7 +162,7 @@ def test_bad_input_is_refused_before_any_work():
 
 
 def test_the_progress_bar_counts_every_row_of_every_layer(monkeypatch):
-    import interp.progress
+    import interp.runtime.progress
 
     bars = []
 
@@ -180,7 +180,7 @@ def test_the_progress_bar_counts_every_row_of_every_layer(monkeypatch):
         def close(self):
             self.closed = True
 
-    monkeypatch.setattr(interp.progress, "progress", Bar)
+    monkeypatch.setattr(interp.runtime.progress, "progress", Bar)
     model = _uniform_first_layer()
     document_statistics(model, _docs(1, 70)[0], (3,), buckets(70, 2), desc="doc 1/1")
     (bar,) = bars

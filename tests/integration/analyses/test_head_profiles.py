@@ -59,7 +59,7 @@ def test_planted_heads_are_classified_as_planted():
 
 
 def test_head_profiles_of_six_families_in_one_call(tmp_path):
-    from poslens.run import run_analysis
+    from poslens.run.execute import run_analysis
 
     names = ["repo-small", "rope-small", "increments-per-layer", "dstg-small", "smollm2", "minilm"]
     result = run_analysis("head-profiles", names, tmp_path, options=dict(n_docs=1, length=48, max_rows=16,

@@ -90,7 +90,7 @@ def test_documents_without_sentence_ends_give_the_token_index_and_say_why_the_re
 
 
 def test_the_cli_path_writes_the_table_and_records_the_targets_probed(tmp_path):
-    from poslens.run import run_analysis
+    from poslens.run.execute import run_analysis
 
     docs = plain_documents(12, 60)
     with warnings.catch_warnings():

@@ -257,7 +257,7 @@ def test_input_is_read_checked_and_bound_once_on_its_way_to_the_windows(files, t
     import corpora.contexts
     import corpora.user
     from analyses.registry import Analysis, get
-    from poslens.run import run_analysis
+    from poslens.run.execute import run_analysis
 
     calls = {"bind": 0, "as_documents": 0}
     seen = []

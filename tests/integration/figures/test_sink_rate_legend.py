@@ -4,7 +4,7 @@ Gemma 3 at 256 tokens with its start token only: that line first appears in the 
 import pandas as pd
 
 from figures.sink_rate import figure
-from poslens.known_types import EVIDENCE
+from poslens.known_results.types import EVIDENCE
 
 
 def test_every_line_of_the_kept_sink_rate_run_has_one_legend_entry():

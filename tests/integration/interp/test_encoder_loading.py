@@ -339,7 +339,7 @@ def _fork_files(directory, variant="disentangled", *, config=None, weights="stat
 
 @pytest.mark.parametrize("variant", ["disentangled", "ap", "rp", "rope"])
 def test_a_development_checkpoint_with_the_forks_whole_config_loads_and_records_it(tmp_path, variant):
-    from poslens.provenance import model_record
+    from poslens.run.provenance import model_record
 
     path, model, state = _fork_files(tmp_path / "ckpt", variant)
     loaded = load(path)

@@ -69,7 +69,7 @@ def test_masking_a_head_equals_zeroing_its_output_projection_columns(make):
 
 
 def test_applied_records_the_intervention_and_refuses_a_missing_head():
-    from poslens.provenance import model_record
+    from poslens.run.provenance import model_record
 
     model = tiny_repo("repo")
     ids = torch.randint(0, 257, (1, 8))

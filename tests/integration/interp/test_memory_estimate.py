@@ -1,4 +1,4 @@
-"""``interp.memory``'s estimate against the peak RSS a run really adds (a process of its own per run,
+"""``interp.runtime.memory``'s estimate against the peak RSS a run really adds (a process of its own per run,
 ``tests/memory_probe.py``), the refusal of a run that cannot fit, and loss chunks sized to the free memory."""
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp import memory
+from interp.runtime import memory
 from tests.repo_helpers import tiny_repo
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -96,7 +96,7 @@ def test_the_estimate_reads_a_hugging_face_config_before_any_weights():
 
 
 def test_a_run_that_cannot_fit_is_refused_before_its_weights_load_and_after_load_before_it_runs(tmp_path, monkeypatch):
-    from poslens import run
+    from poslens.run import execute as run
     from tests.hf_helpers import write_tiny_hf
 
     write_tiny_hf("llama", tmp_path / "tiny")

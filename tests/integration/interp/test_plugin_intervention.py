@@ -45,7 +45,7 @@ def plugin(tmp_path, monkeypatch):
 
 
 def test_an_intervention_from_a_temporary_module_is_found_applied_and_recorded(plugin):
-    from poslens.provenance import model_record
+    from poslens.run.provenance import model_record
 
     assert "scale-embeddings" not in interventions.REGISTRY  # nothing imported it yet: the MODULES line does
     ScaleEmbeddings = interventions.get("scale-embeddings")

@@ -227,7 +227,7 @@ def test_cached_and_uncached_generation_agree():
 
 
 def test_authors_whole_pe_config_loads_and_is_recorded(tmp_path):
-    from poslens.provenance import model_record
+    from poslens.run.provenance import model_record
 
     model = tiny_repo("repo")
     save_pretrained(model, tmp_path / "m")
@@ -245,7 +245,7 @@ def test_authors_whole_pe_config_loads_and_is_recorded(tmp_path):
 
 def test_the_authors_whole_config_json_loads(tmp_path):
     """Every field the authors' conversion writes, outer Olmo2Config and nested PEConfig, beside their weights."""
-    from poslens.provenance import model_record
+    from poslens.run.provenance import model_record
 
     model = tiny_repo("repo")
     save_pretrained(model, tmp_path / "m")

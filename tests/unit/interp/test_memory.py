@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from interp import memory, parallel
+from interp.runtime import memory, parallel
 
 
 class _Model:

@@ -147,7 +147,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory, model):
-    from poslens.run import run_analysis
+    from poslens.run.execute import run_analysis
 
     out = {}
     for name, options in RUNS.items():

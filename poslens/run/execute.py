@@ -1,5 +1,5 @@
 """Run one analysis on one or more models and write ``NAME.csv``, its figure and ``NAME.provenance.json``
-(all at once, under a lock: see ``poslens.outputs``)."""
+(all at once, under a lock: see ``poslens.run.outputs``)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import figures
 from analyses import get
 from analyses.nan_policy import check_table, nan_columns
 from corpora.niah import NeedleTooLong
-from interp import memory, parallel
-from interp.progress import stage
-from poslens.outputs import active, under_lock
-from poslens.provenance import jsonable, provenance
+from interp.runtime import memory, parallel
+from interp.runtime.progress import stage
+from poslens.run.outputs import active, under_lock
+from poslens.run.provenance import jsonable, provenance
 
 OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # --dtype's choices

@@ -151,7 +151,7 @@ def under_lock(fn):
 
     The body writes into ``active().staging`` and ends with ``active().commit(...)``; whatever it raises
     leaves the folder as it was. A process that writes no outputs (a torchrun rank other than 0, a
-    ``--shard I/N`` share: ``interp.parallel.writes_outputs``) runs the body without taking the lock; the
+    ``--shard I/N`` share: ``interp.runtime.parallel.writes_outputs``) runs the body without taking the lock; the
     body must not call ``active()`` there."""
     signature = inspect.signature(fn)
 
@@ -171,9 +171,9 @@ def under_lock(fn):
 
 
 def _writes_outputs() -> bool:
-    """Whether this process writes outputs: always, unless a data-parallel session (``interp.parallel``, only
+    """Whether this process writes outputs: always, unless a data-parallel session (``interp.runtime.parallel``, only
     ever imported by a run that uses it) says it is a rank other than 0 or a standalone share."""
-    parallel = sys.modules.get("interp.parallel")
+    parallel = sys.modules.get("interp.runtime.parallel")
     return parallel is None or parallel.writes_outputs()
 
 

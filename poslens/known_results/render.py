@@ -20,8 +20,8 @@ import json
 import re
 from pathlib import Path
 
-from poslens.known_claims import CLAIMS, MODEL_NOTES, OBSERVATIONS
-from poslens.known_types import EVIDENCE, KNOWN_FOLDER, LABELS, STEPS, Results
+from poslens.known_results.table import CLAIMS, MODEL_NOTES, OBSERVATIONS
+from poslens.known_results.types import EVIDENCE, KNOWN_FOLDER, LABELS, STEPS, Results
 
 MARK = "known-results"
 
@@ -235,6 +235,3 @@ def main(argv=None) -> int:
         print(table)
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,5 +1,6 @@
-"""Shards on disk for data-parallel runs (``interp.parallel``'s store): resume an interrupted run, compute one share of
-a job per process without a launcher (``--shard I/N``, a SLURM array task) and merge the shares (``poslens merge``).
+"""Shards on disk for data-parallel runs (``interp.runtime.parallel``'s store): resume an interrupted run, compute one
+share of a job per process without a launcher (``--shard I/N``, a SLURM array task) and merge the shares (``poslens
+merge``).
 
 Each share writes its per-unit results (``map``: one safetensors chunk per flush) or its running state (``fold``)
 into the shard directory, beside a JSON manifest per share: the analysis, its arguments and their hash, the
@@ -18,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from interp.fingerprint import weights_sha256
-from interp.parallel import decode, encode
-from poslens.provenance import jsonable
+from interp.runtime.parallel import decode, encode
+from poslens.run.provenance import jsonable
 
 FORMAT = 1
 
@@ -58,7 +59,7 @@ def _safe(key: str) -> str:
 
 
 class ShardStore:
-    """``interp.parallel``'s store for one run: ``shard_dir`` holds a manifest and the results of every share.
+    """``interp.runtime.parallel``'s store for one run: ``shard_dir`` holds a manifest and the results of every share.
     ``standalone``: this process computes its share only (``--shard I/N``); ``serve``: ``{share: manifest}`` of a
     complete directory, whose results every call gets back (``poslens merge``)."""
 

@@ -15,7 +15,7 @@ flat ``{name: float64/int64 array}`` state per share; shares' states are summed 
 Where the share comes from (``session``): torchrun's ``RANK`` / ``WORLD_SIZE`` (gloo on the CPU, nccl on
 CUDA, each rank on ``cuda:LOCAL_RANK``), a share given by hand (``share=(i, n)``: one process of a job split
 without a launcher), or a single process (share 0 of 1). A session may carry a ``store``: what keeps the
-per-unit results on disk so that a rerun resumes and separate shares merge (``poslens.shards`` is the one
+per-unit results on disk so that a rerun resumes and separate shares merge (``poslens.run.shards`` is the one
 poslens uses: manifests, safetensors chunks, ``poslens merge``); a store's ``standalone`` share stops after
 its part of a call (``StopShare``, caught per model by ``call``), so no second corpus pass may depend on the
 first in such a run. From Python under torchrun, wrap the analyses in ``with parallel.session(): ...``;
@@ -62,7 +62,7 @@ class Session:
     world: World = field(default_factory=World)
     share: int = 0
     n_shares: int = 1
-    store: object | None = None  # keeps results between runs (``poslens.shards.ShardStore``), or None
+    store: object | None = None  # keeps results between runs (``poslens.run.shards.ShardStore``), or None
     comm_device: str = "cpu"
     calls: dict = field(default_factory=dict)
 
@@ -285,9 +285,9 @@ def fold_items(fn, items, state: dict, add, *, model, batch_size: int | None = N
 
 
 def _released(units):
-    """Each unit, then the memory freed while computing it handed back to the system (``interp.memory``), so a
+    """Each unit, then the memory freed while computing it handed back to the system (``interp.runtime.memory``), so a
     corpus loop's peak does not grow with the number of documents."""
-    from interp.memory import release
+    from interp.runtime.memory import release
 
     for u in units:
         yield u
@@ -295,7 +295,7 @@ def _released(units):
 
 
 def _progress(units: list[int], desc: str):
-    from interp.progress import progress
+    from interp.runtime.progress import progress
 
     return progress(units, desc)
 

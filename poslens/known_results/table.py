@@ -1,4 +1,4 @@
-"""The rows of the known-results table (``poslens.known_results``): one ``Claim`` per published claim, one
+"""The rows of the known-results table (``poslens.known_results.render``): one ``Claim`` per published claim, one
 ``Observation`` per finding of poslens' own. Quotes, places and numbers are the papers'; addresses and the authors'
 code read are in ``shared/reference/known-results-papers.md`` of the steering repo."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analyses.intervals import Interval, binomial, bootstrap, judge
-from poslens.known_types import (
+from poslens.known_results.types import (
     LABELS,
     NAMES,
     Claim,
@@ -30,8 +30,8 @@ from poslens.known_types import (
 
 PRETRAINED = ("smollm2", "gemma3-270m")
 
-# the table's header (``poslens.known_results.models_header``): what each model is, beyond its provenance, and why it
-# matters for the rows; "" is the note under the models
+# the table's header (``poslens.known_results.render.models_header``): what each model is, beyond its provenance, and
+# why it matters for the rows; "" is the note under the models
 MODEL_NOTES = {
     "smollm2": "The instruction-tuned variant, not the base model. Its start token `<|im_start|>` (id 1, the "
                "tokenizer's BOS) is the chat-turn opener, not a document start of pretraining: \"with its start "

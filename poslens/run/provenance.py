@@ -88,9 +88,9 @@ def provenance(analysis: str, models, arguments: dict, seed: int | None, outputs
 
 
 def _threads() -> dict:
-    """torch's CPU threads while the analysis ran, and how the command line chose them (``poslens.threads``)."""
+    """torch's CPU threads while the analysis ran, and how the command line chose them (``poslens.run.threads``)."""
     import torch
 
-    from poslens.threads import CHOSEN
+    from poslens.run.threads import CHOSEN
 
     return {"torch": torch.get_num_threads(), **({"chosen": dict(CHOSEN)} if CHOSEN else {})}

@@ -133,10 +133,10 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
     t.add_argument("--force", action="store_true", help="start over even if --out holds a run")
     t.set_defaults(func=cmd_train)
 
-    from poslens import commands
+    from poslens.cli import commands
 
     commands.add_analysis_commands(sub)
-    from poslens.figure import add_figure_command
+    from poslens.cli.figure import add_figure_command
 
     add_figure_command(sub)
     return p
@@ -145,12 +145,12 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["figure"]:  # re-rendering loads no model: its parser alone, without the analyses (torch)
-        from poslens.figure import figure_parser
+        from poslens.cli.figure import figure_parser
 
         args = figure_parser(__doc__).parse_args(argv)
     else:
         args = build_parser(argv).parse_args(argv)
-    from interp.memory import MemoryRefused
+    from interp.runtime.memory import MemoryRefused
 
     try:
         return args.func(args)
@@ -158,6 +158,3 @@ def main(argv=None) -> int:
         print(f"poslens: error: {err}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
-"""Command-line side of data-parallel runs (``interp.parallel``, shards in ``poslens.shards``): the shard options of
-``poslens analyze`` and ``poslens merge SHARD_DIR --out OUT``, which reduces the shards of separate jobs into the
-usual outputs."""
+"""Command-line side of data-parallel runs (``interp.runtime.parallel``, shards in ``poslens.run.shards``): the shard
+options of ``poslens analyze`` and ``poslens merge SHARD_DIR --out OUT``, which reduces the shards of separate jobs into
+the usual outputs."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def check_shard_arguments(args: argparse.Namespace) -> None:
     if args.flush_every < 1:
         raise OptionError(f"--flush-every {args.flush_every}: must be at least 1")
     if args.shard is not None:
-        from poslens.shards import parse_share
+        from poslens.run.shards import parse_share
 
         parse_share(args.shard)
         if args.shard_dir is None:
@@ -32,8 +32,8 @@ def check_shard_arguments(args: argparse.Namespace) -> None:
 def analysis_session(args: argparse.Namespace, analysis: str, options: dict, seed: int):
     """The data-parallel session of ``poslens analyze``: torchrun's ranks or one ``--shard I/N``, with a shard store
     when ``--shard-dir`` is given."""
-    from interp import parallel
-    from poslens.shards import ShardStore, arguments_record, parse_share
+    from interp.runtime import parallel
+    from poslens.run.shards import ShardStore, arguments_record, parse_share
 
     store = None
     if args.shard_dir is not None:
@@ -57,9 +57,9 @@ def merge(shard_dir, out, *, force: bool = False, device=None):
     """Check the shards in ``shard_dir`` and write the analysis' outputs from them (the models are loaded, in the dtype
     the shards ran in, for provenance and for anything the analysis computes outside its corpus loop)."""
     from analyses import get
-    from interp import parallel
-    from poslens.run import run_analysis
-    from poslens.shards import ShardStore, read_shards
+    from interp.runtime import parallel
+    from poslens.run.execute import run_analysis
+    from poslens.run.shards import ShardStore, read_shards
 
     record, by_share = read_shards(shard_dir)
     args = record["arguments"]

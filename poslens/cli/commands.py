@@ -20,7 +20,7 @@ THREADS_HELP = ("torch CPU threads (default: the cores this process may use that
 
 def add_analysis_commands(sub) -> None:
     from analyses import all_analyses
-    from poslens import merge
+    from poslens.cli import merge
 
     a = sub.add_parser("analyze", help="run one analysis: CSV + figure + provenance")
     names = a.add_subparsers(dest="analysis", required=True, metavar="NAME")
@@ -123,13 +123,13 @@ def check_common(args: argparse.Namespace) -> int:
                 raise OptionError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
         if kind == "mps" and not torch.backends.mps.is_available():
             raise OptionError(f"--device {device}: MPS is not available here")
-    from poslens import threads as cpu_threads
+    from poslens.run import threads as cpu_threads
 
     cpu_threads.apply(threads)
     return seed
 
 
-DTYPES = ("float32", "bfloat16", "float16")  # poslens.run.DTYPES, named here without importing torch
+DTYPES = ("float32", "bfloat16", "float16")  # poslens.run.execute.DTYPES, named here without importing torch
 
 
 def check_dtype(args: argparse.Namespace) -> str | None:
@@ -141,9 +141,9 @@ def check_dtype(args: argparse.Namespace) -> str | None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     spec = args.spec
-    from poslens.merge import analysis_session, check_shard_arguments
-    from poslens.outputs import check_out_dir
-    from poslens.run import run_analysis
+    from poslens.cli.merge import analysis_session, check_shard_arguments
+    from poslens.run.execute import run_analysis
+    from poslens.run.outputs import check_out_dir
 
     options = spec.parse_cli(vars(args))
     seed = check_common(args)
@@ -162,19 +162,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                               tokenizer=args.tokenizer)
     if not result.files:
         return 0  # a torchrun rank > 0 or one --shard I/N: rank 0 / `poslens merge` writes the outputs
-    from poslens import headline
+    from poslens.cli import headline
 
     print("\n".join(headline.lines(spec, result)))
     return 0
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from poslens.outputs import check_out_dir
+    from poslens.run.outputs import check_out_dir
 
     seed = check_common(args)
     dtype = check_dtype(args)
     check_out_dir(args.out)
-    from interp import parallel
+    from interp.runtime import parallel
     from poslens.reproduce import reproduce
 
     with parallel.session(device=args.device):  # under torchrun: one process group for every step
