@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
-import re
 from pathlib import Path
 
 import torch
@@ -33,8 +32,9 @@ def reset_peak_rss() -> None:
 
 
 def write_section(key: str, title: str, body: str) -> None:
+    """BENCHMARKS.md's section ``key`` (appended at the end the first time), through README's writer."""
+    from poslens import readme
+
     text = FILE.read_text(encoding="utf-8") if FILE.exists() else HEADER
-    section = f"<!-- {key} -->\n## {title}\n\n{body.strip()}\n<!-- /{key} -->\n"
-    pattern = re.compile(rf"<!-- {re.escape(key)} -->.*?<!-- /{re.escape(key)} -->\n", re.S)
-    text = pattern.sub(lambda m: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    FILE.write_text(text, encoding="utf-8")
+    FILE.write_text(readme.replace(text, key, f"## {title}\n\n{body.strip()}", append=True, where=FILE.name),
+                    encoding="utf-8")

@@ -2,17 +2,10 @@
 family's example models (``interp.families``): a family registered is a family documented.
 
 A model class whose variants differ in their hooks (a ``variant`` attribute, e.g. the encoder's) gets one table per
-variant. ``python -m interp.hook_docs`` prints them; README.md carries the same tables (a test keeps them equal,
-``python -m interp.hook_docs --write README.md`` rewrites the section).
+variant. README.md's section is generated from it (``python -m poslens.readme``; one test keeps every section current).
 """
 
 from __future__ import annotations
-
-import sys
-
-from interp import readme
-
-START, END = readme.markers("hooks")
 
 
 def models() -> list:
@@ -84,15 +77,3 @@ def matrix() -> str:
 def markdown() -> str:
     return "\n\n".join([matrix()] + [table(cls, rows, cls.family, variant)
                                      for (cls, variant), rows in sections().items()])
-
-
-def readme_section(text: str) -> str:
-    return readme.section(text, START, END)
-
-
-def sync_readme(path) -> bool:
-    return readme.sync(path, markdown(), START, END)
-
-
-if __name__ == "__main__":
-    readme.command(sys.argv[1:], markdown, sync_readme)

@@ -2,18 +2,12 @@
 each one: its name and fields, its docstring's first paragraph (what it edits), its ``needs`` and its ``example``. An
 intervention registered is an intervention documented.
 
-``python -m interp.intervention_docs`` prints the table; README.md carries the same (a test keeps them equal,
-``python -m interp.intervention_docs --write README.md`` rewrites the section between its markers).
+README.md's section is generated from it (``python -m poslens.readme``; one test keeps every section current).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
-
-from interp import readme
-
-START, END = readme.markers("interventions")
 
 
 def _fields(cls) -> str:
@@ -40,16 +34,3 @@ def markdown() -> str:
 
     lines = ["| intervention | name | edit | needs a model with | example |", "| --- | --- | --- | --- | --- |"]
     return "\n".join(lines + [row(cls) for cls in registered().values()])
-
-
-def readme_section(text: str) -> str:
-    return readme.section(text, START, END)
-
-
-def sync_readme(path) -> bool:
-    """Rewrite the README section between the intervention markers; True if it changed."""
-    return readme.sync(path, markdown(), START, END)
-
-
-if __name__ == "__main__":
-    readme.command(sys.argv[1:], markdown, sync_readme)

@@ -202,19 +202,9 @@ def render(folder: Path = EVIDENCE) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_section(text: str) -> str:
-    m = re.search(rf"<!-- {MARK} -->\n(.*?)<!-- /{MARK} -->", text, re.S)
-    if m is None:
-        raise ValueError(f"README has no <!-- {MARK} --> ... <!-- /{MARK} --> section")
-    return m.group(1)
-
-
-def write_readme(readme: Path, table: str) -> None:
-    text = readme.read_text(encoding="utf-8")
-    readme_section(text)
-    text = re.sub(rf"(<!-- {MARK} -->\n).*?(<!-- /{MARK} -->)", lambda m: m.group(1) + table + m.group(2), text,
-                  flags=re.S)
-    readme.write_text(text, encoding="utf-8")
+def kept() -> str:
+    """The table of the evidence kept in the repository (``docs/known-results``): README's section."""
+    return render(EVIDENCE)
 
 
 def main(argv=None) -> int:
@@ -230,7 +220,10 @@ def main(argv=None) -> int:
         args.folder = args.keep
     table = render(args.folder)
     if args.readme:
-        write_readme(args.readme, table)
+        from poslens import readme
+
+        args.readme.write_text(readme.replace(args.readme.read_text(encoding="utf-8"), MARK, table,
+                                              where=str(args.readme)), encoding="utf-8")
     else:
         print(table)
     return 0

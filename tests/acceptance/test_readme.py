@@ -1,11 +1,11 @@
-"""The README is the entry point: it must open with the two commands and document every hook, every intervention and
-every analysis that exists."""
+"""The README is the entry point: it opens with the two commands, and every generated section (the hooks, the
+interventions, the analyses, the known results: ``poslens.readme.SECTIONS``) is what its function writes now."""
 
 from pathlib import Path
 
-from analyses import docs as analysis_docs
-from interp import intervention_docs
-from interp.hook_docs import markdown, readme_section
+import pytest
+
+from poslens import readme
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,20 +19,28 @@ def test_readme_opens_with_the_two_commands():
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
-def test_hook_tables_in_the_readme_equal_the_models_declarations():
+@pytest.mark.parametrize("name", list(readme.SECTIONS))
+def test_every_generated_section_is_current(name):
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme_section(text).strip() == markdown().strip(), "run: python -m interp.hook_docs --write README.md"
+    assert readme.section(text, name) == readme.generate(name), \
+        f"README.md's {name} section is stale: run `python -m poslens.readme --write`"
 
 
-def test_intervention_table_in_the_readme_equals_the_registry():
+def test_each_section_holds_rows_of_its_registry():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = intervention_docs.readme_section(text).strip()
-    assert section == intervention_docs.markdown().strip(), "run: python -m interp.intervention_docs --write README.md"
-    assert "| `KeyWindow(window, sinks=0, layers=None)` | `key-window` |" in section  # a row of the registry, not empty
+    assert "| `KeyWindow(window, sinks=0, layers=None)` | `key-window` |" in readme.section(text, "interventions")
+    assert "| `along-context` | attention patterns, next-token logits | Each head's first-token" \
+        in readme.section(text, "analyses")
+    assert "**Every family x TransformerLens' hooks**" in readme.section(text, "hooks")
 
 
-def test_analysis_table_in_the_readme_equals_the_registry():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = analysis_docs.readme_section(text).strip()
-    assert section == analysis_docs.markdown().strip(), "run: python -m analyses.docs --write README.md"
-    assert "| `along-context` | attention patterns, next-token logits | Each head's first-token" in section
+def test_write_rewrites_a_stale_section_and_nothing_else(tmp_path):
+    path = tmp_path / "README.md"
+    body = "".join(f"<!-- {n} -->\n{readme.generate(n)}<!-- /{n} -->\nbetween {n}\n" for n in readme.SECTIONS)
+    path.write_text("# top\n" + body.replace(readme.generate("analyses"), "| stale |\n"), encoding="utf-8")
+    assert readme.stale(path) == ["analyses"]
+    assert readme.write(path) == ["analyses"]
+    assert path.read_text(encoding="utf-8") == "# top\n" + body and readme.stale(path) == []
+    with pytest.raises(readme.SectionMissing, match="no <!-- nothing --> "):
+        readme.replace("text", "nothing", "x")
+    assert readme.replace("text\n", "new", "x", append=True) == "text\n\n<!-- new -->\nx\n<!-- /new -->\n"

@@ -12,15 +12,6 @@ from poslens.known_results import types as known_types
 from poslens.known_results.table import CLAIMS, OBSERVATIONS
 
 
-def test_readme_table_is_the_one_generated_from_the_kept_csvs():
-    from pathlib import Path
-
-    readme = (Path(known_results.__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    assert known_results.readme_section(readme) == known_results.render(known_types.EVIDENCE), (
-        "README's known-results section differs from `python -m poslens.known_results docs/known-results`; "
-        "rewrite it with --readme README.md")
-
-
 def test_the_model_header_names_the_weights_file_not_a_machines_path(tmp_path):
     import json
     import shutil
@@ -248,15 +239,16 @@ def test_a_missing_csv_is_named(tmp_path):
         known_results.render(tmp_path)
 
 
-def test_readme_section_is_rewritten_in_place_and_nothing_else(tmp_path):
+def test_readme_section_is_rewritten_in_place_and_nothing_else(tmp_path, monkeypatch):
     readme = tmp_path / "README.md"
     readme.write_text("# x\nbefore\n<!-- known-results -->\nold\n<!-- /known-results -->\nafter\n", encoding="utf-8")
-    known_results.write_readme(readme, "| new |\n")
+    monkeypatch.setattr(known_results, "render", lambda folder: "| new |\n")
+    assert known_results.main([str(tmp_path), "--readme", str(readme)]) == 0
     assert readme.read_text(encoding="utf-8") == ("# x\nbefore\n<!-- known-results -->\n| new |\n"
                                                   "<!-- /known-results -->\nafter\n")
     (tmp_path / "bare.md").write_text("no markers\n")
-    with pytest.raises(ValueError, match="no <!-- known-results -->"):
-        known_results.write_readme(tmp_path / "bare.md", "| new |\n")
+    with pytest.raises(ValueError, match="bare.md has no <!-- known-results -->"):
+        known_results.main([str(tmp_path), "--readme", str(tmp_path / "bare.md")])
 
 
 def test_pct_and_head_names():

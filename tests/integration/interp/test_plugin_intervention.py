@@ -67,20 +67,21 @@ def test_an_intervention_from_a_temporary_module_is_found_applied_and_recorded(p
 
 
 def test_an_intervention_from_a_temporary_module_joins_the_readme_table_and_the_registry_tests(plugin, tmp_path):
-    from interp import hook_docs, intervention_docs
+    from interp import intervention_docs
+    from poslens import readme as sections
     from tests.unit.interp.test_capabilities import check_refuses_exactly_what_it_needs, refusal_plan
     from tests.unit.interp.test_intervention_declarations import check_record_is_the_whole_edit
 
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{intervention_docs.START}old\n{intervention_docs.END}\n"
-                      f"{hook_docs.START}hooks\n{hook_docs.END}\n", encoding="utf-8")
-    assert intervention_docs.sync_readme(readme)
-    rows = intervention_docs.readme_section(readme.read_text(encoding="utf-8")).splitlines()
+    readme.write_text("# x\n<!-- interventions -->\nold\n<!-- /interventions -->\n<!-- hooks -->\nhooks\n"
+                      "<!-- /hooks -->\n", encoding="utf-8")
+    assert sections.write(readme, ["interventions"]) == ["interventions"]
+    rows = sections.section(readme.read_text(encoding="utf-8"), "interventions").splitlines()
     assert rows[-1] == ("| `ScaleEmbeddings(factor)` | `scale-embeddings` | The token embeddings multiplied by "
                         "`factor` before the first block. | any model | `ScaleEmbeddings(factor=3.0)` |")
     assert rows[2:-1] == [intervention_docs.row(cls) for name, cls in interventions.REGISTRY.items()
                           if name != "scale-embeddings"]
-    assert hook_docs.readme_section(readme.read_text(encoding="utf-8")) == "hooks\n"  # the hooks' section untouched
+    assert sections.section(readme.read_text(encoding="utf-8"), "hooks") == "hooks\n"  # the hooks' section untouched
 
     edit, needed = refusal_plan()[-1]
     assert (edit, needed) == (interventions.get("scale-embeddings")(3.0), set())
