@@ -7,7 +7,7 @@
         logits = model(tokens)
 
 The registered interventions, each with its fields, what it edits and the capabilities it needs, are the table
-``interp.intervention_docs.markdown()`` is read off this registry (README.md carries it, and a test keeps the two equal).
+``interp.intervention_docs.markdown()`` reads off this registry (README.md carries it, and a test keeps the two equal).
 
 An intervention is a frozen dataclass: its fields are its whole description, so ``record()`` (what provenance
 stores) is the intervention's name plus its fields. ``fwd_hooks(model)`` checks the model has what it needs
