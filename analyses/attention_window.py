@@ -38,9 +38,9 @@ from what it sees:
 
 Rows ``part=stream``: per condition the mean loss (nats per token) in ``n_buckets`` buckets of stream positions and over
 ``all`` its tokens, the tokens ``past the trained length`` (``model.max_seq_len``) and the ``re-computed tokens`` (the
-tokens re-computation evaluated, for a paired comparison), with ``n_tokens``. Rows ``part=tokens``: the unit values
-behind a paired interval, each re-computed token's loss under every condition (``token`` its stream position, ``bucket``
-"one re-computed token").
+tokens re-computation evaluated, for a paired comparison), with ``n_tokens``. The unit values behind a paired interval
+(``UNITS``, ``attention-window.units.csv``): each re-computed token's ``loss`` under every condition that computed it,
+``unit`` the token's stream position.
 The trained length is what the model
 declares (``max_seq_len``: SmolLM2 8192, Gemma 3 32768; the bundled byte models declare 2304 but read 512-byte windows
 in training).
@@ -74,10 +74,11 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Adapts, Choices, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 
 
@@ -150,7 +151,6 @@ CHUNK = 64  # stream tokens per forward pass (the numbers are token-by-token str
 DENSE, RECOMPUTE = "dense", "re-computation"
 RECOMPUTE_START = "re-computation, start token first"
 ALL, PAST, RECOMPUTED = "all", "past the trained length", "re-computed tokens"
-ONE_TOKEN = "one re-computed token"  # part=tokens: a unit row
 
 
 def _for(setting: str, value):
@@ -199,7 +199,12 @@ def summary(df):
     return loss[["model", "condition", "sinks", "window", "loss", "n_tokens"]]
 
 
+UNITS = Units("re-computed token (unit: its stream position)", keys=("condition", "sinks", "cache_size", "start_token"),
+              measures={"loss": "one re-computed token's next-token loss under the condition (nats)"})
+
+
 @analysis("attention-window", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
+          units=UNITS,
           small=Run(("repo-small", "rope-small"), dict(n_docs=1, length=96, window=32, n_buckets=3, max_rows=16)),
           main=Run(DECODERS, dict(length=512, n_docs=4, window=128),
                    quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
@@ -213,16 +218,14 @@ def summary(df):
           builds_logits=False)
 @may_be_nan(sinks="full attention, dense attention and re-computation keep no first tokens",
             position="a row of a span of positions (past the window, all, past the trained length, re-computed "
-                     "tokens),"
-                     " or of one re-computed token (its position is in token)",
+                     "tokens)",
             loss="a reach row (where a head looks) has no loss",
             n_tokens="a reach row (where a head looks) has no loss",
             layer="a loss row is of the whole model", head="a loss row is of the whole model",
             depth="a loss row is of the whole model", mean_distance="a loss row is of the whole model",
             mass_beyond_window="a loss row is of the whole model", sink_mass="a loss row is of the whole model",
             mass_beyond_own_window="a loss row, or a layer without an attention window of its own",
-            cache_size="dense attention and re-computation keep no rolling cache",
-            token="a row of a span of tokens, not of one re-computed token")
+            cache_size="dense attention and re-computation keep no rolling cache")
 def attention_window(model, *,
                      setting: Annotated[str, Help("window: documents inside the trained length read through a window "
                                                   "of keys at their own positions, against full attention; streaming: "
@@ -266,13 +269,14 @@ def attention_window(model, *,
                                                    "the window and the window with the most sinks (streaming setting; "
                                                    "a control: Gemma 3's sinks need its BOS, SmolLM2's do not)"),
                                         Adapts(_for("streaming", False))] = None,
-                     seed: int = 0, documents=None) -> pd.DataFrame:
+                     seed: int = 0, documents=None) -> Tables:
     """Next-token loss read through a window of keys, with and without the first tokens kept (StreamingLLM): documents
     inside the trained length against full attention (``setting=window``), or one long stream through a rolling KV cache
     against dense attention and re-computation (``setting=streaming``).
 
     Window rows ``part=loss`` (condition, position bucket, and the positions past the window) and ``part=reach`` (layer,
-    head); streaming rows ``part=stream`` (condition, position bucket, and spans of the stream)."""
+    head); streaming rows ``part=stream`` (condition, position bucket, and spans of the stream), with each re-computed
+    token's loss as unit-level values (``UNITS``)."""
     options = dict(length=length, n_docs=n_docs, window=window, max_rows=max_rows, stream_tokens=stream_tokens,
                    cache_size=cache_size, dense_tokens=dense_tokens, recompute_stride=recompute_stride, control=control)
     other = STREAMING_ONLY if setting == "window" else WINDOW_ONLY
@@ -287,8 +291,10 @@ def attention_window(model, *,
                           dense_tokens=dense_tokens,
                           recompute_stride=recompute_stride, control=control, n_buckets=n_buckets, seed=seed,
                           documents=documents)
-    return _window(model, length=length, n_docs=n_docs, window=window, sinks=sinks, n_buckets=n_buckets,
-                   max_rows=max_rows, seed=seed, documents=documents)
+    from analyses import units
+
+    return Tables(_window(model, length=length, n_docs=n_docs, window=window, sinks=sinks, n_buckets=n_buckets,
+                          max_rows=max_rows, seed=seed, documents=documents), units.frame(UNITS, []))
 
 
 def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, documents):
@@ -407,11 +413,11 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
     conds, first = _stream_conditions(model, streams[True], sinks, cache_size, dense_tokens, control, targets)
     state = _stream_losses(model, streams, conds, first, targets, dense_tokens, recompute_window)
     rows = _stream_rows(model, state, conds, targets, n, n_buckets)
-    df = integer_columns(pd.DataFrame(rows), "sinks", "cache_size", "n_tokens", "token")
+    df = integer_columns(pd.DataFrame(rows), "sinks", "cache_size", "n_tokens")
     df.insert(0, "model", model.model_name)
     df["stream_tokens"], df["trained_length"], df["dense_tokens"] = n, model.max_seq_len, min(n, dense_tokens)
     df["recompute_window"], df["recompute_stride"] = recompute_window, recompute_stride
-    return df
+    return Tables(df, _token_units(model, state, conds, targets))
 
 
 def _stream_conditions(model, stream, sinks, cache_size, dense_tokens, control, targets) -> tuple[list, int | None]:
@@ -477,8 +483,7 @@ def _stream_losses(model, streams, conds, first, targets, dense_tokens, recomput
 
 
 def _stream_rows(model, state, conds, targets, n, n_buckets) -> list[dict]:
-    """Rows ``part=stream`` (each condition's mean loss per span of the stream) and ``part=tokens`` (each re-computed
-    target token's loss under each condition that computed it)."""
+    """Rows ``part=stream``: each condition's mean loss per span of the stream."""
     import numpy as np
 
     position = np.arange(1, n)  # the stream position of each predicted token
@@ -497,11 +502,23 @@ def _stream_rows(model, state, conds, targets, n, n_buckets) -> list[dict]:
                 rows.append(dict(part="stream", setting="streaming", condition=name, sinks=s, cache_size=cache,
                                  start_token=start, bucket=bucket, position=mid, loss=float(nll[m].mean()),
                                  n_tokens=int(m.sum())))
+    return rows
+
+
+def _token_units(model, state, conds, targets):
+    """Each re-computed target token's loss under each condition that computed it (``UNITS``; ``unit`` the token's
+    stream position)."""
+    import pandas as pd
+
+    from analyses import units
+
+    parts = []
     for c, (name, s, cache, start) in enumerate(conds):
         nll, seen = state[f"nll|{c}"], state[f"seen|{c}"] > 0
-        for g in targets:
-            if seen[g - 1]:
-                rows.append(dict(part="tokens", setting="streaming", condition=name, sinks=s, cache_size=cache,
-                                 start_token=start, bucket=ONE_TOKEN, token=int(g), loss=float(nll[g - 1]),
-                                 n_tokens=1))
-    return rows
+        kept = [int(g) for g in targets if seen[g - 1]]
+        if kept:
+            parts.append(pd.DataFrame(dict(model=model.model_name, measure="loss", condition=name,
+                                           sinks=pd.array([s] * len(kept), dtype="Int64"),
+                                           cache_size=pd.array([cache] * len(kept), dtype="Int64"),
+                                           start_token=start, unit=kept, value=[float(nll[g - 1]) for g in kept])))
+    return units.frame(UNITS, parts)

@@ -11,10 +11,8 @@ Protocol, TransformerLens' convention: ``n_docs`` sequences of ``half`` random o
   Olsson et al.'s head activation evaluator reads it on "an example from the training distribution", which random
   tokens are not.
 
-Unit-level values are kept: ``*_per_sequence`` columns hold each sequence's score for the head, ``;``-separated in
-sequence order (``first_copy_loss_per_sequence`` / ``second_copy_loss_per_sequence`` each sequence's losses), so a 95%
-percentile bootstrap over sequences (``analyses.intervals.bootstrap``, 10,000 resamples, seed 0) can be computed
-from the CSV: ``per_sequence(df, column)`` reads them back.
+Unit-level values are kept (``UNITS``, ``induction.units.csv``): each sequence's scores per head and its losses on
+each copy, so a 95% interval over sequences (``stats.intervals``) can be computed from the files alone.
 
 Random tokens carry no meaning, so only an in-context mechanism can attend this way; a trained model has a few
 heads with induction scores far above a random-weight model's, which attend near uniformly (about 1 / query
@@ -29,22 +27,12 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Fits, Help, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
-
-
-def per_sequence(df, column: str):
-    """``[row, sequence]`` float array of a ``*_per_sequence`` column (one ``;``-joined string per row)."""
-    import numpy as np
-
-    return np.array([[float(x) for x in str(v).split(";")] for v in df[column]])
-
-
-def _joined(values) -> str:
-    return ";".join(f"{float(v):.6g}" for v in values)
 
 
 @no_grad
@@ -125,30 +113,37 @@ def summary(df):
                                                second_copy_loss=("second_copy_loss", "first")).reset_index()
 
 
-@analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary,
+UNITS = Units("sequence", keys=("layer", "head"), measures={
+    "induction": "the head's induction score on one repeated random sequence",
+    "previous": "the head's previous-token score on one repeated random sequence",
+    "wiki_previous": "the head's previous-token score on one Wikipedia window",
+    "first_copy_loss": "one repeated sequence's mean next-token loss on its first copy (nats; no layer or head)",
+    "second_copy_loss": "the same on its second copy"})
+
+
+@analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary, units=UNITS,
           small=Run(("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
           main=Run(DECODERS, dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
           real=Run(PRETRAINED, dict(half=256, n_docs=16), quick=dict(half=32, n_docs=1), section=KNOWN),
           memory=Run(("rope-small",), dict(half=64)),
           builds_logits=False)
 @may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM",
-            first_copy_loss_per_sequence="the model is not a causal LM",
-            second_copy_loss_per_sequence="the model is not a causal LM",
             wiki_previous_token_score="the model was loaded without a tokenizer: no text to read")
 def induction(model, *,
               half: Annotated[int, Help("random tokens in each of the two copies (default: 256, or what fits the "
                                         "model's context twice)"), Range(2),
                               Fits(times=2, margin=1, for_what="the start token")] = 256,
               n_docs: Annotated[int, Help("repeated sequences"), Range(1)] = 8,
-              seed: int = 0) -> pd.DataFrame:
+              seed: int = 0) -> Tables:
     """Per head the induction score (attention from a repeated token to the token after its first occurrence) and
     the previous-token score, on random tokens repeated twice, and the previous-token score on Wikipedia windows.
 
     One row per layer and head: ``induction_score``, ``previous_token_score``; per model the mean next-token loss
-    on each copy."""
+    on each copy; the unit-level values behind them (``UNITS``)."""
     import numpy as np
     import pandas as pd
 
+    from analyses import units
     from corpora.contexts import analysis_windows
     from corpora.random_tokens import random_sequences, start_token
     from interp.runtime import parallel
@@ -189,18 +184,17 @@ def induction(model, *,
     causal = "first_loss" in state
     loss = {k: float(state[k].mean()) if causal else float("nan") for k in ("first_loss", "second_loss")}
 
-    def units(key):
-        return [_joined(state[key][:, l, h]) for l, h in zip(layer.ravel(), head.ravel())]
-
-    return pd.DataFrame(dict(model=model.model_name, layer=layer.ravel(), head=head.ravel(),
+    heads = {"layer": range(model.n_layers), "head": range(model.n_heads)}
+    kept = [units.long(model.model_name, m, state[k], heads) for m, k in
+            (("induction", "induction"), ("previous", "previous"), ("wiki_previous", "wiki")) if len(state[k])]
+    kept += [units.long(model.model_name, m, state[k]) for m, k in
+             (("first_copy_loss", "first_loss"), ("second_copy_loss", "second_loss")) if causal]
+    table = pd.DataFrame(dict(model=model.model_name, layer=layer.ravel(), head=head.ravel(),
                              depth=layer.ravel() / max(1, model.n_layers - 1),
                              induction_score=state["induction"].mean(0).ravel(),
                              previous_token_score=state["previous"].mean(0).ravel(),
                              wiki_previous_token_score=(state["wiki"].mean(0).ravel() if n_wiki
                                                         else np.full(layer.size, np.nan)),
                              first_copy_loss=loss["first_loss"], second_copy_loss=loss["second_loss"],
-                             half=half, n_docs=len(seqs), n_wiki=n_wiki, start_token=bos is not None,
-                             induction_per_sequence=units("induction"), previous_per_sequence=units("previous"),
-                             wiki_previous_per_sequence=units("wiki") if n_wiki else "",
-                             first_copy_loss_per_sequence=_joined(state["first_loss"]) if causal else "",
-                             second_copy_loss_per_sequence=_joined(state["second_loss"]) if causal else ""))
+                             half=half, n_docs=len(seqs), n_wiki=n_wiki, start_token=bos is not None))
+    return Tables(table, units.frame(UNITS, kept))

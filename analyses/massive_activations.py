@@ -10,7 +10,7 @@ hidden states Sun et al. plot), its ``top_k`` largest magnitudes |h| over every 
 its position and dimension, and the median |h| over all of them; ``ratio`` = magnitude / median. Sequences are
 English Wikipedia windows of ``length`` tokens (or the user's ``documents=``), with the model's start token first and
 without it (``start_token``); their first token is then an ordinary one. The sequences are the units: a summary's 95%
-interval is a percentile bootstrap over them (``analyses.intervals``, 10,000 resamples, seed 0), and a share of
+interval is a percentile bootstrap over them (``stats.intervals``, 10,000 resamples, seed 0), and a share of
 sequences an exact binomial interval.
 
 One row per start-token condition, layer, sequence and rank (1 = largest): ``magnitude``, ``position``, ``dim``,

@@ -32,6 +32,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from analyses.units import Tables, Units
 from corpora.documents import KINDS
 from interp.capabilities import Capability, require
 
@@ -291,6 +292,7 @@ class Analysis:
     builds_logits: bool = True  # False: its passes build no [pos, vocab] logits (interp.runtime.memory's estimate)
     body: Callable | None = field(default=None, repr=False)  # the function as written: what ``run_bound`` runs
     precheck: Callable | None = None  # (options, defaults filled, label) -> None: checks across options, before loading
+    units: Units | None = None  # the unit-level values its body returns beside its table (``analyses.units``)
 
     def check_options(self, kwargs: dict, *, label=None) -> None:
         """What can be checked without a model, before any loads: keywords the analysis does not take (with the
@@ -318,10 +320,16 @@ class Analysis:
             require(model, capability, self.name)
 
     def bind(self, model, kwargs: dict, *, label=None) -> dict:
-        """``kwargs`` checked against the declaration and ``model``, with every option's value filled in
-        (what the function receives and provenance records). ``label(option)`` names an option in errors."""
-        label = label or (lambda opt: opt.name)
+        """``kwargs`` checked against the declaration (``check_options``) and ``model`` (``bind_checked``), with every
+        option's value filled in (what the function receives and provenance records). ``label(option)`` names an
+        option in errors."""
         self.check_options(kwargs, label=label)
+        return self.bind_checked(model, kwargs, label=label)
+
+    def bind_checked(self, model, kwargs: dict, *, label=None) -> dict:
+        """``kwargs``, already through ``check_options``, checked against ``model`` (capabilities, ``Fits`` /
+        ``Below``) with every option's value filled in: a run's plan checks the options once, then binds each model."""
+        label = label or (lambda opt: opt.name)
         kwargs = dict(kwargs)
         self.check_model(model)
         for opt in self.options:
@@ -363,21 +371,53 @@ class Analysis:
             kwargs[opt.name] = value
         return kwargs
 
+    def workload(self, options: dict, max_len: int | None = None) -> dict | None:
+        """``length``, ``batch``, ``attention_rows`` and ``logits`` of one model's run with ``options`` (given values,
+        else the declared defaults), the numbers ``interp.runtime.memory`` estimates a peak from: the length is the
+        largest option declared ``Fits(max_seq_len)`` times its copies plus its margin, lowered to ``max_len`` as
+        ``Fits`` lowers a default; the batch and the materialised attention rows are the ``batch_size`` and
+        ``max_rows`` options where declared; ``logits`` is ``builds_logits``. None where no option declares a length."""
+        lengths = []
+        for opt in self.options:
+            for check in (c for c in opt.model_checks if isinstance(c, Fits) and c.attribute == "max_seq_len"):
+                value = options.get(opt.name, opt.default)
+                values = [int(v) for v in (value if isinstance(value, (tuple, list)) else (value,))
+                          if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                if values:
+                    n = max(values)
+                    n = min(n, max_len) if max_len and opt.name not in options else n
+                    lengths.append(check.times * n + check.margin)
+        if not lengths:
+            return None
+
+        def declared(name, default):
+            opt = next((o for o in self.options if o.name == name), None)
+            value = options.get(name, opt.default if opt is not None else default)
+            return int(value) if isinstance(value, (int, float)) and value else default
+
+        return dict(length=max(lengths), batch=declared("batch_size", 1), attention_rows=declared("max_rows", 0),
+                    logits=self.builds_logits)
+
     def not_applied(self, bound: dict) -> dict[str, str]:
         """``{option: why}`` for the options that the inputs given in ``bound`` replaced (``NotWith``)."""
         return {opt.name: f"replaced by {by}" for opt in self.options if (by := opt.replaced_by(bound))}
 
-    def call(self, model, **kwargs):
-        """Run on one model: ``bind`` (options and capabilities checked), then the function's body."""
+    def tables(self, model, **kwargs) -> Tables:
+        """Run on one model: ``bind`` (options and capabilities checked), then the function's body; its table and its
+        unit-level values (``analyses.units``; None where it keeps none)."""
         return self.run_bound(model, self.bind(model, kwargs))
 
-    def run_bound(self, model, bound: dict):
+    def run_bound(self, model, bound: dict) -> Tables:
         """The function's body, without gradients, on options ``bind`` gave (``poslens.run.execute.run_analysis`` binds
         every model's options before the first runs, then calls this: options and documents are bound once)."""
         import torch
 
         with torch.no_grad():
-            return self.body(model, **bound)
+            out = self.body(model, **bound)
+        if self.units is None:
+            return out if isinstance(out, Tables) else Tables(out)
+        self.units.check(out.units if isinstance(out, Tables) else None, self.name)
+        return out
 
     def parse_cli(self, namespace: dict) -> dict:
         """The keyword arguments the command line gave (only those given), parsed and checked on their own; an
@@ -429,13 +469,15 @@ _REGISTRY: dict[str, Analysis] = {}
 
 def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable | None = None,
              builds_logits: bool = True, small: Run | None = None, main: Run | None = None, real: Run | None = None,
-             memory: Run | None = None, precheck: Callable | None = None) -> Callable:
+             memory: Run | None = None, precheck: Callable | None = None, units: Units | None = None) -> Callable:
     """Declare ``function`` as the analysis ``name``, everything about it in one record, built once: what it ``needs``,
     its options (``Annotated`` parameters; ``like`` takes another analysis' options), where it runs (``small``,
     ``main``, ``real``, ``memory``: ``analyses.runs``, checked against its options here), whether its passes build
     logits (``builds_logits``: the memory estimate, ``interp.runtime.memory``) and ``precheck(options, label)``: values
     that contradict each other on the options alone (defaults filled in; ``label(name)`` is how the caller spells an
-    option), so the error comes before any model loads."""
+    option), so the error comes before any model loads. ``units`` declares the unit-level values its body returns
+    beside its table (``Tables(table, units)``; ``analyses.units``): calling the function gives the table,
+    ``Analysis.tables`` both."""
     from analyses.runs import check
 
     def declare(function):
@@ -446,14 +488,14 @@ def analysis(name: str, *, needs=(), headline=None, summary=None, like: Callable
             import torch
 
             with torch.no_grad():
-                return spec.call(model, **kwargs)
+                return spec.tables(model, **kwargs).table
 
         spec = Analysis(name, checked, inspect.cleandoc(function.__doc__ or "").split("\n\n")[0].replace("\n", " "),
                         needs=tuple(needs), options=options, headline=headline, summary=summary,
                         seeded=("seed" in inspect.signature(function).parameters
                                 or (like is not None and like.analysis.seeded)),
                         small=small, main=main, real=real, memory=memory, builds_logits=builds_logits, body=function,
-                        precheck=precheck)
+                        precheck=precheck, units=units)
         for setting in ("small", "main", "real", "memory"):
             if getattr(spec, setting) is not None:
                 check(spec, setting, getattr(spec, setting))
@@ -488,6 +530,12 @@ def all_analyses() -> list[Analysis]:
                                                      order.index(a.name)))
 
 
-def run(name: str, model, **options):
-    """``analyses.run("word-boundaries", model, n_docs=20)``: one analysis on one model, by name."""
-    return get(name).function(model, **options)
+def run(name: str, model, *, units: bool = False, **options):
+    """``analyses.run("word-boundaries", model, n_docs=20)``: one analysis on one model, by name: its table, or with
+    ``units=True`` its ``Tables(table, units)`` (``analyses.units``)."""
+    import torch
+
+    spec = get(name)
+    with torch.no_grad():
+        out = spec.tables(model, **options)
+    return out if units else out.table

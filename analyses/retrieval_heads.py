@@ -52,11 +52,11 @@ barely changes it. Where poslens departs: their random heads avoid the top 100 h
 avoid the top k and keep the top k's layers. Their prompts are Paul Graham essays of 1K-50K tokens with
 natural-language needles; poslens' are RULER's numbers in Wikipedia of ``length`` tokens.
 
-Unit-level values (``score=wu``): a ``part=prompts`` row per scoring prompt (``prompt``, ``needle_depth``, ``recall``,
-``counted``) and a ``part=hits`` row per prompt and head with at least one hit (``prompt``, ``layer``, ``head``,
-``retrieval_score`` = that prompt's hits / needle tokens), from which a head's score is recomputed on any resample of
-the prompts (``prompt_scores``): poslens' known-results rows give a 95% percentile bootstrap over prompts (10,000
-resamples, seed 0) for each head's score and for the share of heads above the threshold. A masking row's accuracy is
+Unit-level values (``score=wu``; ``UNITS``, ``retrieval-heads.units.csv``): per scoring prompt its ``needle_depth``,
+``recall`` and ``counted`` (1 where it counts toward the scores) and per prompt and head its ``hits`` (that prompt's
+hits / needle tokens), from which a head's score is recomputed on any resample of the prompts: poslens' known-results
+rows give a 95% percentile bootstrap over prompts (10,000 resamples, seed 0) for each head's score and for the share of
+heads above the threshold. A masking row's accuracy is
 a count of retrieved prompts (``niah_accuracy * niah_prompts``), given an exact binomial interval.
 
 The masking conditions depend on the ranking, so the two passes run one after the other (each data-parallel under
@@ -72,10 +72,11 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Choices, Fits, Help, Range, analysis, no_grad
 from analyses.runs import HEADS, KNOWN, PRETRAINED, Run
+from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 SCORES = ("wu", "poslens")
 MASKINGS = ("query", "query-all", "output")
@@ -178,23 +179,6 @@ def wu_statistics(model, sample) -> dict:
     return {"hits": hits, "counted": float(counted), "recall": recall}
 
 
-def prompt_scores(df):
-    """From one model's ``part=prompts`` and ``part=hits`` rows: ``(hits [prompt, layer, head], counted [prompt])``,
-    prompts in their order. A head's Wu score over any set of prompts is hits summed over the counted ones / their
-    number."""
-    import numpy as np
-
-    prompts = df[df["part"] == "prompts"].sort_values("prompt")
-    hits = df[df["part"] == "hits"]
-    heads = df[df["part"] == "heads"]
-    n_layers, n_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
-    out = np.zeros((len(prompts), n_layers, n_heads))
-    where = {int(p): i for i, p in enumerate(prompts["prompt"])}
-    for p, l, h, v in zip(hits["prompt"], hits["layer"], hits["head"], hits["retrieval_score"]):
-        out[where[int(p)], int(l), int(h)] = v
-    return out, prompts["counted"].astype(bool).to_numpy()
-
-
 def _label(heads) -> str:
     return " ".join(f"L{l}H{h}" for l, h in sorted(heads))
 
@@ -227,7 +211,15 @@ def summary(df):
                  answer_nll=("answer_nll", "mean"), draws=("draw", "size")).reset_index())
 
 
+UNITS = Units("prompt", keys=("layer", "head"), measures={
+    "hits": "a head's hits on one scoring prompt / the needle's tokens (its Wu score on that prompt)",
+    "counted": "1 where the prompt counts toward the scores (wu: the needle was retrieved), else 0 (no layer or head)",
+    "recall": "the share of the needle's tokens the prompt's greedy answer retrieved (no layer or head)",
+    "needle_depth": "where the needle sits in the prompt, 0 to 1 (no layer or head)"})
+
+
 @analysis("retrieval-heads", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
+          units=UNITS,
           small=Run(("repo-small",), dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1, 0.2), n_random=1)),
           main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
                    quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
@@ -242,11 +234,8 @@ def summary(df):
                             "the needle)",
             k="a heads row masks nothing", share="a heads row masks nothing", draw="a heads row masks nothing",
             niah_accuracy="a heads row masks nothing", answer_accuracy="a heads row masks nothing",
-            answer_nll="a heads row masks nothing",
-            prompt="a heads or masking row is of every prompt", needle_depth="a row of heads or masking",
-            recall="a row of heads or masking", counted="a row of heads or masking",
-            is_retrieval="a row of one prompt or its hits", heads="a heads or prompt row masks nothing",
-            condition="a heads or prompt row masks nothing")
+            answer_nll="a heads row masks nothing", is_retrieval="a masking row is of the whole model",
+            heads="a heads row masks nothing", condition="a heads row masks nothing")
 def retrieval_heads(model, *,
                     score: Annotated[str, Help("wu: Wu et al.'s score (greedy answer, hits / needle tokens, retrieved "
                                                "prompts only, > threshold); poslens: the answer teacher-forced, every "
@@ -267,12 +256,12 @@ def retrieval_heads(model, *,
                     threshold: Annotated[float, Help("retrieval score that makes a retrieval head (Wu et al.: 0.1)"),
                                          Range(0, 1)] = 0.1,
                     n_random: Annotated[int, Help("draws of random heads per k"), Range(1)] = 2,
-                    seed: int = 0, documents=None) -> pd.DataFrame:
+                    seed: int = 0, documents=None) -> Tables:
     """Per head the retrieval score (Wu et al. 2024, or poslens' teacher-forced variant); NIAH accuracy with the top-k
     retrieval heads masked (query or output) against k random heads of the same layers, for several k.
 
-    Rows ``part=heads`` (one per layer and head) and ``part=masking`` (one per condition, k and draw); ``documents=``
-    (``--input``) are the haystack."""
+    Rows ``part=heads`` (one per layer and head) and ``part=masking`` (one per condition, k and draw), and for ``wu``
+    the per-prompt values behind the scores (``UNITS``); ``documents=`` (``--input``) are the haystack."""
     import pandas as pd
 
     from corpora.answers import fitting_samples
@@ -291,14 +280,27 @@ def retrieval_heads(model, *,
     scores, mass, ranked = _ranked(model, sums, len(scoring))
     conditions = _conditions(model, ranked, shares, n_random, seed)
     measured = _masked(model, evaluation, conditions, masking)
-    rows = _rows(model, scoring, evaluation, sums, scores, mass, ranked, conditions, measured, score, threshold)
-    df = integer_columns(pd.DataFrame(rows), "layer", "head", "rank", "k", "draw", "prompt")
+    rows = _rows(model, evaluation, scores, mass, ranked, conditions, measured, score, threshold)
+    df = integer_columns(pd.DataFrame(rows), "layer", "head", "rank", "k", "draw")
     df.insert(0, "model", model.model_name)
     df.insert(1, "score", score)
     df.insert(2, "masking", masking)
     df["threshold"], df["n_scored"], df["n_counted"] = threshold, len(scoring), int(sums["prompts"][0])
     df["niah_prompts"], df["length"] = len(evaluation), length
-    return df
+    return Tables(df, _units(model, scoring, sums, score))
+
+
+def _units(model, scoring, sums, score: str):
+    """The per-prompt values of the ``wu`` score (``UNITS``); none for ``poslens``'s."""
+    from analyses import units
+
+    if score != "wu":
+        return units.frame(UNITS, [])
+    name, heads = model.model_name, {"layer": range(model.n_layers), "head": range(model.n_heads)}
+    return units.frame(UNITS, [units.long(name, "hits", sums["unit_hits"], heads),
+                               units.long(name, "counted", sums["unit_counted"]),
+                               units.long(name, "recall", sums["unit_recall"]),
+                               units.long(name, "needle_depth", [float(s.depth) for s in scoring])])
 
 
 def _add(state, i, stats):
@@ -394,9 +396,8 @@ def _masked(model, evaluation, conditions, masking: str) -> dict:
                                model=model, tag=f"masking-{masking}", desc=f"retrieval masking {model.model_name}")
 
 
-def _rows(model, scoring, evaluation, sums, scores, mass, ranked, conditions, measured, score: str,
-          threshold: float) -> list[dict]:
-    """Rows ``part=heads``; for ``wu``, ``prompts`` and their ``hits``; then ``masking``, one per condition."""
+def _rows(model, evaluation, scores, mass, ranked, conditions, measured, score: str, threshold: float) -> list[dict]:
+    """Rows ``part=heads``, then ``masking``, one per condition."""
     import numpy as np
 
     above = (lambda s: s > threshold) if score == "wu" else (lambda s: s >= threshold)
@@ -405,13 +406,6 @@ def _rows(model, scoring, evaluation, sums, scores, mass, ranked, conditions, me
     rows = [dict(part="heads", layer=l, head=h, depth=l / max(1, model.n_layers - 1),
                  retrieval_score=float(scores[l, h]), needle_mass=float(mass[l, h]), rank=ranked.index((l, h)),
                  is_retrieval=bool(above(np.nan_to_num(scores[l, h])))) for l, h in heads]
-    if score == "wu":
-        for i, sample in enumerate(scoring):
-            rows.append(dict(part="prompts", prompt=i, needle_depth=float(sample.depth),
-                             recall=float(sums["unit_recall"][i]), counted=bool(sums["unit_counted"][i])))
-            for l, h in zip(*np.nonzero(sums["unit_hits"][i])):
-                rows.append(dict(part="hits", prompt=i, layer=int(l), head=int(h),
-                                 retrieval_score=float(sums["unit_hits"][i, l, h])))
     for c, (condition, k, d, masked) in enumerate(conditions):
         hits, acc, nll = measured[f"{c}"] / len(evaluation)
         rows.append(dict(part="masking", condition=condition, k=k, share=k / total, draw=d, heads=_label(masked),

@@ -39,8 +39,8 @@ Protocol, on text contexts of ``length`` tokens (``corpora.contexts``) and NIAH 
    through 0.09 rad over 512 tokens, 1.5 rad over 8,192; a sliding layer's bands turn only within its window), on
    ``long_docs`` contexts of that length (no band usage there; ``n_docs`` counts the shorter ones): rows
    ``part=long_effects``. Built-in contexts only: the user's documents would give both lengths the same windows.
-   Every context's own effects, at either length, are kept as rows ``part=context_effects`` (``context``, ``length``,
-   ``condition``, ``loss``, ``kl``, ``positional_heads``): the units the known-results row bootstraps over.
+   Every context's own effects, at either length, are kept as unit-level values (``UNITS``: ``loss``, ``kl``,
+   ``positional_heads`` per ``condition`` and ``length``): the units the known-results row bootstraps over.
 
 Frequencies are the model's own, never recomputed from ``rope_theta``: each layer's ``RotarySpec`` (for the generic
 family, read off transformers' rotary module). ``frequency`` is the band's inverse frequency after any rope scaling, in
@@ -51,12 +51,12 @@ longrope's attention factor; 1 for plain RoPE: ``q_norm`` and ``k_norm`` include
 ran (``default``, ``linear``, ``llama3``, ``yarn``, ``longrope``, ``dynamic``, ...), per layer, so Gemma 3's two
 kinds of layer keep their own.
 
-Rows: ``part`` = ``bands`` (layer, head, band, frequency, usage), ``effects`` (condition, measures) or ``contexts``:
-the unit values behind Barbero et al.'s statistic, one row per context, layer and ``quarter`` (``lowest`` / ``highest``
-frequencies: the layer's bands ordered by its own frequencies, a quarter of them, at least one), ``q_norm`` / ``k_norm``
-the mean over the quarter's bands and the layer's heads on that context alone; the known-results row bootstraps the
-per-layer low / high ratio over contexts (95% percentile, 10,000 resamples, seed 0). Every context and prompt adds its
-float64 sums (``interp.runtime.parallel.fold_items``; a context's own norms in its own slot).
+Rows: ``part`` = ``bands`` (layer, head, band, frequency, usage), ``effects`` or ``long_effects`` (condition,
+measures). The unit values behind Barbero et al.'s statistic (``UNITS``, ``rope-frequencies.units.csv``): per context,
+layer and ``quarter`` (``lowest`` / ``highest`` frequencies: the layer's bands ordered by its own frequencies, a
+quarter of them, at least one), ``q_norm`` / ``k_norm`` the mean over the quarter's bands and the layer's heads on that
+context alone; the known-results row bootstraps the per-layer low / high ratio over contexts. Every context and prompt
+adds its float64 sums (``interp.runtime.parallel.fold_items``; a context's own norms in its own slot).
 """
 
 from __future__ import annotations
@@ -67,10 +67,11 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 
 CONDITIONS = ("none", "zero-highest", "zero-lowest", "unrotate-lowest", "unrotate-highest")
@@ -276,8 +277,16 @@ def precheck(options: dict, label) -> None:
                           f"length or 0")
 
 
+UNITS = Units("context", keys=("condition", "length", "layer", "quarter"), measures={
+    "q_norm": "the mean query norm of the layer's lowest or highest quarter of bands on one context (every head)",
+    "k_norm": "the same for the keys",
+    "loss": "one context's next-token loss under the condition (nats per token; no layer or quarter)",
+    "kl": "one context's KL(none || condition) per token",
+    "positional_heads": "the positional heads' mean previous-token mass on one context under the condition"})
+
+
 @analysis("rope-frequencies", needs=[Capability.ROTARY, Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline,
-          summary=summary,
+          summary=summary, units=UNITS,
           small=Run(("repo-small", "rope-small"),
                     dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
           main=Run(DECODERS, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
@@ -293,11 +302,9 @@ def precheck(options: dict, label) -> None:
                             "an effects row is of the whole model"),
             **dict.fromkeys(("loss", "kl", "positional_heads", "n_positional_heads", "fraction"),
                             "a bands row is of one head and band"),
-            niah_accuracy="a bands, long_effects or context_effects row, or no NIAH prompt was asked for",
-            context="a bands, effects or long_effects row is over every context",
-            quarter="a bands, effects, long_effects or context_effects row",
+            niah_accuracy="a bands or long_effects row, or no NIAH prompt was asked for",
             attention="an effects row is of the whole model", rope_type="an effects row is of the whole model",
-            condition="a bands or contexts row")
+            condition="a bands row")
 def rope_frequencies(model, *,
                      n_docs: Annotated[int, Help("text contexts"), Range(1), NotWith(("texts", "tokens"))] = 4,
                      length: Annotated[int, Help("tokens per context"), Range(8), Fits()] = 512,
@@ -315,14 +322,16 @@ def rope_frequencies(model, *,
                                                       "the trained length (0: none)"), Range(0), Fits(),
                                            NotWith(("texts", "tokens"))] = 0,
                      long_docs: Annotated[int, Help("contexts of long_length"), Range(1)] = 2,
-                     seed: int = 0, documents=None) -> pd.DataFrame:
+                     seed: int = 0, documents=None) -> Tables:
     """Per head and rotary band, the mean query and key norm of the band (Barbero et al.'s measure) and the share of the
     attention logit it carries (poslens' measure); and the next-token loss, KL, previous-token heads and NIAH accuracy
     with the highest or lowest bands removed or unrotated.
 
     Rows ``part=bands`` (layer, head, band: 0 the highest frequency, with the frequency, ``rope_type`` and
-    ``attention_scaling`` that ran) and ``part=effects`` (one per condition)."""
+    ``attention_scaling`` that ran) and ``part=effects`` (one per condition); each context's own values (``UNITS``)."""
     import pandas as pd
+
+    from analyses import units
 
     specs = {l: s for l in range(model.n_layers) if (s := model.rotation(l)) is not None}
     n_bands = max(s.n_bands for s in specs.values())
@@ -330,14 +339,16 @@ def rope_frequencies(model, *,
                                        long_docs, seed)
     state = _fold(model, contexts, longs, samples, max_rows, fraction, n_bands)
     n_ctx = len(contexts)
-    rows = _band_rows(model, specs, state, n_ctx) + _effect_rows(state, contexts, longs, fraction)
-    df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads", "context")
+    positional = _positional(state, n_ctx)
+    rows = _band_rows(model, specs, state, n_ctx) + _effect_rows(state, contexts, longs, fraction, positional)
+    df = integer_columns(pd.DataFrame(rows), "layer", "head", "band", "n_bands", "n_positional_heads")
     df.insert(0, "model", model.model_name)
     df["n_docs"], df["niah_prompts"] = n_ctx, len(samples)
     df["length"] = df["length"].fillna(max(len(c) for c in contexts)).astype(int) if "length" in df else \
         max(len(c) for c in contexts)
     df["long_docs"] = len(longs)
-    return df
+    return Tables(df, units.frame(UNITS, _context_units(model.model_name, specs, state, n_ctx)
+                                  + _effect_units(model.model_name, state, contexts, longs, positional)))
 
 
 def _inputs(model, documents, n_docs: int, length: int, niah_prompts: int, niah_tokens: int, long_length: int,
@@ -402,8 +413,7 @@ def _fold(model, contexts, longs, samples, max_rows: int, fraction: float, n_ban
 
 
 def _band_rows(model, specs: dict, state: dict, n_ctx: int) -> list[dict]:
-    """Rows ``part=bands`` (per layer, head and band, fastest first) and ``part=contexts`` (per layer, quarter and
-    context), from the summed usage."""
+    """Rows ``part=bands`` (per layer, head and band, fastest first), from the summed usage."""
     import numpy as np
 
     windows = getattr(model, "attention_windows", None) or (None,) * model.n_layers
@@ -424,28 +434,45 @@ def _band_rows(model, specs: dict, state: dict, n_ctx: int) -> list[dict]:
                                  k_norm=state["k_norm"][layer, head, b] / n_ctx,
                                  poslens_logit_share=float(shares[head, rank]),
                                  previous_token_mass=state["prev|none"][layer, head] / n_ctx))
-        q = max(1, spec.n_bands // 4)
-        for quarter, bands in (("lowest", order[-q:]), ("highest", order[:q])):
-            for c in range(n_ctx):
-                rows.append(dict(part="contexts", context=c, layer=layer, quarter=quarter,
-                                 depth=layer / max(1, model.n_layers - 1),
-                                 attention=f"sliding {windows[layer]}" if windows[layer] else "full", rope_type=kind,
-                                 q_norm=float(state["unit_q_norm"][c, layer][:, bands].mean()),
-                                 k_norm=float(state["unit_k_norm"][c, layer][:, bands].mean())))
     return rows
 
 
-def _effect_rows(state: dict, contexts: list, longs: list, fraction: float) -> list[dict]:
-    """Per condition, the rows ``part=effects`` (over the contexts and prompts), ``long_effects`` (over the long
-    contexts, where any) and ``context_effects`` (each context's own); the positional heads are those found without
-    intervention at the first length."""
+def _quarters(state: dict, spec, layer: int) -> dict[str, list[int]]:
+    """The layer's lowest and highest quarter of bands (by its own frequencies, at least one band each)."""
     import numpy as np
 
-    n_ctx, tokens, prompts = len(contexts), float(state["tokens"][0]), float(state["prompts"][0])
+    order = np.argsort(-state["frequency"][layer, : spec.n_bands], kind="stable").tolist()
+    q = max(1, spec.n_bands // 4)
+    return {"lowest": order[-q:], "highest": order[:q]}
+
+
+def _context_units(name: str, specs: dict, state: dict, n_ctx: int) -> list:
+    """``q_norm`` / ``k_norm`` of each context, layer and quarter (``UNITS``)."""
+    import numpy as np
+
+    from analyses import units
+
+    quarters = {layer: _quarters(state, spec, layer) for layer, spec in specs.items()}
+    return [units.long(name, measure, np.array([[[state[f"unit_{measure}"][c, layer][:, bands].mean()
+                                                  for bands in quarters[layer].values()] for layer in specs]
+                                                for c in range(n_ctx)]),
+                       {"layer": list(specs), "quarter": ("lowest", "highest")}) for measure in ("q_norm", "k_norm")]
+
+
+def _positional(state: dict, n_ctx: int):
+    """The positional heads, found without intervention at the first length: previous-token mass >= POSITIONAL,
+    or the 3 highest where none reaches it."""
+    import numpy as np
+
     base_prev = state["prev|none"] / n_ctx
     positional = base_prev >= POSITIONAL
-    if not positional.any():
-        positional = base_prev >= np.sort(base_prev.ravel())[-3]
+    return positional if positional.any() else base_prev >= np.sort(base_prev.ravel())[-3]
+
+
+def _effect_rows(state: dict, contexts: list, longs: list, fraction: float, positional) -> list[dict]:
+    """Per condition, the rows ``part=effects`` (over the contexts and prompts) and ``long_effects`` (over the long
+    contexts, where any)."""
+    n_ctx, tokens, prompts = len(contexts), float(state["tokens"][0]), float(state["prompts"][0])
     rows = []
     for condition in CONDITIONS:
         rows.append(dict(part="effects", condition=condition, fraction=0.0 if condition == "none" else fraction,
@@ -463,12 +490,24 @@ def _effect_rows(state: dict, contexts: list, longs: list, fraction: float) -> l
                              kl=float(state[f"long kl|{condition}"][0]) / n_tok,
                              positional_heads=float((state[f"long prev|{condition}"] / len(longs))[positional].mean()),
                              n_positional_heads=int(positional.sum()), length=max(len(c) for c in longs)))
-        for u, ids in enumerate(contexts + longs):
-            n_tok = float(state["unit tokens"][u][0])
-            rows.append(dict(part="context_effects", condition=condition, context=u if u < n_ctx else u - n_ctx,
-                             length=len(ids), fraction=0.0 if condition == "none" else fraction,
-                             loss=float(state[f"unit loss|{condition}"][u][0]) / n_tok,
-                             kl=float(state[f"unit kl|{condition}"][u][0]) / n_tok,
-                             positional_heads=float(state[f"unit prev|{condition}"][u][positional].mean()),
-                             n_positional_heads=int(positional.sum())))
     return rows
+
+
+def _effect_units(name: str, state: dict, contexts: list, longs: list, positional) -> list:
+    """Each context's own ``loss``, ``kl`` and ``positional_heads`` under each condition, at its length (``UNITS``)."""
+    import numpy as np
+
+    from analyses import units
+
+    out = []
+    for group, first in ((contexts, 0), (longs, len(contexts))):
+        if not group:
+            continue
+        length, span = max(len(c) for c in group), range(first, first + len(group))
+        n_tok = np.array([float(state["unit tokens"][u][0]) for u in span])
+        for condition in CONDITIONS:
+            values = {"loss": np.array([float(state[f"unit loss|{condition}"][u][0]) for u in span]) / n_tok,
+                      "kl": np.array([float(state[f"unit kl|{condition}"][u][0]) for u in span]) / n_tok,
+                      "positional_heads": [float(state[f"unit prev|{condition}"][u][positional].mean()) for u in span]}
+            out += [units.long(name, measure, v, condition=condition, length=length) for measure, v in values.items()]
+    return out

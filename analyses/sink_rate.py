@@ -52,10 +52,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 INPUTS = ("text", "random", "repeat", "start-second")
 ESTIMATORS = ("gu", "poslens")
@@ -148,7 +149,13 @@ def summary(df):
             .reset_index())
 
 
+UNITS = Units("sequence", keys=("input", "start_token", "length", "layer", "head"),
+              measures={"sink": "1 where the head's alpha_1 > epsilon in that sequence (Gu's Sink_1 indicator), else 0",
+                        "sink_2": "1 where the head's alpha_2 > epsilon in that sequence (Sink_2), else 0"})
+
+
 @analysis("sink-rate", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
+          units=UNITS,
           small=Run(("repo-small",), dict(lengths=(32, 64), n_docs=1, max_rows=16)),
           main=Run(DECODERS, dict(lengths=(64, 256), n_docs=4), quick=dict(lengths=(64,), n_docs=1, max_rows=32),
                    section=HEADS),
@@ -186,21 +193,20 @@ def sink_rate(model, *,
                                          Choices(CONDITIONS), Cli("--long-condition")] = (),
               long_docs: Annotated[int, Help("contexts per condition at lengths above the shortest (default 0: "
                                              "--n-docs)"), Range(0)] = 0,
-              seed: int = 0, documents=None) -> pd.DataFrame:
+              seed: int = 0, documents=None) -> Tables:
     """Share of heads whose attention goes mostly to the first token (attention sinks), per layer, on text and on
     random tokens, with and without the document-start token (Gu et al.'s Sink_1 by default).
 
     One row per input, start token, length, layer and head: alpha_1 (Gu), first-token mass (rows 1..T-1), the share
     of contexts in which the head is a sink under ``estimator``, alpha_2 and its share (the second token's, Gu's
-    Sink_2), and the unit-level values behind the shares: ``sink_by_sequence`` and ``sink_2_by_sequence``, one
-    character per sequence after a "b" (so that no reader takes them for numbers; "1": alpha > epsilon in that
-    sequence), in the same sequence order in every row of a
-    condition, so a rate's interval can be bootstrapped over sequences (``sequence_rates``). ``key_window`` is the
-    layer's attention window (0: every earlier key); ``start_text`` the start token as the tokenizer writes it
-    ("none" without one)."""
+    Sink_2). ``key_window`` is the layer's attention window (0: every earlier key); ``start_text`` the start token as
+    the tokenizer writes it ("none" without one). The unit-level values behind the shares (``UNITS``: each sequence's
+    0/1 sink indicators ``sink`` and ``sink_2`` per head, in the same sequence order for every head of a condition) are
+    the units a rate's interval is bootstrapped over."""
     import numpy as np
     import pandas as pd
 
+    from analyses import units
     from corpora.random_tokens import start_token
     from interp.runtime import parallel
 
@@ -241,12 +247,14 @@ def sink_rate(model, *,
     df.insert(0, "model", model.model_name)
     bos = start_token(model)
     df["start_text"] = "none" if bos is None else model.tokenizer.decode([bos])
-    return df
+    return Tables(df, units.frame(UNITS, [
+        units.long(model.model_name, measure, state[f"{m}|{k}|{s}|{n}"],
+                   {"layer": range(model.n_layers), "head": range(model.n_heads)}, input=k, start_token=s, length=n)
+        for k, s, n in conds for measure, m in (("sink", "seq"), ("sink_2", "seq2"))]))
 
 
 def _frames(model, state: dict, conds: list, estimator: str, epsilon: float) -> list:
-    """One frame per condition (input, start token, length): a row per layer and head, from the summed statistics
-    and each sequence's sink indicators."""
+    """One frame per condition (input, start token, length): a row per layer and head, from the summed statistics."""
     import numpy as np
     import pandas as pd
 
@@ -257,33 +265,11 @@ def _frames(model, state: dict, conds: list, estimator: str, epsilon: float) -> 
         count = int(state[f"count|{k}|{s}|{n}"][0])
         mass, alpha = state[f"mass|{k}|{s}|{n}"] / count, state[f"alpha|{k}|{s}|{n}"] / count
         share = state[f"sink|{k}|{s}|{n}"] / count if estimator == "gu" else (mass > epsilon).astype(np.float64)
-        by_seq, by_seq2 = ([_units(col) for col in state[f"{m}|{k}|{s}|{n}"].reshape(count, -1).T]
-                           for m in ("seq", "seq2"))
         frames.append(pd.DataFrame(dict(estimator=estimator, input=k, start_token=s, length=n, layer=layer.ravel(),
                                         head=head.ravel(), depth=layer.ravel() / max(1, model.n_layers - 1),
                                         key_window=[windows[int(x)] or 0 for x in layer.ravel()],
                                         alpha_1=alpha.ravel(), first_token_mass=mass.ravel(), sink_share=share.ravel(),
                                         alpha_2=state[f"alpha2|{k}|{s}|{n}"].ravel() / count,
                                         sink_2_share=state[f"sink2|{k}|{s}|{n}"].ravel() / count,
-                                        epsilon=epsilon, n_docs=count, sink_by_sequence=by_seq,
-                                        sink_2_by_sequence=by_seq2)))
+                                        epsilon=epsilon, n_docs=count)))
     return frames
-
-
-def _units(indicators) -> str:
-    return "b" + "".join("1" if x else "0" for x in indicators)
-
-
-def sequence_rates(df, column: str = "sink_by_sequence"):
-    """``[sequence, head]`` 0/1 matrix of one condition's rows (``df`` filtered to one model, input, start token and
-    length; any subset of its layers and heads): its row means are the per-sequence Sink rates, the units a bootstrap
-    resamples. None when ``df`` has no unit-level values (CSVs written before them, or rows of such a CSV concatenated
-    with newer ones)."""
-    import numpy as np
-
-    if column not in df.columns or df.empty or df[column].isna().any():
-        return None
-    strings = [x[1:] if x.startswith("b") else x for x in df[column].astype(str)]
-    if len({len(x) for x in strings}) != 1:
-        raise ValueError(f"{column}: rows of one condition hold different numbers of sequences")
-    return np.array([[c == "1" for c in x] for x in strings], dtype=float).T

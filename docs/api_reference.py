@@ -2,13 +2,12 @@
 
     python docs/api_reference.py [--out build/api]        # `make docs`; `make test` runs it too
 
-The reference covers the six packages (``poslens``, ``interp``, ``analyses``, ``figures``, ``probes``, ``corpora``)
-minus the entry points that are not an API (``SKIPPED``). pdoc's
-links are relative: ``check`` reads every ``href`` and ``src`` of every page written and fails, naming the page and
-the link, where a relative one points at no file or an ``#anchor`` at no ``id`` of its page (links to other sites are
-left alone: the build runs offline). A link pdoc writes to a member inherited from a private base class, which it
-does not render, becomes plain text (``_unlink_private``).
-"""
+The reference covers the seven packages (``poslens``, ``interp``, ``analyses``, ``figures``, ``probes``, ``corpora``,
+``stats``) minus the entry points that are not an API (``SKIPPED``). pdoc's links are relative: ``check`` reads every
+``href`` and ``src`` of every page written and fails, naming the page and the link, where a relative one points at no
+file or an ``#anchor`` at no ``id`` of its page (links to other sites are left alone: the build runs offline). A link
+pdoc writes to a member inherited from a private base class, which it does not render, becomes plain text
+(``_unlink_private``)."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("poslens", "interp", "analyses", "figures", "probes", "corpora")
+PACKAGES = ("poslens", "interp", "analyses", "figures", "probes", "corpora", "stats")
 SKIPPED = ("poslens.__main__",)
 
 

@@ -21,6 +21,7 @@ import figures
 from figures.layout import TooSmall, fit
 from figures.save import parse_length, resolve_formats, save
 from figures.style import PAPER, PAPER_TEXT_PX, TEMPLATES
+from stats import units
 
 NOT_FIGURES = {"layout", "render", "save", "style"}
 
@@ -37,8 +38,9 @@ def figure_module(name: str):
 
 
 def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str | None = None,
-           width: float | str | None = None, height: float | str | None = None):
-    """The figure of analysis ``name`` for its table ``df``.
+           width: float | str | None = None, height: float | str | None = None, units: pd.DataFrame | None = None):
+    """The figure of analysis ``name`` for its table ``df`` (and its unit-level values ``units``, for a figure that
+    draws intervals over them: one whose ``figure`` takes ``units=``).
 
     ``width`` and ``height`` are lengths ("3.3in", "7in", "8cm", px); with only a width, the height keeps the
     figure's aspect (paper: the height its content needs). ``template="paper"`` applies ``poslens-paper``, drops the
@@ -54,7 +56,8 @@ def render(name: str, df: pd.DataFrame, *, template: str = "default", title: str
     w = parse_length(width, "--width") if width is not None else None
     h = parse_length(height, "--height") if height is not None else None
     draw = figure_module(name).figure
-    fig = draw(df, width=w) if "width" in inspect.signature(draw).parameters else draw(df)
+    takes = inspect.signature(draw).parameters
+    fig = draw(df, **({"width": w} if "width" in takes else {}), **({"units": units} if "units" in takes else {}))
     if template == "paper":
         fig.update_layout(template=PAPER, title_text=title)
         if fig.layout.legend.y is None:  # a figure that placed its legend (below ternaries, say) keeps it there
@@ -146,7 +149,7 @@ def rerender(csv, *, formats=None, width=None, height=None, template: str = "def
     formats = resolve_formats(formats)
     name, df, prov = read_result(csv, analysis)
     try:
-        fig = render(name, df, template=template, title=title, width=width, height=height)
+        fig = render(name, df, template=template, title=title, width=width, height=height, units=units.read(csv))
     except KeyError as err:
         raise ValueError(missing_column(csv, name, err.args[0], prov)) from None
     stem = output_stem(csv, out, template, width, height)

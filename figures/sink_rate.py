@@ -1,17 +1,21 @@
 """Share of sink heads per layer against depth (the layer's mean ``sink_share``: under Gu et al.'s estimator the share
 of (head, sequence) pairs with alpha_1 > epsilon), one panel per input x start-token condition, a line per model and
-length (longer contexts darker); where the table keeps its unit-level values (``sink_by_sequence``), each point's 95%
-bootstrap interval over the sequences (``analyses.intervals``) as an error bar."""
+length (longer contexts darker); given the unit-level values (``sink-rate.units.csv``: each sequence's sink indicator
+per head), each point's 95% bootstrap interval over the sequences of the layer's per-sequence rate
+(``stats.intervals``, 2,000 resamples) as an error bar."""
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from figures.style import TEMPLATE, model_colors
+from stats.intervals import bootstrap
+
+CONDITION = ["model", "input", "start_token", "length", "layer"]
 
 PANEL_PX, GAP_PX = 320, 90  # a row of panels and the gap under it (the axis ticks and the next row's title)
 
 
-def figure(df) -> go.Figure:
+def figure(df, units=None) -> go.Figure:
     conditions = list(dict.fromkeys(zip(df["input"], df["start_token"])))
     titles = [f"{i}, {'with' if s else 'without'} start token" for i, s in conditions]
     cols = min(2, len(conditions))
@@ -20,20 +24,16 @@ def figure(df) -> go.Figure:
                         vertical_spacing=min(0.18, GAP_PX / (PANEL_PX * rows)))
     colors = model_colors(list(dict.fromkeys(df["model"])))
     lengths = sorted(df["length"].unique())
-    per_layer = df.groupby(["model", "input", "start_token", "length", "layer"], sort=False).agg(
-        rate=("sink_share", "mean"), depth=("depth", "first")).reset_index()
+    per_layer = df.groupby(CONDITION, sort=False).agg(rate=("sink_share", "mean"), depth=("depth", "first"))
     per_layer["lo"], per_layer["hi"] = per_layer["rate"], per_layer["rate"]
-    if "sink_by_sequence" in df:
-        from analyses.intervals import bootstrap
-        from analyses.sink_rate import sequence_rates
-
-        for i, (key, g) in enumerate(df.groupby(["model", "input", "start_token", "length", "layer"], sort=False)):
-            units = sequence_rates(g)
-            if units is not None and len(units) > 1:
-                iv = bootstrap(units.mean(axis=1), n_boot=2000)
-                j = per_layer.index[(per_layer[["model", "input", "start_token", "length", "layer"]]
-                                     .apply(tuple, axis=1) == key)]
-                per_layer.loc[j, ["lo", "hi"]] = iv.lo, iv.hi
+    if units is not None and df["estimator"].eq("gu").all():  # the rate is the mean of these indicators
+        sink = units[units["measure"] == "sink"]
+        per_sequence = sink.groupby(CONDITION + ["unit"], sort=False)["value"].mean()
+        for key, rates in per_sequence.groupby(level=CONDITION, sort=False):
+            if len(rates) > 1 and key in per_layer.index:
+                iv = bootstrap(rates.to_numpy(), n_boot=2000)
+                per_layer.loc[key, ["lo", "hi"]] = iv.lo, iv.hi
+    per_layer = per_layer.reset_index()
     in_legend = set()
     for j, (inp, start) in enumerate(conditions):
         r, c = j // cols + 1, j % cols + 1

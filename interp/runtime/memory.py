@@ -240,36 +240,7 @@ def release() -> None:
         trim(0)
 
 
-# -- a run's plan, from an analysis' declared options --------------------------------------------------------------
-
-def planned_run(analysis, options: dict, max_len: int | None = None) -> dict | None:
-    """``length``, ``batch``, ``attention_rows`` and ``logits`` of one model's run of ``analysis`` with ``options``
-    (given values, else the declared defaults): the length is the largest option declared ``Fits(max_seq_len)`` times
-    its copies plus its margin, lowered to ``max_len`` as ``Fits`` lowers a default. None where no option declares a
-    length. ``logits`` is False where the analysis declares ``@analysis(..., builds_logits=False)``: no pass of it
-    builds every position's logits (none at all, or losses in chunks)."""
-
-    lengths = []
-    for opt in analysis.options:
-        for check in (c for c in opt.model_checks if getattr(c, "attribute", None) == "max_seq_len"):
-            value = options.get(opt.name, opt.default)
-            values = value if isinstance(value, (tuple, list)) else (value,)
-            values = [int(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-            if values:
-                n = max(values)
-                n = min(n, max_len) if max_len and opt.name not in options else n
-                lengths.append(check.times * n + check.margin)
-    if not lengths:
-        return None
-
-    def declared(name, default):
-        opt = next((o for o in analysis.options if o.name == name), None)
-        value = options.get(name, opt.default if opt is not None else default)
-        return int(value) if isinstance(value, (int, float)) and value else default
-
-    return dict(length=max(lengths), batch=declared("batch_size", 1), attention_rows=declared("max_rows", 0),
-                logits=analysis.builds_logits)
-
+# -- a run's numbers, checked before it starts ----------------------------------------------------------------
 
 def config_before_load(source) -> dict | None:
     """A Hugging Face ``config.json`` readable without the weights: a local directory's, or a hub id's in the local
@@ -297,16 +268,11 @@ def config_before_load(source) -> dict | None:
     return cfg if isinstance(cfg, dict) and "vocab_size" in cfg else None
 
 
-def check_run(analysis, options: dict, *, model=None, config: dict | None = None, device=None, name: str = "") -> None:
-    """Refuse ``analysis`` on one model before it runs (``model`` loaded) or before it loads (its ``config``) when the
-    estimate of its planned run exceeds the free memory."""
-    max_len = int(model.max_seq_len) if model is not None else (config or {}).get("max_position_embeddings")
-    plan = planned_run(analysis, options, max_len)
-    if plan is None:
-        return
+def check_run(run: dict, *, model=None, config: dict | None = None, device=None, what: str = "") -> None:
+    """Refuse a run (``run``: its ``length``, ``batch``, ``attention_rows`` and ``logits``) on one model before it
+    runs (``model`` loaded) or before it loads (its ``config``) when its estimated peak exceeds the free memory."""
     try:
-        shape = RunShape.from_model(model, **plan) if model is not None else RunShape.from_config(config, **plan)
+        shape = RunShape.from_model(model, **run) if model is not None else RunShape.from_config(config, **run)
     except (TypeError, ValueError, KeyError, StopIteration):
         return  # a config this estimate cannot read: nothing to refuse on
-    check(estimate(shape), device, loaded=model is not None,
-          what=f"{analysis.name} on {name or getattr(model, 'model_name', '?')}")
+    check(estimate(shape), device, loaded=model is not None, what=what or getattr(model, "model_name", "?"))

@@ -129,7 +129,7 @@ def check_common(args: argparse.Namespace) -> int:
     return seed
 
 
-DTYPES = ("float32", "bfloat16", "float16")  # poslens.run.execute.DTYPES, named here without importing torch
+DTYPES = ("float32", "bfloat16", "float16")  # poslens.run.plan.DTYPES, named here without importing torch
 
 
 def check_dtype(args: argparse.Namespace) -> str | None:
@@ -150,7 +150,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     dtype = check_dtype(args)
     check_shard_arguments(args)
     check_out_dir(args.out)
-    spec.check_options(options, label=lambda opt: opt.flag)  # values that contradict each other: before any load
     # the shards' manifest keeps what the command line gave for options read from files (--input, --entities),
     # so `poslens merge` reads them again (analyses.registry Option.parse)
     ns = vars(args)

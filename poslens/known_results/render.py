@@ -182,7 +182,7 @@ def render(folder: Path = EVIDENCE) -> str:
     lines = ["**The models, as they are** (from the runs' provenance files):", "", *models_header(folder), "",
              *MODEL_NOTES.get("", "").splitlines(), "", *provenance_lines(folder), "",
              "Every poslens number is given with its 95% interval and its number of units (a percentile bootstrap "
-             "over the units, 10,000 resamples, seed 0, or an exact binomial interval; `analyses.intervals`); a "
+             "over the units, 10,000 resamples, seed 0, or an exact binomial interval; `stats.intervals`); a "
              "verdict says \"agrees\" or \"differs\" only where the interval clears the paper's number or the rule's "
              "threshold, else \"inconclusive at n = ...\". Each row states its rule, the date it was written (before "
              "the run that judges it) and any earlier rule with the verdict it gave.", "",

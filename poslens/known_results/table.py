@@ -9,7 +9,6 @@ import re
 import numpy as np
 import pandas as pd
 
-from analyses.intervals import Interval, binomial, bootstrap, judge
 from poslens.known_results.types import (
     LABELS,
     NAMES,
@@ -27,6 +26,8 @@ from poslens.known_results.types import (
     shown,
     verdict_of,
 )
+from stats.intervals import Interval, binomial, bootstrap, judge
+from stats.units import matrix
 
 PRETRAINED = ("smollm2", "gemma3-270m")
 
@@ -67,30 +68,31 @@ PREVIOUS_RULE = Rule(
     written=WRITTEN)
 
 
-def _sequence_values(d: pd.DataFrame, column: str):
-    """``[head, sequence]`` values of a ``*_per_sequence`` column, or None where the CSV kept means only."""
-    if column not in d or d[column].isna().all():
+def _sequence_values(r: Results, m: str, measure: str, by=("layer", "head")):
+    """``[head (the table's row order), sequence]`` values of one induction measure (``[1, sequence]`` for a loss,
+    ``by=()``), or None where the run kept no unit values."""
+    units = r.units("induction")
+    if units is None or not (units["measure"] == measure).any():
         return None
-    from analyses.induction import per_sequence
+    x = matrix(units, measure, by=by, model=m)
+    return x.reshape(len(x), -1).T
 
-    return per_sequence(d, column)
 
-
-def _best(r: Results, m: str, score: str, units: str):
+def _best(r: Results, m: str, score: str, measure: str):
     """The head with the highest mean ``score``, and its interval over sequences (None without unit values)."""
-    from analyses.intervals import bootstrap
+    from stats.intervals import bootstrap
 
-    d = r.model("induction", m)
+    d = r.model("induction", m).sort_values(["layer", "head"])
     if score not in d:
         return None, None
     i = d[score].to_numpy().argmax()
     best = d.iloc[i]
-    values = _sequence_values(d, units)
+    values = _sequence_values(r, m, measure)
     return best, (None if values is None else bootstrap(values[i]))
 
 
 def _judged(r: Results, score: str, units: str, cut: float) -> dict[str, str]:
-    from analyses.intervals import judge
+    from stats.intervals import judge
 
     out = {}
     for m in PRETRAINED:
@@ -110,16 +112,16 @@ def _overall(per_model: dict[str, str]) -> str:
 
 
 def _induction(r: Results, m: str) -> str:
-    from analyses.intervals import bootstrap
+    from stats.intervals import bootstrap
 
     d = r.model("induction", m)
-    best, iv = _best(r, m, "induction_score", "induction_per_sequence")
+    best, iv = _best(r, m, "induction_score", "induction")
     n = int((d["induction_score"] >= INDUCTION_CUT).sum())
     score = (f"{best.induction_score:.2f}" if iv is None else iv.format("{:.2f}"))
     out = (f"best prefix-matching score {head(best)} {score}; {n} of {len(d)} heads >= {INDUCTION_CUT} (mean over "
            f"{int(d.n_docs.iloc[0])} sequences)")
-    first = _sequence_values(d.head(1), "first_copy_loss_per_sequence")
-    second = _sequence_values(d.head(1), "second_copy_loss_per_sequence")
+    first = _sequence_values(r, m, "first_copy_loss", by=())
+    second = _sequence_values(r, m, "second_copy_loss", by=())
     if first is None or second is None:
         return out + f"; loss on the repeat {d.first_copy_loss.iloc[0]:.2f} -> {d.second_copy_loss.iloc[0]:.2f} nats"
     return (out + f"; loss on the first copy {bootstrap(first[0]).format('{:.2f}', unit=' nats/token')}, on the "
@@ -127,7 +129,7 @@ def _induction(r: Results, m: str) -> str:
 
 
 def _induction_verdict(r: Results) -> str:
-    per = _judged(r, "induction_score", "induction_per_sequence", INDUCTION_CUT)
+    per = _judged(r, "induction_score", "induction", INDUCTION_CUT)
     return (f"{_overall(per)} (existence): " + "; ".join(f"{NAMES[m]} {v}" for m, v in per.items())
             + ". The best head is chosen on the sequences it is judged on")
 
@@ -136,10 +138,10 @@ def _previous(r: Results, m: str) -> str:
     d = r.model("induction", m)
     parts = []
     if "wiki_previous_token_score" in d:
-        best, iv = _best(r, m, "wiki_previous_token_score", "wiki_previous_per_sequence")
+        best, iv = _best(r, m, "wiki_previous_token_score", "wiki_previous")
         parts.append(f"on Wikipedia text (Olsson's condition): best {head(best)} "
                      + (f"{best.wiki_previous_token_score:.2f}" if iv is None else iv.format("{:.2f}")))
-    best, iv = _best(r, m, "previous_token_score", "previous_per_sequence")
+    best, iv = _best(r, m, "previous_token_score", "previous")
     parts.append(f"on repeated random tokens: best {head(best)} "
                  + (f"{best.previous_token_score:.2f}" if iv is None else iv.format("{:.2f}")))
     return "; ".join(parts)
@@ -148,7 +150,7 @@ def _previous(r: Results, m: str) -> str:
 def _previous_verdict(r: Results) -> str:
     if not all("wiki_previous_token_score" in r.model("induction", m) for m in PRETRAINED):
         return "inconclusive: the kept run has no previous-token score on text, the condition the rule reads"
-    per = _judged(r, "wiki_previous_token_score", "wiki_previous_per_sequence", PREVIOUS_CUT)
+    per = _judged(r, "wiki_previous_token_score", "wiki_previous", PREVIOUS_CUT)
     return f"{_overall(per)} (existence): " + "; ".join(f"{NAMES[m]} {v}" for m, v in per.items())
 
 
@@ -201,10 +203,17 @@ def _condition(r: Results, m: str, inp: str, start: bool, length: int = GU_T) ->
     return None if d.empty else d
 
 
-def _sink_units(d: pd.DataFrame, second: bool = False):
-    from analyses.sink_rate import sequence_rates
-
-    return sequence_rates(d, "sink_2_by_sequence" if second else "sink_by_sequence")
+def _sink_units(r: Results, d: pd.DataFrame | None, second: bool = False):
+    """``[sequence, head]`` 0/1 sink indicators (Sink_2's with ``second``) of the rows ``d`` of one condition (one
+    model, input, start token and length; any subset of its layers, every head of each): a row's mean is that
+    sequence's rate. None where the run kept no unit values."""
+    units = r.units("sink-rate")
+    if units is None or d is None:
+        return None
+    c = d.iloc[0]
+    x = matrix(units, "sink_2" if second else "sink", by=("layer", "head"), model=c["model"], input=c["input"],
+               start_token=c["start_token"], length=c["length"])
+    return x[:, sorted(set(d["layer"])), :].reshape(len(x), -1)
 
 
 def _rate(r: Results, m: str, inp: str, start: bool, length: int = GU_T, layers=None,
@@ -216,7 +225,7 @@ def _rate(r: Results, m: str, inp: str, start: bool, length: int = GU_T, layers=
         return None
     if layers is not None:
         d = d[d.layer.isin(list(layers))]
-    units = _sink_units(d, second)
+    units = _sink_units(r, d, second)
     if units is None:
         column = "sink_2_share" if second else "sink_share"
         return None if column not in d else no_interval(d[column].mean(), int(d["n_docs"].iloc[0]))
@@ -336,7 +345,7 @@ def _steps(r: Results, m: str):
         ua, ub = (_condition(r, m, "text", start, t) for t in (a, b))
         if layers is not None:
             ua, ub = ua[ua.layer.isin(layers)], ub[ub.layer.isin(layers)]
-        xa, xb = _sink_units(ua), _sink_units(ub)
+        xa, xb = _sink_units(r, ua), _sink_units(r, ub)
         if xa is None or xb is None:
             continue
         out.append(((a, b), difference(xa.mean(axis=1), xb.mean(axis=1))))
@@ -353,7 +362,7 @@ def _lengths_verdict(r: Results) -> str:
         ua, ub = (_condition(r, m, "text", start, t) for t in (ts[0], ts[-1]))
         if layers is not None:
             ua, ub = ua[ua.layer.isin(layers)], ub[ub.layer.isin(layers)]
-        xa, xb = _sink_units(ua), _sink_units(ub)
+        xa, xb = _sink_units(r, ua), _sink_units(r, ub)
         where = f" on its global layers {', '.join(map(str, layers))}" if layers is not None else ""
         if xa is None or xb is None:
             out.append(f"{LABELS[m]}: inconclusive (no interval){where}")
@@ -398,7 +407,7 @@ def _depth_verdict(r: Results) -> str:
 
 def _repeat_cell(r: Results, m: str, start: bool) -> str:
     out = f"{_cond_name(r, m, start)} {shown(_rate(r, m, 'repeat', start))}"
-    units = _sink_units(_condition(r, m, "repeat", start))
+    units = _sink_units(r, _condition(r, m, "repeat", start))
     if units is not None and not units.any():  # a bootstrap of zeros is [0, 0]: bound the sequences instead
         none = binomial(0, len(units))
         out += (f" (no sink head in any of the {len(units)} sequences; the share of sequences with one: exact "
@@ -659,12 +668,13 @@ def _recovered(r: Results, m: str):
     re-computed tokens: (window - sinks) / (window - re-computation) of the means, bootstrapped over tokens; None
     where the run kept no per-token losses."""
 
-    from analyses.intervals import bootstrap
+    from stats.intervals import bootstrap
 
-    t = _stream(r, m, "tokens")
-    if t.empty:
+    units = r.units("attention-window")
+    t = None if units is None else units[(units["model"] == m) & (units["measure"] == "loss")]
+    if t is None or t.empty:
         return None
-    wide = t.pivot_table(index="token", columns="condition", values="loss")
+    wide = t.pivot_table(index="unit", columns="condition", values="value")
     need = ["window", "window + 4 sinks", "re-computation, start token first"]
     if any(c not in wide for c in need):
         return None
@@ -719,7 +729,7 @@ def _buckets(d: pd.DataFrame, condition: str) -> pd.Series:
 
 def _gain(d: pd.DataFrame, window: str, sinks: str):
     """Per bucket after the first (the cache is full), loss(window) - loss(sinks), and its interval over buckets."""
-    from analyses.intervals import bootstrap
+    from stats.intervals import bootstrap
 
     w, k = _buckets(d, window), _buckets(d, sinks)
     if w.empty or k.empty:
@@ -756,7 +766,7 @@ def _streaming(r: Results, m: str) -> str:
 def _streaming_verdict(r: Results) -> str:
     import numpy as np
 
-    from analyses.intervals import judge
+    from stats.intervals import judge
 
     out = []
     for m in PRETRAINED:
@@ -832,18 +842,16 @@ ROTARY_RULE = Rule(
 def _layer_ratios(r: Results, m: str) -> dict[str, list[tuple[int, object]]]:
     """Per layer, for q and k apart, the lowest / highest quarter norm ratio: with per-context values its 95% bootstrap
     interval over contexts (the mean of each context's ratio), else the point estimate from the pooled bands (None)."""
-    from analyses.intervals import bootstrap
+    from stats.intervals import bootstrap
 
     d = r.model("rope-frequencies", m)
     out: dict[str, list] = {"q": [], "k": []}
-    ctx = d[d["part"] == "contexts"]
-    if not ctx.empty:
-        for layer, g in ctx.groupby("layer"):
-            low = g[g["quarter"] == "lowest"].sort_values("context")
-            high = g[g["quarter"] == "highest"].sort_values("context")
-            for x in ("q", "k"):
-                ratio = low[f"{x}_norm"].to_numpy() / high[f"{x}_norm"].to_numpy()
-                out[x].append((int(layer), bootstrap(ratio)))
+    units = r.units("rope-frequencies")
+    if units is not None and ((units["model"] == m) & (units["measure"] == "q_norm")).any():
+        layers = sorted(set(units[(units["model"] == m) & (units["measure"] == "q_norm")]["layer"].astype(int)))
+        for x in ("q", "k"):
+            norms = matrix(units, f"{x}_norm", by=("layer", "quarter"), model=m)  # quarters sorted: highest, lowest
+            out[x] = [(layer, bootstrap(norms[:, i, 1] / norms[:, i, 0])) for i, layer in enumerate(layers)]
         return out
     bands = d[d["part"] == "bands"]
     for layer, g in bands.groupby("layer"):
@@ -943,22 +951,30 @@ def _rope_part(r: Results, m: str, part: str) -> pd.DataFrame | None:
         return None
 
 
+def _per_context(r: Results, m: str, measure: str, length: int) -> pd.DataFrame | None:
+    """``[context, condition]`` values of one rope-frequencies measure at one length; None where the run kept no
+    per-context values."""
+    units = r.units("rope-frequencies")
+    if units is None:
+        return None
+    u = units[(units["model"] == m) & (units["measure"] == measure) & (units["length"] == length)]
+    return None if u.empty else u.pivot_table(index="unit", columns="condition", values="value")
+
+
 def _ablation_at(r: Results, m: str, part: str, length: int) -> str:
     """The conditions' effects at one length: with per-context values, the loss change and the previous-token heads'
     mass as 95% bootstrap intervals over contexts (paired: each context's own unablated loss); else point values."""
     d = r.model("rope-frequencies", m, part=part).set_index("condition")
-    units = _rope_part(r, m, "context_effects")
-    units = units[units["length"] == length] if units is not None else None
+    losses, masses = (_per_context(r, m, measure, length) for measure in ("loss", "positional_heads"))
     base = d.loc["none"]
     parts = []
     for cond, label in ABLATIONS:
         if cond not in d.index:
             continue
         e = d.loc[cond]
-        if units is not None and len(units):
-            per = units.pivot_table(index="context", columns="condition", values=["loss", "positional_heads"])
-            loss = bootstrap((per["loss"][cond] - per["loss"]["none"]).to_numpy())
-            mass = bootstrap(per["positional_heads"][cond].to_numpy())
+        if losses is not None and masses is not None:
+            loss = bootstrap((losses[cond] - losses["none"]).to_numpy())
+            mass = bootstrap(masses[cond].to_numpy())
             parts.append(f"{label}: loss {loss.format('{:+.3f}', unit=' nats/token')}, previous-token heads' mass "
                          f"{base.positional_heads:.2f} -> {mass.format('{:.2f}')}")
         else:
@@ -1013,11 +1029,7 @@ def _short_length(r: Results, m: str) -> int:
 def _positional_units(r: Results, m: str):
     """Per context at the shorter length: the positional heads' mass unablated, without the highest and without the
     lowest quarter; None where the kept run has no per-context values."""
-    units = _rope_part(r, m, "context_effects")
-    if units is None:
-        return None
-    units = units[units["length"] == _short_length(r, m)]
-    return units.pivot_table(index="context", columns="condition", values="positional_heads")
+    return _per_context(r, m, "positional_heads", _short_length(r, m))
 
 
 def _positional(r: Results, m: str) -> str:
@@ -1116,17 +1128,17 @@ THRESHOLD = 0.1
 
 def _prompt_boot(r: Results, m: str):
     """Wu scores resampled over prompts: ``(scores [resample, head], estimate [head], n prompts)``, or None without
-    per-prompt values. The resamples are those of ``analyses.intervals.bootstrap`` (seeded): each resample's prompt
+    per-prompt values. The resamples are those of ``stats.intervals.bootstrap`` (seeded): each resample's prompt
     counts weight the counted prompts' hits, so every head's score is recomputed from the same resample."""
     import numpy as np
 
-    from analyses.intervals import N_BOOT, SEED
-    from analyses.retrieval_heads import prompt_scores
+    from stats.intervals import N_BOOT, SEED
 
-    d = _wu(r, m)
-    if not (d["part"] == "prompts").any():
+    units = r.units("retrieval-heads")
+    if units is None or not ((units["model"] == m) & (units["measure"] == "hits")).any():
         return None
-    hits, counted = prompt_scores(d)
+    hits = matrix(units, "hits", by=("layer", "head"), model=m)
+    counted = matrix(units, "counted", model=m).astype(bool)
     n = len(counted)
     flat = hits.reshape(n, -1) * counted[:, None]
     idx = np.random.default_rng(SEED).integers(0, n, size=(N_BOOT, n))
@@ -1140,7 +1152,7 @@ def _prompt_boot(r: Results, m: str):
 def _share_interval(r: Results, m: str):
     import numpy as np
 
-    from analyses.intervals import LEVEL, N_BOOT, SEED, Interval
+    from stats.intervals import LEVEL, N_BOOT, SEED, Interval
 
     got = _prompt_boot(r, m)
     if got is None:
@@ -1189,7 +1201,9 @@ def _retrieval(r: Results, m: str) -> str:
     h = d[d.part == "heads"]
     best = h.loc[h.retrieval_score.idxmax()]
     n = int(h.is_retrieval.sum())
-    prompts = d[d.part == "prompts"]
+    units = r.units("retrieval-heads")
+    depths = (matrix(units, "needle_depth", model=m) if units is not None
+              and ((units["model"] == m) & (units["measure"] == "needle_depth")).any() else None)
     iv = _share_interval(r, m)
     share = f"({pct(n / len(h))})" if iv is None else f"({iv.pct()} prompts)"
     out = f"{n} of {len(h)} heads {share} score > {THRESHOLD}, best {head(best)} {best.retrieval_score:.2f}"
@@ -1199,14 +1213,14 @@ def _retrieval(r: Results, m: str) -> str:
         out += (f"; {int((lo > THRESHOLD).sum())} heads' intervals lie above {THRESHOLD}, "
                 f"{int(((lo <= THRESHOLD) & (hi > THRESHOLD)).sum())} straddle it")
     out += (f"; {int(h.n_counted.iloc[0])} of {int(h.n_scored.iloc[0])} prompts retrieved and counted"
-            + (f", needle depths {prompts.needle_depth.min():.0%}-{prompts.needle_depth.max():.0%}, "
+            + (f", needle depths {depths.min():.0%}-{depths.max():.0%}, "
                f"{int(d.prompt_tokens.iloc[0]) if 'prompt_tokens' in d else int(d['length'].iloc[0])} tokens"
-               if not prompts.empty else "") + ". " + _overlap(r, m))
+               if depths is not None else "") + ". " + _overlap(r, m))
     return out
 
 
 def _retrieval_verdict(r: Results) -> str:
-    from analyses.intervals import judge
+    from stats.intervals import judge
 
     low, high = WU_RANGE
     out = []
@@ -1225,7 +1239,7 @@ def _n_prompts(d: pd.DataFrame) -> int:
 
 
 def _accuracy(acc: float, n: int):
-    from analyses.intervals import binomial
+    from stats.intervals import binomial
 
     return binomial(int(round(acc * n)), n)
 

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from analyses.intervals import LEVEL, N_BOOT, SEED, Interval, bootstrap, judge
+from stats.intervals import LEVEL, N_BOOT, SEED, Interval, bootstrap, judge
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "known-results"
 KNOWN_FOLDER = "known"  # the real-model runs' folder in a report: the main job's analyses, on other models
@@ -30,6 +30,15 @@ class Results:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self._read: dict[str, pd.DataFrame] = {}
+        self._units: dict[str, pd.DataFrame | None] = {}
+
+    def units(self, analysis: str) -> pd.DataFrame | None:
+        """The run's ``NAME.units.csv`` (plain or gzipped): its unit-level values; None where it kept none."""
+        if analysis not in self._units:
+            from stats.units import read
+
+            self._units[analysis] = read(self.folder / f"{analysis}.csv")
+        return self._units[analysis]
 
     def __getitem__(self, analysis: str) -> pd.DataFrame:
         if analysis not in self._read:
@@ -129,7 +138,7 @@ def shown(interval: Interval | None, digits: int = 1) -> str:
 
 
 def verdict_of(interval: Interval | None, **rule) -> str:
-    """``analyses.intervals.judge`` on ``interval``; "inconclusive (no interval)" where the CSV kept no units and
+    """``stats.intervals.judge`` on ``interval``; "inconclusive (no interval)" where the CSV kept no units and
     "not run" where the condition is missing."""
     if interval is None:
         return "not run"

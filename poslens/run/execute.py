@@ -1,5 +1,6 @@
-"""Run one analysis on one or more models and write ``NAME.csv``, its figure and ``NAME.provenance.json``
-(all at once, under a lock: see ``poslens.run.outputs``)."""
+"""Carry out a run's plan (``poslens.run.plan``): load the models, bind each one's options (its own checks), check its
+memory, run the analysis on each, and write ``NAME.csv``, ``NAME.units.csv`` (where the analysis keeps unit-level
+values), its figure and ``NAME.provenance.json`` all at once, under a lock (``poslens.run.outputs``)."""
 
 from __future__ import annotations
 
@@ -13,26 +14,16 @@ import pandas as pd
 import torch
 
 import figures
-from analyses import get
 from analyses.nan_policy import check_table, nan_columns
+from analyses.units import Tables, concat
 from corpora.niah import NeedleTooLong
 from interp.runtime import memory, parallel
 from interp.runtime.progress import stage
 from poslens.run.outputs import active, under_lock
+from poslens.run.plan import DTYPES, Plan, model_dtype, plan
 from poslens.run.provenance import jsonable, provenance
 
-OUTPUT_SUFFIXES = (".csv", ".html", ".png", ".pdf", ".svg", ".provenance.json")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # --dtype's choices
-
-
-def model_dtype(value) -> torch.dtype | None:
-    """``run_analysis(dtype=)`` / ``--dtype``: None (the models as they load: float32), a name of ``DTYPES``
-    (``"torch."`` allowed before it) or one of their torch dtypes; anything else is a ``ValueError`` naming them."""
-    if value is None or (isinstance(value, torch.dtype) and value in DTYPES.values()):
-        return value
-    if isinstance(value, str) and value.removeprefix("torch.") in DTYPES:
-        return DTYPES[value.removeprefix("torch.")]
-    raise ValueError(f"dtype {value!r}: expected one of {', '.join(DTYPES)}")
+__all__ = ["DTYPES", "Result", "model_dtype", "resolve_models", "run_analysis", "execute"]
 
 
 @dataclass
@@ -41,10 +32,7 @@ class Result:
     table: pd.DataFrame
     files: list[Path]
     figure_height: int | None = None  # the figure's own layout height, for the report
-
-
-def existing_outputs(out_dir: Path, name: str) -> list[Path]:
-    return [out_dir / f"{name}{s}" for s in OUTPUT_SUFFIXES if (out_dir / f"{name}{s}").exists()]
+    units: pd.DataFrame | None = None  # the unit-level values (``NAME.units.csv``), where the analysis keeps them
 
 
 def resolve_models(models, device=None, tokenizer=None, dtype=None) -> list:
@@ -76,86 +64,77 @@ def resolve_models(models, device=None, tokenizer=None, dtype=None) -> list:
 def run_analysis(name: str, models, out_dir, *, options: dict | None = None, seed: int = 0, force: bool = False,
                  formats=None, per_model: dict | None = None, device=None, dtype=None, tokenizer=None,
                  cli: bool = False) -> Result:
-    """Run ``name`` on each model, concatenate the tables, write CSV, figure and provenance.
+    """Run ``name`` on each model, concatenate the tables, write CSV(s), figure and provenance: ``execute(plan(...))``.
 
     ``per_model`` maps a model name to options that replace ``options`` for that model only; ``formats`` are
     the figure's (``figures.save``; default HTML plus PDF and PNG where a browser is found). ``dtype``
     (``"float32"``, ``"bfloat16"``, ``"float16"`` or the torch dtype; default: as loaded, float32) is the precision
-    every model runs in, recorded in provenance (``dtype``, and each model's own). Every model's
-    options are checked and bound (``Analysis.bind``) before the first one runs, and only once (the body then runs on
-    them: ``Analysis.run_bound``); provenance records the values used, and
-    user documents by their input file's path, size and sha256 (or a hash of texts given in Python).
-    ``tokenizer`` (a directory or model holding one) is given to models loaded without one. ``cli`` names
+    every model runs in, recorded in provenance (``dtype``, and each model's own). The options are checked once, before
+    any model loads (``poslens.run.plan``), and every model's are bound before the first one runs; provenance records
+    the values used, and user documents by their input file's path, size and sha256 (or a hash of texts given in
+    Python). ``tokenizer`` (a directory or model holding one) is given to models loaded without one. ``cli`` names
     options by their flags in errors.
 
     The whole call holds the lock ``out_dir/.NAME.lock`` (a concurrent run into the same folder is refused);
     every file is written aside and renamed into place only once all succeeded, so a failed run changes nothing.
     """
-    analysis = get(name)
-    dtype = model_dtype(dtype)  # before anything loads
-    figures.resolve_formats(formats)
-    out_dir = Path(out_dir)
-    clash = existing_outputs(out_dir, name)
-    if clash and not force and parallel.writes_outputs():
-        raise FileExistsError(f"{out_dir} already holds results of '{name}' ({', '.join(p.name for p in clash)}); "
-                              "pass --force to overwrite them")
-    kwargs = dict(options or {})
-    if analysis.seeded:
-        kwargs["seed"] = seed
-    names = [m if isinstance(m, str) else getattr(m, "model_name", "") for m in models]
-    label = (lambda opt: opt.flag) if cli else None
-    for given in names:  # keywords it does not take, values that contradict each other: before any model loads
-        analysis.check_options({**kwargs, **(per_model or {}).get(given, {})}, label=label)
-    target = parallel.device_for(device)
-    for given in models:  # before any weights load, where the config can be read alone
-        config = memory.config_before_load(given)
-        if config is not None:
-            config = {**config, "torch_dtype": str(dtype or torch.float32).removeprefix("torch.")}  # as it will load
-            memory.check_run(analysis, {**kwargs, **(per_model or {}).get(given, {})}, config=config, device=target,
-                             name=str(given))
-    loaded = resolve_models(models, target, tokenizer, dtype)
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    bound = [analysis.bind(model, {**kwargs, **(per_model or {}).get(given, {})}, label=label)
-             for given, model in zip(names, loaded)]
+    return execute(plan(name, models, out_dir, options=options, per_model=per_model, seed=seed, force=force,
+                        formats=formats, device=device, dtype=dtype, tokenizer=tokenizer, cli=cli))
+
+
+def execute(p: Plan) -> Result:
+    """Load, bind, check memory, run, write (inside ``run_analysis``' lock)."""
+    loaded = resolve_models(p.models, p.device, p.tokenizer, p.dtype)
+    torch.manual_seed(p.seed)
+    np.random.seed(p.seed)
+    bound = [p.analysis.bind_checked(model, these, label=p.label) for model, these in zip(loaded, p.options)]
     for model, these in zip(loaded, bound):  # loaded: before any of them runs
-        memory.check_run(analysis, these, model=model, device=model.device)
-    tables, used = [], {}
+        run = p.analysis.workload(these, int(model.max_seq_len))
+        if run is not None:
+            memory.check_run(run, model=model, device=model.device, what=f"{p.name} on {model.model_name}")
+    results = []
     for model, these in zip(loaded, bound):
-        used[model.model_name] = these
         try:
-            with stage(f"{name} on {model.model_name}"):
-                tables.append(parallel.call(analysis.run_bound, model, these))
+            with stage(f"{p.name} on {model.model_name}"):
+                results.append(parallel.call(p.analysis.run_bound, model, these))
         except NeedleTooLong as err:
-            raise _needle_option(err, analysis, these, model, label) from None
+            raise _needle_option(err, p.analysis, these, model, p.label) from None
+    tables = concat(results)
     if not parallel.writes_outputs():  # torchrun ranks > 0 and --shard I/N processes write nothing
-        return Result(name, pd.concat([t for t in tables if t is not None] or [pd.DataFrame()], ignore_index=True), [])
-    table = pd.concat(tables, ignore_index=True)
-    check_table(table, name, nan_columns(analysis.function))  # NaN / inf only where the analysis gives it a meaning
+        return Result(p.name, tables.table, [], units=tables.units)
+    return _write(p, loaded, bound, tables)
+
+
+def _write(p: Plan, loaded: list, bound: list[dict], tables: Tables) -> Result:
+    name, table = p.name, tables.table
+    check_table(table, name, nan_columns(p.analysis.function))  # NaN / inf only where the analysis gives it a meaning
     staged = active().staging
     csv = staged / f"{name}.csv"
     table.to_csv(csv, index=False)
-    fig = figures.render(name, table)
-    files = [csv] + figures.save(fig, staged / name, formats=formats)
-    first = bound[0]
-    arguments = _arguments(analysis, first)
-    differ = {m: _arguments(analysis, o) for m, o in used.items() if o != first}
+    files = [csv]
+    if tables.units is not None and len(tables.units):
+        files.append(staged / f"{name}.units.csv")
+        tables.units.to_csv(files[-1], index=False)
+    fig = figures.render(name, table, units=tables.units)
+    files += figures.save(fig, staged / name, formats=p.formats)
+    arguments = _arguments(p.analysis, bound[0])
+    differ = {m.model_name: _arguments(p.analysis, o) for m, o in zip(loaded, bound) if o != bound[0]}
     if differ:
         arguments["per_model"] = differ
-    record = provenance(name, loaded, arguments, seed, [p.name for p in files])
-    record["dtype"] = str(dtype).removeprefix("torch.") if dtype is not None else None  # asked for; None: as loaded
+    record = provenance(name, loaded, arguments, p.seed, [f.name for f in files])
+    record["dtype"] = str(p.dtype).removeprefix("torch.") if p.dtype is not None else None  # asked for; None: as loaded
     if parallel.describe():
         record["parallel"] = parallel.describe()
     prov = staged / f"{name}.provenance.json"
     prov.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return Result(name, table, active().commit(files + [prov], replaces=clash), fig.layout.height)
+    return Result(name, table, active().commit(files + [prov], replaces=list(p.replaces)), fig.layout.height,
+                  tables.units)
 
 
 def _needle_option(err, analysis, bound: dict, model, label) -> Exception:
     """NIAH prompts too short for the needle, as an error naming the option that set their length."""
     from analyses.registry import OptionError
 
-    label = label or (lambda opt: opt.name)
     hits = [o for o in analysis.options if isinstance(bound.get(o.name), int) and bound[o.name] == err.context_tokens
             or isinstance(bound.get(o.name), tuple) and err.context_tokens in bound[o.name]]
     hits.sort(key=lambda o: ("niah" not in o.name, "length" not in o.name))

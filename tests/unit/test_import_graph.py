@@ -3,14 +3,16 @@ between modules, and no package importing from a layer above its own.
 
 The layers, lowest first (a package imports only from its own layer and those below):
 
-0. ``interp``: hooked models, their loaders, hooks, interventions, the run infrastructure;
-1. ``corpora``: documents, windows and prompts (tokenised by ``interp``'s tokenizers);
-2. ``probes``: probes over ``interp`` activations of ``corpora`` windows;
-3. ``analyses``: the analyses (``@analysis``), over the three below;
-4. ``figures``: a figure per analysis, drawn from its table alone (no analysis code is imported: the table is enough);
-X
-   ``poslens.viewer``, ``poslens.train``);
-6. ``bench``: benchmarks of all of the above.
+0. ``stats``: intervals over unit-level values (numpy and scipy only);
+1. ``interp``: hooked models, their loaders, hooks, interventions, the run infrastructure (``interp.runtime``);
+2. ``corpora``: documents, windows and prompts (tokenised by ``interp``'s tokenizers);
+3. ``probes``: probes over ``interp`` activations of ``corpora`` windows;
+4. ``analyses``: the analyses (``@analysis``), over the three below;
+5. ``figures``: a figure per analysis, drawn from its tables alone (no analysis code is imported: the tables are
+   enough);
+6. ``poslens``: the application (command line, runs and their outputs, the main job, known results, the viewer,
+   training);
+7. ``bench``: benchmarks of all of the above.
 
 A package's ``__init__`` that imports its own submodules (a registry whose entries import it back, as
 ``interp.interventions`` does) is one unit, not a circle.
@@ -24,7 +26,7 @@ import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("interp", "corpora", "probes", "analyses", "figures", "poslens", "bench")
+LAYERS = ("stats", "interp", "corpora", "probes", "analyses", "figures", "poslens", "bench")
 
 
 def _modules() -> dict[str, Path]:

@@ -38,7 +38,7 @@ def test_every_claim_quotes_a_place_and_the_papers_numbers():
 def _induction_csv(folder, smol, gemma, wiki=(0.9, 0.8, 0.85, 0.95), units=True):
     """Two models of 3 x 4 heads; head L2H1's per-sequence prefix-matching scores are ``smol`` / ``gemma``, head L0H2's
     previous-token scores on text ``wiki``; every other head 0.01."""
-    rows = []
+    rows, kept = [], []
     for model, best in (("smollm2", smol), ("gemma3-270m", gemma)):
         for layer in range(3):
             for head in range(4):
@@ -48,14 +48,18 @@ def _induction_csv(folder, smol, gemma, wiki=(0.9, 0.8, 0.85, 0.95), units=True)
                            previous_token_score=np.mean(prev), first_copy_loss=12.0, second_copy_loss=2.0, half=64,
                            n_docs=len(best), start_token=True)
                 if units:
-                    row |= dict(wiki_previous_token_score=np.mean(prev), n_wiki=len(prev),
-                                induction_per_sequence=";".join(map(str, ind)),
-                                previous_per_sequence=";".join(map(str, prev)),
-                                wiki_previous_per_sequence=";".join(map(str, prev)),
-                                first_copy_loss_per_sequence=";".join(["12.0"] * len(best)),
-                                second_copy_loss_per_sequence=";".join(["2.0"] * len(best)))
+                    row |= dict(wiki_previous_token_score=np.mean(prev), n_wiki=len(prev))
+                    kept += [dict(model=model, measure=measure, layer=layer, head=head, unit=i, value=v)
+                             for measure, values in (("induction", ind), ("previous", prev), ("wiki_previous", prev))
+                             for i, v in enumerate(values)]
                 rows.append(row)
+        kept += [dict(model=model, measure=measure, unit=i, value=v) for measure, v in
+                 (("first_copy_loss", 12.0), ("second_copy_loss", 2.0)) for i in range(len(best))] if units else []
     pd.DataFrame(rows).to_csv(folder / "induction.csv", index=False)
+    (folder / "induction.units.csv").unlink(missing_ok=True)
+    if kept:
+        pd.DataFrame(kept, columns=["model", "measure", "layer", "head", "unit", "value"]).to_csv(
+            folder / "induction.units.csv", index=False)
 
 
 def _claim(name):
@@ -95,22 +99,24 @@ def _sink_csv(folder, rates: dict, n: int = 100, layers: int = 4, heads: int = 4
     """Gu-estimator rows with unit-level values: ``rates[(model, input, start_token, length)]`` is the share of sink
     heads (a number, or one per layer), spread evenly over ``n`` sequences x heads (so the per-sequence rates barely
     vary: a tight interval unless ``n`` is small); ``sink_2`` is 1 - rate in the start-second condition."""
-    rows = []
+    rows, kept = [], []
     for (model, inp, start, length), rate in rates.items():
         per_layer = rate if isinstance(rate, (list, tuple)) else [rate] * layers
         for layer, p in enumerate(per_layer):
             for head in range(heads):
                 ind = [int(((s * heads + head) * 0.6180339887) % 1.0 < p) for s in range(n)]
                 two = [1 - x for x in ind] if inp == "start-second" else [0] * n
-                row = dict(model=model, estimator="gu", input=inp, start_token=start, length=length, layer=layer,
-                           head=head, depth=layer / layers, sink_share=np.mean(ind), alpha_1=p, first_token_mass=p,
-                           epsilon=0.3, n_docs=n, sink_2_share=np.mean(two), alpha_2=0.0,
-                           key_window=(windows or {}).get((model, layer), 0), start_text="<s>")
-                if unit_level:
-                    row |= dict(sink_by_sequence="b" + "".join(map(str, ind)),
-                                sink_2_by_sequence="b" + "".join(map(str, two)))
-                rows.append(row)
+                rows.append(dict(model=model, estimator="gu", input=inp, start_token=start, length=length,
+                                 layer=layer, head=head, depth=layer / layers, sink_share=np.mean(ind), alpha_1=p,
+                                 first_token_mass=p, epsilon=0.3, n_docs=n, sink_2_share=np.mean(two), alpha_2=0.0,
+                                 key_window=(windows or {}).get((model, layer), 0), start_text="<s>"))
+                kept += [dict(model=model, measure=measure, input=inp, start_token=start, length=length, layer=layer,
+                              head=head, unit=s, value=float(v)) for measure, values in (("sink", ind), ("sink_2", two))
+                         for s, v in enumerate(values)] if unit_level else []
     pd.DataFrame(rows).to_csv(folder / "sink-rate.csv", index=False)
+    (folder / "sink-rate.units.csv").unlink(missing_ok=True)
+    if kept:
+        pd.DataFrame(kept).to_csv(folder / "sink-rate.units.csv", index=False)
 
 
 def _table1_rates(smol, gemma, n=100):
@@ -259,7 +265,7 @@ def test_pct_and_head_names():
 def _rope_csv(folder, q_low, k_low=(3.0, 3.1, 2.9, 3.2), layers=4):
     """Bands rows of 4 bands (band 3 the lowest frequency) and per-context quarter norms: the highest quarter's norm
     is 1 in every context, the lowest's ``q_low`` / ``k_low`` (one value per context) in every layer."""
-    rows = []
+    rows, kept = [], []
     for model in ("smollm2", "gemma3-270m"):
         for layer in range(layers):
             for band, freq in enumerate([1.0, 0.5, 0.1, 0.01]):
@@ -268,11 +274,12 @@ def _rope_csv(folder, q_low, k_low=(3.0, 3.1, 2.9, 3.2), layers=4):
                                  k_norm=float(np.mean(k_low)) if freq == 0.01 else 1.0, poslens_logit_share=0.25,
                                  length=512, n_docs=len(q_low)))
             for c, (q, k) in enumerate(zip(q_low, k_low)):
-                rows.append(dict(model=model, part="contexts", layer=layer, context=c, quarter="lowest", q_norm=q,
-                                 k_norm=k))
-                rows.append(dict(model=model, part="contexts", layer=layer, context=c, quarter="highest",
-                                 q_norm=1.0, k_norm=1.0))
+                for quarter, qn, kn in (("lowest", q, k), ("highest", 1.0, 1.0)):
+                    kept += [dict(model=model, measure="q_norm", layer=layer, quarter=quarter, unit=c, value=qn),
+                             dict(model=model, measure="k_norm", layer=layer, quarter=quarter, unit=c, value=kn)]
     pd.DataFrame(rows).to_csv(folder / "rope-frequencies.csv", index=False)
+    pd.DataFrame(kept, columns=["model", "measure", "condition", "length", "layer", "quarter", "unit", "value"]) \
+        .to_csv(folder / "rope-frequencies.units.csv", index=False)
 
 
 def test_rotary_verdict_reads_queries_and_keys_per_layer_with_intervals(tmp_path):
@@ -294,7 +301,7 @@ def _retrieval_csv(folder, n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, 
                    n_masking=16):
     """``n_retrieval`` heads hit 0.5 of the needle on every prompt; ``borderline`` more hit 0.2 on every other prompt
     (score 0.1: above the threshold on about half the resamples); NIAH accuracies over ``n_masking`` prompts."""
-    rows = []
+    rows, kept = [], []
     for model in ("smollm2", "gemma3-270m"):
         for h in range(heads):
             score = 0.5 if h < n_retrieval else 0.1 if h < n_retrieval + borderline else 0.0
@@ -302,13 +309,11 @@ def _retrieval_csv(folder, n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, 
                              retrieval_score=score, is_retrieval=score > 0.1, n_counted=prompts, n_scored=prompts,
                              niah_prompts=n_masking, length=512))
         for p in range(prompts):
-            rows.append(dict(model=model, score="wu", masking="query", part="prompts", prompt=p,
-                             needle_depth=p / (prompts - 1), recall=1.0, counted=True))
-            for h in range(n_retrieval + borderline):
-                hit = 0.5 if h < n_retrieval else 0.2 if p % 2 == 0 else 0.0
-                if hit:
-                    rows.append(dict(model=model, score="wu", masking="query", part="hits", prompt=p,
-                                     layer=h // 10, head=h % 10, retrieval_score=hit))
+            kept += [dict(model=model, measure=m, unit=p, value=v)
+                     for m, v in (("needle_depth", p / (prompts - 1)), ("recall", 1.0), ("counted", 1.0))]
+            for h in range(heads):
+                hit = 0.5 if h < n_retrieval else 0.2 if h < n_retrieval + borderline and p % 2 == 0 else 0.0
+                kept.append(dict(model=model, measure="hits", layer=h // 10, head=h % 10, unit=p, value=hit))
         rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="none", k=0,
                          niah_accuracy=1.0, heads=""))
         for k in (2, 5, 10):
@@ -321,6 +326,8 @@ def _retrieval_csv(folder, n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, 
     df = pd.DataFrame(rows)
     df["niah_prompts"], df["length"] = n_masking, 512
     df.to_csv(folder / "retrieval-heads.csv", index=False)
+    pd.DataFrame(kept, columns=["model", "measure", "layer", "head", "unit", "value"]).to_csv(
+        folder / "retrieval-heads.units.csv", index=False)
 
 
 def test_retrieval_share_is_judged_by_its_interval_over_prompts(tmp_path):
@@ -358,7 +365,7 @@ def test_masking_verdict_reads_binomial_intervals_at_the_number_of_retrieval_hea
 def _stream_csv(folder, gains, control=0.0, recovered=None):
     """16 buckets of a stream: window loss 3.0; 4 sinks' loss 3.0 - gain (the first bucket's gain 0: the cache is
     not full); the no-start-token control's sinks gain ``control``."""
-    rows = []
+    rows, kept = [], []
     for model in ("smollm2", "gemma3-270m"):
         base = dict(model=model, setting="streaming", stream_tokens=16 * 512, trained_length=4096,
                     recompute_stride=64, cache_size=1024)
@@ -377,11 +384,13 @@ def _stream_csv(folder, gains, control=0.0, recovered=None):
             noise = 0.05 * ((i % 5) - 2)
             for condition, loss in (("window", 3.5 + noise), ("window + 4 sinks", 3.5 - recovered + noise),
                                     ("re-computation, start token first", 2.5 + noise)):
-                rows.append(dict(base, part="tokens", condition=condition, bucket="one re-computed token",
-                                 token=64 * (i + 1), loss=loss))
-    df = pd.DataFrame(rows)
-    df["part"] = df["part"].fillna("stream") if "part" in df else "stream"
-    df.to_csv(folder / "attention-window.csv", index=False)
+                kept.append(dict(model=model, measure="loss", condition=condition, start_token=True,
+                                 unit=64 * (i + 1), value=loss))
+    pd.DataFrame(rows).assign(part="stream").to_csv(folder / "attention-window.csv", index=False)
+    (folder / "attention-window.units.csv").unlink(missing_ok=True)
+    if kept:
+        pd.DataFrame(kept, columns=["model", "measure", "condition", "sinks", "cache_size", "start_token", "unit",
+                                    "value"]).to_csv(folder / "attention-window.units.csv", index=False)
 
 
 def test_streaming_verdict_reads_the_gain_in_every_bucket_and_shows_the_control(tmp_path):

@@ -9,7 +9,7 @@ import threading
 import pandas as pd
 import pytest
 
-import poslens.run.execute
+import poslens.run.plan
 from analyses import get
 from poslens.run.execute import run_analysis
 from poslens.run.outputs import OutputLocked
@@ -29,7 +29,7 @@ def _blocking(monkeypatch, analysis, started, release):
         assert release.wait(30)
         return spec.body(model, **kw)
 
-    monkeypatch.setattr(poslens.run.execute, "get", lambda name: dataclasses.replace(get(name), body=slow))
+    monkeypatch.setattr(poslens.run.plan, "get", lambda name: dataclasses.replace(get(name), body=slow))
 
 
 def test_two_concurrent_runs_one_wins_the_other_is_refused_naming_the_lock(tmp_path, monkeypatch):
@@ -83,7 +83,7 @@ def test_a_run_that_fails_in_a_new_folder_leaves_no_folder(tmp_path, monkeypatch
     def fails(model, **kw):
         raise ValueError("planted failure")
 
-    monkeypatch.setattr(poslens.run.execute, "get", lambda name: dataclasses.replace(spec, body=fails))
+    monkeypatch.setattr(poslens.run.plan, "get", lambda name: dataclasses.replace(spec, body=fails))
     with pytest.raises(ValueError, match="planted failure"):
         run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "new", formats=("html",))
     assert not (tmp_path / "new").exists()

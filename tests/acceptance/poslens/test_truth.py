@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-import poslens.run.execute
+import poslens.run.plan
 from analyses import all_analyses, get
 from analyses.nan_policy import check_table, may_be_nan, nan_columns
 from interp.loading import load, save
@@ -63,7 +63,7 @@ def test_a_table_with_nan_in_an_undeclared_column_is_not_written(tmp_path, monke
         df.loc[df.index[2], "mean"] = np.nan
         return df
 
-    monkeypatch.setattr(poslens.run.execute, "get", lambda name: dataclasses.replace(spec, body=poisoned))
+    monkeypatch.setattr(poslens.run.plan, "get", lambda name: dataclasses.replace(spec, body=poisoned))
     with pytest.raises(ValueError, match=r"byte-increments: column 'mean' holds NaN/inf in 1 of \d+ rows "
                                          r"\(row 2: model=tiny-shared"):
         run_analysis("byte-increments", [tiny_model("shared")], tmp_path / "out", formats=("html",))

@@ -5,6 +5,7 @@ that belong to one setting refused in the other."""
 import numpy as np
 import pytest
 
+from analyses import get
 from analyses.attention_window import attention_window, buckets, stream_ids, without_start
 from interp.loading import load
 from interp.streaming import recomputed_nll, stream_nll
@@ -16,9 +17,20 @@ def rope_small():
 
 
 @pytest.fixture(scope="module")
-def table(rope_small):
-    return attention_window(rope_small, setting="streaming", stream_tokens=1500, cache_size=128, sinks=(0, 4),
-                            n_buckets=5, dense_tokens=1200, recompute_stride=50, control=True)
+def tables(rope_small):
+    return get("attention-window").tables(rope_small, setting="streaming", stream_tokens=1500, cache_size=128,
+                                          sinks=(0, 4), n_buckets=5, dense_tokens=1200, recompute_stride=50,
+                                          control=True)
+
+
+@pytest.fixture(scope="module")
+def table(tables):
+    return tables.table
+
+
+@pytest.fixture(scope="module")
+def units(tables):
+    return tables.units
 
 
 def _row(df, condition, bucket):
@@ -51,7 +63,7 @@ def test_the_table_is_the_mean_of_each_tokens_loss_along_the_stream(rope_small, 
         and table.loc[table["condition"] == "dense", "cache_size"].isna().all()
 
 
-def test_re_computation_with_the_start_token_and_each_re_computed_tokens_loss_are_kept(rope_small, table):
+def test_re_computation_with_the_start_token_and_each_re_computed_tokens_loss_are_kept(rope_small, table, units):
     ids = stream_ids(rope_small, 1500, seed=0)
     targets = np.arange(50, 1500, 50)
     start = recomputed_nll(rope_small, ids, 129, targets, prefix=[ids[0]])
@@ -69,12 +81,11 @@ def test_re_computation_with_the_start_token_and_each_re_computed_tokens_loss_ar
             logits = last_logits(rope_small, seen[None]).float()
         want = float(torch.nn.functional.cross_entropy(logits, tokens[g:g + 1]))
         assert got == pytest.approx(want, rel=1e-6)
-    units = table[table["part"] == "tokens"]
     window = stream_nll(rope_small, ids, 128, 4)
-    mine = units[units["condition"] == "window + 4 sinks"].sort_values("token")
-    np.testing.assert_allclose(mine["token"], targets)
-    assert (units["bucket"] == "one re-computed token").all() and units["position"].isna().all()
-    np.testing.assert_allclose(mine["loss"], window[targets - 1], rtol=1e-9)
+    mine = units[units["condition"] == "window + 4 sinks"].sort_values("unit")
+    np.testing.assert_allclose(mine["unit"], targets)
+    assert set(table["part"]) == {"stream"} and (units["measure"] == "loss").all()
+    np.testing.assert_allclose(mine["value"], window[targets - 1], rtol=1e-9)
     assert set(units["condition"]) >= {"re-computation", "re-computation, start token first", "window",
                                        "window + 4 sinks, no start token"}
 

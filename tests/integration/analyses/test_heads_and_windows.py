@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from analyses import get
 from analyses.attention_window import attention_window, buckets
 from analyses.retrieval_heads import random_same_layers, retrieval_heads
 from analyses.rope_frequencies import rope_frequencies
@@ -69,24 +70,25 @@ def test_rope_frequencies_effects_per_context_and_at_a_longer_length_are_the_mod
     from interp import interventions
 
     model = _only_band(_llama(tmp_path, "long"), band=1)
-    df = rope_frequencies(model, n_docs=2, length=48, max_rows=0, niah_prompts=0, long_length=120, long_docs=2)
-    units = df[df["part"] == "context_effects"]
+    df, kept = get("rope-frequencies").tables(model, n_docs=2, length=48, max_rows=0, niah_prompts=0,
+                                              long_length=120, long_docs=2)
+    units = kept[kept["measure"] == "loss"]
     assert sorted(units.groupby("length").size().items()) == [(48, 10), (120, 10)]  # 2 contexts x 5 conditions each
     longs = [w.ids for w in analysis_windows(model, "rope-frequencies", length=120, n_docs=2, seed=1)]
     for condition in ("none", "zero-highest", "unrotate-highest"):
         with interventions.applied(model, *interventions_for(condition, 0.25)):
             with torch.no_grad():
                 direct = [float(model(torch.tensor([ids]), return_type="loss")) for ids in longs]
-        got = units[(units["length"] == 120) & (units["condition"] == condition)].sort_values("context")["loss"]
+        got = units[(units["length"] == 120) & (units["condition"] == condition)].sort_values("unit")["value"]
         np.testing.assert_allclose(got.to_numpy(), direct, rtol=1e-5)
         pooled = df[(df["part"] == "long_effects") & (df["condition"] == condition)]
         assert len(pooled) == 1 and int(pooled["length"].iloc[0]) == 120
         assert float(pooled["loss"].iloc[0]) == pytest.approx(np.mean(direct), rel=1e-5)  # equal lengths: plain mean
-    short = units[units["length"] == 48].pivot_table(index="context", columns="condition", values="loss")
+    short = units[units["length"] == 48].pivot_table(index="unit", columns="condition", values="value")
     eff = df[df["part"] == "effects"].set_index("condition")["loss"]
     np.testing.assert_allclose(eff[short.columns].to_numpy(), short.mean().to_numpy(), rtol=1e-6)
     assert (df[df["part"] == "bands"]["q_norm"] > 0).any() and int(df["long_docs"].iloc[0]) == 2
-    assert units["positional_heads"].between(0, 1).all()
+    assert kept[kept["measure"] == "positional_heads"]["value"].between(0, 1).all()
     from figures.rope_frequencies import figure  # the longer length's loss changes drawn too, as open markers
 
     fig = figure(df)
@@ -119,7 +121,7 @@ def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
         model.add_hook(f"blocks.{layer}.attn.hook_q", planted(a))
         model.add_hook(f"blocks.{layer}.attn.hook_k", planted(b))
     n = 48
-    df = rope_frequencies(model, n_docs=2, length=n, max_rows=40, niah_prompts=0)
+    df, units = get("rope-frequencies").tables(model, n_docs=2, length=n, max_rows=40, niah_prompts=0)
     bands = df[(df["part"] == "bands") & (df["layer"] == 1)]
     rows = np.unique(np.linspace(1, n - 1, 40).round()).astype(int)
     order = spec.by_frequency().tolist()
@@ -136,7 +138,7 @@ def test_band_norms_and_logit_shares_of_planted_queries_and_keys(tmp_path):
         term = want_q * want_k * m[order]
         np.testing.assert_allclose(got["poslens_logit_share"].sort_index(), term / term.sum(), rtol=1e-4)
     # the unit values: each context's quarter norms, the mean over the quarter's bands and the layer's heads
-    ctx = df[(df["part"] == "contexts") & (df["layer"] == 1)].set_index(["quarter", "context"])
+    ctx = units[units["layer"] == 1].pivot_table(index=["quarter", "unit"], columns="measure", values="value")
     q = max(1, n_bands // 4)
     kv_of = [h // rep for h in range(heads)]
     for quarter, chosen in (("lowest", order[-q:]), ("highest", order[:q])):
@@ -289,18 +291,20 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
         return pattern
 
     model.add_hook("blocks.1.attn.hook_pattern", copier)
-    df = retrieval_heads(model, n_docs=4, niah_prompts=1, length=320, shares=(0.1,), n_random=1)
+    df, units = get("retrieval-heads").tables(model, n_docs=4, niah_prompts=1, length=320, shares=(0.1,),
+                                              n_random=1)
     heads = df[df["part"] == "heads"].set_index(["layer", "head"])
     assert set(df["score"]) == {"wu"} and set(df["masking"]) == {"query"}
     assert heads.loc[(1, 3), "retrieval_score"] == pytest.approx(3 / 7, rel=1e-12)
     assert bool(heads.loc[(1, 3), "is_retrieval"])
     assert int(df["n_counted"].iloc[0]) == 3 and int(df["n_scored"].iloc[0]) == 4
-    # the unit values: one row per prompt, the planted head's hits on each counted prompt, the score recomputed
-    from analyses.retrieval_heads import prompt_scores
+    # the unit values: the planted head's hits on each of the 4 prompts, 3 counted, the score recomputed from them
+    from stats.units import matrix
 
-    hits, counted = prompt_scores(df)
-    assert hits.shape[0] == 4 and counted.sum() == 3
-    assert len(df[df["part"] == "prompts"]) == 4
+    hits = matrix(units, "hits", by=("layer", "head"))
+    counted = matrix(units, "counted").astype(bool)
+    assert hits.shape == (4, model.n_layers, model.n_heads) and counted.sum() == 3
+    assert set(df["part"]) == {"heads", "masking"}
     recomputed = hits[counted].sum(0) / counted.sum()
     np.testing.assert_allclose(recomputed, heads.sort_index()["retrieval_score"].to_numpy().reshape(hits.shape[1:]),
                                rtol=1e-12)

@@ -50,18 +50,19 @@ def test_planted_induction_and_previous_token_heads_are_recovered(model):
 
 
 def test_unit_values_are_kept_per_sequence_and_text_reads_the_previous_token_head(model):
-    from analyses.induction import per_sequence
+    from analyses import get
+    from stats.units import matrix
 
     _plant(model, 0, 3, lambda q, n: _one_hot(q, n, q - 1))
-    df = induction(model, half=HALF, n_docs=3)
-    for score, units in (("induction_score", "induction_per_sequence"),
-                         ("previous_token_score", "previous_per_sequence"),
-                         ("wiki_previous_token_score", "wiki_previous_per_sequence")):
-        values = per_sequence(df, units)
-        assert values.shape == (len(df), 3)
-        np.testing.assert_allclose(values.mean(1), df[score], atol=1e-5)
-    loss = per_sequence(df.head(1), "second_copy_loss_per_sequence")
-    assert loss.mean() == pytest.approx(df["second_copy_loss"].iloc[0], abs=1e-4)
+    df, units = get("induction").tables(model, half=HALF, n_docs=3)
+    assert not df.map(lambda v: isinstance(v, str) and ";" in v).any().any()  # no per-unit strings in a cell
+    for score, measure in (("induction_score", "induction"), ("previous_token_score", "previous"),
+                           ("wiki_previous_token_score", "wiki_previous")):
+        values = matrix(units, measure, by=("layer", "head"), model=model.model_name)
+        assert values.shape == (3, model.n_layers, model.n_heads)
+        np.testing.assert_allclose(values.mean(0).ravel(), df.sort_values(["layer", "head"])[score], atol=1e-12)
+    loss = matrix(units, "second_copy_loss", model=model.model_name)
+    assert loss.shape == (3,) and loss.mean() == pytest.approx(df["second_copy_loss"].iloc[0], abs=1e-12)
     d = df.set_index(["layer", "head"])
     assert d.loc[(0, 3), "wiki_previous_token_score"] == pytest.approx(1.0)  # on text as on random tokens
     assert d.drop([(0, 3)])["wiki_previous_token_score"].max() < 0.9
@@ -189,27 +190,34 @@ def test_options_that_do_not_fit_are_refused_by_name(model):
 
 def test_planted_second_token_sink_unit_values_and_new_conditions(model):
     """A head planted to attend to key 1 (position 2) is Sink_2 and not Sink_1 in every condition; the per-sequence
-    strings average to the per-head shares; the repeat and start-second conditions are built as stated."""
-    from analyses.sink_rate import CONDITIONS, _contexts, sequence_rates
+    indicators average to the per-head shares; the repeat and start-second conditions are built as stated."""
+    from analyses import get
+    from analyses.sink_rate import CONDITIONS, _contexts
     from corpora.random_tokens import start_token
+    from stats.units import matrix
 
     _plant(model, 1, 1, lambda q, n: _one_hot(q, n, torch.clamp(q, max=1)))  # every row t >= 1 to key 1
-    df = sink_rate(model, lengths=(32, 64), n_docs=3, conditions=CONDITIONS, long_conditions=("text",))
+    df, units = get("sink-rate").tables(model, lengths=(32, 64), n_docs=3, conditions=CONDITIONS,
+                                        long_conditions=("text",))
     assert set(df[df.length == 32]["input"]) == {"text", "random", "repeat", "start-second"}
     assert set(zip(*df[df.length == 64][["input", "start_token"]].values.T)) == {("text", False)}
     h = df[(df.layer == 1) & (df["head"] == 1)]
     assert (h["sink_2_share"] == 1.0).all() and (h["sink_share"] == 0.0).all()
-    assert h["alpha_2"].to_numpy() == pytest.approx(1.0) and (h["sink_2_by_sequence"] == "b111").all()
+    assert h["alpha_2"].to_numpy() == pytest.approx(1.0)
+    head = units[(units.layer == 1) & (units["head"] == 1)]
+    assert (head[head.measure == "sink_2"]["value"] == 1).all() and (head[head.measure == "sink"]["value"] == 0).all()
     # the unit-level values agree with the per-head shares everywhere
-    for _, g in df.groupby(["input", "start_token", "length"]):
-        units = sequence_rates(g)
-        assert units.shape == (3, len(g))
-        assert units.mean(axis=0) == pytest.approx(g["sink_share"].to_numpy())
-        assert sequence_rates(g, "sink_2_by_sequence").mean(axis=0) == pytest.approx(g["sink_2_share"].to_numpy())
+    for (inp, start, n), g in df.groupby(["input", "start_token", "length"]):
+        g = g.sort_values(["layer", "head"])
+        for measure, share in (("sink", "sink_share"), ("sink_2", "sink_2_share")):
+            x = matrix(units, measure, by=("layer", "head"), input=inp, start_token=start, length=n)
+            assert x.shape == (3, model.n_layers, model.n_heads)
+            assert x.mean(axis=0).ravel() == pytest.approx(g[share].to_numpy())
     bos, built = start_token(model), _contexts(model, 3, 16, 0, None, CONDITIONS)
     assert all(len(set(ids)) == 1 and len(ids) == 16 for ids in built[("repeat", False)])
     assert all(ids[0] == bos and len(set(ids[1:])) == 1 for ids in built[("repeat", True)])
     assert all(ids[1] == bos and ids[0] != bos and len(ids) == 16 for ids in built[("start-second", True)])
     assert [ids[0] for ids in built[("start-second", True)]] == [ids[0] for ids in built[("text", False)]]
     assert set(df["key_window"]) == {0}
-    assert sequence_rates(df.drop(columns=["sink_by_sequence"])) is None
+    assert list(units.columns) == ["model", "measure", "input", "start_token", "length", "layer", "head", "unit",
+                                   "value"]

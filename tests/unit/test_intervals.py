@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analyses.intervals import Interval, binomial, bootstrap, judge
+from stats.intervals import Interval, binomial, bootstrap, judge
 
 
 @pytest.mark.parametrize("k,n", [(0, 16), (3, 56), (9, 56), (56, 56), (74, 100)])
