@@ -99,3 +99,17 @@ def test_input_documents_are_read_by_corpora_user_and_recorded(monkeypatch, tmp_
         assert calls == ["docs.jsonl"] and parsed["n"] == 3 and parsed["documents"][0].text == "x"
     finally:
         registry._REGISTRY.pop("test-input")
+
+
+def test_the_walk_from_poslens_analyze_to_the_csv_checks_the_options_once(tmp_path, monkeypatch):
+    """parse -> plan (every check that needs no model, once) -> execute (bind each model: its own checks only)."""
+    from analyses.registry import Analysis
+
+    calls = []
+    check = Analysis.check_options
+    monkeypatch.setattr(Analysis, "check_options",
+                        lambda self, *a, **k: calls.append(self.name) or check(self, *a, **k))
+    assert main(["analyze", "position-ranges", "--model", "rope-small", "--length", "64", "--n-docs", "1",
+                 "--source", "wiki", "--out", str(tmp_path / "o"), "--format", "html"]) == 0
+    assert calls == ["position-ranges"]
+    assert (tmp_path / "o" / "position-ranges.csv").is_file()

@@ -119,7 +119,7 @@ def test_a_run_that_cannot_fit_is_refused_before_its_weights_load_and_after_load
                          options={"length": 1024})
     assert ran == [] and not (tmp_path / "out2" / "attention-window.csv").exists()
     monkeypatch.setenv("POSLENS_FREE_MEMORY", "4G")
-    assert memory.planned_run(get("rope-frequencies"), {"length": 300}, 1200)["logits"] is False
+    assert get("rope-frequencies").workload({"length": 300}, 1200)["logits"] is False
 
 
 def test_statistics_only_analyses_plan_no_logits_and_the_cli_prints_a_refusal_without_a_traceback(tmp_path, monkeypatch,
@@ -130,8 +130,8 @@ def test_statistics_only_analyses_plan_no_logits_and_the_cli_prints_a_refusal_wi
 
     # Gemma 3 at 32k: 64 GB it never builds
     for name, length in (("along-context", "length"), ("sink-rate", "lengths")):
-        assert memory.planned_run(get(name), {length: 32768}, 32768)["logits"] is False
-    assert memory.planned_run(get("head-profiles"), {}, 1024)["logits"] is True  # its needles are generated
+        assert get(name).workload({length: 32768}, 32768)["logits"] is False
+    assert get("head-profiles").workload({}, 1024)["logits"] is True  # its needles are generated
     write_tiny_hf("llama", tmp_path / "tiny")
     monkeypatch.setenv("POSLENS_FREE_MEMORY", "2M")
     code = main(["analyze", "along-context", "--model", str(tmp_path / "tiny"), "--out", str(tmp_path / "out"),
