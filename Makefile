@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.poslens-installed
 OUT    ?= results
 
-.PHONY: demo test test-unit test-integration test-acceptance docs bench clean-venv
+.PHONY: demo test test-unit test-integration test-acceptance docs bench dist wheel-check clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,13 @@ test-acceptance: $(STAMP)  # the command line, outputs, torchrun, figures, the m
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+dist: $(STAMP)  # the release: dist/poslens-VERSION.tar.gz and dist/poslens-VERSION-py3-none-any.whl
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+
+wheel-check: dist  # the wheel installed in a fresh environment outside the checkout, used as a new user would
+	PYTHON=$(PYTHON) .ci/wheel-check
 
 clean-venv:
 	rm -rf $(VENV)

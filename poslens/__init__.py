@@ -15,9 +15,13 @@ the main job, training). The API reference (``make docs``) documents each.
 """
 
 import importlib
+import importlib.metadata
 from pathlib import Path
 
-__version__ = "0.1.0"
+try:
+    __version__ = importlib.metadata.version("poslens")  # pyproject.toml's, as installed
+except importlib.metadata.PackageNotFoundError:  # a checkout imported without installing it
+    __version__ = "unknown (not installed)"
 
 _EXPORTS = {  # name -> (module, attribute; None: the module itself)
     "load": ("interp.loading", "load"),

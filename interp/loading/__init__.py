@@ -315,7 +315,14 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
     where = res.name or (str(res.path) if res.path is not None else type(res.module).__name__)
     _check_family(res.family or family, family, where)
     place = {"device": device, "dtype": dtype, "device_map": device_map, "max_memory": max_memory}
-    model, fmt = _read(res, family, place)
+    try:
+        model, fmt = _read(res, family, place)
+    except CheckpointError as err:
+        if not res.record.get("converted"):
+            raise
+        from interp.loading.converted import damaged
+
+        raise CheckpointError(damaged(res.path, err)) from None
     _check_family(model.family, family, where)
     if res.record.get("converted"):  # a GGUF read from its de-quantised copy: named and hashed as the GGUF
         gguf = Path(res.record["gguf"])

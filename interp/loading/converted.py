@@ -18,9 +18,11 @@ The cache is ``$POSLENS_CACHE``, else ``$XDG_CACHE_HOME/poslens``, else ``~/.cac
 whole (written aside, then renamed) and holds ``poslens-converted.json`` naming the GGUF's full sha256 and the
 converter (``converter()``: ``CONVERSION``, the transformers and gguf versions that de-quantised it), both of which
 must match for the directory to be used: the converter is part of the directory's name too, so upgrading transformers
-converts again beside the old copy (a process of the old version keeps reading its own). Only safetensors and JSON are
-written, so nothing read from the cache unpickles. Deleting a directory (or the whole cache) is always safe: the next
-load converts again.
+converts again beside the old copy (a process of the old version keeps reading its own). The marker also lists each
+file's size: a copy whose file is missing or truncated is not used but converted again (the cache is derived data), and
+a copy that still cannot be read is named with how to remove it. Only safetensors and JSON are written, so nothing read
+from the cache unpickles. Deleting a directory (or the whole cache) is always safe: the next load converts again. A
+cache path that is not a directory is refused, naming the path and ``POSLENS_CACHE``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,24 @@ def cache_root() -> Path:
         return Path(os.environ["POSLENS_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "poslens"
+
+
+def _usable_root() -> Path:
+    """``cache_root()``, made if missing; a path that is not a directory (or cannot be made) is a ``CheckpointError``
+    naming it and how it was chosen."""
+    root = cache_root()
+    how = ("POSLENS_CACHE" if os.environ.get("POSLENS_CACHE") else
+           "XDG_CACHE_HOME/poslens" if os.environ.get("XDG_CACHE_HOME") else "~/.cache/poslens")
+    bad = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+    if bad is not None:
+        raise CheckpointError(f"poslens' GGUF cache {root} ({how}): {bad} is a file, not a directory; set "
+                              "POSLENS_CACHE to a directory poslens may write its de-quantised copies to")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CheckpointError(f"poslens' GGUF cache {root} ({how}) cannot be made: {err.strerror}; set POSLENS_CACHE "
+                              "to a directory poslens may write to") from None
+    return root
 
 
 def converter() -> dict:
@@ -121,16 +141,17 @@ def converted(name: str, spec: dict) -> Path:
 
 
 def _cached(sha256: str, gguf_in: Callable[[Path], Path], record: dict) -> Path:
+    _usable_root()
     final = cache_directory(sha256)
     if _complete(final, sha256):
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
     try:
         _dequantise(gguf_in(work), work / "hf")
-        (work / "hf" / MARKER).write_text(json.dumps({"gguf_sha256": sha256, "converter": converter(), **record},
-                                                     indent=2) + "\n", encoding="utf-8")
-        if final.exists() and not _complete(final, sha256):  # left incomplete by hand: replaced whole
+        files = {p.name: p.stat().st_size for p in sorted((work / "hf").iterdir()) if p.is_file()}
+        (work / "hf" / MARKER).write_text(json.dumps({"gguf_sha256": sha256, "converter": converter(), **record,
+                                                      "files": files}, indent=2) + "\n", encoding="utf-8")
+        if final.exists() and not _complete(final, sha256):  # left incomplete or damaged: replaced whole
             os.replace(final, work / "stale")
         try:
             os.replace(work / "hf", final)
@@ -147,7 +168,18 @@ def _complete(directory: Path, sha256: str) -> bool:
         found = json.loads((directory / MARKER).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
-    return found.get("gguf_sha256") == sha256 and found.get("converter") == converter()
+    if found.get("gguf_sha256") != sha256 or found.get("converter") != converter():
+        return False
+    try:  # every file whole (a marker written before sizes were recorded lists none)
+        return all((directory / name).stat().st_size == size for name, size in found.get("files", {}).items())
+    except OSError:
+        return False
+
+
+def damaged(directory: Path, err: Exception) -> str:
+    """The message for a cached copy that cannot be read although whole: ``err``, then how to remove it."""
+    return (f"{err} ({directory} is poslens' de-quantised copy of a GGUF file, derived data: delete that directory, "
+            "e.g. `rm -r` it, and the next load converts the GGUF again)")
 
 
 def marker(directory: Path) -> dict | None:

@@ -100,7 +100,10 @@ def cmd_train(args) -> int:
 def build_parser(argv=None) -> argparse.ArgumentParser:
     """The whole command line. Recipes (which import torch) are listed only when the command is ``train``."""
     argv = sys.argv[1:] if argv is None else argv
+    import poslens
+
     p = Parser(prog="poslens", description=__doc__)
+    p.add_argument("--version", action="version", version=f"poslens {poslens.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("models", help="list the models loadable by name")

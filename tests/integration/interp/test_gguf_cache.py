@@ -152,3 +152,38 @@ def test_a_second_process_reads_the_cache_without_converting(cache, tiny):
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == first.source["weights_sha256"]
+
+
+def test_a_truncated_cached_copy_is_converted_again_and_one_that_cannot_be_read_says_how_to_remove_it(cache, tiny,
+                                                                                                       monkeypatch):
+    """The cache is derived data: a copy whose weights file was cut short is converted again from the GGUF at hand;
+    a copy damaged without changing its size is named with the command that removes it."""
+    import interp.loading.converted as converted
+    from interp.loading import CheckpointError, load
+
+    first = load(tiny)
+    weights = Path(first.source["path"]) / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 3])
+    again = load(tiny)
+    assert again.source["path"] == first.source["path"] and weights.read_bytes() == whole
+    assert again.source["weights_sha256"] == first.source["weights_sha256"]
+    weights.write_bytes(b"\0" * len(whole))  # the same size, unreadable
+    monkeypatch.setattr(converted, "_dequantise", lambda *a: pytest.fail("a whole-looking copy was converted"))
+    with pytest.raises(CheckpointError, match=rf"{first.source['path']} is poslens' de-quantised copy of a GGUF "
+                                              r"file, derived data: delete that directory"):
+        load(tiny)
+
+
+@pytest.mark.parametrize("where", ["POSLENS_CACHE", "XDG_CACHE_HOME"])
+def test_a_cache_path_that_is_a_file_is_named_with_the_variable_that_chose_it(where, tiny, tmp_path, monkeypatch):
+    from interp.loading import CheckpointError, load
+
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine\n")
+    monkeypatch.delenv("POSLENS_CACHE", raising=False)
+    monkeypatch.setenv(where, str(taken))
+    with pytest.raises(CheckpointError, match=rf"poslens' GGUF cache {taken}\S* \({where}\S*\): {taken} is a file, "
+                                              r"not a directory; set POSLENS_CACHE"):
+        load(tiny)
+    assert taken.read_text() == "mine\n"
