@@ -34,9 +34,6 @@ import torch
 from bench.report import machine, write_section
 
 FIRST, WINDOWS = (1, 4), (0, 16, 512)
-WANTED = ("first_mass", "self_mass", "previous_mass", "window_mass", "far_mass", "distance_mean", "distance_std",
-          "entropy", "top_key", "top_mass")
-PATHS = {"chunked": WANTED, "fused": ("first_mass", "self_mass", "previous_mass", "window_mass")}
 
 
 class Options:
@@ -44,6 +41,20 @@ class Options:
 
     def __init__(self, first=FIRST, windows=WINDOWS, key_parts=None, n_parts=0):
         self.first, self.windows, self.key_parts, self.n_parts = first, windows, key_parts, n_parts
+
+
+def _declared() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """From the table of statistics (``interp.attention.statistics.DECLARED``): every statistic these options serve,
+    and those of them the forward's own kernel serves (each row's log-sum-exp and a band or value columns)."""
+    from interp.attention.statistics import DECLARED
+
+    given = {"first", "windows"}
+    every = tuple(n for n, s in DECLARED.items() if set(s.needs) <= given)
+    return every, tuple(n for n in every if DECLARED[n].lse_served(Options()))
+
+
+WANTED, FUSED = _declared()
+PATHS = {"chunked": WANTED, "fused": FUSED}
 
 
 def reference_statistics(p: torch.Tensor, options=None, offset: int = 0, wanted=WANTED) -> dict[str, torch.Tensor]:

@@ -1,13 +1,16 @@
 """The one attention every family runs through (``attend``), with hookable scores and pattern that cost nothing unless
 used, and per-head statistics of every query row in the memory of a forward pass.
 
-``attend(q, k, v, causal=, bias=, hook_scores=, hook_pattern=, scale=, softcap=, scores=)`` builds one
+``attend(q, k, v, causal=, bias=, hook_scores=, hook_pattern=, scale=, softcap=, scores=)`` (``dispatch``) builds one
 ``AttentionCall`` (``call``: the inputs, one ``Mask`` that knows causal, bias, key windows and the cache offset, the
-hooks, the statistics request) and runs it through the first backend of the table ``backends.BACKENDS`` that serves it:
-the key window, the materialised (hooked) pattern, the statistics on the CPU flash or CUDA kernels' log-sum-exp, the
-chunked statistics, plain ``scaled_dot_product_attention``. Without hooks no ``[q, k]`` matrix is built.
+hooks, the statistics request, the query rows hooks see: everything a backend reads) and runs it through the first
+backend of the table ``backends.BACKENDS`` that serves it: the key window, the materialised (hooked) pattern, the
+statistics on the CPU flash or CUDA kernels' log-sum-exp, the chunked statistics, plain
+``scaled_dot_product_attention``. Each backend declares the whole condition it serves; ``explain(call)`` says which
+runs a call and why the others do not. Without hooks no ``[q, k]`` matrix is built.
 
-What a forward pass asks of every attention is set by context managers (``context``):
+What a forward pass asks of every attention is set by context managers (``context``), read once per attention into
+its call:
 
 - ``query_rows(idx)``: hooks see ``[batch, head, len(idx), key_pos]`` rows only; the output of those rows is recomputed
   from the (possibly edited) pattern rows and every other row comes from the fused kernel.
@@ -38,7 +41,7 @@ import torch.nn.functional as F  # noqa: F401  (tests spy on F.scaled_dot_produc
 
 from interp.attention.backends import BACKENDS, register
 from interp.attention.budget import CHUNK_BYTES, CHUNK_ROWS, MASK_ROWS, chunk_budget, rows_per_chunk
-from interp.attention.call import AttentionCall, attend, dispatch, recording_calls
+from interp.attention.call import AttentionCall
 from interp.attention.context import (
     KVCache,
     StopForward,
@@ -50,6 +53,7 @@ from interp.attention.context import (
     key_window,
     query_rows,
 )
+from interp.attention.dispatch import attend, choose, dispatch, explain, recording_calls
 from interp.attention.mask import Mask, causal_mask, grouped_matmul, logits
 from interp.attention.mask import key_spans as _key_spans
 from interp.attention.request import (
@@ -63,10 +67,11 @@ from interp.attention.spans import SpanRequest, collecting_spans, model_span_mas
 from interp.attention.statistics import DECLARED, FIRST_GATHERED, STATISTICS, Statistic, part_indicators, reference
 
 __all__ = [
-    "BACKENDS", "CHUNK_BYTES", "CHUNK_ROWS", "DECLARED", "FIRST_GATHERED", "MASK_ROWS", "STATISTICS", "AttentionCall",
-    "KVCache", "Mask", "SpanRequest", "Statistic", "StatisticsRequest", "StopForward", "attend", "causal_mask",
-    "chunk_budget", "collecting_spans", "collecting_statistics", "current_key_windows", "current_kv_cache",
-    "current_query_rows", "current_statistics", "decoding", "dispatch", "forward_statistics", "grouped_matmul",
-    "hooked", "key_window", "logits", "model_span_masses", "model_statistics", "part_indicators", "query_rows",
-    "recording_calls", "reference", "register", "rows_per_chunk", "span_masses", "_key_spans",
+    "AttentionCall", "BACKENDS", "CHUNK_BYTES", "CHUNK_ROWS", "DECLARED", "FIRST_GATHERED", "KVCache", "MASK_ROWS",
+    "Mask", "STATISTICS", "SpanRequest", "Statistic", "StatisticsRequest", "StopForward", "attend", "causal_mask",
+    "choose", "chunk_budget", "collecting_spans", "collecting_statistics", "current_key_windows",
+    "current_kv_cache", "current_query_rows", "current_statistics", "decoding", "dispatch", "explain",
+    "forward_statistics", "grouped_matmul", "hooked", "key_window", "logits", "model_span_masses",
+    "model_statistics", "part_indicators", "query_rows", "recording_calls", "reference", "register",
+    "rows_per_chunk", "span_masses", "_key_spans",
 ]

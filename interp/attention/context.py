@@ -50,7 +50,11 @@ def query_rows(rows):
 
 def current_query_rows(n_queries: int | None = None) -> Tensor | None:
     """The rows set by ``query_rows``, checked against ``n_queries`` query positions when given."""
-    rows = _QUERY_ROWS.get()
+    return checked_rows(_QUERY_ROWS.get(), n_queries)
+
+
+def checked_rows(rows: Tensor | None, n_queries: int | None) -> Tensor | None:
+    """``rows`` (query positions, or None: all), refused where one is past ``n_queries``."""
     if rows is not None and n_queries is not None and int(rows.max()) >= n_queries:
         raise IndexError(f"query_rows asks for query position {int(rows.max())}, but this forward pass has "
                          f"{n_queries} query positions (0..{n_queries - 1})")

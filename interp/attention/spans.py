@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from interp.attention.call import AttentionCall, dispatch
+from interp.attention.call import AttentionCall
+from interp.attention.dispatch import dispatch
 from interp.attention.mask import Mask
 from interp.attention.request import StatisticsRequest, collecting_statistics, model_statistics
 

@@ -1,17 +1,16 @@
-"""The table of attention backends. ``interp.attention.call.dispatch`` runs a call through the first entry whose
-``serves(call)`` holds; a backend is an object with ``name``, ``reads_windows`` (whether it applies ``key_window``
-conditions itself; the others see them folded into the mask), ``serves(call) -> bool`` and ``__call__(call) ->
-output``. A new backend is one entry (``register``). The private torch APIs they call, each with its fallback, live in
-``private``.
+"""The table of attention backends. ``interp.attention.dispatch`` runs a call through the first entry that serves it;
+a backend (``base.Backend``) declares the whole condition it serves (``conditions``), so the order only breaks ties
+(a call two backends serve goes to the earlier, faster one). A new backend is one entry (``register``). The private
+torch APIs they call, each with its fallback, live in ``private``.
 
 | entry | serves | module |
 |---|---|---|
 | ``key_window`` | key windows, no hooks, no statistics: chunks of rows on their window's keys | ``key_window`` |
-| ``materialised`` | hooked scores or pattern (``query_rows``' rows): statistics of the edited rows | ``materialised`` |
-| ``statistics_cpu_flash`` | statistics with a ``band`` or ``columns`` on the CPU flash kernel | ``cpu_flash`` |
+| ``materialised`` | a hooked point (``call.rows`` only): statistics of the edited rows | ``materialised`` |
+| ``statistics_cpu_flash`` | statistics, no hooks, each read off the CPU flash log-sum-exp and a band | ``cpu_flash`` |
 | ``statistics_cuda`` | the same on CUDA's flash / memory-efficient kernels | ``cuda`` |
-| ``chunked`` | any statistics: chunks of rows' float32 patterns | ``chunked`` |
-| ``sdpa`` | everything else: the fused kernel, or the softmax of given scores | ``sdpa`` |
+| ``chunked`` | statistics, no hooks: chunks of rows' float32 patterns | ``chunked`` |
+| ``sdpa`` | no hooks, no statistics: the fused kernel, or the softmax of given scores | ``sdpa`` |
 """
 
 from __future__ import annotations

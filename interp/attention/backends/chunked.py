@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from interp.attention.backends.base import Backend
 from interp.attention.backends.private import softmax_
 from interp.attention.backends.sdpa import fused
 from interp.attention.budget import rows_per_chunk
@@ -21,12 +22,13 @@ def float32(t: Tensor) -> Tensor:
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
-class Chunked:
+class Chunked(Backend):
     name = "chunked"
     reads_windows = False
 
-    def serves(self, call) -> bool:
-        return call.statistics is not None
+    def conditions(self):
+        return [("statistics asked", lambda call: call.statistics is not None),
+                ("no hooked point", lambda call: not call.hooked)]
 
     def __call__(self, call) -> Tensor:
         stats = call.statistics

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp.attention.backends.base import Backend
 from interp.attention.budget import WINDOW_SHARE, rows_per_chunk
 from interp.attention.mask import grouped_matmul, rows_of, window_visible
 
@@ -54,12 +55,14 @@ def windowed(q: Tensor, k: Tensor, v: Tensor, windows, *, causal: bool, bias: Te
     return torch.cat(out, -2)
 
 
-class KeyWindow:
+class KeyWindow(Backend):
     name = "key_window"
     reads_windows = True
 
-    def serves(self, call) -> bool:
-        return bool(call.mask.windows) and not call.hooked and call.statistics is None
+    def conditions(self):
+        return [("key windows", lambda call: bool(call.mask.windows)),
+                ("no hooked point", lambda call: not call.hooked),
+                ("no statistics asked", lambda call: call.statistics is None)]
 
     def __call__(self, call) -> Tensor:
         return windowed(call.q, call.k, call.v, call.mask.windows, causal=call.causal, bias=call.bias,

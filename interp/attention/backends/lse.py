@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp.attention.backends.base import Backend
 from interp.attention.backends.private import LseKernel, float32
 from interp.attention.backends.sdpa import fused
 from interp.attention.budget import rows_per_chunk
@@ -49,7 +50,7 @@ def _band_of(stat: str, request) -> tuple[int, int] | None:
 
 
 @dataclass
-class LseStatistics:
+class LseStatistics(Backend):
     """The statistics backend on one device type: ``kernel`` gives the output and ``L``; ``accepts(q, k, v, mask,
     is_causal, scale)`` says whether it runs these inputs as the forward would (else the chunked backend serves)."""
 
@@ -59,16 +60,19 @@ class LseStatistics:
     accepts: Callable[..., bool] = lambda *args: True
     reads_windows = False
 
-    def serves(self, call) -> bool:
-        stats = call.statistics
-        if stats is None or call.hooked or call.softcap is not None or call.scores is not None:
-            return False
-        if call.q.device.type != self.device_type or call.q.requires_grad or call.k.requires_grad:
-            return False
-        if not all(DECLARED[s].lse_served(stats) for s in stats.wanted):
-            return False
-        mask, is_causal = call.mask.fused(call.q, call.k)
-        return self.accepts(call.q, call.k, call.k, mask, is_causal, call.scale)
+    def conditions(self):
+        def kernel_runs_it(call) -> bool:
+            mask, is_causal = call.mask.fused(call.q, call.k)
+            return self.accepts(call.q, call.k, call.k, mask, is_causal, call.scale)
+
+        return [("statistics asked", lambda call: call.statistics is not None),
+                ("no hooked point", lambda call: not call.hooked),
+                ("no soft-cap and no given scores", lambda call: call.softcap is None and call.scores is None),
+                (f"tensors on {self.device_type}", lambda call: call.q.device.type == self.device_type),
+                ("no gradients", lambda call: not (call.q.requires_grad or call.k.requires_grad)),
+                ("every statistic asked read off each row's log-sum-exp and a band or value columns",
+                 lambda call: all(DECLARED[s].lse_served(call.statistics) for s in call.statistics.wanted)),
+                (f"the {self.name} kernel running this mask as the forward does", kernel_runs_it)]
 
     def __call__(self, call) -> Tensor:
         stats = call.statistics

@@ -7,18 +7,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from interp.attention.backends.base import Backend
 from interp.attention.backends.private import softmax_
 from interp.attention.backends.sdpa import fused, of_scores
-from interp.attention.context import current_query_rows, hooked
+from interp.attention.context import checked_rows, hooked
 from interp.attention.mask import grouped_matmul, logits
 
 
-class Materialised:
+class Materialised(Backend):
     name = "materialised"
     reads_windows = False
 
-    def serves(self, call) -> bool:
-        return call.hooked
+    def conditions(self):
+        return [("a hooked scores or pattern point", lambda call: call.hooked)]
 
     def __call__(self, call) -> Tensor:
         q, k, v = call.q, call.k, call.v
@@ -26,7 +27,7 @@ class Materialised:
         kw = dict(causal=call.causal, bias=call.bias, scale=call.scale)
         if k.shape[1] != q.shape[1]:  # materialised anyway: repeated key heads give a repeating model's bits
             k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // v.shape[1], 1)
-        rows = current_query_rows(n_q)
+        rows = checked_rows(call.rows, n_q)
         sel = torch.arange(n_q, device=q.device) if rows is None else rows.to(q.device)
         s = logits(q if rows is None else q.index_select(-2, sel), k, sel, n_q, softcap=call.softcap,
                    scores=call.scores, **kw)

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from interp.attention.backends.base import Backend
 from interp.attention.budget import CHUNK_ROWS, rows_per_chunk
 from interp.attention.mask import grouped_matmul, key_spans, logits, mask_rows, sdpa_mask
 
@@ -44,12 +45,13 @@ def of_scores(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, bias, scale: flo
                                                softcap=softcap, scores=scores).float(), -1).to(v.dtype), v)
 
 
-class Sdpa:
+class Sdpa(Backend):
     name = "sdpa"
     reads_windows = False
 
-    def serves(self, call) -> bool:
-        return True
+    def conditions(self):
+        return [("no hooked point", lambda call: not call.hooked),
+                ("no statistics asked", lambda call: call.statistics is None)]
 
     def __call__(self, call) -> Tensor:
         if call.scores is None:

@@ -3,7 +3,6 @@ plugged in on the CPU (the CPU flash op, the plain-torch fallback, the CUDA kern
 every line of the CUDA backend but the raw op calls runs here; float32 accumulation of bf16 inputs against float64
 reductions of the same bf16 values; the statistics' declarations; the argument checks; a new backend as one entry."""
 
-import contextlib
 import dataclasses
 import warnings
 
@@ -193,8 +192,9 @@ def test_a_new_backend_is_one_entry_of_the_table(monkeypatch):
     class Spy:
         name, reads_windows = "spy", False
 
-        def serves(self, call):
-            return call.statistics is None and not call.hooked
+        def conditions(self):
+            return [("no statistics asked", lambda call: call.statistics is None),
+                    ("no hooked point", lambda call: not call.hooked)]
 
         def __call__(self, call):
             seen.append(call.mask.causal)
@@ -230,7 +230,7 @@ SOFTCAP_BACKENDS = ("key_window", "materialised", "materialised-rows", "chunked"
 def test_every_backend_soft_caps_the_logits_before_the_mask_as_gemma2(backend, given_scores):
     """``softcap * tanh(s / softcap)`` of ``q . k * scale`` (or of given scores, which replace it), then the mask: the
     output, the scores ``hook_scores`` sees and the statistics, against float64 of the definition."""
-    from interp.attention import AttentionCall, Mask, dispatch, query_rows
+    from interp.attention import AttentionCall, Mask, dispatch
 
     n_q, offset, cap, scale = 30, 3, 2.0, 0.5
     q, k, v, bias = random_attention(11, n_q=n_q, offset=offset, kv=2, d_v=8, bias="float", q_scale=3.0)
@@ -243,12 +243,11 @@ def test_every_backend_soft_caps_the_logits_before_the_mask_as_gemma2(backend, g
     rows = torch.tensor([0, 7, 29]) if backend == "materialised-rows" else None
     call_of = lambda request: AttentionCall(  # noqa: E731
         q, k, v, Mask(True, n_q, n_q + offset, bias, windows), scale, cap, scores, hook_scores,
-        named_hook("blocks.0.attn.hook_pattern"), "blocks.0.attn.hook_pattern", request)
+        named_hook("blocks.0.attn.hook_pattern"), "blocks.0.attn.hook_pattern", request, rows)
     with collecting_statistics(wanted or ("first_mass",), windows=(0, 3)) as request:
         call = call_of(request if wanted else None)
         served = [b.name for b in BACKENDS.values() if b.serves(call if b.reads_windows else call.folded())]
-        with query_rows(rows) if rows is not None else contextlib.nullcontext():
-            z = dispatch(call)
+        z = dispatch(call)
     assert served[0] == {"materialised-rows": "materialised", "lse-declines": "chunked"}.get(backend, backend)
     assert "statistics_cpu_flash" not in served
     pattern, z_ref = eager_attention(q, k, v, causal=True, bias=bias, scale=scale, softcap=cap, windows=windows)

@@ -24,6 +24,9 @@ class Instead:
     def __init__(self, backend, run):
         self.name, self.reads_windows, self.backend, self.run = backend.name, backend.reads_windows, backend, run
 
+    def conditions(self):
+        return self.backend.conditions()
+
     def serves(self, call) -> bool:
         return self.backend.serves(call)
 
