@@ -174,6 +174,12 @@ def write_costs(rows: list[dict]) -> None:
     COSTS_FILE.write_text(text, encoding="utf-8")
 
 
+def read_rows(path: Path) -> list[dict]:
+    """Rows saved from an earlier run: the child's last line (a JSON list), or one JSON row per line (its log)."""
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.startswith(("[{", "{"))]
+    return lines[-1] if isinstance(lines[-1], list) else lines
+
+
 def main(steps: list[str] | None = None, keep: str = "") -> list[dict]:
     """Every step (or ``steps``) in one fresh process; its rows."""
     from poslens.reproduce import main_plan
@@ -194,13 +200,15 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", default=None, help="comma-separated steps of the main job (default: all)")
     p.add_argument("--write", action="store_true", help="rewrite COSTS and the BENCHMARKS.md section")
+    p.add_argument("--rows", type=Path, default=None,
+                   help="the rows of an earlier run (its child's JSON line, or one JSON row a line) instead of running")
     p.add_argument("--keep", default="", help="a folder to keep the steps' outputs in (default: none kept)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
         harness.emit(child(*a.child))
         sys.exit(0)
-    rows = main(a.steps.split(",") if a.steps else None, a.keep)
+    rows = read_rows(a.rows) if a.rows else main(a.steps.split(",") if a.steps else None, a.keep)
     if a.write:
         write_costs(rows)
         write_section("steps", "The main job's steps against their floors", table(rows))
