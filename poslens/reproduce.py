@@ -20,7 +20,7 @@ from interp.atomic import write_text
 from interp.runtime import parallel
 from poslens.known_results.types import KNOWN_FOLDER, STEPS
 from poslens.run.estimate import COSTS, PROBE_MODEL, PROBE_TOKENS, Pace, clock, probe
-from poslens.run.execute import Result, run_analysis
+from poslens.run.execute import Result, run_analysis, sharing_models
 from poslens.run.outputs import Outputs
 from poslens.run.provenance import git_commit
 from poslens.run.summary import summary
@@ -150,6 +150,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         done = []
         commit = git_commit()
         held.enter_context(figures.shared_plotlyjs())  # the report's figures share one plotly.min.js
+        models = held.enter_context(sharing_models())  # a model several steps read is loaded once
         keys = [step_key(s, _options(s, quick), seed, dtype) for s in plan]
         pace = _pace(out, plan, keys, quick, say)
         for i, (step, key) in enumerate(zip(plan, keys), 1):
@@ -163,6 +164,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
                 pace.finished(i - 1, time.time() - t0)
                 if outputs is not None:
                     _write_record(out, step, commit, key, time.time() - t0, result)
+            _drop_unneeded(models, plan[i:])
             done.append((step, result))
         if outputs is not None:
             (outputs.staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
@@ -175,6 +177,13 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
             outputs.commit([])
         say(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"
+
+
+def _drop_unneeded(models: dict, later) -> None:
+    """Let go of the shared models no later step reads."""
+    needed = {m for s in later for m in s.models}
+    for key in [k for k in models if k[0] not in needed]:
+        del models[key]
 
 
 def _options(step: Step, quick: bool) -> dict:

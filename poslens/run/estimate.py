@@ -76,6 +76,8 @@ class Pace:
             head = f"no estimate ({self.missing})"
         else:
             head = f"estimate {clock(mine * self.factor)}"
+        if not known:
+            return head
         left = f"{clock(sum(known) * self.factor)} left"
         if len(known) < len(rest):
             left += f" for the {len(known)} of {len(rest)} steps with an estimate"

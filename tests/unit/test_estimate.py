@@ -18,6 +18,7 @@ def test_estimates_and_time_left_follow_the_pace_of_the_finished_steps():
     assert pace.line(2) == "no estimate (not in the cost table), 30 s left for the 1 of 2 steps with an estimate"
     pace.finished(2, 99.0)  # a step without an estimate does not move the pace
     assert pace.line(3) == "estimate 30 s, 30 s left"
+    assert Pace([None, None], "not timed under --quick").line(0) == "no estimate (not timed under --quick)"
 
 
 @pytest.mark.parametrize("seconds, text", [(4.4, "4 s"), (89, "89 s"), (90, "2 min"), (5399, "90 min"),

@@ -264,3 +264,22 @@ def test_steps_runs_only_the_steps_named_and_refuses_an_unknown_one_before_any_w
     err = capsys.readouterr().err
     assert "--steps byte-increments,char-spaces: char-spaces is not a step of the job (steps: loss-neutrality, " in err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_model_several_steps_read_is_loaded_once_and_gives_the_same_tables(plan, tmp_path, monkeypatch):
+    import interp.loading
+
+    monkeypatch.setenv("POSLENS_FORMATS", "html")
+    reproduce(tmp_path / "apart", quick=True, plan=plan[1:2], log=lambda s: None)
+    reproduce(tmp_path / "apart2", quick=True, plan=plan[4:5], log=lambda s: None)
+    loads, original = [], interp.loading.load
+
+    def counted(source, **kwargs):
+        loads.append(str(source))
+        return original(source, **kwargs)
+
+    monkeypatch.setattr(interp.loading, "load", counted)
+    reproduce(tmp_path / "r", quick=True, plan=(plan[1], plan[4]), log=lambda s: None)
+    assert sorted(loads) == sorted(plan[1].models)  # char-spacing reads byte-increments' two models: no new load
+    for name, folder in (("byte-increments", "apart"), ("char-spacing", "apart2")):
+        assert (tmp_path / "r" / f"{name}.csv").read_text() == (tmp_path / folder / f"{name}.csv").read_text()
