@@ -168,9 +168,13 @@ def table(rows: list[dict]) -> str:
 
 def write_costs(rows: list[dict]) -> None:
     """Rewrite ``COSTS`` in ``poslens/run/estimate.py`` with the measured costs (one decimal)."""
-    body = ", ".join(f'"{r["step"]}": {r["cost"]:.1f}' for r in rows)
+    lines = [""]
+    for item in (f'"{r["step"]}": {r["cost"]:.1f},' for r in rows):
+        lines[-1:] = [f"{lines[-1]} {item}"] if len(lines[-1]) + len(item) < 116 else [lines[-1], f" {item}"]
+    body = "\n".join(f"   {line}" for line in lines)
     text = COSTS_FILE.read_text(encoding="utf-8")
-    text = re.sub(r"COSTS: dict\[str, float\] = \{[^}]*\}", f"COSTS: dict[str, float] = {{{body}}}", text)
+    text = re.sub(r"COSTS: dict\[str, float\] = \{[^}]*\}", lambda _: f"COSTS: dict[str, float] = {{\n{body}\n}}",
+                  text)
     COSTS_FILE.write_text(text, encoding="utf-8")
 
 

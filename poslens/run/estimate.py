@@ -17,9 +17,17 @@ from dataclasses import dataclass
 
 PROBE_MODEL, PROBE_TOKENS, PROBE_REPEATS = "rope-small", (2, 512), 7
 
-# probe units per step of the main job (full size, not --quick): bench.steps --write, 2026-11-29, 2 cores shared with
-# other users' jobs (the ratio of two times taken in the same process, back to back)
-COSTS: dict[str, float] = {}
+# probe units per step of the main job (full size, not --quick), from bench.steps at 2026-11-29 on 2 cores shared with
+# 4-5 other users' jobs (1 torch thread): each step's CPU seconds over the probe's, plus its figures' export (wall)
+# over the probe's wall seconds, the probe timed just before the step in the same process
+COSTS: dict[str, float] = {
+    "loss-neutrality": 385.5, "byte-increments": 45.3, "word-boundaries": 286.9, "entity-spacing": 72.2,
+    "char-spacing": 81.2, "niah-accuracy": 506.9, "attention-mass": 527.5, "position-ranges": 117.5,
+    "position-patterns": 48.3, "ap-spectrum": 35.6, "kl-ablation": 232.7, "compare-heads": 260.9,
+    "position-probes": 852.6, "head-profiles": 280.1, "sink-rate": 77.8, "massive-activations": 36.1,
+    "induction": 36.1, "rope-frequencies": 393.1, "retrieval-heads": 936.5, "attention-window": 65.2,
+    "along-context": 241.0,
+}
 
 
 def probe(repeats: int = PROBE_REPEATS, timer=time.perf_counter) -> float:

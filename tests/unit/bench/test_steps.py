@@ -40,7 +40,9 @@ def test_costs_and_table_come_from_the_rows(tmp_path, monkeypatch):
     target.write_text('X = 1\nCOSTS: dict[str, float] = {"old": 1.0}\nY = 2\n')
     monkeypatch.setattr(steps, "COSTS_FILE", target)
     write_costs(rows)
-    assert target.read_text() == 'X = 1\nCOSTS: dict[str, float] = {"a": 22.0, "b": 9.0}\nY = 2\n'
+    assert target.read_text() == 'X = 1\nCOSTS: dict[str, float] = {\n    "a": 22.0, "b": 9.0,\n}\nY = 2\n'
+    write_costs(rows[::-1])  # and again, over the table it wrote
+    assert target.read_text() == 'X = 1\nCOSTS: dict[str, float] = {\n    "b": 9.0, "a": 22.0,\n}\nY = 2\n'
     log = tmp_path / "log"
     log.write_text("[poslens] noise\n" + "\n".join(json.dumps(r) for r in rows) + "\n")
     assert read_rows(log) == rows
