@@ -6,11 +6,13 @@ step as ``poslens reproduce`` runs it (``run_analysis`` with its options, into a
 every forward pass of a model recorded (its inputs kept), then the floor: the same forward passes replayed on the same
 models, with no hooks, under ``torch.inference_mode``, one after another. The floor leaves out what no implementation
 can skip but a forward pass does not cover (backward passes, probe fits, bootstraps), so a step that needs them sits
-above it by their share. A step's cost is its seconds over the probe's: the unit of ``COSTS``.
+above it by their share. A step's cost (the unit of ``COSTS``): its CPU seconds over the probe's, plus its figures'
+export (a browser process, outside this process' CPU time) in wall seconds over the probe's.
 
-``python -m bench.steps [--steps a,b] [--write]`` (``--write`` rewrites ``COSTS`` and the BENCHMARKS.md section; the
-floors and costs are ratios of times taken back to back in one process, so they hold on a loaded machine, where the
-seconds do not).
+``python -m bench.steps [--steps a,b] [--keep DIR] [--rows LOG] [--write]`` (``--write`` rewrites ``COSTS`` and the
+BENCHMARKS.md section; ``python -m bench`` does too). The step's CPU seconds, its floor and its cost are ratios of
+times taken back to back in one process, so they hold on a loaded machine, where its wall seconds do not. ``--keep``
+keeps the steps' outputs (for ``bench.compare_csvs``); ``--rows`` rewrites the table from an earlier run's log.
 """
 
 from __future__ import annotations
@@ -146,9 +148,10 @@ def exports():
 
 def _row(r: dict) -> str:
     floor = r.get("floor_cpu_s")
-    over = f"{r['cpu_s'] / floor:.1f}x" if floor else "no forward pass" if not r["forwards"] else "no replay"
+    over = ("no forward pass" if not r["forwards"] else "no replay" if floor is None
+            else "floor under 0.1 s" if floor < 0.1 else f"{r['cpu_s'] / floor:.1f}x")
     return (f"| {r['step']} | {r['seconds']:.1f} | {r['cpu_s']:.1f} | {r['export_s']:.1f} | {r['cost']:.0f} | "
-            f"{r['forwards']} | " + (f"{floor:.1f}" if floor else "-") + f" | {over} |")
+            f"{r['forwards']} | " + (f"{floor:.1f}" if floor is not None else "-") + f" | {over} |")
 
 
 def table(rows: list[dict]) -> str:
@@ -156,13 +159,12 @@ def table(rows: list[dict]) -> str:
     lines = ["| step | wall (s) | CPU (s) | figure export, wall (s) | cost (probe units) | forward passes | floor: the "
              "forward passes replayed, CPU (s) | step / floor (CPU) |", "| --- " * 8 + "|"]
     lines += [_row(r) for r in rows]
-    unit = min(r["probe_s"] for r in rows)
-    total, wall = sum(r["cost"] for r in rows) * unit, sum(r["seconds"] for r in rows)
-    lines.append(f"\nThe probe (`poslens.run.estimate.probe`): {unit * 1000:.0f} ms of wall time at its fastest here, "
-                 f"{min(r['probe_cpu_s'] for r in rows) * 1000:.0f} ms of CPU. The steps' costs add up to "
-                 f"{total:.0f} s "
-                 f"at the probe's fastest wall time ({total / BUDGET_S:.2f}x the {BUDGET_S:.0f} s budget); their wall "
-                 f"times here add up to {wall:.0f} s.")
+    units = sum(r["cost"] for r in rows)
+    lines.append(f"\nThe steps' costs add up to {units:.0f} probe units: the job takes about {units:.0f} x the probe's "
+                 f"wall time (`python -c 'from poslens.run.estimate import probe; print(probe())'`), so it fits the "
+                 f"{BUDGET_S:.0f} s budget where the probe takes {1000 * BUDGET_S / units:.0f} ms or less (here its "
+                 f"fastest was {1000 * min(r['probe_s'] for r in rows):.0f} ms of wall time and "
+                 f"{1000 * min(r['probe_cpu_s'] for r in rows):.0f} ms of CPU).")
     return "\n".join(lines)
 
 
@@ -184,7 +186,7 @@ def read_rows(path: Path) -> list[dict]:
     return lines[-1] if isinstance(lines[-1], list) else lines
 
 
-def main(steps: list[str] | None = None, keep: str = "") -> list[dict]:
+def measure(steps: list[str] | None = None, keep: str = "") -> list[dict]:
     """Every step (or ``steps``) in one fresh process; its rows."""
     from poslens.reproduce import main_plan
 
@@ -200,6 +202,21 @@ def main(steps: list[str] | None = None, keep: str = "") -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def write(rows: list[dict]) -> str:
+    """``COSTS`` and the BENCHMARKS.md section from ``rows``; the table."""
+    from bench.report import machine
+
+    write_costs(rows)
+    text = table(rows)
+    write_section("steps", "The main job's steps against their floors", f"{machine()}.\n\n{text}")
+    return text
+
+
+def main() -> str:
+    """What ``python -m bench`` runs: every step, ``COSTS`` and the section rewritten."""
+    return write(measure())
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", default=None, help="comma-separated steps of the main job (default: all)")
@@ -212,8 +229,5 @@ if __name__ == "__main__":
     if a.child:
         harness.emit(child(*a.child))
         sys.exit(0)
-    rows = read_rows(a.rows) if a.rows else main(a.steps.split(",") if a.steps else None, a.keep)
-    if a.write:
-        write_costs(rows)
-        write_section("steps", "The main job's steps against their floors", table(rows))
-    print(table(rows))
+    rows = read_rows(a.rows) if a.rows else measure(a.steps.split(",") if a.steps else None, a.keep)
+    print(write(rows) if a.write else table(rows))

@@ -35,7 +35,9 @@ def test_costs_and_table_come_from_the_rows(tmp_path, monkeypatch):
     text = table(rows)
     assert "| a | 10.0 | 8.0 | 1.0 | 22 | 3 | 4.0 | 2.0x |" in text
     assert "| b | 2.0 | 1.0 | 1.0 | 9 | 0 | - | no forward pass |" in text
-    assert "add up to 8 s at the probe's fastest" in text  # (22 + 9) x 0.25
+    assert "| c | 2.0 | 1.0 | 1.0 | 9 | 2 | 0.0 | floor under 0.1 s |" in table([dict(rows[1], step="c", forwards=2,
+                                                                                   floor_cpu_s=0.01)])
+    assert "add up to 31 probe units" in text and "where the probe takes 9677 ms or less" in text  # 300 s / 31
     target = tmp_path / "estimate.py"
     target.write_text('X = 1\nCOSTS: dict[str, float] = {"old": 1.0}\nY = 2\n')
     monkeypatch.setattr(steps, "COSTS_FILE", target)
