@@ -1,7 +1,7 @@
 """Each step of the main job (``poslens reproduce``, ``make demo``) against its floor, and the cost table its progress
 lines read (``poslens.run.estimate.COSTS``).
 
-Each step runs in a fresh process (``harness.cell``): first the speed probe (``poslens.run.estimate.probe``), then the
+The steps run one after another in one fresh process (``harness.run``), each: first the speed probe (``poslens.run.estimate.probe``), then the
 step as ``poslens reproduce`` runs it (``run_analysis`` with its options, into a temporary folder), every model load and
 every forward pass of a model recorded (its inputs kept), then the floor: the same forward passes replayed on the same
 models, with no hooks, under ``torch.inference_mode``, one after another. The floor leaves out what no implementation

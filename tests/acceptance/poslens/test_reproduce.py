@@ -283,3 +283,13 @@ def test_a_model_several_steps_read_is_loaded_once_and_gives_the_same_tables(pla
     assert sorted(loads) == sorted(plan[1].models)  # char-spacing reads byte-increments' two models: no new load
     for name, folder in (("byte-increments", "apart"), ("char-spacing", "apart2")):
         assert (tmp_path / "r" / f"{name}.csv").read_text() == (tmp_path / folder / f"{name}.csv").read_text()
+
+
+def test_shared_models_are_let_go_after_the_last_step_that_reads_them():
+    from poslens.reproduce import _drop_unneeded
+
+    models = {("a", None): 1, ("b", None): 2, ("b", "bf16"): 3, ("c", None): 4}
+    _drop_unneeded(models, (Step("x", ("b",)), Step("y", ("c", "d"))))
+    assert models == {("b", None): 2, ("b", "bf16"): 3, ("c", None): 4}
+    _drop_unneeded(models, ())
+    assert models == {}
