@@ -19,8 +19,10 @@ def add_view_command(sub) -> None:
     v.add_argument("--length", type=int, default=None, help="tokens (default: each model's context)")
     v.add_argument("--block", type=int, default=None,
                    help="query rows and keys per block of the pooled pattern (default: length / 32, at most 256)")
-    v.add_argument("--precompute", type=int, default=None,
-                   help="blocks whose rows the file holds (default 8; --serve computes any block's)")
+    v.add_argument("--page-mb", type=float, default=None, metavar="MB",
+                   help="the saved page's size budget, which the token rows fill: every row of every block where they "
+                        "fit, else 4, 2 or 1 rows per block, else as many blocks as fit (default 20; --serve computes "
+                        "any block's)")
     v.add_argument("--out", default=None, help="write the self-contained page here (default: view.html unless --serve)")
     v.add_argument("--serve", action="store_true", help="serve the page live on 127.0.0.1, the models kept loaded")
     v.add_argument("--port", type=int, default=0, help="with --serve: the port (default 0: one the OS picks)")
@@ -47,7 +49,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         threads.apply(int(args.threads))
     out = args.out if args.out is not None or args.serve else "view.html"
     shown = view(args.model, text=text, results=args.results, length=args.length, block=args.block,
-                 precompute=args.precompute, out=out, serve=args.serve, port=args.port)
+                 page_mb=args.page_mb, out=out, serve=args.serve, port=args.port)
     if out is not None:
         print(f"wrote {out} ({Path(out).stat().st_size / 1e6:.1f} MB)")
     if args.serve:

@@ -90,7 +90,7 @@ def _grid(data, i, stat):
 
 def test_grid_head_block_and_token_levels_in_chromium(browser, tmp_path):
     ids = torch.randint(1, 250, (200,), generator=torch.Generator().manual_seed(4)).tolist()
-    v = view(_models(), text=ids, block=16, precompute=3)
+    v = view(_models(), text=ids, block=16, page_mb=5)
     path = v.save(tmp_path / "view.html")
     data = v.data
     p = Page(browser, path.as_uri(), tmp_path)
@@ -162,7 +162,7 @@ def test_grid_head_block_and_token_levels_in_chromium(browser, tmp_path):
 def test_live_drill_down_computes_any_block(browser, tmp_path):
     model = _models()[0]
     ids = torch.randint(1, 250, (160,), generator=torch.Generator().manual_seed(5)).tolist()
-    v = view(model, text=ids, block=16, precompute=1, serve=True, port=0)
+    v = view(model, text=ids, block=16, page_mb=0, serve=True, port=0)
     try:
         p = Page(browser, v.url, tmp_path)
         assert "live" in p.page.locator("#mode").text_content()
@@ -188,7 +188,7 @@ def test_a_block_without_rows_is_a_gap_in_the_curves(browser, tmp_path):
     reads from the first block with a row; the line starts at block 1."""
     model = _models()[0]
     ids = torch.randint(1, 250, (24,), generator=torch.Generator().manual_seed(6)).tolist()
-    v = view(model, text=ids, block=1, precompute=0)
+    v = view(model, text=ids, block=1, page_mb=5)
     p = Page(browser, v.save(tmp_path / "view.html").as_uri(), tmp_path)
     p.page.mouse.click(*p.cell(0, 1, 2))
     p.page.wait_for_selector("#head:not([hidden])")

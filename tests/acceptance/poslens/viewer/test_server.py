@@ -41,14 +41,14 @@ def results(tmp_path):
 def test_the_live_server_answers_on_loopback_only_and_serves_the_results_folder_alone(results, tmp_path):
     model = tiny_repo("rope")
     ids = torch.randint(1, 250, (96,), generator=torch.Generator().manual_seed(3)).tolist()
-    v = view(model, text=ids, results=results, block=16, precompute=1, serve=True, port=0)
+    v = view(model, text=ids, results=results, block=16, page_mb=0, serve=True, port=0)
     try:
         host, port = v.server.server_address
         assert host == "127.0.0.1" and v.url == f"http://127.0.0.1:{port}/"
         status, body = _get(port, "/")
         assert status == 200 and b'"live":true' in body and b"poslens-data" in body
         # a block the file does not hold, computed on demand: every head of the layer, exact rows
-        assert v.data["models"][0]["precomputed"] == [0]
+        assert v.data["models"][0]["precomputed"] == []
         status, body = _get(port, "/api/rows?model=0&layer=2&head=1&block=3")
         assert status == 200
         rows = json.loads(body)["rows"]
@@ -127,13 +127,15 @@ def test_a_folder_of_another_analysis_is_refused_by_name(tmp_path, capsys):
 
 def test_the_command_line_writes_the_page(tmp_path, capsys):
     out = tmp_path / "v.html"
-    assert main(["view", "--model", "rope-small", "--length", "64", "--precompute", "2", "--out", str(out)]) == 0
+    assert main(["view", "--model", "rope-small", "--length", "64", "--page-mb", "2", "--out", str(out)]) == 0
     said = capsys.readouterr().out
     assert said.startswith(f"wrote {out}") and out.stat().st_size > 10_000
     text = out.read_text(encoding="utf-8")
     assert "http://" not in text and "https://" not in text  # nothing fetched from the network
     assert main(["view", "--model", "rope-small", "--length", "3000", "--out", str(out)]) == 2
     assert "--length 3000: rope-small takes 2 to 2304 tokens" in capsys.readouterr().err
+    assert main(["view", "--model", "rope-small", "--page-mb", "-1", "--out", str(out)]) == 2
+    assert "--page-mb -1.0: expected a size in MB, 0 or more" in capsys.readouterr().err
 
 
 def test_view_help_imports_no_heavy_module():
