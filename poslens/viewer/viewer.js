@@ -377,7 +377,7 @@
   let shown = 0;  // the latest block asked for: an answer arriving after another click is dropped
   async function showBlock(scroll) {
     const i = state.model, m = D.models[i], l = state.layer, h = state.head, b = state.block, ask = ++shown;
-    const out = $("tokens");
+    const out = $("tokens"), keyboard = out.contains(document.activeElement);  // it stays, on the query's row
     $("tokens-title").textContent = `${m.name} layer ${l} head ${h}: query rows of block ${b} ` +
       `(rows ${b * m.block}-${b * m.block + blockSize(m, b) - 1})`;
     out.textContent = D.live ? "computing..." : "";
@@ -388,11 +388,11 @@
     try { rows = await rowsOf(m, i, l, h, b); } catch (err) { out.textContent = "error: " + err.message; return; }
     if (ask !== shown) return;
     if (!rows) { out.textContent = notHeld(m, b); return; }
-    drawRows(m, rows);
+    drawRows(m, rows, keyboard);
     window.viewer.lastDrill = performance.now() - t0;
     if (scroll) scrollToLevel();
   }
-  function drawRows(m, rows) {
+  function drawRows(m, rows, keyboard) {
     const out = $("tokens"), top = Math.max(...rows.flatMap(([, , ws]) => ws));
     out.textContent = "";
     const all = rows.length === blockSize(m, state.block);
@@ -403,7 +403,7 @@
     if (state.colouring === "abs") colourBar($("tokens-bar"), red, 0, top, "0", fmt(top), "attention weight, one scale for the block");
     else colourBar($("tokens-bar"), red, 0, 1, "0", "row's max", "weight / the row's largest shown weight");
     rows.forEach((row) => out.appendChild(rowLine(m, row, state.colouring === "abs" ? top : null)));
-    markQuery(m, rows);
+    markQuery(m, rows, keyboard);
   }
   function rowLine(m, [q, keys, ws], top) {
     const line = document.createElement("div");
@@ -435,10 +435,10 @@
     return s;
   }
   function focusToken(m, k) { go({ block: Math.floor(k / m.block), q: k }); }
-  function markQuery(m, rows) {
+  function markQuery(m, rows, keyboard) {
     const line = state.q === null ? null : document.querySelector(`#tokens .qrow[data-q="${state.q}"]`);
-    document.querySelectorAll("#tokens .qrow.focus").forEach((e) => e.classList.remove("focus"));
     if (line) line.classList.add("focus");
+    if (keyboard) (line || document.querySelector("#tokens .qrow")).focus({ preventScroll: true });
     else if (state.q !== null) {
       const p = document.createElement("p");
       p.className = "note";
