@@ -32,7 +32,8 @@ nav{position:sticky;top:0;z-index:5;background:#fff;border-bottom:1px solid #ddd
 gap:10px;align-items:center;flex-wrap:wrap}
 nav button{font:inherit;padding:2px 10px} #trail a{color:#1f5fa8;cursor:pointer;text-decoration:underline}
 #trail .sep{color:#999;margin:0 6px} #trail b{font-weight:600}
-section{scroll-margin-top:44px;margin-top:8px} header{display:flex;gap:16px;align-items:baseline;flex-wrap:wrap}
+section{scroll-margin-top:44px;margin-top:8px} #head,#tokens-panel{min-height:calc(100vh - 60px)}
+header{display:flex;gap:16px;align-items:baseline;flex-wrap:wrap}
 h1{font-size:17px;margin:6px 0} h2{font-size:14px;margin:6px 0} h3{font-size:12px;margin:4px 0;color:#555}
 .controls{display:flex;gap:14px;align-items:center;flex-wrap:wrap;margin:4px 0}
 #stat-about,.note,#mode,#curve-note,#pooled-note,#tokens-note{color:#555;font-size:12px;max-width:760px}

@@ -5,6 +5,7 @@
 "use strict";
 (function () {
   const D = JSON.parse(document.getElementById("poslens-data").textContent);
+  D.budget = D.budget || {};  // a page written before the budget: its numbers unknown
   const $ = (id) => document.getElementById(id);
   const offered = D.stats.filter((s) => !s.constant);
   const state = { stat: (offered[0] || D.stats[0]).key, model: null, layer: null, head: null, block: null,
@@ -396,7 +397,8 @@
     const out = $("tokens"), top = Math.max(...rows.flatMap(([, , ws]) => ws));
     out.textContent = "";
     const all = rows.length === blockSize(m, state.block);
-    $("tokens-note").textContent = `${all ? "Every" : rows.length} query row${all ? "" : "s"} of this block, each ` +
+    const count = all ? "Every query row" : rows.length === 1 ? "1 query row" : `${rows.length} query rows`;
+    $("tokens-note").textContent = `${count} of this block${all || D.live ? "" : " (those this file holds)"}, each ` +
       `its ${D.limits.top} most attended keys and the ${D.limits.before} keys ending at the query (outlined), over ` +
       "the text; exact hook_pattern rows. Click a token to read its own row (it becomes the query); up / down move " +
       "between rows, left / right along one, Enter picks.";
