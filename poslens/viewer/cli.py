@@ -30,6 +30,16 @@ def add_view_command(sub) -> None:
     v.set_defaults(func=cmd_view)
 
 
+def held(data: dict) -> str:
+    """What the saved page holds of the token level, and the budget that holds every block's rows where it is not."""
+    ms = data["models"]
+    have, total = sum(len(m["precomputed"]) for m in ms), sum(m["n_blocks"] for m in ms)
+    if have == total:
+        return f"token rows of every block ({total})"
+    return (f"token rows of {have} of {total} blocks; --page-mb {data['budget']['needs_mb']} holds every block's, "
+            "--serve computes any")
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -51,7 +61,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     shown = view(args.model, text=text, results=args.results, length=args.length, block=args.block,
                  page_mb=args.page_mb, out=out, serve=args.serve, port=args.port)
     if out is not None:
-        print(f"wrote {out} ({Path(out).stat().st_size / 1e6:.1f} MB)")
+        print(f"wrote {out} ({Path(out).stat().st_size / 1e6:.1f} MB): {held(shown.data)}")
     if args.serve:
         print(f"serving {shown.url} (127.0.0.1 only); Ctrl-C stops it", flush=True)
         try:

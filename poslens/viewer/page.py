@@ -45,7 +45,7 @@ canvas:focus-visible,.qrow:focus,.tok:focus{outline:2px solid #1f5fa8;outline-of
 .row{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start} .row>div{flex:0 0 auto;max-width:470px}
 .qrow{margin:2px 0;padding:1px 2px;font-family:ui-monospace,monospace;white-space:pre-wrap;line-height:1.8}
 .qrow.focus{background:#eef4fb;box-shadow:inset 3px 0 #1f5fa8}
-.qlabel{display:inline-block;min-width:70px;color:#555;cursor:pointer} .gap{color:#999}
+.qlabel{display:inline-block;min-width:70px;color:#555;cursor:pointer} .gap{color:#aaa}
 .tok{padding:1px 0;border-radius:2px;cursor:pointer} .tok.query{outline:2px solid #1f77b4}
 #tip{position:absolute;background:#222;color:#fff;padding:3px 6px;border-radius:3px;font-size:12px;
 pointer-events:none;white-space:pre;z-index:9}

@@ -220,9 +220,12 @@
     ctx.strokeStyle = "#999"; ctx.strokeRect(L, T, W - L - R, H - T - B);
     ctx.fillStyle = "#333"; ctx.font = "10px sans-serif"; ctx.textAlign = "right";
     ctx.fillText("1", L - 3, T + 8); ctx.fillText("0", L - 3, H - B);
-    ctx.textAlign = "center"; ctx.fillText("query position", (W + L) / 2, H - 4);
-    ctx.fillText("0", L, H - B + 12); ctx.fillText(m.length.toLocaleString(), W - R - 10, H - B + 12);
+    ctx.textAlign = "center"; ctx.fillText("query position", (W + L) / 2, H - 2);
     const X = (pos) => L + (W - L - R) * pos / m.length, Y = (v) => H - B - (H - B - T) * v;
+    niceTicks(m.length).forEach((t) => {
+      ctx.fillText(t.toLocaleString(), X(t), H - B + 11);
+      ctx.fillRect(X(t), H - B, 1, 3);
+    });
     CURVES.forEach(([key, col], j) => {
       drawLine(ctx, m.curves[key][l][h].map((v, b) => [X(Math.min(m.length, (b + 0.5) * m.block)), v === null ? null : Y(v)]), col);
       ctx.fillStyle = col; ctx.textAlign = "left"; ctx.fillText(key, L + 6 + 60 * j, T + 12);
@@ -416,14 +419,18 @@
     line.appendChild(label);
     const scaleTo = top === null ? Math.max(...ws) : top;
     keys.forEach((k, j) => {
-      if (j && k > keys[j - 1] + 1) {
-        const gap = document.createElement("span");
-        gap.className = "gap"; gap.textContent = ` ...${k - keys[j - 1] - 1}... `;
-        line.appendChild(gap);
-      }
+      if (j && k > keys[j - 1] + 1) line.appendChild(gap(m, keys[j - 1] + 1, k));
       line.appendChild(token(m, q, k, ws[j], scaleTo));
     });
     return line;
+  }
+  const SHORT_GAP = 3;  // keys left out between two shown: a few as their text (dimmed: not shown weights), more counted
+  function gap(m, from, to) {
+    const s = document.createElement("span");
+    s.className = "gap";
+    s.textContent = to - from <= SHORT_GAP ? m.tokens.slice(from, to).join("").replace(/\n/g, "\u21b5")
+      : ` ...${to - from}... `;
+    return s;
   }
   function token(m, q, k, w, scaleTo) {
     const s = document.createElement("span"), text = m.tokens[k];

@@ -130,6 +130,7 @@ def test_the_command_line_writes_the_page(tmp_path, capsys):
     assert main(["view", "--model", "rope-small", "--length", "64", "--page-mb", "2", "--out", str(out)]) == 0
     said = capsys.readouterr().out
     assert said.startswith(f"wrote {out}") and out.stat().st_size > 10_000
+    assert said.strip().endswith("token rows of every block (32)")
     text = out.read_text(encoding="utf-8")
     assert "http://" not in text and "https://" not in text  # nothing fetched from the network
     assert main(["view", "--model", "rope-small", "--length", "3000", "--out", str(out)]) == 2
