@@ -7,6 +7,12 @@
   const D = JSON.parse(document.getElementById("poslens-data").textContent);
   D.budget = D.budget || {};  // a page written before the budget: its numbers unknown
   const $ = (id) => document.getElementById(id);
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
   const offered = D.stats.filter((s) => !s.constant);
   const state = { stat: (offered[0] || D.stats[0]).key, model: null, layer: null, head: null, block: null,
     q: null, colouring: "row" };
@@ -41,15 +47,14 @@
   function hideTip() { tip.hidden = true; }
 
   // A colour bar: its scale drawn from lo to hi (data-lo, data-hi hold the numbers), with labels and the unit.
-  function colourBar(el, paint, lo, hi, loText, hiText, unit) {
-    el.textContent = "";
+  function colourBar(box, paint, lo, hi, loText, hiText, unit) {
+    box.textContent = "";
     const c = document.createElement("canvas");
     c.width = 160; c.height = 12;
     const ctx = c.getContext("2d");
     for (let x = 0; x < c.width; x++) { ctx.fillStyle = paint(x / (c.width - 1)); ctx.fillRect(x, 0, 1, c.height); }
-    const span = (text, cls) => { const s = document.createElement("span"); s.className = cls; s.textContent = text; return s; };
-    el.append(span(loText, "bar-lo"), c, span(hiText, "bar-hi"), span(unit, "bar-unit"));
-    el.dataset.lo = lo; el.dataset.hi = hi;
+    box.append(el("span", "bar-lo", loText), c, el("span", "bar-hi", hiText), el("span", "bar-unit", unit));
+    box.dataset.lo = lo; box.dataset.hi = hi;
   }
 
   // ---- where the page stands: the URL fragment ----
@@ -90,7 +95,8 @@
   const select = $("stat");
   D.stats.forEach((s) => {
     const o = document.createElement("option");
-    o.value = s.key; o.textContent = s.constant ? `${s.label}: ${s.constant.split(":")[0]}` : s.label; o.disabled = !!s.constant;
+    o.value = s.key; o.disabled = !!s.constant;
+    o.textContent = s.constant ? `${s.label}: ${s.constant.split(":")[0]}` : s.label;
     select.appendChild(o);
   });
   select.addEventListener("change", () => { quietly({ stat: select.value }); drawGrids(); });
@@ -176,7 +182,9 @@
     const ctx = m.canvas.getContext("2d");
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, m.canvas.width, m.canvas.height);
     ctx.fillStyle = "#333"; ctx.font = "10px sans-serif"; ctx.textAlign = "right";
-    for (let l = 0; l < m.n_layers; l += Math.max(1, Math.ceil(12 / CELL))) ctx.fillText("L" + l, LEFT - 3, TOP + l * CELL + CELL - 3);
+    for (let l = 0; l < m.n_layers; l += Math.max(1, Math.ceil(12 / CELL))) {
+      ctx.fillText("L" + l, LEFT - 3, TOP + l * CELL + CELL - 3);
+    }
     ctx.textAlign = "center";
     for (let h = 0; h < m.n_heads; h++) ctx.fillText("" + h, LEFT + h * CELL + CELL / 2, TOP - 5);
     for (let l = 0; l < m.n_layers; l++) for (let h = 0; h < m.n_heads; h++) {
@@ -227,7 +235,8 @@
       ctx.fillRect(X(t), H - B, 1, 3);
     });
     CURVES.forEach(([key, col], j) => {
-      drawLine(ctx, m.curves[key][l][h].map((v, b) => [X(Math.min(m.length, (b + 0.5) * m.block)), v === null ? null : Y(v)]), col);
+      const at = (v, b) => [X(Math.min(m.length, (b + 0.5) * m.block)), v === null ? null : Y(v)];
+      drawLine(ctx, m.curves[key][l][h].map(at), col);
       ctx.fillStyle = col; ctx.textAlign = "left"; ctx.fillText(key, L + 6 + 60 * j, T + 12);
     });
     if (m.csv_curves) {  // along-context's own buckets, dashed
@@ -264,6 +273,7 @@
     return m.pooledArray[((l * m.n_heads + h) * nb + b) * nb + c];
   }
   function blockSize(m, b) { return Math.min(m.length, (b + 1) * m.block) - b * m.block; }
+  function rowSpan(m, b) { return `rows ${b * m.block}-${b * m.block + blockSize(m, b) - 1}`; }
   function held(m) { return D.live ? null : new Set(m.precomputed || []); }
   function niceTicks(n) {
     const raw = n / 5, p = Math.pow(10, Math.floor(Math.log10(Math.max(1, raw))));
@@ -329,7 +339,7 @@
   }
   function blockText(m, b, k) {
     const v = pooledAt(m, state.layer, state.head, b, k), rows = held(m);
-    const inFile = rows === null ? "" : rows.has(b) ? "\nthis file holds rows of this block" : "\nthis file holds no rows of this block";
+    const inFile = rows === null ? "" : `\nthis file holds ${rows.has(b) ? "" : "no "}rows of this block`;
     return `query rows ${b * m.block}-${b * m.block + blockSize(m, b) - 1}, keys ${k * m.block}-` +
       `${k * m.block + blockSize(m, k) - 1}: mean entry ${fmt(v)}, a row's mass ${fmt(v * blockSize(m, k))}` + inFile;
   }
@@ -357,8 +367,9 @@
     else return;
     ev.preventDefault();
   });
-  $("pooled").addEventListener("focus", () => state.model !== null && drawPooled(D.models[state.model], state.layer, state.head));
-  $("pooled").addEventListener("blur", () => { hideTip(); state.model !== null && drawPooled(D.models[state.model], state.layer, state.head); });
+  function redrawPooled() { if (state.model !== null) drawPooled(D.models[state.model], state.layer, state.head); }
+  $("pooled").addEventListener("focus", redrawPooled);
+  $("pooled").addEventListener("blur", () => { hideTip(); redrawPooled(); });
 
   // ---- level 3: the tokens ----
   async function rowsOf(m, i, l, h, b) {
@@ -372,7 +383,8 @@
     return m.rows[key];
   }
   function notHeld(m, b) {
-    const rows = [...(m.precomputed || [])], shown = rows.length > 12 ? rows.slice(0, 12).join(", ") + ", ..." : rows.join(", ");
+    const rows = [...(m.precomputed || [])];
+    const shown = rows.slice(0, 12).join(", ") + (rows.length > 12 ? ", ..." : "");
     return `This file holds no rows of block ${b}: its page budget (${D.budget.page_mb} MB) holds the rows of ` +
       `${rows.length} of ${m.n_blocks} blocks (${shown || "none"}; green beside the pooled pattern). A page with every ` +
       `block's rows: \`poslens view ... --page-mb ${D.budget.needs_mb}\` (Python: page_mb=${D.budget.needs_mb}); ` +
@@ -382,8 +394,7 @@
   async function showBlock(scroll) {
     const i = state.model, m = D.models[i], l = state.layer, h = state.head, b = state.block, ask = ++shown;
     const out = $("tokens"), keyboard = out.contains(document.activeElement);  // it stays, on the query's row
-    $("tokens-title").textContent = `${m.name} layer ${l} head ${h}: query rows of block ${b} ` +
-      `(rows ${b * m.block}-${b * m.block + blockSize(m, b) - 1})`;
+    $("tokens-title").textContent = `${m.name} layer ${l} head ${h}: query rows of block ${b} (${rowSpan(m, b)})`;
     out.textContent = D.live ? "computing..." : "";
     $("tokens-note").textContent = "";
     $("tokens-bar").textContent = "";
@@ -405,8 +416,9 @@
       `its ${D.limits.top} most attended keys and the ${D.limits.before} keys ending at the query (outlined), over ` +
       "the text; exact hook_pattern rows. Click a token to read its own row (it becomes the query); up / down move " +
       "between rows, left / right along one, Enter picks.";
-    if (state.colouring === "abs") colourBar($("tokens-bar"), red, 0, top, "0", fmt(top), "attention weight, one scale for the block");
-    else colourBar($("tokens-bar"), red, 0, 1, "0", "row's max", "weight / the row's largest shown weight");
+    const bar = $("tokens-bar");
+    if (state.colouring === "abs") colourBar(bar, red, 0, top, "0", fmt(top), "attention weight, one scale for the block");
+    else colourBar(bar, red, 0, 1, "0", "row's max", "weight / the row's largest shown weight");
     rows.forEach((row) => out.appendChild(rowLine(m, row, state.colouring === "abs" ? top : null)));
     markQuery(m, rows, keyboard);
   }
@@ -424,7 +436,7 @@
     });
     return line;
   }
-  const SHORT_GAP = 3;  // keys left out between two shown: a few as their text (dimmed: not shown weights), more counted
+  const SHORT_GAP = 3;  // keys left out between two shown: a few as their (dimmed) text, more as a count
   function gap(m, from, to) {
     const s = document.createElement("span");
     s.className = "gap";
@@ -438,7 +450,8 @@
     s.textContent = text.replace(/\n/g, "\u21b5");
     s.dataset.k = k; s.dataset.w = w;
     s.style.background = red(w / scaleTo);
-    s.addEventListener("mouseenter", (ev) => showTip(ev.pageX, ev.pageY, `weight ${w.toFixed(4)} | key ${k} ${JSON.stringify(text)} | query ${q}`));
+    const about = `weight ${w.toFixed(4)} | key ${k} ${JSON.stringify(text)} | query ${q}`;
+    s.addEventListener("mouseenter", (ev) => showTip(ev.pageX, ev.pageY, about));
     s.addEventListener("mouseleave", hideTip);
     s.addEventListener("click", () => focusToken(m, k));
     return s;
@@ -451,7 +464,8 @@
     else if (state.q !== null) {
       const p = document.createElement("p");
       p.className = "note";
-      p.textContent = `Row ${state.q} is not among this block's rows in this file (rows ${rows.map((r) => r[0]).join(", ")}).`;
+      p.textContent = `Row ${state.q} is not among this block's rows in this file (rows ` +
+        `${rows.map((r) => r[0]).join(", ")}).`;
       $("tokens").prepend(p);
     }
   }
@@ -468,7 +482,8 @@
       const to = at < 0 ? 0 : Math.min(toks.length - 1, Math.max(0, at + (ev.key === "ArrowRight" ? 1 : -1)));
       toks[to].focus();
       const r = toks[to].getBoundingClientRect();
-      showTip(r.left + window.scrollX, r.bottom + window.scrollY, `weight ${Number(toks[to].dataset.w).toFixed(4)} | key ${toks[to].dataset.k}`);
+      const { w, k } = toks[to].dataset;
+      showTip(r.left + window.scrollX, r.bottom + window.scrollY, `weight ${Number(w).toFixed(4)} | key ${k}`);
     } else if (ev.key === "Enter" || ev.key === " ") {
       if (t.classList.contains("tok")) focusToken(D.models[state.model], Number(t.dataset.k));
       else go({ q: Number(line.dataset.q) });
@@ -492,13 +507,12 @@
     const trail = $("trail"), m = D.models[state.model];
     const parts = [["head grid", { model: null, layer: null, head: null, block: null, q: null }]];
     if (m) parts.push([`${m.name} layer ${state.layer} head ${state.head}`, { block: null, q: null }]);
-    if (m && state.block !== null) parts.push([`block ${state.block} (rows ${state.block * m.block}-${state.block * m.block + blockSize(m, state.block) - 1})`, { q: null }]);
+    if (m && state.block !== null) parts.push([`block ${state.block} (${rowSpan(m, state.block)})`, { q: null }]);
     if (m && state.q !== null) parts.push([`query ${state.q}`, {}]);
     trail.textContent = "";
     parts.forEach(([text, change], j) => {
-      if (j) { const s = document.createElement("span"); s.className = "sep"; s.textContent = ">"; trail.appendChild(s); }
-      if (j === parts.length - 1) { const b = document.createElement("b"); b.textContent = text; trail.appendChild(b); }
-      else trail.appendChild(crumb(text, change));
+      if (j) trail.appendChild(el("span", "sep", ">"));
+      trail.appendChild(j === parts.length - 1 ? el("b", "", text) : crumb(text, change));
     });
     $("back").disabled = parts.length === 1;
   }
@@ -528,10 +542,12 @@
     if (ev.key === "Escape" && !ev.defaultPrevented) { back(); ev.preventDefault(); }
   });
   window.addEventListener("hashchange", () => apply(parse(location.hash), true));
-  const total = D.models.reduce((n, m) => n + m.n_blocks, 0), inFile = D.models.reduce((n, m) => n + (m.precomputed || []).length, 0);
+  const total = D.models.reduce((n, m) => n + m.n_blocks, 0);
+  const inFile = D.models.reduce((n, m) => n + (m.precomputed || []).length, 0);
   $("mode").textContent = D.live ? "live: any block's rows are computed on click" :
     inFile === total ? "file: every block's rows are in this file" :
-      `file: the rows of ${inFile} of ${total} blocks are in this file (a page budget of ${D.budget.needs_mb} MB holds every block's; --serve computes any)`;
+      `file: the rows of ${inFile} of ${total} blocks are in this file (a page budget of ${D.budget.needs_mb} MB ` +
+      "holds every block's; --serve computes any)";
   window.viewer = {
     state, data: D, go, back,
     cellCentre(i, l, h) {  // viewport coordinates (page.mouse.click's)
