@@ -49,11 +49,12 @@ class View:
 
         return render(self.data)
 
-    def save(self, path) -> Path:
-        """The self-contained page (grid, curves, pooled patterns, the precomputed blocks' rows)."""
+    def save(self, path, force: bool = False) -> Path:
+        """The self-contained page (grid, curves, pooled patterns, the precomputed blocks' rows), written atomically;
+        a file there that ``poslens view`` did not write is kept unless ``force``."""
         from poslens.viewer.page import write
 
-        return write(path, self.data)
+        return write(path, self.data, force)
 
     def serve(self, port: int = 0, *, server=None):
         """Serve live on 127.0.0.1 (``port`` 0: one the OS picks) in a background thread; ``stop()`` ends it."""
@@ -134,16 +135,17 @@ def _token_strings(model, ids) -> list[str]:
 
 
 def view(models=None, *, text=None, results=None, length: int | None = None, block: int | None = None,
-         precompute: int | None = None, out=None, serve: bool = False, port: int = 0, server=None,
-         title: str = "") -> View:
+         precompute: int | None = None, out=None, force: bool = False, serve: bool = False, port: int = 0,
+         server=None, title: str = "") -> View:
     """Build the viewer for ``models`` (registry names, paths or loaded models; default: the models of ``results``)
     on ``text`` (a string, token ids, or None for the built-in Wikipedia window) at ``length`` tokens (default each
     model's context). ``results``: the folder of a head-profiles, along-context, sink-rate or attention-window run,
     whose CSV columns join the grid's menu. ``block``: query rows and keys per block (default ``data.default_block``).
-    ``precompute``: blocks whose rows the file holds. ``out``: write the page there. ``serve``: serve it live on
+    ``precompute``: blocks whose rows the file holds. ``out``: write the page there (a file there that poslens did not
+    write is kept, named before any model loads, unless ``force``). ``serve``: serve it live on
     127.0.0.1:``port`` (bound before any model loads)."""
     from poslens.viewer.data import block_rows, head_data, token_level
-    from poslens.viewer.page import PRECOMPUTED_BLOCKS, ModelView, payload, precomputed_blocks
+    from poslens.viewer.page import PRECOMPUTED_BLOCKS, ModelView, payload, precomputed_blocks, writable
     from poslens.viewer.results import read_results
     from poslens.viewer.server import bind
 
@@ -157,6 +159,8 @@ def view(models=None, *, text=None, results=None, length: int | None = None, blo
         raise ViewerError(f"--block {block}: expected a positive number of tokens")
     if length is not None and int(length) < 2:
         raise ViewerError(f"--length {length}: expected at least 2 tokens")
+    if out is not None:
+        writable(out, force)
     if serve and server is None:
         server = bind(port)  # a port in use is said before anything loads
     try:
@@ -185,7 +189,7 @@ def view(models=None, *, text=None, results=None, length: int | None = None, blo
                                                              if found is not None else ""))
         result = View(payload(views, title=title), loaded, all_ids, found.folder if found else None, timings)
         if out is not None:
-            result.save(out)
+            result.save(out, force)
         if serve:
             result.serve(server=server)
         return result
