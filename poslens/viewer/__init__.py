@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from poslens.viewer.server import ViewerError
+from poslens.viewer.errors import ViewerError
 
 __all__ = ["View", "ViewerError", "view"]
 

@@ -144,7 +144,7 @@ def render(data: dict) -> str:
 def writable(path, force: bool = False) -> Path:
     """``path`` if the page may be written there: a new file, a page ``poslens view`` wrote (its opening is
     ``HEAD``), or anything with ``force``; otherwise a ``ViewerError`` naming the file, before any work starts."""
-    from poslens.viewer.server import ViewerError
+    from poslens.viewer.errors import ViewerError
 
     path = Path(path)
     if path.is_dir():
