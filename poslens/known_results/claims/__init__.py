@@ -36,6 +36,13 @@ MODULES = (  # one line per row, in the table's order (claims and observations e
     "retrieval.causal",
 )
 
-ROWS = tuple(importlib.import_module(f"{__name__}.{module}").ROW for module in MODULES)
+
+
+def rows(modules: tuple[str, ...] = MODULES) -> tuple[Claim | Observation, ...]:
+    """The ``ROW`` of each module of ``modules`` (named under this package), in their order."""
+    return tuple(importlib.import_module(f"{__name__}.{module}").ROW for module in modules)
+
+
+ROWS = rows()
 CLAIMS: tuple[Claim, ...] = tuple(row for row in ROWS if isinstance(row, Claim))
 OBSERVATIONS: tuple[Observation, ...] = tuple(row for row in ROWS if isinstance(row, Observation))

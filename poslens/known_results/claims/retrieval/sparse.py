@@ -14,7 +14,7 @@ from stats.units import matrix
 
 WU_SHARES = {"Llama-2-7B-80K": 3.2, "Llama-2-13B-64K": 2.1, "Mistral-7B-v0.2": 4.2, "Mixtral": 6.2, "Qwen1.5-14B": 3.8,
              "Yi-6B-200K": 5.2}
-
+WU_RANGE = (min(WU_SHARES.values()), max(WU_SHARES.values()))
 
 RULE = Rule(
     text="the share of heads whose Wu retrieval score exceeds 0.1, with a 95% percentile bootstrap interval over "
@@ -26,8 +26,6 @@ RULE = Rule(
         on="2026-11-27", earlier="the point share inside 2.1-6.2%, or within one head of it",
         earlier_verdict="SmolLM2 agrees (14 of 270, 5.2%), Gemma 3 differs (6 of 72, 8.3%), on 8 prompts",
         why="7 of SmolLM2's 14 heads score within one binomial SE of 0.1 on 56 trials; the count needs an interval"),))
-
-WU_RANGE = (min(WU_SHARES.values()), max(WU_SHARES.values()))
 
 
 def _prompt_boot(r: Results, m: str):

@@ -11,20 +11,6 @@ from poslens.known_results.types import Claim, Results, Revision, Rule, pct
 from stats.intervals import bootstrap
 from stats.units import matrix
 
-
-def _bands(r: Results, m: str) -> pd.DataFrame:
-    d = r.model("rope-frequencies", m, part="bands")
-    # band 0 turns fastest in every layer; layers of another rotary base (Gemma 3's global ones) share the band index
-    per_band = d.groupby("band")[["q_norm", "k_norm", "poslens_logit_share"]].mean()
-    return per_band.sort_index(ascending=False)  # lowest frequency first
-
-
-def _quarters(r: Results, m: str):
-    b = _bands(r, m)
-    q = max(1, len(b) // 4)
-    return b.iloc[:q], b.iloc[-q:], len(b)
-
-
 RULE = Rule(
     text="Barbero's statistic per layer, queries and keys apart: ratio = mean 2-norm of the lowest-frequency quarter "
          "of the bands / that of the highest-frequency quarter (mean over heads and tokens), with a 95% bootstrap "
@@ -38,6 +24,19 @@ RULE = Rule(
         earlier_verdict="SmolLM2 agrees (1.92x), Gemma 3 agrees (2.60x)",
         why="the pooled q + k ratio hid that Gemma 3's queries prefer the highest quarter in 8 of 18 layers "
             "(review, row 8); the paper's figure is per layer and shows queries and keys apart"),))
+
+
+def _bands(r: Results, m: str) -> pd.DataFrame:
+    d = r.model("rope-frequencies", m, part="bands")
+    # band 0 turns fastest in every layer; layers of another rotary base (Gemma 3's global ones) share the band index
+    per_band = d.groupby("band")[["q_norm", "k_norm", "poslens_logit_share"]].mean()
+    return per_band.sort_index(ascending=False)  # lowest frequency first
+
+
+def _quarters(r: Results, m: str):
+    b = _bands(r, m)
+    q = max(1, len(b) // 4)
+    return b.iloc[:q], b.iloc[-q:], len(b)
 
 
 def _layer_ratios(r: Results, m: str) -> dict[str, list[tuple[int, object]]]:

@@ -42,7 +42,7 @@ def sink_units(r: Results, d: pd.DataFrame | None, second: bool = False):
 
 
 def sink_rate(r: Results, m: str, inp: str, start: bool, length: int = GU_T, layers=None,
-          second: bool = False) -> Interval | None:
+              second: bool = False) -> Interval | None:
     """Sink_1 (or Sink_2) of one condition, over ``layers`` (default all), with its bootstrap interval over
     sequences; no bounds where the CSV keeps per-head means only."""
     d = condition(r, m, inp, start, length)
@@ -69,3 +69,10 @@ def start_text(r: Results, m: str, analysis: str = "sink-rate") -> str:
 
 def condition_name(r: Results, m: str, start: bool, analysis: str = "sink-rate") -> str:
     return f"{start_text(r, m, analysis)} first" if start else "no start token"
+
+
+def combined(parts: list[str]) -> str:
+    """The verdict of a rule's parts together: agrees when every part agrees, differs when any differs, else the first
+    part that neither agrees nor differs (inconclusive, or why it was not judged)."""
+    return ("agrees" if all(p == "agrees" for p in parts) else
+            "differs" if any(p == "differs" for p in parts) else next(p for p in parts if p != "agrees"))

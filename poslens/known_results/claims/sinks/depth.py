@@ -7,6 +7,7 @@ from poslens.known_results.claims.sinks import (
     GU_START,
     GU_T,
     SINKS_WRITTEN,
+    combined,
     condition,
     condition_name,
     sink_rate,
@@ -54,8 +55,7 @@ def verdict(r: Results) -> str:
     for m in PRETRAINED:
         bottom, rest, _ = _depth_parts(r, m)
         parts = [verdict_of(bottom, below=DEPTH_CUT), verdict_of(rest, above=DEPTH_CUT)]
-        outcome = ("agrees" if all(p == "agrees" for p in parts) else
-                   "differs" if any(p == "differs" for p in parts) else next(p for p in parts if p != "agrees"))
+        outcome = combined(parts)
         out.append(f"{LABELS[m]}: {outcome} (bottom two layers: {parts[0]}; the layers above: {parts[1]})")
     return "; ".join(out)
 
@@ -69,5 +69,4 @@ ROW = Claim(
     protocol="per-layer share of Gu sink heads at T = 64 (text, the Gu-comparable condition, 100 sequences): Xiao "
              "shows attention maps, not a sink metric; \"local\" read as most heads not sinking. (Barbero et al., "
              "COLM 2025, compare models of different depth, not layers of one model)",
-    models=PRETRAINED, measure=measure, verdict=verdict,
-    rule=RULE)
+    models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -113,5 +113,4 @@ ROW = Claim(
              "(50 sequences; Gu: 100 at every T). Gemma 3's 15 sliding layers see only 512 keys, so past row 512 "
              "they could not reach token 0 whatever the model learned: at T <= 512 every layer is read, its "
              "global layers (5, 11, 17) shown apart",
-    models=PRETRAINED, measure=measure, verdict=verdict,
-    rule=RULE)
+    models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

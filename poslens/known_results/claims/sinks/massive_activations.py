@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from poslens.known_results.claims.sinks import GU_START, SINKS_WRITTEN, condition_name
+from poslens.known_results.claims.sinks import GU_START, SINKS_WRITTEN, combined, condition_name
 from poslens.known_results.models import LABELS, PRETRAINED
 from poslens.known_results.types import Claim, Results, Rule, shown
 from stats.intervals import binomial, bootstrap, judge
@@ -65,8 +65,7 @@ def verdict(r: Results) -> str:
             continue
         logs, first, _ = _massive_units(d)
         parts = [judge(bootstrap(logs), above=MASSIVE_LOG10), judge(binomial(int(first.sum()), len(first)), above=0.5)]
-        outcome = ("agrees" if all(p == "agrees" for p in parts) else
-                   "differs" if any(p == "differs" for p in parts) else next(p for p in parts if p != "agrees"))
+        outcome = combined(parts)
         out.append(f"{LABELS[m]}: {outcome} (size: {parts[0]}; at the first token: {parts[1]})")
     return "; ".join(out)
 
@@ -85,5 +84,4 @@ ROW = Claim(
              "windows of 64 tokens per start-token condition (Sun et al.: RedPajama samples); the middle third of "
              "the layers read; intervals over sequences (bootstrap of the mean log10 ratio; exact binomial for "
              "the share at the first token)",
-    models=PRETRAINED, measure=measure, verdict=verdict,
-    rule=RULE)
+    models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -7,6 +7,7 @@ from poslens.known_results.claims.sinks import (
     GU_T,
     SINK_FLOOR,
     SINKS_WRITTEN,
+    combined,
     condition,
     sink_rate,
     start_conditions,
@@ -45,8 +46,7 @@ def verdict(r: Results) -> str:
     one = sink_rate(r, "gemma3-270m", "start-second", True)
     two = sink_rate(r, "gemma3-270m", "start-second", True, second=True)
     parts = [verdict_of(two, above=SINK_FLOOR), verdict_of(one, below=SINK_FLOOR)]
-    gemma = ("agrees" if all(p == "agrees" for p in parts) else
-             "differs" if any(p == "differs" for p in parts) else next(p for p in parts if p != "agrees"))
+    gemma = combined(parts)
     return (f"{LABELS['smollm2']}: {smol} (predicted by Gu §5 / Xiao §3.1: a sink on whatever comes first); "
             f"{LABELS['gemma3-270m']}: {gemma} (predicted: the sink follows `<bos>` to position 2, Sink_2 above "
             f"{SINK_FLOOR:.0%} and Sink_1 below)")
@@ -66,5 +66,4 @@ ROW = Claim(
              "circumstantial): `<bos>` moved to position 2 at inference, one ordinary token before it, Sink_2 = "
              "share of heads with α_2 > ε (α_2 = mean over rows 2..T of A_{t,2}). This tests whether the sink "
              "follows the token pretraining fixed; Table 10 moves it in pretraining instead",
-    models=PRETRAINED, measure=measure, verdict=verdict,
-    rule=RULE)
+    models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -51,5 +51,4 @@ ROW = Claim(
           + " (the rotary models have none; GPT2-XL's learned absolute positions give its first token a sink)",
     protocol="one random ordinary token (one per sequence, 100 sequences) repeated T = 64 times, no start token "
              "(with a start token first the first token is no longer a repeat: shown beside it, not judged)",
-    models=PRETRAINED, measure=measure, verdict=verdict,
-    rule=RULE)
+    models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -8,6 +8,7 @@ from poslens.known_results.claims.sinks import (
     GU_T,
     SINK_FLOOR,
     SINKS_WRITTEN,
+    combined,
     condition_name,
     sink_rate,
     start_conditions,
@@ -46,8 +47,7 @@ def verdict(r: Results) -> str:
         start = GU_START[m]
         text, rand = sink_rate(r, m, "text", start), sink_rate(r, m, "random", start)
         votes = [verdict_of(text, above=SINK_FLOOR), verdict_of(rand, above=SINK_FLOOR)]
-        outcome = ("agrees" if all(v == "agrees" for v in votes) else
-                   "differs" if any(v == "differs" for v in votes) else next(v for v in votes if v != "agrees"))
+        outcome = combined(votes)
         if text is not None and has_interval(text):
             gpt2 = GU_TABLE1["GPT2-XL"][0] / 100
             where = ("comparable to GPT2-XL's 77.00% (the interval covers it)" if text.lo <= gpt2 <= text.hi else
@@ -73,5 +73,4 @@ ROW = Claim(
              "Pile); poslens' is English Wikipedia leads (their App. C.2: domain barely matters at ε = 0.3). The "
              "models are 135M / 270M parameters, nearer Fig. 4 (Left) than Table 1's 1.5B-8B; SmolLM2 is an "
              "Instruct model (Table 1 Right: tolerable) and both are 4-bit GGUFs (no paper covers that)",
-    models=PRETRAINED, measure=measure, verdict=verdict,
-    rule=RULE)
+    models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -11,6 +11,24 @@ from poslens.known_results.models import NAMES, PRETRAINED
 from poslens.known_results.types import Claim, Results, Revision, Rule
 from stats.intervals import bootstrap, judge
 
+RULE = Rule(
+    text="relative, per stream bucket once the cache is full (every bucket after the first): gain = loss(window) - "
+         "loss(window + 4 sinks) in nats/token. Agrees when the gain is > 0 in every bucket, or the 95% bootstrap "
+         "interval of the mean gain over buckets lies above 0, and, on the tokens re-computed (re-computation with "
+         "the model's start token first), the sinks remove at least half of the window's excess loss over "
+         "re-computation (95% bootstrap interval over those tokens of the share (window - sinks) / (window - "
+         "re-computation) above 0.5: \"largely recover\"); differs when the gain's interval lies at or below 0 or "
+         "the share's at or below 0.5; otherwise inconclusive. The no-start-token control (4 sinks that are ordinary "
+         "tokens) and 1 vs 4 sinks are shown, not judged",
+    written=WRITTEN,
+    revisions=(Revision(
+        on="2026-11-27", earlier="sinks lower the window's loss by > 0.1 nats and come within 0.1 nats of "
+                                 "re-computation (re-computation without the start token), point estimates",
+        earlier_verdict="SmolLM2 agrees (3.30 -> 2.66; 2.68 vs 2.68), Gemma 3 agrees by 0.015 and 0.005 nats "
+                        "(2.87 -> 2.76; 2.68 vs 2.58)",
+        why="the review found both 0.1-nat thresholds arbitrary and Gemma 3 within sampling error of both; the rule "
+            "is now relative, with intervals, and the re-computation oracle keeps the start token"),))
+
 
 def _stream(r: Results, m: str, part: str = "stream") -> pd.DataFrame:
     d = r.model("attention-window", m)
@@ -53,25 +71,6 @@ def _span(d: pd.DataFrame) -> tuple[str, str]:
     """The bucket the verdict reads: past the trained length where the stream went there, else the whole stream."""
     past = "past the trained length"
     return (past, past) if (d["bucket"] == past).any() else ("all", "over the whole stream, inside the trained length")
-
-
-RULE = Rule(
-    text="relative, per stream bucket once the cache is full (every bucket after the first): gain = loss(window) - "
-         "loss(window + 4 sinks) in nats/token. Agrees when the gain is > 0 in every bucket, or the 95% bootstrap "
-         "interval of the mean gain over buckets lies above 0, and, on the tokens re-computed (re-computation with "
-         "the model's start token first), the sinks remove at least half of the window's excess loss over "
-         "re-computation (95% bootstrap interval over those tokens of the share (window - sinks) / (window - "
-         "re-computation) above 0.5: \"largely recover\"); differs when the gain's interval lies at or below 0 or "
-         "the share's at or below 0.5; otherwise inconclusive. The no-start-token control (4 sinks that are ordinary "
-         "tokens) and 1 vs 4 sinks are shown, not judged",
-    written=WRITTEN,
-    revisions=(Revision(
-        on="2026-11-27", earlier="sinks lower the window's loss by > 0.1 nats and come within 0.1 nats of "
-                                 "re-computation (re-computation without the start token), point estimates",
-        earlier_verdict="SmolLM2 agrees (3.30 -> 2.66; 2.68 vs 2.68), Gemma 3 agrees by 0.015 and 0.005 nats "
-                        "(2.87 -> 2.76; 2.68 vs 2.58)",
-        why="the review found both 0.1-nat thresholds arbitrary and Gemma 3 within sampling error of both; the rule "
-            "is now relative, with intervals, and the re-computation oracle keeps the start token"),))
 
 
 def _buckets(d: pd.DataFrame, condition: str) -> pd.Series:
