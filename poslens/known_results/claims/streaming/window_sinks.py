@@ -40,7 +40,6 @@ def _recovered(r: Results, m: str):
     """The share of the window's excess loss over re-computation with the start token that 4 sinks remove, on the
     re-computed tokens: (window - sinks) / (window - re-computation) of the means, bootstrapped over tokens; None
     where the run kept no per-token losses."""
-
     units = r.units("attention-window")
     t = None if units is None else units[(units["model"] == m) & (units["measure"] == "loss")]
     if t is None or t.empty:
