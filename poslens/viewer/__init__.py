@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from poslens.viewer.server import ViewerError
+from poslens.viewer.errors import ViewerError
 
 __all__ = ["View", "ViewerError", "view"]
 
@@ -62,11 +62,12 @@ class View:
                 f"page {len(self.html.encode('utf-8')) / 1e3:,.0f} kB")
         return line + (f"; serving {self.url})" if self.server is not None else ")")
 
-    def save(self, path) -> Path:
-        """The self-contained page (grid, curves, pooled patterns, the rows within its budget)."""
+    def save(self, path, force: bool = False) -> Path:
+        """The self-contained page (grid, curves, pooled patterns, the rows within its budget), written atomically;
+        a file there that ``poslens view`` did not write is kept unless ``force``."""
         from poslens.viewer.page import write
 
-        return write(path, self.data)
+        return write(path, self.data, force)
 
     def serve(self, port: int = 0, *, server=None):
         """Serve live on 127.0.0.1 (``port`` 0: one the OS picks) in a background thread; ``stop()`` ends it."""
@@ -208,16 +209,17 @@ def _fill_rows(built, page_mb: float, title: str, timings) -> dict:
 
 
 def view(models=None, *, text=None, results=None, length: int | None = None, block: int | None = None,
-         page_mb: float | None = None, out=None, serve: bool = False, port: int = 0, server=None,
-         title: str = "") -> View:
+         page_mb: float | None = None, out=None, force: bool = False, serve: bool = False, port: int = 0,
+         server=None, title: str = "") -> View:
     """Build the viewer for ``models`` (registry names, paths or loaded models; default: the models of ``results``)
     on ``text`` (a string, token ids, or None for the built-in Wikipedia window) at ``length`` tokens (default each
     model's context). ``results``: the folder of a head-profiles, along-context, sink-rate or attention-window run,
     whose CSV columns join the grid's menu. ``block``: query rows and keys per block (default ``data.default_block``).
     ``page_mb``: the saved page's size budget in MB (default ``page.PAGE_MB``), which the token rows fill
-    (``page.plan_rows``). ``out``: write the page there. ``serve``: serve it live on 127.0.0.1:``port`` (bound before
-    any model loads)."""
-    from poslens.viewer.page import PAGE_MB, payload
+    (``page.plan_rows``). ``out``: write the page there (a file there that poslens did not write is kept, named before
+    any model loads, unless ``force``). ``serve``: serve it live on 127.0.0.1:``port`` (bound before any model
+    loads)."""
+    from poslens.viewer.page import PAGE_MB, payload, writable
     from poslens.viewer.results import read_results
     from poslens.viewer.server import bind
 
@@ -225,6 +227,8 @@ def view(models=None, *, text=None, results=None, length: int | None = None, blo
     models = _models_of(models, found)
     _check(block, length, page_mb)
     page_mb = PAGE_MB if page_mb is None else float(page_mb)
+    if out is not None:
+        writable(out, force)
     if serve and server is None:
         server = bind(port)  # a port in use is said before anything loads
     try:
@@ -238,7 +242,7 @@ def view(models=None, *, text=None, results=None, length: int | None = None, blo
         result = View(payload(views, title=title, budget=budget), [m for m, _, _ in built],
                       [i for _, i, _ in built], found.folder if found else None, timings)
         if out is not None:
-            result.save(out)
+            result.save(out, force)
         if serve:
             result.serve(server=server)
         return result

@@ -24,6 +24,7 @@ def add_view_command(sub) -> None:
                         "fit, else 4, 2 or 1 rows per block, else as many blocks as fit (default 20; --serve computes "
                         "any block's)")
     v.add_argument("--out", default=None, help="write the self-contained page here (default: view.html unless --serve)")
+    v.add_argument("--force", action="store_true", help="overwrite --out even if poslens view did not write it")
     v.add_argument("--serve", action="store_true", help="serve the page live on 127.0.0.1, the models kept loaded")
     v.add_argument("--port", type=int, default=0, help="with --serve: the port (default 0: one the OS picks)")
     v.add_argument("--threads", default=None, help="torch CPU threads")
@@ -52,14 +53,18 @@ def cmd_view(args: argparse.Namespace) -> int:
         path = Path(args.input)
         if not path.is_file():
             raise ViewerError(f"--input {args.input}: no such file")
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ViewerError(f"--input {args.input}: not UTF-8 text (byte {e.start}: {e.reason}); convert it, e.g. "
+                              f"iconv -f latin1 -t utf-8 {args.input}") from None
     if args.threads is not None:
         from poslens.run import threads
 
         threads.apply(int(args.threads))
     out = args.out if args.out is not None or args.serve else "view.html"
     shown = view(args.model, text=text, results=args.results, length=args.length, block=args.block,
-                 page_mb=args.page_mb, out=out, serve=args.serve, port=args.port)
+                 page_mb=args.page_mb, out=out, force=args.force, serve=args.serve, port=args.port)
     if out is not None:
         print(f"wrote {out} ({Path(out).stat().st_size / 1e6:.1f} MB): {held(shown.data)}")
     if args.serve:

@@ -184,19 +184,43 @@ def payload(views: list[ModelView], *, live: bool = False, title: str = "", budg
             "budget": budget or {}}
 
 
+# every page opens so: how ``writable`` tells a page poslens wrote from a user's file
+HEAD = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
+        "<title>poslens head viewer")
+
+
 def render(data: dict) -> str:
     """The page: the data as JSON (``</`` escaped) and the script inline."""
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     about = html.escape(data.get("title") or "")
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
-            f"<title>poslens head viewer{': ' + about if about else ''}</title><style>{STYLE}</style></head><body>"
+    return (HEAD + f"{': ' + about if about else ''}</title><style>{STYLE}</style></head><body>"
             + BODY.replace('<p class="note" id="about"></p>', f'<p class="note" id="about">{about}</p>')
             + f'<script id="poslens-data" type="application/json">{body}</script>'
             + f"<script>{SCRIPT.read_text(encoding='utf-8')}</script></body></html>\n")
 
 
-def write(path, data: dict) -> Path:
+def writable(path, force: bool = False) -> Path:
+    """``path`` if the page may be written there: a new file, a page ``poslens view`` wrote (its opening is
+    ``HEAD``), or anything with ``force``; otherwise a ``ViewerError`` naming the file, before any work starts."""
+    from poslens.viewer.errors import ViewerError
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(data), encoding="utf-8")
+    if path.is_dir():
+        raise ViewerError(f"--out {path}: is a folder; give the page's file name (e.g. {path / 'view.html'})")
+    if force or not path.exists():
+        return path
+    with open(path, "rb") as f:
+        opening = f.read(len(HEAD.encode()))
+    if opening != HEAD.encode():
+        raise ViewerError(f"--out {path}: this file was not written by poslens view; it is kept (give --force to "
+                          "overwrite it, or another --out)")
     return path
+
+
+def write(path, data: dict, force: bool = False) -> Path:
+    """The page, atomically (``interp.atomic``), where ``writable`` allows."""
+    from interp.atomic import write_text
+
+    path = writable(path, force)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_text(path, render(data))

@@ -148,3 +148,32 @@ def test_view_help_imports_no_heavy_module():
             "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformers') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "--serve" in proc.stdout and proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_file_the_viewer_did_not_write_is_kept_and_named_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    import poslens.viewer.data as data
+
+    notes = tmp_path / "notes.html"
+    notes.write_text("<html>my notes</html>", encoding="utf-8")
+    monkeypatch.setattr(data, "head_data", lambda *a, **k: pytest.fail("the forward pass ran"))
+    assert main(["view", "--model", "rope-small", "--length", "64", "--out", str(notes)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {notes}: this file was not written by poslens view" in err and "--force" in err
+    assert notes.read_text(encoding="utf-8") == "<html>my notes</html>"
+    assert main(["view", "--model", "rope-small", "--length", "64", "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    monkeypatch.undo()
+    page = tmp_path / "page.html"
+    for argv in (["--out", str(page)], ["--out", str(page)], ["--out", str(notes), "--force"]):
+        assert main(["view", "--model", "rope-small", "--length", "32", "--page-mb", "1", *argv]) == 0
+    assert notes.read_text(encoding="utf-8").startswith("<!doctype html>")  # --force overwrote it
+    assert page.read_text(encoding="utf-8") == notes.read_text(encoding="utf-8")  # its own page is rewritten
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_an_input_that_is_not_utf8_is_named(tmp_path, capsys):
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    assert main(["view", "--model", "rope-small", "--input", str(latin), "--out", str(tmp_path / "v.html")]) == 2
+    err = capsys.readouterr().err
+    assert f"--input {latin}: not UTF-8 text (byte 3" in err and "Traceback" not in err
