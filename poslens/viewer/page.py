@@ -98,8 +98,9 @@ def spaced_blocks(n_blocks: int, count: int) -> list[int]:
 
 def row_bytes(n: int) -> int:
     """An upper estimate of one head's row in the page: at most ``TOP_KEYS + BEFORE`` keys, each a position and a
-    weight of 6 significant digits with their separators."""
-    return (TOP_KEYS + BEFORE) * (len(str(n)) + 13) + 16
+    weight of 6 significant digits with their separators, the row's brackets and its block's ``"layer|head|block"``
+    key (a block of one row)."""
+    return (TOP_KEYS + BEFORE) * (len(str(n)) + 13) + 2 * len(str(n)) + 32
 
 
 def plan_rows(n: int, block: int, heads: int, budget: float) -> dict[int, list[int]]:
