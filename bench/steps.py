@@ -1,13 +1,14 @@
 """Each step of the main job (``poslens reproduce``, ``make demo``) against its floor, and the cost table its progress
 lines read (``poslens.run.estimate.COSTS``).
 
-The steps run one after another in one fresh process (``harness.run``), each: first the speed probe (``poslens.run.estimate.probe``), then the
-step as ``poslens reproduce`` runs it (``run_analysis`` with its options, into a temporary folder), every model load and
-every forward pass of a model recorded (its inputs kept), then the floor: the same forward passes replayed on the same
-models, with no hooks, under ``torch.inference_mode``, one after another. The floor leaves out what no implementation
-can skip but a forward pass does not cover (backward passes, probe fits, bootstraps), so a step that needs them sits
-above it by their share. A step's cost (the unit of ``COSTS``): its CPU seconds over the probe's, plus its figures'
-export (a browser process, outside this process' CPU time) in wall seconds over the probe's.
+The steps run one after another in one fresh process (``harness.run``), each: first the speed probe
+(``poslens.run.estimate.probe``), then the step as ``poslens reproduce`` runs it (``run_analysis`` with its options,
+into a temporary folder), every model load and every forward pass of a model recorded (its inputs kept), then the
+floor: the same forward passes replayed on the same models, with no hooks, under ``torch.inference_mode``, one after
+another. The floor leaves out what no implementation can skip but a forward pass does not cover (backward passes,
+probe fits, bootstraps), so a step that needs them sits above it by their share. A step's cost (the unit of
+``COSTS``): its CPU seconds over the probe's, plus its figures' export (a browser process, outside this process' CPU
+time) in wall seconds over the probe's.
 
 ``python -m bench.steps [--steps a,b] [--keep DIR] [--rows LOG] [--write]`` (``--write`` rewrites ``COSTS`` and the
 BENCHMARKS.md section; ``python -m bench`` does too). The step's CPU seconds, its floor and its cost are ratios of
