@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/poslens reproduce --out $(OUT) --force
+	$(BIN)/poslens reproduce --out $(OUT) --force --workers 2  # two steps at a time: a 2-core machine's cores
 
 test: $(STAMP)  # the linter (pyproject's [tool.ruff]), the API reference and its links, then every tier
 	$(BIN)/ruff check .

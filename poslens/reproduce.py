@@ -19,7 +19,7 @@ from analyses import all_analyses, get
 from interp.atomic import write_text
 from interp.runtime import parallel
 from poslens.known_results.types import KNOWN_FOLDER, STEPS
-from poslens.run.estimate import COSTS, PROBE_MODEL, PROBE_TOKENS, Pace, clock, probe
+from poslens.run.estimate import COSTS, PROBE_MODEL, PROBE_TOKENS, Pace, clock, probe, split
 from poslens.run.execute import Result, run_analysis, sharing_models
 from poslens.run.outputs import Outputs
 from poslens.run.provenance import git_commit
@@ -85,6 +85,13 @@ def _reusable(out: Path, step: Step, key: str, commit: str | None) -> Result | N
     rec = _record(out, step)
     if rec is None or commit is None or rec.get("commit") != commit or rec.get("key") != key:
         return None
+    return _recorded(out, step, rec)
+
+
+def _recorded(out: Path, step: Step, rec: dict | None) -> Result | None:
+    """The result its record ``rec`` names, read back; None when a file is missing."""
+    if rec is None:
+        return None
     where = out / step.folder
     files = [where / f for f in rec.get("files", [])]
     if not files or not all(f.exists() for f in files) or not (where / f"{step.analysis}.csv").exists():
@@ -120,7 +127,7 @@ def _pace(out: Path, plan, keys: list[str], quick: bool, say) -> Pace:
 
 
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
-              device=None, real_models: bool = False, dtype=None, resume: bool = False) -> Path:
+              device=None, real_models: bool = False, dtype=None, resume: bool = False, workers: int = 1) -> Path:
     """Run ``plan`` (default ``main_plan()``) into ``out`` and write ``out/index.html``; refuse to touch an existing
     report unless ``force`` or ``resume``. ``real_models`` adds ``real_plan()``: the pretrained models' runs (hours
     more on a CPU), written to ``out/known/`` (the same analyses as the main job's, on other models: neither overwrites
@@ -134,6 +141,11 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
     time in this folder with the same arguments, else its recorded cost x this machine's speed, ``_estimate``) and the
     time left, scaled by how the steps done so far compared with theirs (``poslens.run.estimate``).
 
+    ``workers`` > 1 runs the steps in that many processes of one torch thread each (``_in_workers``; a 2-core
+    machine's small models gain more from two steps at once than from two threads in one), the steps dealt by their
+    estimates (``poslens.run.estimate.split``); each step's numbers are those of a one-thread run, equal to a
+    two-thread run's within float rounding. The workers print their own lines; the index is written here after.
+
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
     (``poslens.run.outputs``), the index and summary last. In a data-parallel session (torchrun,
     ``interp.runtime.parallel.session``) every rank runs every step, in the same order: the data-parallel analyses share
@@ -142,6 +154,9 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
     from poslens.run.execute import model_dtype
 
     dtype = model_dtype(dtype)  # before the report folder is touched
+    if workers > 1 and parallel.describe() is not None:
+        raise ValueError(f"--workers {workers}: this job is already launched as several processes (torchrun or a "
+                         "store's shards); give --workers 1")
     out, plan = Path(out), (main_plan() + (real_plan() if real_models else ())) if plan is None else plan
     with contextlib.ExitStack() as held:
         outputs = parallel.agree(lambda: held.enter_context(_report_folder(out, force or resume)))
@@ -153,11 +168,16 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         models = held.enter_context(sharing_models())  # a model several steps read is loaded once
         keys = [step_key(s, _options(s, quick), seed, dtype) for s in plan]
         pace = _pace(out, plan, keys, quick, say)
+        reused = [_reusable(out, s, k, commit) if resume else None for s, k in zip(plan, keys)]
+        by_worker = {} if workers <= 1 else _in_workers(
+            out, plan, keys, [i for i, r in enumerate(reused) if r is None], pace, workers, say,
+            dict(quick=quick, seed=seed, device=device, dtype=dtype, commit=commit))
         for i, (step, key) in enumerate(zip(plan, keys), 1):
-            result = _reusable(out, step, key, commit) if resume else None
+            result = reused[i - 1] or (_recorded(out, step, _record(out, step)) if i - 1 in by_worker else None)
+            how = ("done at this commit with these arguments: reused" if reused[i - 1] is not None else
+                   f"done by a worker in {clock(by_worker[i - 1])}" if result is not None else pace.line(i - 1))
             say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({clock(time.time() - start)} "
-                f"elapsed; " + ("done at this commit with these arguments: reused)" if result is not None else
-                                f"{pace.line(i - 1)})"))
+                f"elapsed; {how})")
             if result is None:
                 t0 = time.time()
                 result = _run_step(out, step, quick, seed, device, dtype)
@@ -177,6 +197,50 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
             outputs.commit([])
         say(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"
+
+
+def _in_workers(out: Path, plan, keys, todo: list[int], pace: Pace, workers: int, say, run: dict) -> dict[int, float]:
+    """Run the steps ``todo`` (indices into ``plan``) in ``workers`` processes (spawned: a fresh torch each), each
+    recording its steps as the loop would (``_write_record``); their seconds by index. A step that fails ends every
+    worker and is raised here."""
+    import multiprocessing
+
+    queues = [[todo[j] for j in q] for q in split([pace.estimates[i] for i in todo], workers)]
+    if not queues:
+        return {}
+    say(f"{len(todo)} steps in {len(queues)} worker processes of one torch thread each: "
+        + "; ".join(f"worker {k}: {', '.join(plan[i].analysis for i in q)}" for k, q in enumerate(queues, 1)))
+    seconds: dict[int, float] = {}
+    with multiprocessing.get_context("spawn").Pool(len(queues)) as pool:
+        waits = [pool.apply_async(_worker, (k, out, [(i, plan[i], keys[i], pace.estimates[i]) for i in q], run))
+                 for k, q in enumerate(queues, 1)]
+        try:
+            for w in waits:
+                seconds.update(w.get())
+        except BaseException:
+            pool.terminate()
+            raise
+    return seconds
+
+
+def _worker(k: int, out: Path, items: list, run: dict) -> dict[int, float]:
+    """One worker's queue (``_in_workers``): one torch thread, the models its steps share loaded once, a line per step
+    with its estimate and the time left in this queue."""
+    from poslens.run import threads
+
+    threads.apply(1)
+    mine, seconds = Pace([e for *_, e in items]), {}
+    with figures.shared_plotlyjs(), sharing_models() as models:
+        for j, (i, step, key, _) in enumerate(items):
+            print(f"[worker {k}: {j + 1}/{len(items)}] {step.analysis} on {', '.join(step.models)} "
+                  f"({mine.line(j)} in this worker)", flush=True)
+            t0 = time.time()
+            result = _run_step(out, step, run["quick"], run["seed"], run["device"], run["dtype"])
+            seconds[i] = time.time() - t0
+            mine.finished(j, seconds[i])
+            _write_record(out, step, run["commit"], key, seconds[i], result)
+            _drop_unneeded(models, [s for _, s, _, _ in items[j + 1:]])
+    return seconds
 
 
 def _drop_unneeded(models: dict, later) -> None:

@@ -60,6 +60,9 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
     r.add_argument("--dtype", default=None, help=DTYPE_HELP)
     r.add_argument("--threads", default=None, help=THREADS_HELP)
+    r.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="run the steps in N processes of one torch thread each (make demo: 2, the machine's cores; "
+                        "default 1)")
     r.add_argument("--steps", default=None, metavar="A,B",
                    help="only these steps of the job (comma-separated analysis names; default: every step)")
     r.set_defaults(func=cmd_reproduce)
@@ -178,10 +181,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from interp.runtime import parallel
     from poslens.reproduce import reproduce
 
+    if args.workers < 1:
+        raise OptionError(f"--workers {args.workers}: expected an integer >= 1")
     plan = _steps(args.steps, args.real_models)
     with parallel.session(device=args.device):  # under torchrun: one process group for every step
         reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device,
-                  real_models=args.real_models, dtype=dtype, resume=args.resume, plan=plan)
+                  real_models=args.real_models, dtype=dtype, resume=args.resume, plan=plan, workers=args.workers)
     return 0
 
 

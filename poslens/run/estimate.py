@@ -90,3 +90,19 @@ class Pace:
         if len(known) < len(rest):
             left += f" for the {len(known)} of {len(rest)} steps with an estimate"
         return f"{head}, {left}"
+
+
+def split(estimates: list[float | None], workers: int) -> list[list[int]]:
+    """Steps (their indices) dealt to ``workers`` queues, longest first to the queue that ends soonest (Graham's
+    longest-processing-time rule: within 4/3 of the best split); a step without an estimate counts as the mean of
+    those with one. Each queue keeps the job's order; empty queues are dropped."""
+    known = [e for e in estimates if e is not None]
+    fill = sum(known) / len(known) if known else 1.0
+    sizes = [fill if e is None else e for e in estimates]
+    queues: list[list[int]] = [[] for _ in range(max(1, workers))]
+    loads = [0.0] * len(queues)
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        k = loads.index(min(loads))
+        queues[k].append(i)
+        loads[k] += sizes[i]
+    return [sorted(q) for q in queues if q]

@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from interp.loading import save
@@ -293,3 +294,38 @@ def test_shared_models_are_let_go_after_the_last_step_that_reads_them():
     assert models == {("b", None): 2, ("b", "bf16"): 3, ("c", None): 4}
     _drop_unneeded(models, ())
     assert models == {}
+
+
+def test_two_workers_write_the_one_process_report(plan, tmp_path, capfd):
+    """The steps dealt to two spawned processes of one thread each give the one-process tables (to float rounding),
+    every step is recorded once, and the index links every step as before."""
+    from bench.compare_csvs import differences
+    from poslens.run.estimate import split
+    from tests.acceptance.poslens.test_parallel import assert_same_table
+
+    # sizes 5, 1, 4, 3 (None: the mean), 2; longest first to the lighter queue: 5 | 4, 3 -> 7, 2 -> 7 | 7, 1 -> 8 | 7
+    assert split([5.0, 1.0, 4.0, None, 2.0], 2) == [[0, 1, 4], [2, 3]]
+    one, two = tmp_path / "one", tmp_path / "two"
+    reproduce(one, quick=True, plan=plan, log=lambda s: None)
+    lines = []
+    reproduce(two, quick=True, plan=plan, log=lines.append, workers=2)
+    printed = capfd.readouterr().out
+    assert "5 steps in 2 worker processes of one torch thread each" in lines[0]
+    assert sum(f"] {s.analysis} on " in printed for s in plan) == len(plan)  # each step run by one worker
+    assert printed.count("[worker 1: 1/") == 1 and printed.count("[worker 2: 1/") == 1
+    assert all("done by a worker in " in line for line in lines if line.startswith("["))
+    for step in plan:
+        assert_same_table(one / f"{step.analysis}.csv", two / f"{step.analysis}.csv")
+        assert (two / ".steps" / f"{step.analysis}.json").is_file()
+    assert not differences(pd.read_csv(one / "word-boundaries.csv"), pd.read_csv(two / "word-boundaries.csv"))
+    index = (two / "index.html").read_text()
+    assert all(f"<iframe src='{s.analysis}.html'" in index for s in plan)
+    assert not [p.name for p in two.iterdir() if p.name.endswith(".lock") or ".partial-" in p.name]
+
+
+def test_workers_refuse_a_count_below_one(tmp_path, capsys):
+    from poslens.cli import main
+
+    assert main(["reproduce", "--quick", "--workers", "0", "--out", str(tmp_path / "r")]) == 2
+    assert "--workers 0: expected an integer >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
