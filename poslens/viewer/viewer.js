@@ -544,8 +544,12 @@
   window.addEventListener("hashchange", () => apply(parse(location.hash), true));
   const total = D.models.reduce((n, m) => n + m.n_blocks, 0);
   const inFile = D.models.reduce((n, m) => n + (m.precomputed || []).length, 0);
+  const fewest = Math.min(...D.models.flatMap((m) => (m.precomputed || []).map((b) =>
+    (m.rows[`0|0|${b}`] || []).length)));
   $("mode").textContent = D.live ? "live: any block's rows are computed on click" :
-    inFile === total ? "file: every block's rows are in this file" :
+    inFile === total ? "file: every block's rows are in this file" +
+      (fewest < Math.min(...D.models.map((m) => m.block)) - 1 ? ` (at least ${fewest} query rows of each; ` +
+        "--serve computes all)" : "") :
       `file: the rows of ${inFile} of ${total} blocks are in this file (a page budget of ${D.budget.needs_mb} MB ` +
       "holds every block's; --serve computes any)";
   window.viewer = {
