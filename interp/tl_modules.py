@@ -240,16 +240,24 @@ class TLModules:
                 pass
         return got[0]
 
+    def _own_module(self, name: str):
+        """A module the family registered under a TransformerLens name itself (a plug-in's ``self.embed``)."""
+        return self.__dict__["_modules"].get(name)
+
     @property
     def embed(self) -> Embed:
-        return Embed(self)
+        own = self._own_module("embed")
+        return own if own is not None else Embed(self)
 
     @property
     def unembed(self) -> Unembed:
-        return Unembed(self)
+        own = self._own_module("unembed")
+        return own if own is not None else Unembed(self)
 
     @property
     def pos_embed(self) -> PosEmbed:
+        if self._own_module("pos_embed") is not None:
+            return self._own_module("pos_embed")
         if "hook_pos_embed" not in self.hook_dict or not hasattr(self, "ap_embedding_matrix"):
             raise self._absent(self._no_table("pos_embed"))
         return PosEmbed(self)
