@@ -220,7 +220,8 @@ def test_padded_or_ragged_input_is_refused_with_the_reason():
 
 
 HOOK_SHAPES = {  # b=2, n=7, hidden 24, pos 8, heads 4, d_qk 8, d_head 6
-    "hook_tokens": (2, 7), "hook_embed_sem": (2, 7, 24), "hook_embed": (2, 7, 24), "hook_embed_ap": (2, 7, 8), "hook_pos_embed": (2, 7, 24),
+    "hook_tokens": (2, 7),
+    "hook_embed_sem": (2, 7, 24), "hook_embed": (2, 7, 24), "hook_embed_ap": (2, 7, 8), "hook_pos_embed": (2, 7, 24),
     "blocks.1.hook_resid_pre": None, "blocks.1.hook_attn_in": None, "blocks.1.hook_attn_out": None,
     "blocks.1.hook_resid_mid": None, "blocks.1.hook_mlp_in": None, "blocks.1.hook_mlp_out": None,
     "blocks.1.hook_resid_post": None, "blocks.1.hook_resid_ap": (2, 7, 8), "blocks.1.hook_resid_sem": (2, 7, 24),
