@@ -187,7 +187,7 @@ def context_statistics(model, ids, max_rows: int, fraction: float, n_bands: int,
             loss += float(nll(logits, gold[start:end], reduction="sum"))
             if base is not None:
                 lp = torch.log_softmax(logits, dim=-1)
-                lb = torch.log_softmax(model.unembed(base[start:end]).float(), dim=-1)
+                lb = torch.log_softmax(model.head_logits(base[start:end]).float(), dim=-1)
                 kl += float((lb.exp() * (lb - lp)).sum())
                 del lp, lb
             del logits  # before the next chunk's are built

@@ -44,15 +44,16 @@ from transformer_lens import HookedRootModule
 
 from interp import attention
 from interp.capabilities import Capability, CapabilityError, require  # noqa: F401 (re-exported)
-from interp.hooks import HookDoc, doc_of, hook_table, make_hook_points
+from interp.hooks import Hook, HookDoc, doc_of, hook_table, make_hook_points
 from interp.tl import TL_GENERATE, TLSurface
+from interp.tl_modules import TLModules, fire_tokens
 
 
 class InputError(ValueError):
     """Tokens a model cannot take (wrong shape, out of vocabulary, longer than the model allows)."""
 
 
-class PosLensModel(TLSurface, HookedRootModule):
+class PosLensModel(TLModules, TLSurface, HookedRootModule):
     """A HookedRootModule with a tokenizer, a family name, declared hooks and declared capabilities.
 
     ``max_seq_len`` is a plain attribute: inputs longer than it are refused. Rotary families compute their
@@ -65,6 +66,7 @@ class PosLensModel(TLSurface, HookedRootModule):
     """
 
     family: str = "?"
+    hook_tokens = Hook("[batch, pos]", "token ids entering the model (an edit changes what it reads)")
     supports_kv_cache = False  # attention appends to ``attention.KVCache`` inside ``attention.decoding``
     positions_read_only = False  # POSITIONS: whether edits of ``hook_positions`` leave the rotation as it was
 
@@ -78,6 +80,7 @@ class PosLensModel(TLSurface, HookedRootModule):
         make_hook_points(self)
         super().setup()
         self.make_tl_config()
+        self.register_forward_pre_hook(fire_tokens, with_kwargs=True)
 
     def describe(self) -> str:
         return f"{self.family} family"
@@ -205,31 +208,32 @@ class PosLensModel(TLSurface, HookedRootModule):
         """Whether ``forward`` ends in an output head (next-token or masked-token logits)."""
         return bool({Capability.CAUSAL_LM, Capability.MASKED_LM} & self.capabilities)
 
-    def unembed(self, hidden: Tensor) -> Tensor:
+    def head_logits(self, hidden: Tensor) -> Tensor:
         """Logits ``[..., d_vocab]`` of rows of ``final_hidden``: the output head alone, exactly as ``forward`` applies
         it."""
         raise CapabilityError(f"{self.model_name} has no output head to unembed with")
 
     @property
     def head_separable(self) -> bool:
-        """Whether the head can run apart from the layers below it (``unembed`` written, ``head_hooks`` present; the hf
-        family sets it from its loader's check): a plug-in family that declares neither still gets its losses, from its
-        full logits."""
-        return type(self).unembed is not PosLensModel.unembed and all(h in self.mod_dict for h in self.head_hooks)
+        """Whether the head can run apart from the layers below it (``head_logits`` written, ``head_hooks`` present;
+        the hf family sets it from its loader's check): a plug-in family that declares neither still gets its losses,
+        from its full logits."""
+        written = type(self).head_logits is not PosLensModel.head_logits
+        return written and all(h in self.mod_dict for h in self.head_hooks)
 
     def head_reads(self, captured: dict[str, Tensor]) -> Tensor:
         """What the output head reads, from the outputs of ``head_hooks``."""
         return captured[self.head_hooks[-1]]
 
     def final_hidden(self, tokens, **kwargs) -> Tensor:
-        """``forward`` stopped before its output head: the rows ``unembed`` turns into logits, ``[batch, pos, d]`` (a
-        model without a head: what ``forward`` returns). Hooks below the head fire as in ``forward``; no logits are
+        """``forward`` stopped before its output head: the rows ``head_logits`` turns into logits, ``[batch, pos, d]``
+        (a model without a head: what ``forward`` returns). Hooks below the head fire as in ``forward``; no logits are
         built."""
         if not self.has_output_head:
             return self(tokens, **kwargs)
         if not self.head_separable:
             raise CapabilityError(f"{self.model_name}: its family does not run the output head apart (no "
-                                  f"unembed, or no {', '.join(self.head_hooks)} hook): final_hidden needs both")
+                                  f"head_logits, or no {', '.join(self.head_hooks)} hook): final_hidden needs both")
         got: dict[str, Tensor] = {}
 
         def keep(x, hook):
@@ -256,7 +260,7 @@ class PosLensModel(TLSurface, HookedRootModule):
         rows = hidden.shape[0]
         chunk = chunk or memory.loss_chunk(self.d_vocab, self.device)
         for start in range(0, rows, chunk):
-            yield start, self.unembed(hidden[start:start + chunk]).float()
+            yield start, self.head_logits(hidden[start:start + chunk]).float()
 
     def losses_from_hidden(self, hidden: Tensor, targets: Tensor, chunk: int | None = None) -> Tensor:
         """Cross-entropy (nats, float32) of ``targets`` ``[batch, pos]`` under the logits of ``hidden``
@@ -275,7 +279,7 @@ class PosLensModel(TLSurface, HookedRootModule):
         if flat.shape[0] >= LONG_RUN:
             starts = progress(starts, f"{self.model_name} loss chunks")
         for start in starts:  # nothing holds a chunk's logits once its losses are taken
-            logits = self.unembed(flat[start:start + chunk]).float()
+            logits = self.head_logits(flat[start:start + chunk]).float()
             out[start:start + logits.shape[0]] = torch.nn.functional.cross_entropy(
                 logits, gold[start:start + logits.shape[0]], reduction="none")
             del logits

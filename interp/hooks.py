@@ -23,8 +23,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 from transformer_lens.hook_points import HookPoint
+
+from interp.tl_modules import MLPWeights
 
 TOKEN_DIMS = ("pos", "q", "k")  # shape names whose axis runs over tokens (queries and keys of a pattern)
 
@@ -193,12 +196,38 @@ class NormHooks(nn.Module):
 
         return normalize(self, self.norm, x)
 
+    @property
+    def w(self) -> torch.Tensor:
+        """TransformerLens' name for the norm's weight (ones where it has none)."""
+        return self._param("weight", 1.0)
 
-class MLPHooks(nn.Module):
-    """TransformerLens' MLP hooks under ``blocks.{l}.mlp`` for a family whose MLP module has another name."""
+    @property
+    def b(self) -> torch.Tensor:
+        """TransformerLens' name for the norm's bias (zeros where it has none)."""
+        return self._param("bias", 0.0)
+
+    def _param(self, name: str, fill: float) -> torch.Tensor:
+        value = getattr(self.norm, name, None)
+        if isinstance(value, torch.Tensor):
+            return value + 1 if name == "weight" and getattr(self, "offset", False) else value
+        width = next((p.shape[-1] for p in getattr(self.norm, "parameters", list)()), None)
+        if width is None:
+            raise AttributeError(f"{type(self.norm).__name__} has no {name} and no width to give one of")
+        like = next(iter(self.norm.parameters()))
+        return torch.full((width,), fill, dtype=like.dtype, device=like.device)
+
+
+class MLPHooks(nn.Module, MLPWeights):
+    """TransformerLens' MLP hooks under ``blocks.{l}.mlp`` for a family whose MLP module has another name; ``parts``
+    (the MLP's ``in``, ``out``, ``gate`` or fused ``gate_in`` projections, not registered here) give its neuron weights
+    (``interp.tl_modules.MLPWeights``)."""
 
     hook_pre = Hook("[batch, pos, d_mlp]", "MLP hidden pre-activation (the gate's, for a gated MLP)")
     hook_post = Hook("[batch, pos, d_mlp]", "MLP hidden activation: what the output projection reads")
+
+    def __init__(self, parts: dict | None = None):
+        super().__init__()
+        self.__dict__["tl_parts"] = dict(parts or {})
 
 
 RESULT = Hook("[batch, pos, head, d_model]", "each head's contribution to the attention output (z_h @ W_O[h]); "

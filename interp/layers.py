@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from interp.attention import hooked
 from interp.hooks import Hook
+from interp.tl_modules import MLPWeights
 
 
 class RMSNorm(nn.Module):
@@ -30,7 +31,7 @@ class RMSNorm(nn.Module):
         return (self.weight * normed).to(dtype)
 
 
-class SwiGLU(nn.Module):
+class SwiGLU(nn.Module, MLPWeights):
     """``down_proj(silu(gate_proj x) * up_proj x)``, hooked as TransformerLens' gated MLP."""
 
     hook_pre = Hook("[batch, pos, d_mlp]", "gate_proj x, before the SiLU")
@@ -42,6 +43,9 @@ class SwiGLU(nn.Module):
         self.gate_proj = nn.Linear(dim, hidden, bias=bias)
         self.up_proj = nn.Linear(dim, hidden, bias=bias)
         self.down_proj = nn.Linear(hidden, dim, bias=bias)
+
+    def tl_mlp_parts(self) -> dict:
+        return {"gate": self.gate_proj, "in": self.up_proj, "out": self.down_proj}
 
     def forward(self, x: Tensor) -> Tensor:
         if not (hooked(self.hook_pre) or hooked(self.hook_pre_linear) or hooked(self.hook_post)):

@@ -175,6 +175,19 @@ class Cache(ActivationCache):
     def pop(self, key, *default):
         return self.cache_dict.pop(key, *default)
 
+    def apply_ln_to_stack(self, residual_stack, layer=None, *args, **kwargs):
+        """TransformerLens' ``apply_ln_to_stack``: each component divided by the norm's cached scale (centred first
+        for LayerNorm): the norm without its weight and bias. ``apply_ln_to_stack(resid, layer=-1) @ model.W_U +
+        model.b_U`` is the model's logits only on processed weights (``interp.load(..., fold_ln=True)`` or
+        ``model.process_weights_()``, as TransformerLens' ``from_pretrained`` gives); poslens loads the checkpoint's
+        weights unprocessed, and there the result must be multiplied by ``model.ln_final.w`` (and
+        ``model.ln_final.b`` added) before ``W_U``. Warns once per model when its final norm is unfolded."""
+        from interp.tl_modules import warn_unfolded
+
+        if layer is None or layer == -1 or layer == self.model.cfg.n_layers:
+            warn_unfolded(self.model)
+        return super().apply_ln_to_stack(residual_stack, layer, *args, **kwargs)
+
     def __eq__(self, other) -> bool:
         other = other.cache_dict if isinstance(other, ActivationCache) else other
         return isinstance(other, dict) and other.keys() == self.cache_dict.keys() and all(
@@ -287,7 +300,7 @@ def normalize(hooks, norm, x: torch.Tensor) -> torch.Tensor:
     return out.to(dtype)
 
 TL_HOOKS = (  # the TransformerLens hooks a script written for one model reads, in forward order: the README's matrix
-    "hook_embed", "hook_pos_embed", "blocks.{l}.hook_resid_pre", "blocks.{l}.ln1.hook_scale",
+    "hook_tokens", "hook_embed", "hook_pos_embed", "blocks.{l}.hook_resid_pre", "blocks.{l}.ln1.hook_scale",
     "blocks.{l}.ln1.hook_normalized", "blocks.{l}.attn.hook_q", "blocks.{l}.attn.hook_k", "blocks.{l}.attn.hook_v",
     "blocks.{l}.attn.hook_rot_q", "blocks.{l}.attn.hook_rot_k", "blocks.{l}.attn.hook_attn_scores",
     "blocks.{l}.attn.hook_pattern", "blocks.{l}.attn.hook_z", "blocks.{l}.attn.hook_result",

@@ -82,7 +82,8 @@ class BertBlock(BlockHooks):
         self.output = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
         self.ffn_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         # post-LN, named as TransformerLens' BERT names them: ln1 after attention, ln2 after the MLP
-        self.ln1, self.ln2, self.mlp = NormHooks(self.attn_norm), NormHooks(self.ffn_norm), MLPHooks()
+        self.ln1, self.ln2 = NormHooks(self.attn_norm), NormHooks(self.ffn_norm)
+        self.mlp = MLPHooks({"in": self.intermediate, "out": self.output})
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.hook_resid_pre(x)
@@ -115,6 +116,16 @@ class BertEncoder(PosLensModel):
         c = self.cfg
         return dict(d_head=c.head_dim, d_mlp=c.intermediate_size, act_fn="gelu", normalization_type="LN",
                     positional_embedding_type="standard", original_architecture="BertModel")
+
+    def tl_weight_plan(self):
+        """Post-LayerNorm: only the value biases are processed."""
+        from interp.weight_processing import WeightPlan, layer_plan
+
+        post = ("BERT is post-LayerNorm: each norm acts on the residual itself, so no weight reading it can absorb "
+                "it")
+        return WeightPlan([layer_plan(b, None, None, self.n_heads) for b in self.blocks], None, [],
+                          refuse={"fold_ln": post, "center_writing_weights": post,
+                                  "center_unembed": "the bert family has no output head"})
 
     @property
     def W_E(self) -> Tensor:

@@ -273,7 +273,8 @@ class EncoderBlock(BlockHooks):
         self.normalized = cfg.residual == "normalized"
         self.attn = attention
         self.ffn = SwiGLUFFN(cfg.d_model, cfg.intermediate_size)
-        self.mlp = MLPHooks()  # the subclasses add ln1 / ln2 once their norms exist
+        self.mlp = MLPHooks({"gate_in": self.ffn.w12, "out": self.ffn.w3})
+        # the subclasses add ln1 / ln2 once their norms exist
 
     def forward(self, x: Tensor, positions: Tensor | None, rp: Tensor | None) -> Tensor:
         x = self.hook_resid_pre(x)
@@ -434,6 +435,22 @@ class EncoderModel(PosLensModel):
     def W_E(self) -> Tensor:
         return self.encoder.weight
 
+    tl_blocks_read_tokens = True  # the [CLS] / [SEP] positions and the relative-position logits
+
+    def tl_weight_plan(self):
+        """Not written for this family: each option is refused with what stands in its way."""
+        from interp.weight_processing import OPTIONS, WeightPlan
+
+        if self.disentangled:
+            why = "DSTG's AP and semantic streams are normalised apart, each with its own scale and weight"
+        elif self.cfg.residual == "normalized":
+            why = "residual='normalized' adds each norm's output to the residual, so its weight cannot move into " \
+                  "the weights reading it"
+        else:
+            why = "weight processing is not written for the encoder family (its MLM head and relative-position " \
+                  "logits are not described to it)"
+        return WeightPlan([], None, [], refuse=dict.fromkeys(OPTIONS, why))
+
     def tl_absent(self) -> dict[str, str]:
         out = super().tl_absent()
         if self.disentangled:
@@ -521,16 +538,16 @@ class EncoderModel(PosLensModel):
             return final
         if predict_at is not None:
             head_in = head_in[predict_at.to(head_in.device)]
-        return self.unembed(head_in)
+        return self.head_logits(head_in)
 
-    # -- the MLM head alone (``final_hidden`` + ``unembed``: losses in chunks) -----------------------------------
+    # -- the MLM head alone (``final_hidden`` + ``head_logits``: losses in chunks) -----------------------------------
     @property
     def has_output_head(self) -> bool:
         return self.decoder is not None
 
-    def unembed(self, hidden: Tensor) -> Tensor:
+    def head_logits(self, hidden: Tensor) -> Tensor:
         if self.decoder is None:
-            return super().unembed(hidden)
+            return super().head_logits(hidden)
         return F.linear(hidden, self.encoder.weight, self.decoder.bias) if self.tied else self.decoder(hidden)
 
     def head_reads(self, captured: dict[str, Tensor]) -> Tensor:

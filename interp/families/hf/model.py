@@ -74,11 +74,16 @@ class LayerAttention(AttentionHooks, AttentionWeights):
             raise AttributeError("this architecture's attention has no q, k, v and o projections poslens can read as "
                                  "linear maps: no per-head weight views")
         if "qkv" in self.parts:
-            fused = linear_view(self.parts["qkv"])
-            bias = fused.bias.chunk(3) if fused.bias is not None else (None,) * 3
-            q, k, v = (SimpleNamespace(weight=w, bias=b) for w, b in zip(fused.weight.chunk(3), bias))
-            return q, k, v, linear_view(self.parts["o"])
+            fused, o = linear_view(self.parts["qkv"]), linear_view(self.parts["o"])
+            q_rows = o.weight.shape[1]  # [q | k | v], k and v of grouped-query heads narrower than q
+            sizes = (q_rows, *(((fused.weight.shape[0] - q_rows) // 2,) * 2))
+            bias = fused.bias.split(sizes) if fused.bias is not None else (None,) * 3
+            q, k, v = (SimpleNamespace(weight=w, bias=b) for w, b in zip(fused.weight.split(sizes), bias))
+            return q, k, v, o
         return tuple(linear_view(self.parts[k]) for k in ("q", "k", "v", "o"))
+
+
+PER_HEAD_QKV = ("gpt_neox", "gpt_neox_japanese", "bloom", "persimmon")  # fused qkv laid out [head, q|k|v, d_head]
 
 
 def linear_view(module):
@@ -193,7 +198,7 @@ class Block(BlockHooks):
         self.__dict__["parts"] = parts or {}  # transformers' modules of this layer (self.hf's, not registered here)
         self.__dict__["mlp_parts"] = mlp_parts or {}
         if "out" in self.mlp_parts and ({"gate", "in"} & set(self.mlp_parts)):
-            self.mlp = MLPHooks()
+            self.mlp = MLPHooks(self.mlp_parts)
         for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
             if key in self.parts and norm_eps(self.parts[key]) is not None:
                 self.add_module(key, OutputNormHooks(self.parts[key], *norm_kind))
@@ -456,6 +461,54 @@ class HFModel(PosLensModel):
     def W_E(self) -> Tensor:
         return self.hf.get_input_embeddings().weight
 
+    def tl_weight_plan(self):
+        """The norms the bridge's adapter names: ``ln1`` folds into q, k, v (and the MLP where one norm serves both,
+        as in parallel blocks), ``ln2`` into the MLP's input, ``ln_final`` into the output embedding (untied first)."""
+        from interp.weight_processing import Norm, WeightPlan, layer_plan
+
+        def norm(key, block):
+            hooks = block._modules.get(key)
+            return Norm(hooks.norm, hooks.centred, hooks.offset) if hooks is not None else None
+
+        refuse = self._weight_refusals()
+        layers = [] if not all(b.attn.linear_parts for b in self.blocks) else [
+            layer_plan(b, norm("ln1", b), norm("ln2", b), self.n_heads, "ln2" not in b.parts) for b in self.blocks]
+        final = self._modules.get("ln_final")
+        return WeightPlan(layers, Norm(final.norm, final.centred, final.offset) if final is not None else None,
+                          [t.weight for t in (self.hf.get_input_embeddings(), self.pos_table) if t is not None],
+                          unembed=self._untied_head if self.has_output_head else None, refuse=refuse)
+
+    def _weight_refusals(self) -> dict[str, str]:
+        """Why each weight-processing option cannot apply to this architecture."""
+        out = {}
+        if not all(b.attn.linear_parts for b in self.blocks):
+            out["fold_ln"] = out["fold_value_biases"] = "its attention has no q, k, v, o projections readable as linear"
+        elif "qkv" in self.blocks[0].attn.parts and getattr(self.hf.config, "model_type", "") in PER_HEAD_QKV:
+            out["fold_value_biases"] = "its fused qkv projection interleaves q, k and v head by head"
+        elif not all("ln1" in b._modules for b in self.blocks):
+            out["fold_ln"] = f"{self.architecture} has layers without a pre-attention norm (post-norm)"
+        elif not all({"in", "out"} <= set(getattr(b._modules.get("mlp"), "tl_mlp_parts", dict)())
+                     for b in self.blocks if "mlp" in b.parts):
+            out["fold_ln"] = "its MLP has no input and output projections readable as linear"
+        if any(k in b.parts for b in self.blocks for k in ("ln1_post", "ln2_post")):
+            out["center_writing_weights"] = "its sublayer outputs pass a norm before they reach the residual"
+        if not self.has_output_head:
+            out["center_unembed"] = f"{self.model_name} has no output head"
+        elif getattr(self.hf.config, "final_logit_softcapping", None):
+            out["center_unembed"] = "its logits are soft-capped (tanh), which a shift of every logit changes"
+        return out
+
+    @torch.no_grad()
+    def _untied_head(self):
+        """The output embedding as its own weight (no longer the input embedding's), nn.Linear-like."""
+        from interp.tl_modules import as_linear
+
+        head, embed = self._head_module(), self.hf.get_input_embeddings()
+        if head.weight is embed.weight or head.weight.data_ptr() == embed.weight.data_ptr():
+            head.weight = nn.Parameter(head.weight.detach().clone())
+            self.hf.config.tie_word_embeddings = False
+        return as_linear(head)
+
     def tl_absent(self) -> dict[str, str]:
         out = super().tl_absent()
         names = {"ln1": "no pre-attention norm named by the bridge's adapter",
@@ -533,11 +586,13 @@ class HFModel(PosLensModel):
             start = cache.past(self.blocks[0].attn)
             where["position_ids"] = torch.arange(start, start + tokens.shape[1],
                                                  device=tokens.device).expand(tokens.shape[0], -1)
+        elif self.pos_table is not None:  # one row of positions per batch row: hook_pos_embed is [batch, pos, d_model]
+            where["position_ids"] = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
         out = self.hf(input_ids=tokens, use_cache=False, **where)
         return out.logits if self.head is not None else out.last_hidden_state
 
     # -- the output head apart from the layers: transformers' head module, then what its forward does to the logits --
-    head_separable = True  # the loader's check_head: unembed(final_hidden(t)) equals forward(t) for this architecture
+    head_separable = True  # the loader's check_head: head_logits(final_hidden(t)) is forward(t) for this architecture
 
     @property
     def has_output_head(self) -> bool:
@@ -575,11 +630,11 @@ class HFModel(PosLensModel):
             raise RuntimeError(f"{self.model_name}: the forward pass never reached its output head")
         return got[0]
 
-    def unembed(self, hidden: Tensor) -> Tensor:
+    def head_logits(self, hidden: Tensor) -> Tensor:
         """The output-embedding module, then what transformers' forward does after it: Gemma 2/3's final tanh softcap,
         Cohere's ``logit_scale``, Granite's ``logits_scaling``."""
         if not self.has_output_head:
-            return super().unembed(hidden)
+            return super().head_logits(hidden)
         logits = self._head_module()(hidden)
         cfg = self.hf.config
         scale = getattr(self.hf, "logit_scale", None)
@@ -594,13 +649,13 @@ class HFModel(PosLensModel):
 
     @torch.no_grad()
     def check_head(self) -> bool:
-        """Whether ``unembed(final_hidden(t))`` gives ``forward(t)``'s logits on a 4-token input (the loader sets
+        """Whether ``head_logits(final_hidden(t))`` gives ``forward(t)``'s logits on a 4-token input (the loader sets
         ``head_separable`` from it; an architecture whose forward does more after the head is run whole)."""
         if not self.has_output_head:
             return True
         tokens = torch.arange(1, 5, device=self.device)[None] % self.d_vocab
         whole = self(tokens).float()
-        apart = self.unembed(self.final_hidden(tokens)).float()
+        apart = self.head_logits(self.final_hidden(tokens)).float()
         # a forward that overflows its dtype (float16) compares its finite entries; interp.load then refuses it
         scale = float(whole.nan_to_num(0.0, 0.0, 0.0).abs().max())
         return apart.shape == whole.shape and bool(torch.allclose(apart, whole, rtol=1e-4, atol=1e-4 * scale,

@@ -221,7 +221,8 @@ class Block(BlockHooks):
         self.attn = Attention(cfg)
         self.ffn_norm = make_norm(cfg)
         self.ffn = FeedForward(cfg)
-        self.ln1, self.ln2, self.mlp = NormHooks(self.attn_norm), NormHooks(self.ffn_norm), MLPHooks()
+        self.ln1, self.ln2 = NormHooks(self.attn_norm), NormHooks(self.ffn_norm)
+        self.mlp = MLPHooks({"gate": getattr(self.ffn, "w_gate", None), "in": self.ffn.w_up, "out": self.ffn.w_down})
         self.delta_mlp = None
         if cfg.selective and cfg.per_layer_delta:
             n_out = cfg.n_heads if cfg.per_head_delta else 1
@@ -261,6 +262,7 @@ class IncrementTransformer(PosLensModel):
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
         self.final_norm = make_norm(cfg)
         self.ln_final = NormHooks(self.final_norm)
+        self.lm_head = None  # the logits read tok_emb until weight processing unties them (process_weights_)
         self.integer_positions = not cfg.selective  # else increments: shared (delta_mlp) or each layer's own
         self.alibi = cfg.decay == "alibi"
         caps = {Capability.POSITIONS, Capability.ATTENTION, Capability.HIDDEN_STATES, Capability.CAUSAL_LM}
@@ -303,10 +305,10 @@ class IncrementTransformer(PosLensModel):
             bias = self.hook_decay_bias(alibi_bias(self.cfg.n_heads, n, x.device).expand(b, -1, -1, -1))
         for block in self.blocks:
             x = block(x, positions, bias)
-        return self.unembed(self.hook_final(self.ln_final(x)))
+        return self.head_logits(self.hook_final(self.ln_final(x)))
 
-    def unembed(self, hidden: Tensor) -> Tensor:
-        return F.linear(hidden, self.tok_emb.weight)
+    def head_logits(self, hidden: Tensor) -> Tensor:
+        return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.tok_emb.weight)
 
     def tl_config(self) -> dict:
         c = self.cfg
@@ -319,11 +321,31 @@ class IncrementTransformer(PosLensModel):
 
     @property
     def W_U(self) -> Tensor:
-        return self.tok_emb.weight.T
+        return (self.lm_head.weight if self.lm_head is not None else self.tok_emb.weight).T
 
     @property
     def W_E(self) -> Tensor:
         return self.tok_emb.weight
+
+    @property
+    def tl_blocks_read_tokens(self) -> bool:
+        """The shared increments and the learned decay are read off the embeddings, not the residual."""
+        return self.delta_mlp is not None or self.forget_mlp is not None
+
+    def tl_weight_plan(self):
+        """Pre-norm blocks (RMSNorm or LayerNorm); the increment and forget MLPs read the raw residual, so centring
+        what writes into it is refused where they exist."""
+        from interp.weight_processing import Norm, WeightPlan, layer_plan, untie_head
+
+        centred = self.cfg.norm_type == "layernorm"
+        layers = [layer_plan(b, Norm(b.attn_norm, centred), Norm(b.ffn_norm, centred), self.n_heads)
+                  for b in self.blocks]
+        raw = [name for name, m in (("delta_mlp", self.delta_mlp), ("forget_mlp", self.forget_mlp),
+                                    ("blocks.{l}.delta_mlp", self.blocks[0].delta_mlp)) if m is not None]
+        refuse = {"center_writing_weights": f"{', '.join(raw)} read the raw residual, which centring the weights "
+                                            "writing into it would change"} if raw else {}
+        return WeightPlan(layers, Norm(self.final_norm, centred), [self.tok_emb.weight],
+                          unembed=lambda: untie_head(self, self.tok_emb), refuse=refuse)
 
     # -- capability: INCREMENTS ---------------------------------------------------------------
     def increment_sources(self) -> list[tuple[str, str]]:

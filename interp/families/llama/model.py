@@ -147,9 +147,9 @@ class LlamaTransformer(PosLensModel):
         x = self.hook_embed(self.embed_tokens(tokens))
         for block in self.blocks:
             x = block(x)
-        return self.unembed(self.hook_final(self.ln_final(x)))
+        return self.head_logits(self.hook_final(self.ln_final(x)))
 
-    def unembed(self, hidden: Tensor) -> Tensor:
+    def head_logits(self, hidden: Tensor) -> Tensor:
         return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed_tokens.weight)
 
     def tl_config(self) -> dict:
@@ -165,6 +165,15 @@ class LlamaTransformer(PosLensModel):
     @property
     def W_E(self) -> Tensor:
         return self.embed_tokens.weight
+
+    def tl_weight_plan(self):
+        """Pre-norm blocks: each RMSNorm's weight folds into the q, k, v or gate, up projections reading it."""
+        from interp.weight_processing import Norm, WeightPlan, layer_plan, untie_head
+
+        layers = [layer_plan(b, Norm(b.input_layernorm), Norm(b.post_attention_layernorm), self.n_heads)
+                  for b in self.blocks]
+        return WeightPlan(layers, Norm(self.norm), [self.embed_tokens.weight],
+                          unembed=lambda: untie_head(self, self.embed_tokens))
 
     def rotation(self, layer: int) -> rope.RotarySpec:
         """Every layer turns the whole head by the integer positions, dim i paired with i + d/2."""

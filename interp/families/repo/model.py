@@ -226,9 +226,9 @@ class RepoTransformer(PosLensModel):
         x = self.hook_embed(self.embed_tokens(tokens))
         for block in self.blocks:
             x = block(x)
-        return self.unembed(self.hook_final(self.ln_final(x)))
+        return self.head_logits(self.hook_final(self.ln_final(x)))
 
-    def unembed(self, hidden: Tensor) -> Tensor:
+    def head_logits(self, hidden: Tensor) -> Tensor:
         return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed_tokens.weight)
 
     def tl_config(self) -> dict:
@@ -244,6 +244,18 @@ class RepoTransformer(PosLensModel):
     @property
     def W_E(self) -> Tensor:
         return self.embed_tokens.weight
+
+    def tl_weight_plan(self):
+        """Post-norm (OLMo-2): the norms act on the sublayers' outputs, so only the unembedding and ``b_V`` are
+        processed."""
+        from interp.weight_processing import WeightPlan, layer_plan, untie_head
+
+        layers = [layer_plan(b, None, None, self.n_heads) for b in self.blocks]
+        post = ("the repo family is post-norm (OLMo-2): its norms act on the attention and MLP outputs, not on what "
+                "a weight reads, so there is no norm to fold (TransformerLens' logit lens applies the final norm with "
+                "cache.apply_ln_to_stack and then W_U, which holds here unprocessed)")
+        return WeightPlan(layers, None, [self.embed_tokens.weight], unembed=lambda: untie_head(self, self.embed_tokens),
+                          refuse={"fold_ln": post})
 
     def tl_absent(self) -> dict[str, str]:
         post = "post-norm (OLMo-2): the norms act on the sublayers' outputs, hooked as blocks.{l}.ln1_post / ln2_post"

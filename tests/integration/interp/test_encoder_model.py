@@ -220,6 +220,7 @@ def test_padded_or_ragged_input_is_refused_with_the_reason():
 
 
 HOOK_SHAPES = {  # b=2, n=7, hidden 24, pos 8, heads 4, d_qk 8, d_head 6
+    "hook_tokens": (2, 7),
     "hook_embed_sem": (2, 7, 24), "hook_embed": (2, 7, 24), "hook_embed_ap": (2, 7, 8), "hook_pos_embed": (2, 7, 24),
     "blocks.1.hook_resid_pre": None, "blocks.1.hook_attn_in": None, "blocks.1.hook_attn_out": None,
     "blocks.1.hook_resid_mid": None, "blocks.1.hook_mlp_in": None, "blocks.1.hook_mlp_out": None,
@@ -256,9 +257,9 @@ PRESENT = {
     "rope": SINGLE | {"hook_embed_sem", "hook_final"} | {f"blocks.1.attn.hook_{n}" for n in
                                                 ("q", "k", "v", "rot_q", "rot_k", "logits_sem", "z")},
 }
-COMMON = {k for k in HOOK_SHAPES if HOOK_SHAPES[k] is None} | {"blocks.1.attn.hook_attn_scores",
-                                                               "blocks.1.attn.hook_pattern", "blocks.1.mlp.hook_pre",
-                                                               "blocks.1.mlp.hook_post"}
+COMMON = {k for k in HOOK_SHAPES if HOOK_SHAPES[k] is None} | {
+    "hook_tokens", "blocks.1.attn.hook_attn_scores", "blocks.1.attn.hook_pattern", "blocks.1.mlp.hook_pre",
+    "blocks.1.mlp.hook_post"}
 
 
 @pytest.mark.parametrize("variant", list(PRESENT))

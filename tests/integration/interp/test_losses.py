@@ -101,7 +101,7 @@ def test_final_hidden_never_runs_the_head_and_fires_the_hooks_below_it(name):
     hooks = [(f"blocks.{l}.hook_resid_post", keep) for l in range(model.n_layers)]
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         model(tokens)
-    model.unembed = lambda h: (_ for _ in ()).throw(AssertionError("the output head ran"))
+    model.head_logits = lambda h: (_ for _ in ()).throw(AssertionError("the output head ran"))
     if name.startswith("hf-"):
         model._head_module().register_forward_hook(lambda *a: (_ for _ in ()).throw(AssertionError("lm_head ran")))
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
@@ -119,8 +119,8 @@ def test_targets_of_another_shape_are_refused_naming_both():
 
 def test_an_architecture_whose_head_cannot_be_split_falls_back_to_the_whole_forward(monkeypatch):
     model = MODELS["hf-granite"]()
-    real = model.unembed
-    monkeypatch.setattr(model, "unembed", lambda h: real(h) * 2)  # a forward doing something unembed does not know
+    real = model.head_logits
+    monkeypatch.setattr(model, "head_logits", lambda h: real(h) * 2)  # a forward doing more than head_logits
     assert model.check_head() is False
     model.head_separable = False
     tokens = _tokens(model)

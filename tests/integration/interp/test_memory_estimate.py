@@ -76,8 +76,8 @@ def test_loss_chunks_adapt_to_free_memory_and_token_losses_uses_them(monkeypatch
     assert memory.loss_chunk(262144, free=512 * MB) == 16  # never fewer than 16 positions
     model = tiny_repo("rope")
     sizes = []
-    real = model.unembed
-    monkeypatch.setattr(model, "unembed", lambda h: sizes.append(h.shape[0]) or real(h))
+    real = model.head_logits
+    monkeypatch.setattr(model, "head_logits", lambda h: sizes.append(h.shape[0]) or real(h))
     monkeypatch.setenv("POSLENS_FREE_MEMORY", str(16 * 12 * 257 * 40))  # room for 40 positions' logits
     with torch.no_grad():
         model.token_losses(torch.randint(0, 257, (1, 101)))

@@ -1,0 +1,300 @@
+"""TransformerLens' weight processing, modules and helpers on poslens models, checked against what they must give: the
+model's own log-probabilities (processing changes none), its own logits (TransformerLens' logit-lens and direct
+logit attribution lines on a processed model), its own cached activations (neuron results summing to the MLP output,
+``stop_at_layer`` giving the residual the cache holds), and TransformerLens' ``TransformerBridge`` processing the same
+transformers checkpoint."""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import interp
+from interp.weight_processing import WeightProcessingError
+from tests.helpers import tiny_model
+from tests.hf_helpers import tiny_hf
+from tests.repo_helpers import tiny_repo
+
+ALL = dict(fold_ln=True, center_writing_weights=True, center_unembed=True, fold_value_biases=True)
+
+
+def _spread_vectors(model, seed: int = 1):
+    """Every 1-d parameter (norm weights, biases) moved off its initial value, so each fold has something to move."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    return model
+
+
+def _hf(kind: str, **overrides):
+    from interp.families.hf.checkpoints import load_generic
+
+    directory = Path(tempfile.mkdtemp())
+    _spread_vectors(tiny_hf(kind, **overrides)).save_pretrained(directory)
+    return load_generic(directory)
+
+
+FOLDABLE = {  # family models whose norms fold: name -> builder
+    "increments-shared": lambda: tiny_model("shared"),
+    "increments-per-layer": lambda: tiny_model("per-layer"),
+    "increments-layernorm": lambda: tiny_model("rope", norm_type="layernorm", activation="gelu"),
+    "llama": lambda: _spread_vectors(interp.load(tiny_hf("llama"))),
+    "hf-llama": lambda: _hf("llama"),
+    "hf-qwen2": lambda: _hf("qwen2"),
+    "hf-gpt2": lambda: _hf("gpt2"),
+    "hf-gpt_neox": lambda: _hf("gpt_neox"),  # fused qkv interleaved by head: b_V stays (refused)
+    "hf-gemma2": lambda: _hf("gemma2", final_logit_softcapping=None),
+}
+
+
+def _tokens(model, n: int = 10):
+    torch.manual_seed(3)
+    return torch.randint(3, model.d_vocab, (2, n))
+
+
+def _options(model) -> dict:
+    """Every option the model's family does not refuse."""
+    refuse = model.tl_weight_plan().refuse
+    return {k: k not in refuse for k in ALL}
+
+
+@pytest.mark.parametrize("name", list(FOLDABLE))
+def test_processing_leaves_the_log_probabilities_as_they_were(name):
+    model = FOLDABLE[name]()
+    tokens = _tokens(model)
+    with torch.no_grad():
+        before = model(tokens).log_softmax(-1)
+        w_e = model.W_E.clone()
+        model.process_weights_(**_options(model))
+        after = model(tokens).log_softmax(-1)
+    assert torch.allclose(after, before, atol=5e-5, rtol=1e-5), (after - before).abs().max()
+    assert set(model.weights_processed) >= {"fold_ln", "center_unembed"}
+    assert torch.allclose(model.ln_final.w, torch.ones_like(model.ln_final.w))  # the final norm's weight is in W_U
+    assert torch.allclose(model.W_U.sum(-1), torch.zeros(model.d_model), atol=1e-4)  # centred over the vocabulary
+    if "center_writing_weights" not in model.weights_processed:  # RMSNorm: the embeddings are only untied, not moved
+        assert torch.equal(model.W_E, w_e)
+    else:
+        assert torch.allclose(model.W_E.mean(-1), torch.zeros(model.d_vocab), atol=1e-5)
+
+
+def test_layer_norm_models_have_their_writing_weights_centred_and_rms_models_not():
+    ln = FOLDABLE["increments-layernorm"]().process_weights_()
+    rms = FOLDABLE["increments-shared"]().process_weights_()
+    assert "center_writing_weights" in ln.weights_processed and ln.cfg.normalization_type == "LNPre"
+    assert "center_writing_weights" not in rms.weights_processed and rms.cfg.normalization_type == "RMSPre"
+    assert torch.allclose(ln.W_O.sum(-1), torch.zeros_like(ln.W_O.sum(-1)), atol=1e-5)
+
+
+def _logit_lens(model, tokens):
+    logits, cache = model.run_with_cache(tokens)
+    lens = cache.apply_ln_to_stack(cache["resid_post", -1], layer=-1) @ model.W_U + model.b_U
+    return logits, lens, cache
+
+
+@pytest.mark.parametrize("name", ["llama", "increments-layernorm", "hf-gpt2", "hf-qwen2"])
+def test_transformer_lens_logit_lens_and_attribution_give_the_logits_of_a_processed_model(name):
+    model = FOLDABLE[name]().process_weights_()
+    tokens = _tokens(model)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a processed model draws no warning
+        logits, lens, cache = _logit_lens(model, tokens)
+        stack = cache.get_full_resid_decomposition(expand_neurons=False, apply_ln=True)
+        direct = (stack @ model.W_U).sum(0) + model.b_U
+    scale = logits.abs().max()
+    assert torch.allclose(lens, logits, atol=1e-4 * scale)
+    assert torch.allclose(direct, logits, atol=1e-4 * scale)
+
+
+def test_on_an_unprocessed_model_the_logit_lens_line_is_off_and_says_so_once():
+    model = FOLDABLE["llama"]()
+    tokens = _tokens(model)
+    with torch.no_grad(), pytest.warns(UserWarning, match="not folded into W_U.*fold_ln=True"):
+        logits, lens, cache = _logit_lens(model, tokens)
+    assert not torch.allclose(lens, logits, atol=1e-2)
+    normed = cache.apply_ln_to_stack(cache["resid_post", -1], layer=-1) * model.ln_final.w
+    assert torch.allclose(model.unembed(normed), logits, atol=1e-4)  # what the docstring says a lens needs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cache.apply_ln_to_stack(cache["resid_post", -1], layer=-1)  # once per model
+
+
+@pytest.mark.parametrize("name,option,why", [
+    ("repo", "fold_ln", "post-norm"),
+    ("encoder", "fold_ln", "DSTG"),
+    ("bert", "center_writing_weights", "post-LayerNorm"),
+    ("hf-olmo2", "fold_ln", "post-norm"),
+    ("hf-gemma2-softcap", "center_unembed", "soft-capped"),
+    ("hf-phi3", "fold_ln", "MLP has no input and output projections"),  # gate_up_proj, unnamed by the adapter
+])
+def test_an_option_a_family_cannot_apply_is_an_error_naming_family_and_option_before_any_weight_changes(name, option,
+                                                                                                       why):
+    from interp.families import get
+
+    model = {"repo": lambda: tiny_repo("repo"), "encoder": lambda: get("encoder").examples()[0],
+             "bert": lambda: get("bert").examples()[0], "hf-olmo2": lambda: _hf("olmo2"),
+             "hf-phi3": lambda: _hf("phi3"),
+             "hf-gemma2-softcap": lambda: _hf("gemma2", final_logit_softcapping=3.0)}[name]()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(WeightProcessingError, match=rf"\({model.family} family\): {option}=True .*{why}"):
+        model.process_weights_(**{k: k == option for k in ALL})
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert not getattr(model, "weights_processed", None)
+
+
+def test_post_norm_repo_processes_what_it_can_and_keeps_its_log_probabilities():
+    model = tiny_repo("repo", attention_bias=True)
+    _spread_vectors(model)
+    tokens = _tokens(model)
+    with torch.no_grad():
+        before = model(tokens).log_softmax(-1)
+        model.process_weights_(fold_ln=False)
+        assert torch.allclose(model(tokens).log_softmax(-1), before, atol=5e-5)
+    assert model.weights_processed == {"center_unembed": True, "fold_value_biases": True}
+    assert torch.count_nonzero(model.b_V) == 0
+
+
+def test_load_processes_on_request_records_it_and_checks_the_options_first(tmp_path):
+    tiny_hf("llama").save_pretrained(tmp_path)
+    plain = interp.load(tmp_path)
+    folded = interp.load(tmp_path, fold_ln=True, center_unembed=True)
+    tokens = _tokens(plain)
+    with torch.no_grad():
+        assert torch.allclose(folded(tokens).log_softmax(-1), plain(tokens).log_softmax(-1), atol=5e-5)
+    assert folded.source["processed"] == ["center_unembed", "fold_ln"] and "processed" not in plain.source
+    assert folded.source["weights_sha256"] != plain.source["weights_sha256"]
+    with pytest.raises(TypeError, match="fold_ln='yes'"):
+        interp.load(tmp_path / "missing", fold_ln="yes")  # refused before the path is read
+
+
+def test_a_second_processing_warns_and_changes_nothing():
+    model = FOLDABLE["llama"]().process_weights_()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.warns(UserWarning, match="already processed"):
+        model.process_weights_()
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+
+
+def test_transformer_lens_bridge_processes_a_checkpoint_to_the_same_weights(tmp_path, monkeypatch):
+    """The oracle: TransformerLens' own ``TransformerBridge.process_weights`` on the same transformers checkpoint."""
+    bridge_module = pytest.importorskip("transformer_lens.model_bridge")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _spread_vectors(tiny_hf("gpt2")).save_pretrained(tmp_path)
+    from interp.families.hf.checkpoints import load_generic
+
+    ours = load_generic(tmp_path).process_weights_()
+    bridge = bridge_module.TransformerBridge.boot_transformers(str(tmp_path), device="cpu", dtype=torch.float32)
+    bridge.process_weights(fold_ln=True, center_writing_weights=True, center_unembed=True, fold_value_biases=True)
+    for name in ("W_U", "b_U", "W_E", "W_Q", "W_O", "b_O", "W_in", "W_out"):
+        theirs = getattr(bridge, name)
+        assert torch.allclose(getattr(ours, name), theirs, atol=1e-4), name
+    tokens = _tokens(ours)
+    with torch.no_grad():
+        assert torch.allclose(ours(tokens), bridge(tokens), atol=1e-4)
+
+
+# -- modules and helpers -----------------------------------------------------------------------------------------------
+def test_embed_unembed_ln_final_and_pos_embed_are_views_of_the_model_with_transformer_lens_names():
+    model = FOLDABLE["llama"]()
+    tokens = _tokens(model)
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens)
+        assert torch.equal(model.embed(tokens), cache["hook_embed"])
+        assert torch.equal(model.embed.W_E, model.W_E) and torch.equal(model.unembed.W_U, model.W_U)
+        assert torch.allclose(model.unembed(cache["hook_final"]), logits)
+        assert torch.allclose(model.ln_final(cache["resid_post", -1]), cache["hook_final"])
+    assert torch.equal(model.ln_final.w, model.norm.weight) and not model.ln_final.b.any()
+    with pytest.raises(AttributeError, match="has no pos_embed: no learned position table"):
+        model.pos_embed
+    gpt2 = FOLDABLE["hf-gpt2"]()
+    with torch.no_grad():
+        _, cache = gpt2.run_with_cache(tokens)
+        assert torch.equal(gpt2.pos_embed(tokens), cache["hook_pos_embed"])
+    assert tuple(gpt2.W_pos.shape) == (gpt2.max_seq_len, gpt2.d_model)
+
+
+@pytest.mark.parametrize("name", ["llama", "increments-layernorm", "hf-gpt2", "bert"])
+def test_neuron_results_sum_to_the_mlp_output(name):
+    from interp.families import get
+
+    model = get("bert").examples()[0] if name == "bert" else FOLDABLE[name]()
+    tokens = _tokens(model)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+        for layer in range(model.n_layers):
+            neurons = cache.get_neuron_results(layer)  # [batch, pos, d_mlp, d_model]
+            assert torch.allclose(neurons.sum(-2) + model.b_out[layer], cache["mlp_out", layer], atol=1e-4)
+        stack = cache.stack_neuron_results(layer=model.n_layers)
+    assert stack.shape[0] == model.n_layers * model.cfg.d_mlp
+    assert model.W_in.shape == (model.n_layers, model.d_model, model.cfg.d_mlp)
+    assert model.W_out.shape == (model.n_layers, model.cfg.d_mlp, model.d_model)
+
+
+@pytest.mark.parametrize("name", ["llama", "hf-gpt2", "increments-layernorm"])
+def test_the_full_decomposition_with_neurons_and_accumulated_bias_sums_to_the_residual(name):
+    model = FOLDABLE[name]()
+    tokens = _tokens(model)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+        stack = cache.get_full_resid_decomposition(expand_neurons=True)
+    assert torch.allclose(stack.sum(0), cache["resid_post", -1], atol=1e-3)
+    biases = sum(model.b_O[l] + model.b_out[l] for l in range(model.n_layers))
+    assert torch.allclose(model.accumulated_bias(model.n_layers), biases.float(), atol=1e-6)
+    assert torch.allclose(model.accumulated_bias(1, mlp_input=True),
+                          (model.b_O[0] + model.b_out[0] + model.b_O[1]).float(), atol=1e-6)
+
+
+def test_token_helpers_find_positions_strings_and_unembedding_directions():
+    model = tiny_model("shared")  # bytes: one token per character
+    assert model.get_token_position("b", "abcb") == 1 and model.get_token_position("b", "abcb", mode="last") == 3
+    assert model.get_token_position(model.to_single_token("c"), model.to_tokens("abc")) == 2
+    with pytest.raises(ValueError, match="does not occur"):
+        model.get_token_position("z", "abc")
+    assert model.to_single_str_token(model.to_single_token("q")) == "q"
+    t = model.to_tokens("ab")[0]
+    assert torch.equal(model.tokens_to_residual_directions("a"), model.W_U[:, t[0]])
+    assert torch.equal(model.tokens_to_residual_directions(t), model.W_U[:, t].T)
+
+
+@pytest.mark.parametrize("name", ["llama", "increments-shared", "hf-gpt2"])
+def test_hook_tokens_sees_and_edits_the_tokens(name):
+    model = FOLDABLE[name]()
+    tokens = _tokens(model)
+    other = tokens.flip(-1)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter="hook_tokens")
+        edited = model.run_with_hooks(tokens, fwd_hooks=[("hook_tokens", lambda t, hook: other)])
+        assert torch.allclose(edited, model(other))
+    assert torch.equal(cache["hook_tokens"], tokens)
+
+
+@pytest.mark.parametrize("name", ["llama", "hf-gpt2", "increments-per-layer"])
+def test_stop_and_start_at_layer_split_the_forward_pass_at_a_block(name):
+    model = FOLDABLE[name]()
+    tokens = _tokens(model)
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens)
+        close = lambda a, b: torch.allclose(a, b, atol=1e-5 * b.abs().max())  # noqa: E731 (cached runs hook more)
+        assert close(model(tokens, stop_at_layer=1), cache["resid_pre", 1])
+        assert close(model(tokens, stop_at_layer=-1), cache["resid_pre", model.n_layers - 1])
+        assert close(model(tokens, stop_at_layer=model.n_layers), cache["resid_post", -1])
+        resumed = model(cache["resid_pre", 1], start_at_layer=1)
+        assert torch.allclose(resumed, logits, atol=1e-5)
+    with pytest.raises(ValueError, match="stop_at_layer=7 is not a layer index"):
+        model(tokens, stop_at_layer=7)
+
+
+def test_start_at_layer_needs_the_tokens_where_the_blocks_read_them():
+    model = FOLDABLE["increments-shared"]()
+    tokens = _tokens(model)
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens)
+        with pytest.raises(ValueError, match="increments family.*start_at_layer needs tokens="):
+            model(cache["resid_pre", 1], start_at_layer=1)
+        assert torch.allclose(model(cache["resid_pre", 1], start_at_layer=1, tokens=tokens), logits, atol=1e-5)
+
