@@ -15,6 +15,7 @@ from torch import Tensor
 from interp import attention
 from interp.tl_batch import GENERATE_RETURN_TYPES, is_text, token_embeddings, tokens_and_mask
 
+
 def check_can_generate(model) -> None:
     from interp.capabilities import Capability, CapabilityError
 

@@ -134,7 +134,7 @@ def test_forward_takes_what_call_takes(bundled, name):
             assert torch.equal(model.forward(TEXTS[0], return_type="loss"), model(TEXTS[0], return_type="loss"))
 
 
-# -- generate -----------------------------------------------------------------------------------------------------------
+# -- generate ---------------------------------------------------------------------------------------------------------
 CAUSAL = [m for m in EXAMPLES if Capability.CAUSAL_LM in m.capabilities]
 
 
@@ -189,7 +189,7 @@ def test_generate_input_kinds_and_return_types(bundled, name):
     assert model.generate(input="The cat", max_new_tokens=6, top_k=5, temperature=0.7, use_past_kv_cache=False) == a
 
 
-# -- TransformerLens' bridge as the oracle ------------------------------------------------------------------------------
+# -- TransformerLens' bridge as the oracle ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def llama_bridge(tmp_path_factory):
     from transformer_lens.model_bridge import TransformerBridge
