@@ -393,23 +393,21 @@ class TLSurface:
         return out if move_to_device else out.cpu()
 
     def _decode_one(self, token: int) -> str:
-        tok = getattr(self.tokenizer, "tok", None)
-        if tok is not None and hasattr(tok, "convert_ids_to_tokens"):  # a Hugging Face tokenizer: the token's text
-            return tok.decode([int(token)], clean_up_tokenization_spaces=False)
-        return self.tokenizer.token_strings([int(token)])[0]
+        from interp.tokenizers import HFTokenizer
+
+        if isinstance(self.tokenizer, HFTokenizer) or not hasattr(self.tokenizer, "token_strings"):
+            return self.tokenizer.decode([int(token)], clean_up_tokenization_spaces=False)  # the token's text
+        return self.tokenizer.token_strings([int(token)])[0]  # a byte, a word piece
 
     def to_string(self, tokens):
-        """The text of ``[pos]`` tokens, or one text per row of ``[batch, pos]``."""
+        """The text of ``[pos]`` tokens, or one text per row of ``[batch, pos]`` (special tokens included, as
+        TransformerLens decodes them)."""
         tokens = torch.as_tensor(tokens)
         if tokens.dim() == 2:
             return [self.to_string(row) for row in tokens]
         if tokens.dim() > 2:
             raise ValueError(f"to_string takes [pos] or [batch, pos] tokens, got shape {tuple(tokens.shape)}")
-        ids = tokens.reshape(-1).tolist()
-        tok = getattr(self.tokenizer, "tok", None)
-        if tok is not None and hasattr(tok, "convert_ids_to_tokens"):
-            return tok.decode(ids, clean_up_tokenization_spaces=False)
-        return self.tokenizer.decode(ids)
+        return self.tokenizer.decode(tokens.reshape(-1).tolist(), clean_up_tokenization_spaces=False)
 
     def to_str_tokens(self, input, prepend_bos: bool | None = None, padding_side: str | None = None):
         """Each token's text: of a text (tokenized as ``to_tokens`` does), a list of texts, or token ids."""
@@ -473,11 +471,7 @@ class TLSurface:
         return generate(self, input, max_new_tokens, **options)
 
     def _decode_text(self, ids: list[int]) -> str:
-        tok = getattr(self.tokenizer, "tok", None)
-        if tok is not None and hasattr(tok, "convert_ids_to_tokens"):
-            return tok.decode(ids, skip_special_tokens=True)
-        special = {getattr(self.tokenizer, n, None) for n in ("bos_id", "eos_id", "cls_id", "sep_id", "pad_id")}
-        return self.tokenizer.decode([i for i in ids if i not in special])
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     # -- weights -----------------------------------------------------------------------------------------------------
     def _stacked(self, name: str) -> torch.Tensor:
