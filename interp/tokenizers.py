@@ -8,8 +8,9 @@ Each is also a real Hugging Face tokenizer (a ``transformers.PreTrainedTokenizer
 built from its vocabulary), so what TransformerLens and transformers users reach for behaves as in transformers:
 ``bos_token`` / ``bos_token_id``, ``name_or_path``, ``padding_side``, ``tokenizer(texts, padding=True)``, ``decode``,
 ``convert_ids_to_tokens``, ``save_pretrained``. poslens' own calls take ``doc_start``: ``encode(text, doc_start=...)``
-(no special tokens but the document start, which is the BOS token) and ``encode_with_spans``; on a tokenizer read
-from a model's files, ``encode(text)`` without it is transformers'.
+(no special tokens but the document start, which is the BOS token) and ``encode_with_spans``; ``encode(text)`` alone
+is poslens' too (no special tokens), and with any of transformers' arguments (``add_special_tokens=True``, ...)
+transformers'.
 """
 
 from __future__ import annotations
@@ -67,19 +68,17 @@ class SpanTokenizer(PreTrainedTokenizerFast):
         """The Hugging Face tokenizer: this object itself."""
         return self
 
-    checked_encode = True  # encode(text) alone: poslens' checked ids, the same as transformers' for this vocabulary
-
     def encode(self, text, *args, doc_start: bool | None = None, **kwargs):
-        """``doc_start`` given (or ``text`` alone where ``checked_encode``): poslens' ids of ``text``
-        (``encode_with_spans``: no special tokens but the document start); else transformers' ``encode``."""
-        if doc_start is None and (args or kwargs or not self.checked_encode):
+        """``text`` alone or with ``doc_start``: poslens' checked ids (``encode_with_spans``: no special tokens but the
+        document start); with any of transformers' arguments, transformers' ``encode``."""
+        if doc_start is None and (args or kwargs):
             return super().encode(text, *args, **kwargs)
         return self.encode_with_spans(text, doc_start=bool(doc_start)).ids
 
     def encode_with_spans(self, text: str, *, doc_start: bool = False) -> Encoding:
         text = check_text(text)
-        enc = self._tokenizer.encode(text, add_special_tokens=False)
-        ids, spans = list(enc.ids), [(int(a), int(b)) for a, b in enc.offsets]
+        enc = self(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, spans = list(enc["input_ids"]), [(int(a), int(b)) for a, b in enc["offset_mapping"]]
         if doc_start and self.bos_id is not None:
             ids, spans = [self.bos_id] + ids, [(0, 0)] + spans
         return Encoding(ids, spans)
@@ -147,8 +146,6 @@ class ByteTokenizer(SpanTokenizer):
 class HFTokenizer(SpanTokenizer):
     """A tokenizer transformers read (``tok``: its fast tokenizer), as a poslens ``SpanTokenizer``; ``doc_start=True``
     prepends its BOS token."""
-
-    checked_encode = False  # encode(text) is transformers' (special tokens as the tokenizer adds them)
 
     def __init__(self, tok, name: str, **kwargs):
         if not hasattr(tok, "backend_tokenizer"):
