@@ -221,3 +221,27 @@ def test_padded_texts_give_what_transformerlens_gives(llama_bridge, family):
             assert type(ours) is type(theirs)
             assert (ours.tolist() if isinstance(ours, torch.Tensor) else ours) == \
                 (theirs.tolist() if isinstance(theirs, torch.Tensor) else theirs)
+
+
+# -- the real pretrained peers: SmolLM2 (llama family), all-MiniLM (bert), Gemma 3 (hf) -------------------------------
+REAL = ["smollm2", "minilm", "gemma3-270m"]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_a_real_model_pads_and_tokenizes_as_transformerlens(name):
+    from transformers import PreTrainedTokenizerFast
+
+    model = interp.load(name)
+    tok = model.tokenizer
+    assert isinstance(tok, PreTrainedTokenizerFast) and tok.name_or_path and tok.padding_side == "right"
+    assert tok(["a", "a b c"], padding=True)["attention_mask"][0][-1] == 0
+    texts = ["The Eiffel Tower is in", "Paris"]
+    with torch.no_grad():
+        for side in ("right", "left"):
+            out = model(texts, padding_side=side, prepend_bos=True)
+            for i, t in enumerate(texts):
+                alone = model(t, prepend_bos=True)[0]
+                torch.testing.assert_close(real(out, i, alone.shape[0], side), alone, atol=1e-4, rtol=1e-4)
+    if Capability.CAUSAL_LM in model.capabilities:
+        many = model.generate(input=texts, max_new_tokens=4, do_sample=False, prepend_bos=True)
+        assert many == [model.generate(input=t, max_new_tokens=4, do_sample=False, prepend_bos=True) for t in texts]
