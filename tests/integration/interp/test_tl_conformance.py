@@ -233,8 +233,10 @@ def test_a_real_model_pads_and_tokenizes_as_transformerlens(name):
 
     model = interp.load(name)
     tok = model.tokenizer
-    assert isinstance(tok, PreTrainedTokenizerFast) and tok.name_or_path and tok.padding_side == "right"
-    assert tok(["a", "a b c"], padding=True)["attention_mask"][0][-1] == 0
+    assert isinstance(tok, PreTrainedTokenizerFast) and tok.name_or_path and tok.bos_token_id is not None
+    short = tok(["a", "a b c"], padding=True)["attention_mask"][0]  # padded on the tokenizer's own side
+    assert short[-1 if tok.padding_side == "right" else 0] == 0
+    assert torch.equal(model.to_tokens(["a", "a b c"]), model.to_tokens(["a", "a b c"], padding_side=tok.padding_side))
     texts = ["The Eiffel Tower is in", "Paris"]
     with torch.no_grad():
         for side in ("right", "left"):
