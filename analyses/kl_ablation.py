@@ -46,14 +46,16 @@ def kl_per_head(components: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     import torch
 
     total = sum(components.values())
-    logp = torch.log_softmax(total.double(), -1)
+    whole, masked = total.double(), torch.isneginf(total)  # each computed once for every component
+    logp = torch.log_softmax(whole, -1)
     p = logp.exp()
+    absent = p == 0
     out = {}
     for name, comp in components.items():
         # masked stays masked
-        ablated = torch.where(torch.isneginf(total), float("-inf"), total.double() - comp.double())
+        ablated = torch.where(masked, float("-inf"), whole - comp.double())
         logq = torch.log_softmax(ablated, -1)
-        kl = torch.where(p == 0, 0.0, p * (logp - logq)).sum(-1)  # 0 log 0 = 0 for masked keys; NaN stays NaN
+        kl = torch.where(absent, 0.0, p * (logp - logq)).sum(-1)  # 0 log 0 = 0 for masked keys; NaN stays NaN
         out[name] = kl.mean(-1).float()
     return out
 

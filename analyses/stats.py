@@ -2,7 +2,10 @@
 
 ``roc_auc`` is the Mann-Whitney form with mid-ranks for ties. ``bootstrap_auc`` resamples whole
 clusters (documents, by default) and evaluates every resample without re-sorting: the scores are
-sorted once and each resample only re-weights them, so 1,000 resamples of 40,000 gaps take seconds.
+sorted once, each tie group's positives and negatives counted per cluster once, and a resample's
+weight per group is its cluster counts times those counts (one sparse product), so 1,000 resamples
+of 40,000 gaps take about a second. Every weight is a whole number (a half in the tie credit), so
+the sums are exact in float64 whatever their order.
 """
 
 from __future__ import annotations
@@ -15,18 +18,22 @@ def _tie_groups(sorted_scores: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(sorted_scores[1:] != sorted_scores[:-1])))
 
 
-def _weighted_auc(labels_sorted: np.ndarray, groups: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """AUC for each row of ``weights [B, n]`` (scores already sorted; ties share ``groups``)."""
-    pos_w = weights * labels_sorted
-    neg_w = weights * (1 - labels_sorted)
-    n_groups = int(groups[-1]) + 1
-    neg_per_group = np.zeros((weights.shape[0], n_groups))
-    np.add.at(neg_per_group.T, groups, neg_w.T)
-    neg_below = np.cumsum(neg_per_group, axis=1) - neg_per_group  # negatives strictly below each group
-    credit = neg_below[:, groups] + 0.5 * neg_per_group[:, groups]
-    total_pos, total_neg = pos_w.sum(1), neg_w.sum(1)
+def _auc_of_groups(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """AUC for each column of ``pos``, ``neg [groups, B]``: the weight of positives and of negatives in each tie group,
+    the groups in score order. Each positive earns the negatives strictly below its group and half of those in it."""
+    credit = np.cumsum(neg, axis=0) - 0.5 * neg
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (pos_w * credit).sum(1) / (total_pos * total_neg)
+        return (pos * credit).sum(0) / (pos.sum(0) * neg.sum(0))
+
+
+def _per_group(labels_sorted: np.ndarray, groups: np.ndarray, clusters_sorted: np.ndarray, n_clusters: int):
+    """Positives and negatives of each cluster in each tie group, as sparse ``[clusters, groups]`` matrices: a
+    resample's cluster counts times them give its weights per group, without a weight per item."""
+    from scipy import sparse
+
+    shape = (n_clusters, int(groups[-1]) + 1)
+    return tuple(sparse.csr_matrix((w, (clusters_sorted, groups)), shape=shape)
+                 for w in (labels_sorted, 1 - labels_sorted))
 
 
 def roc_auc(labels, scores, what: str = "ROC-AUC") -> float:
@@ -47,7 +54,9 @@ def roc_auc(labels, scores, what: str = "ROC-AUC") -> float:
         raise ValueError(f"{what} needs both positive and negative labels, but all {len(labels)} are "
                          f"{'positive' if labels[0] == 1 else 'negative'}")
     order = np.argsort(scores, kind="mergesort")
-    return float(_weighted_auc(labels[order], _tie_groups(scores[order]), np.ones((1, len(scores))))[0])
+    groups = _tie_groups(scores[order])
+    pos, neg = (np.bincount(groups, weights=w)[:, None] for w in (labels[order], 1 - labels[order]))
+    return float(_auc_of_groups(pos, neg)[0])
 
 
 def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
@@ -66,14 +75,14 @@ def bootstrap_auc(labels, scores, clusters=None, *, n_boot: int = 1000, seed: in
     if n_clusters < 2:
         return float("nan"), float("nan")
     order = np.argsort(scores, kind="mergesort")
-    labels_s, groups, clusters_s = labels[order], _tie_groups(scores[order]), clusters[order]
+    pos, neg = _per_group(labels[order], _tie_groups(scores[order]), clusters[order], n_clusters)
     rng = np.random.default_rng(seed)
     values = []
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
         counts = np.stack([np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)
-                           for _ in range(b)])
-        values.append(_weighted_auc(labels_s, groups, counts[:, clusters_s].astype(float)))
+                           for _ in range(b)]).astype(float)
+        values.append(_auc_of_groups(pos.T @ counts.T, neg.T @ counts.T))
     values = np.concatenate(values)
     values = values[np.isfinite(values)]
     if len(values) == 0:

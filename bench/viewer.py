@@ -138,7 +138,7 @@ def _live_clicks(browser, v, repeats: int, shots: Path | None, found: list) -> N
     are shown (the times appended to ``found``); the live tokens' screenshot, if asked for."""
     page = _ready_page(browser, v.url)
     for i, m in enumerate(v.data["models"]):
-        free = [b for b in range(m["n_blocks"]) if b not in m["precomputed"]]
+        free = [b for b in range(m["n_blocks"]) if b not in m["precomputed"]] or list(range(m["n_blocks"]))
         for j, l in enumerate(_layers(m["n_layers"], repeats)):
             h, b = l % m["n_heads"], free[(j + 1) * len(free) // (repeats + 1)]
             page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
@@ -162,7 +162,7 @@ def synthetic(n_layers: int, n_heads: int, n: int, repeats: int = 3) -> dict:
     import numpy as np
 
     from poslens.viewer.data import STATS, HeadData, block_rows, default_block
-    from poslens.viewer.page import ModelView, payload, precomputed_blocks, write
+    from poslens.viewer.page import ModelView, payload, spaced_blocks, write
 
     rng = np.random.default_rng(0)
     block = default_block(n)
@@ -170,7 +170,7 @@ def synthetic(n_layers: int, n_heads: int, n: int, repeats: int = 3) -> dict:
     heads = HeadData(n, block, {k: rng.random((n_layers, n_heads)) for k in STATS},
                      {k: rng.random((n_layers, n_heads, nb)) for k in STATS},
                      rng.random((n_layers, n_heads, nb, nb)).astype(np.float32) / block)
-    blocks = precomputed_blocks(nb)
+    blocks = spaced_blocks(nb, 8)
     rows = {}
     for b in blocks:
         for q in block_rows(n, block, b):

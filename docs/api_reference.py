@@ -3,10 +3,11 @@
     python docs/api_reference.py [--out build/api]        # `make docs`; `make test` runs it too
 
 The reference covers the seven packages (``poslens``, ``interp``, ``analyses``, ``figures``, ``probes``, ``corpora``,
-``stats``) minus the entry points that are not an API (``SKIPPED``). pdoc's links are relative: ``check`` reads every
-``href`` and ``src`` of every page written and fails, naming the page and the link, where a relative one points at no
-file or an ``#anchor`` at no ``id`` of its page (links to other sites are left alone: the build runs offline). A link
-pdoc writes to a member inherited from a private base class, which it does not render, becomes plain text
+``stats``) minus the entry points that are not an API (every ``__main__``: ``python -m`` runs it on import). pdoc's
+links are relative: ``check`` reads every ``href`` and ``src`` of every page written and fails, naming the page and the
+link, where a relative one points at no file or an ``#anchor`` at no ``id`` of its page (links to other sites are left
+alone: the build runs offline). A link pdoc writes to a member inherited from a private base class, which it does not
+render, becomes plain text
 (``_unlink_private``)."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("poslens", "interp", "analyses", "figures", "probes", "corpora", "stats")
-SKIPPED = ("poslens.__main__",)
+ENTRY = "__main__"  # a ``python -m`` entry point runs its command on import: not an API, never imported here
 
 
 def build(out: Path) -> list[Path]:
@@ -38,7 +39,7 @@ def build(out: Path) -> list[Path]:
     pdoc.render.configure(docformat="markdown", show_source=False, search=True,
                           footer_text="poslens API reference (generated from the docstrings by pdoc)")
     # pdoc reads "!" + a regular expression matched at the start
-    modules = module_names() + [rf"!{re.escape(m)}(\..*)?$" for m in SKIPPED]
+    modules = module_names() + [rf"!.*\.{ENTRY}$"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the libraries' import-time warnings are not the reference's business
         pdoc.pdoc(*modules, output_directory=out)
@@ -69,13 +70,13 @@ def _unlink_private(page: Path, ids: dict) -> None:
 
 def module_names() -> list[str]:
     """Every module of ``PACKAGES``, by its file (pdoc alone would follow a package's ``__all__``, which names its
-    public objects, not its submodules), minus ``SKIPPED`` and what lies below them."""
+    public objects, not its submodules), minus the ``__main__`` entry points."""
     names = []
     for package in PACKAGES:
         for file in sorted((ROOT / package).rglob("*.py")):
             parts = file.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            if not any(name == d or name.startswith(d + ".") for d in SKIPPED):
+            if parts[-1] != ENTRY:
                 names.append(name)
     return names
 

@@ -1,13 +1,16 @@
 """poslens: mechanistic interpretability of positional mechanisms in transformers.
 
-The entry points, imported on first use (``import poslens`` itself imports no torch):
+The entry points, imported on first use (``import poslens`` itself imports no torch); these lines run as doctests
+(``tests/acceptance/poslens/test_package.py``) on a model bundled with poslens:
 
-    import poslens
-    model = poslens.load("smollm2")                         # a catalog name (poslens models), a path or a hub id
-    table = poslens.analyze("sink-rate", model, n_docs=4)   # one analysis by name: its table
-    poslens.analyze("sink-rate", "smollm2", out="results")  # ... or CSV + figure + provenance in a folder
-    iv = poslens.interventions.MaskHeads({(3, 1)})          # named edits of a forward pass
-    poslens.view("results")                                 # browse results (poslens.viewer)
+    >>> import poslens, tempfile
+    >>> model = poslens.load("rope-small")                     # a catalog name (poslens models), a path or a hub id
+    >>> table = poslens.analyze("sink-rate", model, n_docs=2)  # one analysis by name: its table
+    >>> out = tempfile.mkdtemp()
+    >>> done = poslens.analyze("sink-rate", "rope-small", n_docs=2, out=out)  # ... or CSV + figure + provenance there
+    >>> iv = poslens.interventions.MaskHeads({(3, 1)})         # named edits of a forward pass
+    >>> poslens.view(results=out, length=256)                  # browse results (poslens.viewer)
+    View(rope-small 4x4; 256 tokens in 32 blocks of 8; 9 statistics; rows of 32/32 blocks; page ... kB)
 
 The rest lives in the packages below this one: ``interp`` (models, loading, hooks, interventions), ``analyses``
 (the analyses and their registry), ``figures``, ``probes``, ``corpora`` and ``poslens`` itself (the command line,

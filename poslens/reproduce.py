@@ -19,7 +19,8 @@ from analyses import all_analyses, get
 from interp.atomic import write_text
 from interp.runtime import parallel
 from poslens.known_results.types import KNOWN_FOLDER, STEPS
-from poslens.run.execute import Result, run_analysis
+from poslens.run.estimate import COSTS, PROBE_MODEL, PROBE_TOKENS, Pace, clock, probe
+from poslens.run.execute import Result, run_analysis, sharing_models
 from poslens.run.outputs import Outputs
 from poslens.run.provenance import git_commit
 from poslens.run.summary import summary
@@ -91,19 +92,31 @@ def _reusable(out: Path, step: Step, key: str, commit: str | None) -> Result | N
     return Result(step.analysis, pd.read_csv(where / f"{step.analysis}.csv"), files, rec.get("figure_height"))
 
 
-def _estimate(out: Path, step: Step, quick: bool = False) -> float | None:
-    """The step's time in this report folder, else ``ESTIMATES`` (full runs' times: none under ``--quick``)."""
+def _estimate(out: Path, step: Step, key: str | None = None, quick: bool = False,
+              unit: float | None = None) -> float | None:
+    """The step's seconds: its time in this report folder when it ran there with these arguments (``key``), else its
+    cost (``poslens.run.estimate.COSTS``, probe units) x ``unit`` (the probe's seconds on this machine), else
+    ``ESTIMATES``; None under ``quick`` without a time of its own (both tables time full runs)."""
     rec = _record(out, step)
-    if rec and "seconds" in rec:
+    if rec and "seconds" in rec and (key is None or rec.get("key") == key):
         return rec["seconds"]
-    return None if quick else ESTIMATES.get(f"{step.folder}/{step.analysis}".lstrip("/"))
+    if quick:
+        return None
+    if not step.folder and step.analysis in COSTS and unit is not None:
+        return COSTS[step.analysis] * unit
+    return ESTIMATES.get(f"{step.folder}/{step.analysis}".lstrip("/"))
 
 
-def _clock(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 \
-        else f"{seconds:.0f} s"
+def _pace(out: Path, plan, keys: list[str], quick: bool, say) -> Pace:
+    """Every step's estimate, the probe timed first where a step needs it (``poslens.run.estimate``)."""
+    unit = None
+    if not quick and any(_estimate(out, s, k) is None and not s.folder and s.analysis in COSTS
+                         for s, k in zip(plan, keys)):
+        unit = probe()
+        say(f"this machine's speed: {unit * 1000:.0f} ms per probe unit ({PROBE_MODEL} on "
+            f"{' x '.join(map(str, PROBE_TOKENS))} tokens), the unit of the steps' recorded costs")
+    missing = "not timed under --quick: the cost table times full runs" if quick else "not in the cost table"
+    return Pace([_estimate(out, s, k, quick, unit) for s, k in zip(plan, keys)], missing)
 
 
 def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool = False, plan=None, log=print,
@@ -118,7 +131,8 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
     Each step done is recorded in ``.steps/<analysis>.json`` of its folder (git commit, a hash of its models, options
     and seed, its files and seconds). With ``resume`` a step already done at the same commit with the same arguments
     is not redone (its files are read back); anything else is run again. Before each step a line gives its estimate (its
-    last time in this folder, else ``ESTIMATES``) and the time left for the steps with one.
+    time in this folder with the same arguments, else its recorded cost x this machine's speed, ``_estimate``) and the
+    time left, scaled by how the steps done so far compared with theirs (``poslens.run.estimate``).
 
     The whole report is written under the lock ``out/.report.lock``; each analysis' files appear atomically
     (``poslens.run.outputs``), the index and summary last. In a data-parallel session (torchrun,
@@ -136,29 +150,21 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         done = []
         commit = git_commit()
         held.enter_context(figures.shared_plotlyjs())  # the report's figures share one plotly.min.js
-        for i, step in enumerate(plan, 1):
-            options = {**step.options, **(step.quick if quick else {})}
-            key = step_key(step, options, seed, dtype)
+        models = held.enter_context(sharing_models())  # a model several steps read is loaded once
+        keys = [step_key(s, _options(s, quick), seed, dtype) for s in plan]
+        pace = _pace(out, plan, keys, quick, say)
+        for i, (step, key) in enumerate(zip(plan, keys), 1):
             result = _reusable(out, step, key, commit) if resume else None
-            left = [_estimate(out, s, quick) for s in plan[i - 1:]]
-            known = [x for x in left if x is not None]
-            say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({_clock(time.time() - start)} "
+            say(f"[{i}/{len(plan)}] {step.analysis} on {', '.join(step.models)} ({clock(time.time() - start)} "
                 f"elapsed; " + ("done at this commit with these arguments: reused)" if result is not None else
-                                f"estimate {_clock(left[0])}, {_clock(sum(known))} left for {len(known)} of the "
-                                f"{len(left)} steps timed)"))
+                                f"{pace.line(i - 1)})"))
             if result is None:
                 t0 = time.time()
-                result = run_analysis(step.analysis, list(step.models), out / step.folder, options=options, seed=seed,
-                                      force=True,
-                                      per_model={m: {**options, **o, **(step.quick if quick else {})}
-                                                 for m, o in step.per_model.items()},
-                                      device=device, dtype=dtype)
+                result = _run_step(out, step, quick, seed, device, dtype)
+                pace.finished(i - 1, time.time() - t0)
                 if outputs is not None:
-                    (out / step.folder / STEPS).mkdir(parents=True, exist_ok=True)
-                    write_text(out / step.folder / STEPS / f"{step.analysis}.json", json.dumps(dict(
-                        commit=commit, key=key, seconds=round(time.time() - t0, 1),
-                        files=[p.name for p in result.files], figure_height=result.figure_height,
-                        finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")), indent=1) + "\n")
+                    _write_record(out, step, commit, key, time.time() - t0, result)
+            _drop_unneeded(models, plan[i:])
             done.append((step, result))
         if outputs is not None:
             (outputs.staging / "index.html").write_text(render_index(done, time.time() - start), encoding="utf-8")
@@ -171,6 +177,33 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
             outputs.commit([])
         say(f"report: {out / 'index.html'} ({time.time() - start:.0f}s)")
     return out / "index.html"
+
+
+def _drop_unneeded(models: dict, later) -> None:
+    """Let go of the shared models no later step reads."""
+    needed = {m for s in later for m in s.models}
+    for key in [k for k in models if k[0] not in needed]:
+        del models[key]
+
+
+def _options(step: Step, quick: bool) -> dict:
+    return {**step.options, **(step.quick if quick else {})}
+
+
+def _run_step(out: Path, step: Step, quick: bool, seed: int, device, dtype):
+    options = _options(step, quick)
+    return run_analysis(step.analysis, list(step.models), out / step.folder, options=options, seed=seed, force=True,
+                        per_model={m: {**options, **o, **(step.quick if quick else {})}
+                                   for m, o in step.per_model.items()},
+                        device=device, dtype=dtype)
+
+
+def _write_record(out: Path, step: Step, commit, key: str, seconds: float, result) -> None:
+    (out / step.folder / STEPS).mkdir(parents=True, exist_ok=True)
+    write_text(out / step.folder / STEPS / f"{step.analysis}.json", json.dumps(dict(
+        commit=commit, key=key, seconds=round(seconds, 1), files=[p.name for p in result.files],
+        figure_height=result.figure_height, finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")),
+        indent=1) + "\n")
 
 
 @contextlib.contextmanager

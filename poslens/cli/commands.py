@@ -60,6 +60,8 @@ def add_analysis_commands(sub) -> None:
     r.add_argument("--device", default=None, help="torch device to run the models on (cpu, cuda, cuda:1, mps)")
     r.add_argument("--dtype", default=None, help=DTYPE_HELP)
     r.add_argument("--threads", default=None, help=THREADS_HELP)
+    r.add_argument("--steps", default=None, metavar="A,B",
+                   help="only these steps of the job (comma-separated analysis names; default: every step)")
     r.set_defaults(func=cmd_reproduce)
     merge.add_merge_command(sub)
     from poslens.viewer.cli import add_view_command
@@ -176,7 +178,24 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from interp.runtime import parallel
     from poslens.reproduce import reproduce
 
+    plan = _steps(args.steps, args.real_models)
     with parallel.session(device=args.device):  # under torchrun: one process group for every step
         reproduce(args.out, seed=seed, force=args.force, quick=args.quick, device=args.device,
-                  real_models=args.real_models, dtype=dtype, resume=args.resume)
+                  real_models=args.real_models, dtype=dtype, resume=args.resume, plan=plan)
     return 0
+
+
+def _steps(given: str | None, real_models: bool):
+    """``--steps``: the job's steps of those names, in the job's order (None: every step); an unknown name is an
+    error listing the steps."""
+    if given is None:
+        return None
+    from poslens.reproduce import main_plan, real_plan
+
+    everything = main_plan() + (real_plan() if real_models else ())
+    names = [n.strip() for n in given.split(",") if n.strip()]
+    unknown = [n for n in names if n not in {s.analysis for s in everything}]
+    if unknown or not names:
+        raise OptionError(f"--steps {given}: {', '.join(unknown) or 'no step'} is not a step of the job (steps: "
+                          f"{', '.join(dict.fromkeys(s.analysis for s in everything))})")
+    return tuple(s for s in everything if s.analysis in names)

@@ -2,7 +2,7 @@
 
 The first line is the analysis' own headline (``@analysis(..., headline=...)``: a function of its table, declared in
 its module beside the function); an analysis that declares none gets ``default`` (its size and models). Then one line
-per file written, the table's size beside the CSV.
+per file written, each CSV's size beside it (the units file, ``NAME.units.csv``, its own).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ def lines(spec, result) -> list[str]:
     out = [f"{spec.name}{' on ' + ', '.join(models) if models else ''}: {said}"]
     for path in result.files:
         path = Path(path)
-        kind = {".csv": "table", ".json": "provenance"}.get(path.suffix, "figure")
-        size = f" ({len(table)} rows x {len(table.columns)} columns)" if path.suffix == ".csv" else ""
+        units = path.name.endswith(".units.csv")
+        kind = "units" if units else {".csv": "table", ".json": "provenance"}.get(path.suffix, "figure")
+        written = result.units if units else table
+        size = f" ({len(written)} rows x {len(written.columns)} columns)" if path.suffix == ".csv" else ""
         out.append(f"  {kind + ':':<12}{path}{size}")
     return out

@@ -1,4 +1,5 @@
 """README's "Known results, reproduced": each published claim beside poslens' number on the same definition.
 
-``types`` holds the table's records (a claim, its verdict rule, the CSVs of one run), ``table`` the rows, ``render``
-the Markdown and the keeping of one run's evidence (``python -m poslens.known_results``)."""
+``claims`` holds the rows, one module each (``claims/GROUP/NAME.py``, registered in one line of ``claims.MODULES``),
+``models`` the models they ran on, ``types`` the table's records (a claim, its verdict rule, the CSVs of one run),
+``render`` the Markdown and the keeping of one run's evidence (``python -m poslens.known_results``)."""

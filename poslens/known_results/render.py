@@ -20,8 +20,9 @@ import json
 import re
 from pathlib import Path
 
-from poslens.known_results.table import CLAIMS, MODEL_NOTES, OBSERVATIONS
-from poslens.known_results.types import EVIDENCE, KNOWN_FOLDER, LABELS, STEPS, Results
+from poslens.known_results.claims import CLAIMS, OBSERVATIONS
+from poslens.known_results.models import LABELS, MODEL_NOTES
+from poslens.known_results.types import EVIDENCE, KNOWN_FOLDER, STEPS, Results
 
 MARK = "known-results"
 

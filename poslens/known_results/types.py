@@ -1,6 +1,6 @@
-"""The known-results table's types, shared by the rows (``poslens.known_results.table``) and the renderer
+"""The known-results table's types, shared by the rows (``poslens.known_results.claims``) and the renderer
 (``poslens.known_results.render``): the CSVs of one run (``Results``), a claim and its verdict ``Rule``, an
-observation."""
+observation, and the intervals and shares the rows print."""
 
 
 from __future__ import annotations
@@ -17,10 +17,6 @@ from stats.intervals import LEVEL, N_BOOT, SEED, Interval, bootstrap, judge
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "known-results"
 KNOWN_FOLDER = "known"  # the real-model runs' folder in a report: the main job's analyses, on other models
 STEPS = ".steps"  # a report folder's records of the steps done: <analysis>.json (commit, key, seconds, files)
-NAMES = {"smollm2": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M", "minilm": "MiniLM-L6"}
-# the models as they are, in every row's per-model cell (the table's header says more: ``poslens.known_results.render``)
-LABELS = {"smollm2": "SmolLM2-135M-Instruct (Q4_1)", "gemma3-270m": "Gemma 3 270M base (Q4_K_M)",
-          "minilm": "all-MiniLM-L6-v2"}
 NO_UNITS = "no interval: the kept CSV holds per-head means only"
 
 

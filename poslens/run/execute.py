@@ -4,6 +4,8 @@ values), its figure and ``NAME.provenance.json`` all at once, under a lock (``po
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 from dataclasses import dataclass
@@ -23,7 +25,9 @@ from poslens.run.outputs import active, under_lock
 from poslens.run.plan import DTYPES, Plan, model_dtype, plan
 from poslens.run.provenance import jsonable, provenance
 
-__all__ = ["DTYPES", "Result", "model_dtype", "resolve_models", "run_analysis", "execute"]
+__all__ = ["DTYPES", "Result", "model_dtype", "resolve_models", "run_analysis", "execute", "sharing_models"]
+
+_SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("poslens_shared_models", default=None)
 
 
 @dataclass
@@ -47,17 +51,35 @@ def resolve_models(models, device=None, tokenizer=None, dtype=None) -> list:
     dtype = model_dtype(dtype)
     if isinstance(tokenizer, (str, os.PathLike)):
         tokenizer = load_tokenizer(tokenizer)
-    loaded = []
+    loaded, shared = [], _SHARED.get()
     for m in models:
         if hasattr(m, "hook_dict"):
             loaded.append(m.to(dtype) if dtype is not None else m)
             continue
+        if shared is not None and (str(m), dtype) in shared:
+            loaded.append(shared[str(m), dtype])
+            continue
         with stage(f"loading {m}"):
             loaded.append(load(m, dtype=dtype))
+        if shared is not None:
+            shared[str(m), dtype] = loaded[-1]
     for model in loaded:
         if tokenizer is not None and getattr(model, "tokenizer", None) is None:
             attach_tokenizer(model, tokenizer)
     return [m.to(device) for m in loaded] if device is not None else loaded
+
+
+@contextlib.contextmanager
+def sharing_models():
+    """Inside the block a model given by name or path is loaded once (per dtype) and given again to the runs after
+    (the main job loads SmolLM2 and MiniLM for three steps each). Yields the ``{(name, dtype): model}`` it keeps, for
+    the caller to drop a model no later run needs. No analysis changes a model it is given (hooks it adds are removed
+    when it ends), and each run seeds torch after its models load, so a run gives what it gives on a fresh load."""
+    token = _SHARED.set({})
+    try:
+        yield _SHARED.get()
+    finally:
+        _SHARED.reset(token)
 
 
 @under_lock

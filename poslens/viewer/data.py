@@ -33,19 +33,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STATS = {  # key: (label, what the grid's number is)
-    "first": ("first-token mass", "mean over rows 1..N-1 of A[q, 0]"),
-    "previous": ("previous-token mass", "mean over rows 1..N-1 of A[q, q-1]"),
-    "window": ("window mass (q-k <= 8)", "mean over rows 1..N-1 of the mass on keys with q - k <= 8"),
-    "far": ("far mass (q-k > 1024)", "mean over rows 1..N-1 of the mass on keys with q - k > 1024"),
-    "entropy": ("entropy (nats)", "mean over rows 1..N-1 of the row's entropy"),
-    "distance": ("mean distance", "mean over rows 1..N-1 of the attended distance q - k"),
+STATS = {  # key: (label, the attention statistic whose row value the grid averages, its parameter)
+    "first": ("first-token mass", "first_mass", "k = 1"),
+    "previous": ("previous-token mass", "previous_mass", ""),
+    "window": ("window mass (q-k <= 8)", "window_mass", "w = 8"),
+    "far": ("far mass (q-k > 1024)", "far_mass", "w = 1024"),
+    "entropy": ("entropy (nats)", "entropy", ""),
+    "distance": ("mean distance", "distance_mean", ""),
 }
 WINDOW, FAR = 8, 1024
 MAX_BLOCKS = 32  # default block size: N / 32 rounded up, at most 256 (Gemma 3 at 32k: 128 blocks of 256)
 ROWS_PER_BLOCK = 4  # token level: query rows shown per block
 TOP_KEYS = 32  # a row keeps its most attended keys ...
 BEFORE = 16  # ... and the keys just before the query
+
+
+def about(key: str) -> str:
+    """The grid statistic's one-sentence definition: the mean over rows of the attention statistic's own meaning
+    (``interp.attention.statistics.STATISTICS``, the text the analysis docs show), with its parameter."""
+    from interp.attention.statistics import STATISTICS
+
+    _, name, param = STATS[key]
+    meaning = STATISTICS[name].split(", one column per")[0].replace("``", "")
+    return f"Mean over query rows 1..N-1 of the {meaning}" + (f" ({param})." if param else ".")
+
+
+def constant_at(key: str, n: int) -> str | None:
+    """Why statistic ``key`` is the same for every head at ``n`` tokens (a window every key is inside, a distance
+    no key is at), or None where it varies."""
+    if key == "far" and n - 1 <= FAR:
+        return f"0 for every head at {n:,} tokens: no key is more than {FAR} back"
+    if key == "window" and n - 1 <= WINDOW:
+        return f"1 for every head at {n:,} tokens: every key is within {WINDOW}"
+    return None
 
 
 def default_block(n: int) -> int:
@@ -121,11 +141,12 @@ class _Done(Exception):
     """Raised from the last hook a pass needs: nothing after that layer runs."""
 
 
-def pattern_rows(model, ids, rows, layers) -> dict:
+def pattern_rows(model, ids, rows, layers, each=None) -> dict:
     """``{layer: [head, len(rows), N]}`` float32: the exact ``hook_pattern`` rows of these query rows (sorted, once
     each) at each of ``layers``, from one pass inside ``query_rows`` that stops after the last of them. A causal LM
     reads only the tokens up to the last row (no row sees a later one), so a block near the start costs a short pass;
-    its rows then hold keys up to that row only."""
+    its rows then hold keys up to that row only. ``each(layer, rows)``, when given, takes each layer's rows as they
+    come instead (nothing is kept: the rows of every layer at a long length need not fit at once)."""
     import torch
 
     from interp.attention import query_rows
@@ -137,10 +158,11 @@ def pattern_rows(model, ids, rows, layers) -> dict:
         tokens = tokens[:, : rows[-1] + 1]
     layers = sorted(set(int(l) for l in layers))
     out = {}
+    each = each or out.__setitem__
 
     def keep(layer):
         def hook(pattern, hook):
-            out[layer] = pattern[0].detach().float().cpu()
+            each(layer, pattern[0].detach().float().cpu())
             if layer == layers[-1]:
                 raise _Done
         return hook
@@ -167,15 +189,32 @@ def bounded(row, q: int, top: int = TOP_KEYS, before: int = BEFORE) -> tuple[lis
     return keys, [float(row[k]) for k in keys]
 
 
+def bound_rows(p, rows, heads, top: int = TOP_KEYS, before: int = BEFORE) -> dict:
+    """``bounded`` of every row of ``p [head, len(rows), N]`` at once (one ``topk``): ``{(head, row): (keys,
+    weights)}``."""
+    import torch
+
+    p = torch.as_tensor(p).float()
+    values, index = torch.topk(p, min(top, p.shape[-1]), dim=-1)
+    index, seen = index.tolist(), (values > 0).tolist()
+    out = {}
+    for h in heads:
+        weights = p[h].tolist()
+        for j, q in enumerate(rows):
+            keys = sorted({k for k, s in zip(index[h][j], seen[h][j]) if s} | set(range(max(0, q - before + 1), q + 1)))
+            out[(h, q)] = keys, [weights[j][k] for k in keys]
+    return out
+
+
 def token_level(model, ids, rows, layers, heads, *, top: int = TOP_KEYS, before: int = BEFORE) -> dict:
     """``{(layer, head, row): (keys, weights)}`` for every layer of ``layers`` and head of ``heads``."""
-    got = pattern_rows(model, ids, rows, layers)
     rows = sorted(set(int(r) for r in rows))
     out = {}
-    for l, p in got.items():
-        for h in heads:
-            for j, q in enumerate(rows):
-                out[(l, h, q)] = bounded(p[h, j], q, top, before)
+
+    def each(layer, p):
+        out.update({(layer, h, q): kw for (h, q), kw in bound_rows(p, rows, heads, top, before).items()})
+
+    pattern_rows(model, ids, rows, layers, each)
     return out
 
 
@@ -340,8 +379,5 @@ def recorded_token_level(rec: Recorded, rows, layers, heads, *, top: int = TOP_K
     rows = sorted(set(int(r) for r in rows))
     out = {}
     for l in sorted(set(int(x) for x in layers)):
-        p = rec.rows(l, rows)
-        for h in heads:
-            for j, q in enumerate(rows):
-                out[(l, h, q)] = bounded(p[h, j], q, top, before)
+        out.update({(l, h, q): kw for (h, q), kw in bound_rows(rec.rows(l, rows), rows, heads, top, before).items()})
     return out

@@ -19,11 +19,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path, PurePosixPath
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from poslens.viewer.errors import ViewerError
+
 HOST = "127.0.0.1"
-
-
-class ViewerError(ValueError):
-    """A bad input to the viewer, said before work starts."""
 
 
 def bind(port: int = 0) -> HTTPServer:

@@ -132,3 +132,20 @@ def test_threads_govern_the_blas_libraries_too(monkeypatch):
         for limiter in threads._BLAS_LIMIT:
             limiter.restore_original_limits()
         threads._BLAS_LIMIT.clear()
+
+
+def test_the_units_file_is_named_with_its_own_size(tmp_path):
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from poslens.cli import headline
+
+    table = pd.DataFrame({"model": ["a"] * 2, "layer": [0, 1], "rate": [0.5, 0.25]})
+    units = pd.DataFrame({"model": ["a"] * 6, "layer": [0, 0, 0, 1, 1, 1], "unit": [0, 1, 2] * 2, "value": [1] * 6})
+    spec = SimpleNamespace(name="sink-rate", headline=None)
+    result = SimpleNamespace(table=table, units=units,
+                             files=[tmp_path / "sink-rate.csv", tmp_path / "sink-rate.units.csv"])
+    said = headline.lines(spec, result)
+    assert said[1] == f"  table:      {tmp_path / 'sink-rate.csv'} (2 rows x 3 columns)"
+    assert said[2] == f"  units:      {tmp_path / 'sink-rate.units.csv'} (6 rows x 4 columns)"

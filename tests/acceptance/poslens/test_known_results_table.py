@@ -9,7 +9,7 @@ import pytest
 
 from poslens.known_results import render as known_results
 from poslens.known_results import types as known_types
-from poslens.known_results.table import CLAIMS, OBSERVATIONS
+from poslens.known_results.claims import CLAIMS, OBSERVATIONS
 
 
 def test_the_model_header_names_the_weights_file_not_a_machines_path(tmp_path):

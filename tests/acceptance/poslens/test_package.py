@@ -1,5 +1,5 @@
-"""``import poslens`` is light and exposes the entry points; ``poslens.analyze`` is the command line's twin; the API
-reference's link checker finds a broken link."""
+"""``import poslens`` is light and exposes the entry points, its docstring's calls run as written; ``poslens.analyze``
+is the command line's twin; the API reference's link checker finds a broken link."""
 
 import importlib.util
 import subprocess
@@ -18,6 +18,16 @@ def test_import_poslens_imports_no_torch_and_names_its_entry_points():
     assert torch_loaded == "False"
     for name in ("load", "analyze", "interventions", "analyses"):
         assert repr(name) in names
+
+
+def test_the_package_docstring_runs_as_written(monkeypatch):
+    import doctest
+
+    import poslens
+
+    monkeypatch.setenv("POSLENS_PROGRESS", "0")
+    got = doctest.testmod(poslens, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert got.attempted == 7 and got.failed == 0
 
 
 def test_the_entry_points_are_the_real_objects():

@@ -89,7 +89,7 @@ def test_resume_keeps_the_steps_done_at_this_commit_with_the_same_arguments(plan
     changed = (steps[0], dataclasses.replace(steps[1], models=steps[1].models[:1]))  # the second step: other models
     reproduce(tmp_path / "r", quick=True, plan=changed, resume=True, log=lines.append)
     assert "reused" in lines[0] and (tmp_path / "r" / "loss-neutrality.csv").stat().st_mtime_ns == stamp
-    assert "reused" not in lines[1] and "estimate" in lines[1]  # timed in this folder: an estimate in seconds
+    assert "reused" not in lines[1] and "no estimate (not timed under --quick" in lines[1]  # timed on other models
     assert "<iframe src='loss-neutrality.html'" in (tmp_path / "r" / "index.html").read_text()
     lines.clear()  # the same commit and arguments in another precision: redone
     reproduce(tmp_path / "r", quick=True, plan=changed, resume=True, dtype="bfloat16", log=lines.append)
@@ -154,9 +154,50 @@ def test_the_real_plan_writes_to_its_own_folder():
 
     real = next(s for s in real_plan() if s.analysis == "sink-rate")
     main = next(s for s in main_plan() if s.analysis == "sink-rate")
-    assert _estimate(Path("/nonexistent"), real) > 60 and _estimate(Path("/nonexistent"), main) is None
+    assert _estimate(Path("/nonexistent"), real) > 60 and _estimate(Path("/nonexistent"), main) is None  # no probe
+    assert _estimate(Path("/nonexistent"), main, unit=0.01) > 0  # the cost table x the probe's seconds
     assert _estimate(Path("/nonexistent"), real, quick=True) is None  # the estimates time full runs
     assert all(_estimate(Path("/nonexistent"), s) for s in real_plan())  # every real step has one
+
+
+def test_progress_lines_give_cost_x_probe_and_the_time_left_at_the_pace_so_far(plan, tmp_path, monkeypatch):
+    """Planted costs (10 and 30 probe units) and probe (0.5 s): the first step is estimated at 5 s with 20 s left; it
+    takes 10 s (a planted clock), twice its estimate, so the second is estimated at 2 x 15 s, the time left with it."""
+    import dataclasses
+    import types
+
+    import pandas as pd
+
+    from poslens import reproduce as rep
+    from poslens.run.execute import Result
+
+    now = [1000.0]
+    monkeypatch.setattr(rep, "time", types.SimpleNamespace(time=lambda: now[0]))
+    monkeypatch.setattr(rep, "COSTS", {"byte-increments": 10.0, "char-spacing": 30.0})
+    monkeypatch.setattr(rep, "probe", lambda: 0.5)
+    steps = tuple(dataclasses.replace(s, quick={}) for s in (plan[1], plan[4]))
+
+    stop = {"char-spacing"}
+
+    def fake(name, models, out, **_):
+        if name in stop:
+            raise KeyboardInterrupt  # its line is written: nothing more to see
+        now[0] += 10.0
+        return Result(name, pd.DataFrame(), [], None)
+
+    monkeypatch.setattr(rep, "run_analysis", fake)
+    lines = []
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(tmp_path / "r", plan=steps, log=lines.append)
+    assert lines[0].startswith("this machine's speed: 500 ms per probe unit")
+    assert lines[1].endswith("(0 s elapsed; estimate 5 s, 20 s left)")
+    assert lines[2].endswith("(10 s elapsed; estimate 30 s, 30 s left)")
+    lines.clear()  # the folder has timed byte-increments with these arguments: its own 10 s, and no probe needed
+    monkeypatch.setattr(rep, "probe", lambda: pytest.fail("probed with every step timed"))
+    stop.add("byte-increments")
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(tmp_path / "r", plan=steps[:1], force=True, log=lines.append)
+    assert lines == [f"[1/1] byte-increments on {', '.join(steps[0].models)} (0 s elapsed; estimate 10 s, 10 s left)"]
 
 
 def test_keep_copies_one_runs_evidence_and_the_provenance_line_names_that_run(plan, tmp_path, monkeypatch):
@@ -208,3 +249,47 @@ def dataclasses_replace(step, **changes):
     import dataclasses
 
     return dataclasses.replace(step, **changes)
+
+
+def test_steps_runs_only_the_steps_named_and_refuses_an_unknown_one_before_any_work(plan, tmp_path, capsys,
+                                                                                     monkeypatch):
+    from poslens import reproduce as rep
+    from poslens.cli import main
+
+    monkeypatch.setattr(rep, "main_plan", lambda: plan)
+    monkeypatch.setenv("POSLENS_FORMATS", "html")
+    assert main(["reproduce", "--quick", "--steps", "char-spacing,byte-increments", "--out", str(tmp_path / "r")]) == 0
+    assert sorted(p.name for p in (tmp_path / "r").glob("*.csv")) == ["byte-increments.csv", "char-spacing.csv"]
+    assert main(["reproduce", "--quick", "--steps", "byte-increments,char-spaces", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "--steps byte-increments,char-spaces: char-spaces is not a step of the job (steps: loss-neutrality, " in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_model_several_steps_read_is_loaded_once_and_gives_the_same_tables(plan, tmp_path, monkeypatch):
+    import interp.loading
+
+    monkeypatch.setenv("POSLENS_FORMATS", "html")
+    reproduce(tmp_path / "apart", quick=True, plan=plan[1:2], log=lambda s: None)
+    reproduce(tmp_path / "apart2", quick=True, plan=plan[4:5], log=lambda s: None)
+    loads, original = [], interp.loading.load
+
+    def counted(source, **kwargs):
+        loads.append(str(source))
+        return original(source, **kwargs)
+
+    monkeypatch.setattr(interp.loading, "load", counted)
+    reproduce(tmp_path / "r", quick=True, plan=(plan[1], plan[4]), log=lambda s: None)
+    assert sorted(loads) == sorted(plan[1].models)  # char-spacing reads byte-increments' two models: no new load
+    for name, folder in (("byte-increments", "apart"), ("char-spacing", "apart2")):
+        assert (tmp_path / "r" / f"{name}.csv").read_text() == (tmp_path / folder / f"{name}.csv").read_text()
+
+
+def test_shared_models_are_let_go_after_the_last_step_that_reads_them():
+    from poslens.reproduce import _drop_unneeded
+
+    models = {("a", None): 1, ("b", None): 2, ("b", "bf16"): 3, ("c", None): 4}
+    _drop_unneeded(models, (Step("x", ("b",)), Step("y", ("c", "d"))))
+    assert models == {("b", None): 2, ("b", "bf16"): 3, ("c", None): 4}
+    _drop_unneeded(models, ())
+    assert models == {}

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from poslens.viewer import view
+from poslens.viewer.page import row_bytes
 from tests.repo_helpers import tiny_repo
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -46,9 +47,9 @@ def browser():
 class Page:
     """One page with its console errors collected and screenshots read back as pixels."""
 
-    def __init__(self, browser, url, shots: Path):
+    def __init__(self, browser, url, shots: Path, size=(1280, 1000)):
         self.errors = []
-        self.page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        self.page = browser.new_page(viewport={"width": size[0], "height": size[1]})
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.goto(url)
@@ -69,6 +70,11 @@ class Page:
         x, y = xy
         return pixels[int(y), int(x)]
 
+    def in_view(self, selector: str) -> bool:
+        """The element's top is inside the viewport, below the sticky breadcrumb: seen without scrolling."""
+        box = self.page.locator(selector).first.bounding_box()
+        return box is not None and 40 <= box["y"] < self.page.viewport_size["height"] - 20
+
     def cell(self, i, l, h):
         self.page.locator(f"canvas.grid[data-model='{i}']").scroll_into_view_if_needed()
         return self.page.evaluate(f"viewer.cellCentre({i}, {l}, {h})")
@@ -88,15 +94,24 @@ def _grid(data, i, stat):
     return np.array(data["models"][i]["grid"][stat], dtype=float)
 
 
-def test_grid_head_block_and_token_levels_in_chromium(browser, tmp_path):
-    ids = torch.randint(1, 250, (200,), generator=torch.Generator().manual_seed(4)).tolist()
-    v = view(_models(), text=ids, block=16, precompute=3)
-    path = v.save(tmp_path / "view.html")
-    data = v.data
-    p = Page(browser, path.as_uri(), tmp_path)
+def _page(browser, tmp_path, v, size=(1280, 1000), fragment=""):
+    return Page(browser, v.save(tmp_path / "view.html").as_uri() + fragment, tmp_path, size)
 
-    # level 1: the grid, on one scale for both models; picking a statistic recolours it
+
+def _view(page_mb=None):
+    ids = torch.randint(1, 250, (200,), generator=torch.Generator().manual_seed(4)).tolist()
+    return view(_models(), text=ids, block=16, page_mb=page_mb)
+
+
+def test_grid_head_block_and_token_levels_in_chromium(browser, tmp_path):
+    v = _view()
+    data = v.data
+    p = _page(browser, tmp_path, v)
+
+    # level 1: the grid, on one scale for both models; picking a statistic recolours it; its bar spans the data
     first = p.shot("1-grid")
+    assert "Click a cell to open that head" in p.page.locator("#grid-hint").text_content()
+    assert "marked" not in p.page.locator("header").text_content()
     cells = [(i, l, h) for i in range(2) for l in range(3) for h in range(4)]
     before = [p.at(first, p.cell(*c)) for c in cells]
     p.page.select_option("#stat", "entropy")
@@ -107,7 +122,12 @@ def test_grid_head_block_and_token_levels_in_chromium(browser, tmp_path):
     lo, hi = values.min(), values.max()
     for c, seen, value in zip(cells, after, values):
         assert np.abs(seen - viridis((value - lo) / (hi - lo))).max() <= 3, (c, seen, value)
-    assert "entropy (nats)" in p.page.locator("#legend").text_content()
+    bar = p.page.locator("#grid-bar")
+    assert [float(bar.get_attribute("data-lo")), float(bar.get_attribute("data-hi"))] == [lo, hi]
+    assert "entropy (nats)" in bar.text_content()
+    assert "entropy of the pattern row (nats)" in p.page.locator("#stat-about").text_content()
+    assert p.page.locator("#stat option[value=far]").is_disabled()  # 0 for every head at 200 tokens
+    assert "s=entropy" in p.page.url
 
     # level 2: one head's pooled pattern, each block's colour the log of a row's mass on the key block
     m = data["models"][0]
@@ -128,13 +148,14 @@ def test_grid_head_block_and_token_levels_in_chromium(browser, tmp_path):
     outline = p.at(p.shot("2-head-grid"), (x - data["cell"] / 2 - 1.5, y))
     assert outline[0] > 200 and outline[1] < 40  # the picked head, outlined in red
     assert "13 x 13 blocks of 16 tokens" in p.page.locator("#pooled-note").text_content()
+    assert "log scale" in p.page.locator("#pooled-bar").text_content()
 
-    # level 3: a block's rows, their tokens, a hover giving a token's weight
-    assert m["precomputed"] == [0, 6, 12]
+    # level 3: a block's rows (every row: they fit in the page), their tokens, a hover giving a token's weight
+    assert m["precomputed"] == list(range(13))
     p.page.mouse.click(*p.block(6, 2))
     p.page.wait_for_selector("#tokens .tok")
     rows = m["rows"]["2|1|6"]
-    assert p.page.locator("#tokens .qrow").count() == len(rows) == 4
+    assert p.page.locator("#tokens .qrow").count() == len(rows) == 16
     assert p.page.locator("#tokens .tok").count() == sum(len(k) for _, k, _ in rows)
     q, keys, ws = rows[1]
     heavy = int(np.argmax(ws))
@@ -147,22 +168,138 @@ def test_grid_head_block_and_token_levels_in_chromium(browser, tmp_path):
     shot = p.shot("3-tokens")
     box = token.bounding_box()
     seen = shot[int(box["y"]):int(box["y"] + box["height"]), int(box["x"]):int(box["x"] + box["width"])]
-    red = (seen[..., 0] > 200) & (seen[..., 1] < 60) & (seen[..., 2] < 90)
-    assert red.mean() > 0.4  # the row's heaviest key: full red behind its glyph
-    assert p.page.locator("#tokens .tok.query").count() == 4
+    reds = (seen[..., 0] > 200) & (seen[..., 1] < 60) & (seen[..., 2] < 90)
+    assert reds.mean() > 0.4  # the row's heaviest key: full red behind its glyph
+    assert p.page.locator("#tokens .tok.query").count() == 16
     assert "q 96" in p.page.locator("#tokens .qrow").nth(0).text_content()
 
-    # a block the file does not hold says how to get it
+    # token colouring: absolute weight on one scale for the block, its bar spanning the block's weights
+    p.page.select_option("#colouring", "abs")
+    p.page.wait_for_function("document.getElementById('tokens-bar').dataset.hi !== '1'")
+    top = max(w for _, _, ws_ in rows for w in ws_)
+    assert float(p.page.locator("#tokens-bar").get_attribute("data-hi")) == pytest.approx(top, rel=1e-6)
+    alpha = p.page.locator("#tokens .qrow").nth(1).locator(".tok").nth(heavy).evaluate(
+        "e => getComputedStyle(e).backgroundColor")
+    assert alpha.startswith("rgba(228, 0, 43, ")
+    assert float(alpha[17:-1]) == pytest.approx(ws[heavy] / top, abs=1 / 255)  # the browser keeps 8 bits of alpha
+    assert "c=abs" in p.page.url
+    assert p.errors == []
+
+
+def test_drill_down_to_a_token_and_back_by_mouse_then_by_keyboard(browser, tmp_path):
+    """At a laptop's 1280 x 720 each level comes into view as it opens, the breadcrumb names it, and Back, Escape and
+    the browser's back return a level at a time."""
+    v = _view()
+    p = _page(browser, tmp_path, v, size=(1280, 720))
+    m = v.data["models"][1]
+    crumbs = lambda: p.page.locator("#trail").text_content()  # noqa: E731
+    p.page.mouse.click(*p.cell(1, 1, 3))
+    p.page.wait_for_selector("#head:not([hidden])")
+    assert p.in_view("#pooled") and crumbs() == "head grid>tiny-rope-b layer 1 head 3"
+    p.page.mouse.click(*p.page.evaluate("viewer.blockCentre(9, 0)"))
+    p.page.wait_for_selector("#tokens .tok")
+    assert p.in_view("#tokens .qrow") and crumbs().endswith(">block 9 (rows 144-159)")
+    p.shot("drill-3-tokens")
+    p.page.locator("#tokens .qrow").nth(3).locator(".tok").nth(2).click()  # that token becomes the query
+    k = int(m["rows"]["1|3|9"][3][1][2])
+    p.page.wait_for_function(f"viewer.state.q === {k} && viewer.state.block === {k // 16}")  # its block's rows
+    assert p.in_view(f"#tokens .qrow.focus[data-q='{k}']") and crumbs().endswith(f">query {k}")
+    p.page.click("#back")
+    p.page.wait_for_function(f"viewer.state.q === null && viewer.state.block === {k // 16}")
+    p.page.go_back()  # the browser's back: the query again
+    p.page.wait_for_function(f"viewer.state.q === {k}")
+    p.page.go_back()  # ... and block 9's rows before it
+    p.page.wait_for_function("viewer.state.q === null && viewer.state.block === 9")
+    p.page.keyboard.press("Escape")
+    p.page.wait_for_function("viewer.state.block === null")
+    assert p.page.locator("#tokens-panel").is_hidden() and p.in_view("#pooled")
+    p.page.go_back()  # the browser's back: block 9 again
+    p.page.wait_for_function("viewer.state.block === 9")
+    p.page.keyboard.press("Escape")
+    p.page.keyboard.press("Escape")
+    p.page.wait_for_function("viewer.state.model === null")
+    assert p.page.locator("#head").is_hidden() and p.page.locator("#back").is_disabled()
+
+    # the keyboard alone: Tab to the first grid, arrows, Enter; Tab to the pattern, down, Enter; rows and tokens
+    p.page.locator("#stat").focus()
+    p.page.keyboard.press("Tab")
+    for key in ("ArrowDown", "ArrowDown", "ArrowRight"):
+        p.page.keyboard.press(key)
+    assert "tiny-rope layer 2 head 1:" in p.page.locator("#tip").text_content()
+    p.page.keyboard.press("Enter")
+    p.page.wait_for_function("viewer.state.layer === 2 && viewer.state.head === 1 && viewer.state.model === 0")
+    p.page.locator("#pooled").focus()
+    for key in ("ArrowDown", "ArrowDown", "Enter"):
+        p.page.keyboard.press(key)
+    p.page.wait_for_selector("#tokens .qrow")
+    assert p.page.evaluate("viewer.state.block") == 2
+    p.page.locator("#tokens .qrow").first.focus()
+    for key in ("ArrowDown", "Enter"):
+        p.page.keyboard.press(key)
+    p.page.wait_for_function("viewer.state.q === 33")
+    for key in ("ArrowRight", "Enter"):
+        p.page.keyboard.press(key)
+    first_key = v.data["models"][0]["rows"]["2|1|2"][1][1][0]
+    p.page.wait_for_function(f"viewer.state.q === {first_key} && viewer.state.block === {first_key // 16}")
+    for _ in range(3):
+        p.page.keyboard.press("Escape")
+    p.page.wait_for_function("viewer.state.model === null")
+    assert p.errors == []
+
+
+def test_a_reload_restores_the_view_from_the_url(browser, tmp_path):
+    v = _view()
+    p = _page(browser, tmp_path, v, size=(1400, 900), fragment="#s=distance&m=1&l=2&h=3&b=4&q=70&c=abs")
+    want = {"stat": "distance", "model": 1, "layer": 2, "head": 3, "block": 4, "q": 70, "colouring": "abs"}
+    for _ in range(2):
+        p.page.wait_for_selector("#tokens .qrow.focus")
+        assert {k: p.page.evaluate(f"viewer.state.{k}") for k in want} == want
+        assert p.page.locator("#stat").input_value() == "distance"
+        assert p.page.locator("#head-title").text_content() == "tiny-rope-b layer 2 head 3"
+        assert p.page.locator("#tokens .qrow.focus").get_attribute("data-q") == "70" and p.in_view(".qrow.focus")
+        p.page.reload()
+        p.page.wait_for_function("window.viewer && window.viewer.ready > 0")
+    p.page.goto(p.page.url.split("#")[0] + "#m=7&l=1&h=1")  # a fragment naming no model: the grid
+    p.page.wait_for_function("viewer.state.model === null")
+    assert p.errors == []
+
+
+def test_every_block_of_a_saved_page_answers_a_click(browser, tmp_path):
+    """With a budget too small for every row, each block still holds rows (a few per block) and answers; with less,
+    the blocks without rows say so on the block itself, with the budget that holds every block's."""
+    v = _view(page_mb=0.5)
+    p = _page(browser, tmp_path, v, size=(1400, 900))
+    m = v.data["models"][0]
+    assert m["precomputed"] == list(range(13)) and len(m["rows"]["0|0|5"]) < 16
+    p.page.mouse.click(*p.cell(0, 0, 0))
+    p.page.wait_for_selector("#head:not([hidden])")
+    for b in range(13):
+        p.page.mouse.click(*p.block(b, 0))
+        p.page.wait_for_function(f"viewer.state.block === {b} && document.querySelector('#tokens .qrow')")
+        assert p.page.locator("#tokens .qrow").count() == len(m["rows"][f"0|0|{b}"])
+    assert "every block's rows are in this file" in p.page.locator("#mode").text_content()
+
+    base = len(view(_models(), text=list(range(1, 201)), block=16, page_mb=0).html.encode("utf-8"))
+    few = _view(page_mb=(base + 2 * 3 * 4 * 12 * row_bytes(200)) / 1e6)
+    held = few.data["models"][0]["precomputed"]
+    assert held == [0, 6, 12]
+    p = _page(browser, tmp_path, few, size=(1400, 900))
+    p.page.mouse.click(*p.cell(0, 0, 0))
+    p.page.wait_for_selector("#head:not([hidden])")
+    shot = p.shot("held-strip")
+    strip = [p.at(shot, (p.block(b, 12)[0] + 384 / 13 / 2 + 9, p.block(b, 12)[1])) for b in range(13)]
+    assert [b for b, c in enumerate(strip) if tuple(c) == (26, 152, 80)] == held  # green: rows in the file
     p.page.mouse.click(*p.block(4, 0))
-    p.page.wait_for_function("document.getElementById('tokens').textContent.includes('holds the rows of blocks')")
-    assert "0, 6, 12" in p.page.locator("#tokens").text_content()
+    p.page.wait_for_function("document.getElementById('tokens').textContent.includes('holds no rows of block 4')")
+    said = p.page.locator("#tokens").text_content()
+    assert f"--page-mb {few.data['budget']['needs_mb']}" in said and "--serve" in said and "3 of 13 blocks" in said
     assert p.errors == []
 
 
 def test_live_drill_down_computes_any_block(browser, tmp_path):
     model = _models()[0]
     ids = torch.randint(1, 250, (160,), generator=torch.Generator().manual_seed(5)).tolist()
-    v = view(model, text=ids, block=16, precompute=1, serve=True, port=0)
+    v = view(model, text=ids, block=16, page_mb=0, serve=True, port=0)
     try:
         p = Page(browser, v.url, tmp_path)
         assert "live" in p.page.locator("#mode").text_content()
@@ -188,7 +325,7 @@ def test_a_block_without_rows_is_a_gap_in_the_curves(browser, tmp_path):
     reads from the first block with a row; the line starts at block 1."""
     model = _models()[0]
     ids = torch.randint(1, 250, (24,), generator=torch.Generator().manual_seed(6)).tolist()
-    v = view(model, text=ids, block=1, precompute=0)
+    v = view(model, text=ids, block=1, page_mb=5)
     p = Page(browser, v.save(tmp_path / "view.html").as_uri(), tmp_path)
     p.page.mouse.click(*p.cell(0, 1, 2))
     p.page.wait_for_selector("#head:not([hidden])")

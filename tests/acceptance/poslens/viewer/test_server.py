@@ -41,14 +41,14 @@ def results(tmp_path):
 def test_the_live_server_answers_on_loopback_only_and_serves_the_results_folder_alone(results, tmp_path):
     model = tiny_repo("rope")
     ids = torch.randint(1, 250, (96,), generator=torch.Generator().manual_seed(3)).tolist()
-    v = view(model, text=ids, results=results, block=16, precompute=1, serve=True, port=0)
+    v = view(model, text=ids, results=results, block=16, page_mb=0, serve=True, port=0)
     try:
         host, port = v.server.server_address
         assert host == "127.0.0.1" and v.url == f"http://127.0.0.1:{port}/"
         status, body = _get(port, "/")
         assert status == 200 and b'"live":true' in body and b"poslens-data" in body
         # a block the file does not hold, computed on demand: every head of the layer, exact rows
-        assert v.data["models"][0]["precomputed"] == [0]
+        assert v.data["models"][0]["precomputed"] == []
         status, body = _get(port, "/api/rows?model=0&layer=2&head=1&block=3")
         assert status == 200
         rows = json.loads(body)["rows"]
@@ -127,13 +127,16 @@ def test_a_folder_of_another_analysis_is_refused_by_name(tmp_path, capsys):
 
 def test_the_command_line_writes_the_page(tmp_path, capsys):
     out = tmp_path / "v.html"
-    assert main(["view", "--model", "rope-small", "--length", "64", "--precompute", "2", "--out", str(out)]) == 0
+    assert main(["view", "--model", "rope-small", "--length", "64", "--page-mb", "2", "--out", str(out)]) == 0
     said = capsys.readouterr().out
     assert said.startswith(f"wrote {out}") and out.stat().st_size > 10_000
+    assert said.strip().endswith("token rows of every block (32)")
     text = out.read_text(encoding="utf-8")
     assert "http://" not in text and "https://" not in text  # nothing fetched from the network
     assert main(["view", "--model", "rope-small", "--length", "3000", "--out", str(out)]) == 2
     assert "--length 3000: rope-small takes 2 to 2304 tokens" in capsys.readouterr().err
+    assert main(["view", "--model", "rope-small", "--page-mb", "-1", "--out", str(out)]) == 2
+    assert "--page-mb -1.0: expected a size in MB, 0 or more" in capsys.readouterr().err
 
 
 def test_view_help_imports_no_heavy_module():
@@ -145,3 +148,32 @@ def test_view_help_imports_no_heavy_module():
             "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformers') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "--serve" in proc.stdout and proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_file_the_viewer_did_not_write_is_kept_and_named_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    import poslens.viewer.data as data
+
+    notes = tmp_path / "notes.html"
+    notes.write_text("<html>my notes</html>", encoding="utf-8")
+    monkeypatch.setattr(data, "head_data", lambda *a, **k: pytest.fail("the forward pass ran"))
+    assert main(["view", "--model", "rope-small", "--length", "64", "--out", str(notes)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {notes}: this file was not written by poslens view" in err and "--force" in err
+    assert notes.read_text(encoding="utf-8") == "<html>my notes</html>"
+    assert main(["view", "--model", "rope-small", "--length", "64", "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    monkeypatch.undo()
+    page = tmp_path / "page.html"
+    for argv in (["--out", str(page)], ["--out", str(page)], ["--out", str(notes), "--force"]):
+        assert main(["view", "--model", "rope-small", "--length", "32", "--page-mb", "1", *argv]) == 0
+    assert notes.read_text(encoding="utf-8").startswith("<!doctype html>")  # --force overwrote it
+    assert page.read_text(encoding="utf-8") == notes.read_text(encoding="utf-8")  # its own page is rewritten
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_an_input_that_is_not_utf8_is_named(tmp_path, capsys):
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    assert main(["view", "--model", "rope-small", "--input", str(latin), "--out", str(tmp_path / "v.html")]) == 2
+    err = capsys.readouterr().err
+    assert f"--input {latin}: not UTF-8 text (byte 3" in err and "Traceback" not in err

@@ -73,7 +73,7 @@ def test_a_block_of_row_0_alone_has_no_curve_value():
     for stat, v in got.curves.items():
         assert np.isnan(v[..., 0]).all(), stat
     np.testing.assert_allclose(got.curves["first"][..., 1:], a[..., 1:, 0].numpy(), atol=2e-6)
-    page = view(model, text=ids, block=1, precompute=0).data["models"][0]["curves"]["first"]
+    page = view(model, text=ids, block=1, page_mb=5).data["models"][0]["curves"]["first"]
     assert page[0][0][0] is None and page[0][0][1] is not None
 
 
@@ -113,7 +113,7 @@ def test_planted_heads_read_as_planted_at_every_level():
     model = tiny_repo("rope")
     _plant(model, 1)
     try:
-        v = view(model, text="abcdefghij" * 10, block=10, precompute=2)
+        v = view(model, text="abcdefghij" * 10, block=10, page_mb=5)
     finally:
         model.reset_hooks()
     m = v.data["models"][0]
@@ -124,7 +124,7 @@ def test_planted_heads_read_as_planted_at_every_level():
     assert pooled[1, 1, 1:, 0] == pytest.approx(np.full(10, 0.1)) and (pooled[1, 1, :, 1:] == 0).all()
     # the previous-token head: mass only on the diagonal blocks and the one before (a block's first row)
     assert pooled[1, 0, 5, 5] == pytest.approx(9 / 100) and pooled[1, 0, 5, 4] == pytest.approx(1 / 100)
-    assert m["precomputed"] == [0, 10]
+    assert m["precomputed"] == list(range(11))
     (q, keys, ws), *_ = m["rows"]["1|1|10"]
     assert q == 100 and ws[keys.index(0)] == 1.0 and sum(ws) == pytest.approx(1.0)
     assert m["tokens"][1:4] == ["a", "b", "c"]
@@ -180,7 +180,7 @@ def _expected(name, df):
 def test_the_grid_holds_the_csv_values(name, folders, model):
     import pandas as pd
 
-    v = view(model, results=folders[name], length=32, precompute=1)
+    v = view(model, results=folders[name], length=32, page_mb=5)
     df = pd.read_csv(folders[name] / f"{name}.csv")
     grid = v.data["models"][0]["grid"]
     expected = _expected(name, df)
@@ -198,7 +198,7 @@ def test_the_grid_holds_the_csv_values(name, folders, model):
 
 
 def test_two_models_share_one_page(model):
-    v = view([model, tiny_repo("rope")], length=40, precompute=1)
+    v = view([model, tiny_repo("rope")], length=40, page_mb=5)
     names = [m["name"] for m in v.data["models"]]
     assert names == ["rope-small", "tiny-rope"] and [m["length"] for m in v.data["models"]] == [40, 40]
     assert [m["n_layers"] for m in v.data["models"]] == [4, 3]
@@ -308,7 +308,7 @@ def test_a_planted_model_is_served_by_the_forward_per_click():
     model = tiny_repo("rope")
     _plant(model, 1)
     try:
-        v = view(model, text="abcdefghij" * 10, block=10, precompute=0, serve=True, port=0)
+        v = view(model, text="abcdefghij" * 10, block=10, page_mb=0, serve=True, port=0)
         try:
             live = v.server.live
             assert live.recorded == [None]
@@ -329,7 +329,7 @@ def test_the_live_server_records_once_and_answers_from_the_recording():
 
     model = tiny_repo("rope")
     ids = torch.randint(1, 250, (96,), generator=torch.Generator().manual_seed(4)).tolist()
-    v = view(model, text=ids, block=16, precompute=0, serve=True, port=0)
+    v = view(model, text=ids, block=16, page_mb=0, serve=True, port=0)
     try:
         live = v.server.live
         assert isinstance(live.recorded[0], Recorded)
@@ -359,3 +359,51 @@ def test_a_rows_keys_are_those_it_sees_after_the_query_too_in_an_encoder():
     # a causal row: the future is exactly 0 and never shown, whatever top asks for
     keys, weights = bounded(torch.tensor([0.25, 0.75, 0.0, 0.0]), 1, top=3, before=1)
     assert keys == [0, 1] and weights == pytest.approx([0.25, 0.75])
+
+
+def test_the_page_budget_decides_which_rows_the_file_holds():
+    """``plan_rows``: every row of every block where they fit, then 4, 2, 1 rows of every block, then 4 rows of as many
+    blocks as fit; a built page stays within its budget and holds every head's rows of each planned block."""
+    from poslens.viewer.page import plan_rows, row_bytes
+
+    per = row_bytes(200) * 12  # one query row of 12 heads
+    assert plan_rows(200, 16, 12, 200 * per) == {b: list(range(16 * b, min(200, 16 * b + 16))) for b in range(13)}
+    assert plan_rows(200, 16, 12, 200 * per - 1)[6] == [96, 101, 106, 111]
+    assert [len(r) for r in plan_rows(200, 16, 12, 13 * 2 * per).values()] == [2] * 13
+    assert [len(r) for r in plan_rows(200, 16, 12, 13 * 2 * per - 1).values()] == [1] * 13
+    assert plan_rows(200, 16, 12, 13 * per - 1) == {0: [0, 5, 10, 15], 6: [96, 101, 106, 111], 12: [192, 194, 197, 199]}
+    assert plan_rows(200, 16, 12, 0) == {}
+    model = tiny_repo("rope")
+    ids = torch.randint(1, 250, (200,), generator=torch.Generator().manual_seed(7)).tolist()
+    base = len(view(model, text=ids, block=16, page_mb=0).html.encode("utf-8"))
+    v = view(model, text=ids, block=16, page_mb=(base + 13 * 4 * per) / 1e6)
+    m = v.data["models"][0]
+    assert m["precomputed"] == list(range(13)) and len(v.html.encode("utf-8")) <= base + 13 * 4 * per
+    assert {k: len(r) for k, r in m["rows"].items() if k.endswith("|6")} == {f"{l}|{h}|6": 4 for l in range(3)
+                                                                             for h in range(4)}
+    assert v.data["budget"]["needs_mb"] >= (base + 13 * 4 * per) / 1e6
+
+
+def test_a_statistic_constant_at_this_length_is_marked_and_each_says_what_it_means():
+    from interp.attention.statistics import STATISTICS
+    from poslens.viewer.page import stats_menu
+
+    model = tiny_repo("rope")
+    v = view(model, text=list(range(1, 41)), block=8, page_mb=0)
+    menu = {s["key"]: s for s in v.data["stats"]}
+    assert menu["far"]["constant"].startswith("0 for every head at 40 tokens")
+    assert np.allclose(v.data["models"][0]["grid"]["far"], 0)  # what the mark says is so
+    assert all(menu[k]["constant"] is None for k in ("first", "previous", "window", "entropy", "distance"))
+    assert STATISTICS["previous_mass"] in menu["previous"]["about"]
+    assert "|q - k| <= w" in menu["window"]["about"] and "(w = 8)" in menu["window"]["about"]
+    views = [type("V", (), {"heads": type("H", (), {"n": n})(), "csv_grid": {}})() for n in (9, 2000)]
+    assert [s["constant"] for s in stats_menu(views)] == [None] * 6  # constant for one model only: offered
+
+
+def test_a_views_repr_is_a_line_not_its_data():
+    model = tiny_repo("rope")
+    v = view(model, text=list(range(1, 65)), block=16)
+    text = repr(v)
+    assert text.startswith("View(tiny-rope 3x4; 64 tokens in 4 blocks of 16; 6 statistics; rows of 4/4 blocks; page ")
+    assert text.endswith(" kB)") and len(text) < 200 and len(v.html) > 100_000
+    assert v._repr_html_().startswith("<iframe srcdoc=")

@@ -1,0 +1,1 @@
+"""Rows that read ``ap-spectrum``: the learned absolute-position table."""

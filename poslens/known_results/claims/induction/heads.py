@@ -1,0 +1,53 @@
+"""Induction heads exist (Olsson et al. 2022): the best head's prefix-matching score on repeated random tokens."""
+
+from __future__ import annotations
+
+from poslens.known_results.claims import WRITTEN
+from poslens.known_results.claims.induction import INDUCTION_CUT, best_head, judged, overall, sequence_values
+from poslens.known_results.models import NAMES, PRETRAINED
+from poslens.known_results.types import Claim, Results, Rule, head
+from stats.intervals import bootstrap
+
+RULE = Rule(
+    text=f"per model, the head with the highest mean prefix-matching score on repeated random tokens; its 95% "
+         f"percentile bootstrap interval over sequences (10,000 resamples, seed 0). Agrees when, in both models, "
+         f"the interval lies above {INDUCTION_CUT} (poslens' cut: the paper gives none); differs when a model's "
+         f"interval lies at or below it; otherwise inconclusive at n = the sequences",
+    written=WRITTEN)
+
+
+def measure(r: Results, m: str) -> str:
+    d = r.model("induction", m)
+    best, iv = best_head(r, m, "induction_score", "induction")
+    n = int((d["induction_score"] >= INDUCTION_CUT).sum())
+    score = (f"{best.induction_score:.2f}" if iv is None else iv.format("{:.2f}"))
+    out = (f"best prefix-matching score {head(best)} {score}; {n} of {len(d)} heads >= {INDUCTION_CUT} (mean over "
+           f"{int(d.n_docs.iloc[0])} sequences)")
+    first = sequence_values(r, m, "first_copy_loss", by=())
+    second = sequence_values(r, m, "second_copy_loss", by=())
+    if first is None or second is None:
+        return out + f"; loss on the repeat {d.first_copy_loss.iloc[0]:.2f} -> {d.second_copy_loss.iloc[0]:.2f} nats"
+    return (out + f"; loss on the first copy {bootstrap(first[0]).format('{:.2f}', unit=' nats/token')}, on the "
+            f"second {bootstrap(second[0]).format('{:.2f}', unit=' nats/token')}")
+
+
+def verdict(r: Results) -> str:
+    per = judged(r, "induction_score", "induction", INDUCTION_CUT)
+    return (f"{overall(per)} (existence): " + "; ".join(f"{NAMES[m]} {v}" for m, v in per.items())
+            + ". The best head is chosen on the sequences it is judged on")
+
+
+ROW = Claim(
+    finding="induction heads", source="Olsson et al. 2022, In-context Learning and Induction Heads",
+    quote="[prefix matching:] the average fraction of a head's attention weight given to the token … where "
+          "the prefix matches the present context -- on random, synthetic data",
+    where="Key Concepts, Formal definition (prefix matching and copying); the quoted words are from the Model "
+          "Analysis Table's captions",
+    paper="per-head scores in figures only (no table); induction heads found in every model from 2 layers up",
+    protocol="Olsson's evaluator (App., head activation evaluators): 25 random tokens repeated 4 times after a "
+             "BOS, 10 examples. poslens follows TransformerLens: 256 random ordinary tokens repeated once after "
+             "the start token, 16 sequences; score = mean attention from the second copy to the token after the "
+             "first occurrence, with a 95% bootstrap interval over sequences. Copying is not scored per head; the "
+             "loss on the repeat is the model's. The 0.4 cut is poslens'. Models: SmolLM2-135M-Instruct (Q4_1 "
+             "GGUF) and Gemma 3 270M base (Q4_K_M GGUF), de-quantised",
+    models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)
