@@ -145,7 +145,7 @@ def make_sample(tokenizer, rng: np.random.Generator, haystack: Haystack, context
         if end > start:
             parts[t] = ranges[int(np.searchsorted(starts, start, side="right") - 1)][2]
     answer = " " + value
-    return NiahSample(text, answer, key, value, depth, enc.ids, parts, tokenizer.encode(answer))
+    return NiahSample(text, answer, key, value, depth, enc.ids, parts, tokenizer.encode(answer, doc_start=False))
 
 
 def niah_samples(tokenizer, n: int, context_tokens: int, *, seed: int = 0, depth: float | None = None,

@@ -139,23 +139,28 @@ class PosLensModel(TLModules, TLSurface, HookedRootModule):
         return tokens.long().to(self.device)
 
     @torch.no_grad()
-    def generate(self, tokens, max_new_tokens: int = 10, stop_ids=(), **tl_options):
+    def generate(self, tokens=None, max_new_tokens: int = 10, stop_ids=(), **tl_options):
         """Greedy continuation of one sequence of token ids: the new ids (a list), ending after a token in ``stop_ids``
         (kept) or at ``max_new_tokens`` or the context limit. Families with ``supports_kv_cache`` run one token per
         step; the others re-run the whole sequence.
 
-        A text, or any of TransformerLens' options (``do_sample``, ``return_type``, ``stop_at_eos``, ...), runs
-        TransformerLens' ``generate`` instead (``interp.tl.TLSurface.tl_generate``): a text gives a text, tokens give
-        ``[batch, pos + new]`` tokens, and it samples unless ``do_sample=False``."""
+        A text, ``input=`` or any of TransformerLens' options (``do_sample``, ``return_type``, ``stop_at_eos``, ...)
+        runs TransformerLens' ``generate`` instead (``interp.tl_generate``): a text gives a text, a list of texts a
+        list, tokens give ``[batch, pos + new]`` tokens, and it samples unless ``do_sample=False``."""
+        unknown = set(tl_options) - set(TL_GENERATE)
+        if unknown:
+            raise TypeError(f"generate got unknown options {sorted(unknown)} (TransformerLens' are "
+                            f"{sorted(TL_GENERATE)})")
+        if "input" in tl_options and tokens is not None:
+            raise TypeError("generate got both a first argument and input=; pass one")
         text = isinstance(tokens, str) or (isinstance(tokens, list) and tokens and isinstance(tokens[0], str))
         if text or tl_options:
-            unknown = set(tl_options) - set(TL_GENERATE)
-            if unknown:
-                raise TypeError(f"generate got unknown options {sorted(unknown)} (TransformerLens' are "
-                                f"{sorted(TL_GENERATE)})")
             if stop_ids:
                 raise TypeError("stop_ids is poslens' option; with TransformerLens' options pass eos_token_id")
-            return self.tl_generate(tokens, max_new_tokens, **tl_options)
+            given = tl_options.pop("input", tokens)
+            return self.tl_generate("" if given is None else given, max_new_tokens, **tl_options)
+        if tokens is None:
+            raise TypeError("generate needs tokens (or TransformerLens' input=)")
         seq = self.check_tokens(tokens)
         if seq.shape[0] != 1:
             raise InputError(f"generate takes one sequence, got a batch of {seq.shape[0]}; use generate_batch")

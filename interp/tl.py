@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 from collections.abc import Callable, Iterable
 
 import torch
@@ -309,8 +310,8 @@ TL_HOOKS = (  # the TransformerLens hooks a script written for one model reads, 
     "blocks.{l}.hook_mlp_out", "blocks.{l}.hook_resid_post", "ln_final.hook_scale", "ln_final.hook_normalized",
 )
 
-TL_GENERATE = {"stop_at_eos", "eos_token_id", "do_sample", "top_k", "top_p", "temperature", "use_past_kv_cache",
-                "prepend_bos", "padding_side", "return_type", "verbose"}
+TL_GENERATE = {"input", "stop_at_eos", "eos_token_id", "do_sample", "top_k", "top_p", "temperature", "freq_penalty",
+               "use_past_kv_cache", "prepend_bos", "padding_side", "return_type", "verbose", "attention_mask"}
 
 
 class TLSurface:
@@ -387,48 +388,39 @@ class TLSurface:
 
     def to_tokens(self, input, prepend_bos: bool | None = None, padding_side: str | None = None,
                   move_to_device: bool = True, truncate: bool = True) -> torch.Tensor:
-        """``[batch, pos]`` token ids of a text (``[1, pos]``) or a list of texts of one token length. The BOS token is
-        prepended when ``prepend_bos`` says so, else as
-        ``model.cfg.default_prepend_bos`` says: False for poslens models (TransformerLens' default is True)."""
-        tokenizer = self.tokenizer if getattr(self, "tokenizer", None) is not None else None
-        if tokenizer is None:
+        """``[batch, pos]`` token ids of a text (``[1, pos]``; ``""`` is ``[[bos]]``) or a list of texts, those of
+        different lengths padded on ``padding_side`` (else ``model.tokenizer.padding_side``: "right") with the pad id,
+        as TransformerLens does (``interp.tl_batch``; ``model(texts)`` builds their attention mask). The BOS token is
+        prepended when ``prepend_bos`` says so, else as ``model.cfg.default_prepend_bos`` says: False for poslens
+        models (TransformerLens' default is True)."""
+        if getattr(self, "tokenizer", None) is None:
             from interp.tokenizers import TokenizerError
 
             raise TokenizerError(f"{self.model_name} was loaded without a tokenizer, so it cannot turn text into "
                                  "tokens: put the tokenizer files beside the checkpoint, attach one "
                                  "(model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL)), or pass --tokenizer on the "
                                  "command line")
-        if padding_side not in (None, "right", "left"):
-            raise ValueError(f"padding_side={padding_side!r}: poslens models take unpadded batches (None)")
-        bos = self._prepend(prepend_bos)
-        texts = [input] if isinstance(input, str) else list(input)
-        rows = [tokenizer.encode(t, doc_start=bos) for t in texts]
-        if len({len(r) for r in rows}) > 1:
-            raise ValueError(f"texts of {sorted({len(r) for r in rows})} tokens: poslens models take unpadded batches "
-                             "of one length; tokenize them one at a time")
-        if truncate and rows and len(rows[0]) > self.max_seq_len:
-            rows = [r[: self.max_seq_len] for r in rows]
-        out = torch.tensor(rows)
-        return out.to(self.device) if move_to_device else out
+        from interp.tl_batch import tokens_and_mask
+
+        out = tokens_and_mask(self, input, prepend_bos, padding_side, truncate)[0]
+        return out if move_to_device else out.cpu()
 
     def _decode_one(self, token: int) -> str:
-        tok = getattr(self.tokenizer, "tok", None)
-        if tok is not None and hasattr(tok, "convert_ids_to_tokens"):  # a Hugging Face tokenizer: the token's text
-            return tok.decode([int(token)], clean_up_tokenization_spaces=False)
-        return self.tokenizer.token_strings([int(token)])[0]
+        from interp.tokenizers import HFTokenizer
+
+        if isinstance(self.tokenizer, HFTokenizer) or not hasattr(self.tokenizer, "token_strings"):
+            return self.tokenizer.decode([int(token)], clean_up_tokenization_spaces=False)  # the token's text
+        return self.tokenizer.token_strings([int(token)])[0]  # a byte, a word piece
 
     def to_string(self, tokens):
-        """The text of ``[pos]`` tokens, or one text per row of ``[batch, pos]``."""
+        """The text of ``[pos]`` tokens, or one text per row of ``[batch, pos]`` (special tokens included, as
+        TransformerLens decodes them)."""
         tokens = torch.as_tensor(tokens)
         if tokens.dim() == 2:
             return [self.to_string(row) for row in tokens]
         if tokens.dim() > 2:
             raise ValueError(f"to_string takes [pos] or [batch, pos] tokens, got shape {tuple(tokens.shape)}")
-        ids = tokens.reshape(-1).tolist()
-        tok = getattr(self.tokenizer, "tok", None)
-        if tok is not None and hasattr(tok, "convert_ids_to_tokens"):
-            return tok.decode(ids, clean_up_tokenization_spaces=False)
-        return self.tokenizer.decode(ids)
+        return self.tokenizer.decode(tokens.reshape(-1).tolist(), clean_up_tokenization_spaces=False)
 
     def to_str_tokens(self, input, prepend_bos: bool | None = None, padding_side: str | None = None):
         """Each token's text: of a text (tokenized as ``to_tokens`` does), a list of texts, or token ids."""
@@ -450,29 +442,25 @@ class TLSurface:
             raise ValueError(f"{string!r} is {tokens.numel()} tokens, not one: {self.to_str_tokens(tokens)}")
         return int(tokens.item())
 
-    # -- forward with TransformerLens' return_type ---------------------------------------------------------------------
-    def __call__(self, input, *args, return_type: str | None = "logits", loss_per_token: bool = False,
-                 prepend_bos: bool | None = None, padding_side: str | None = None, **kwargs):
-        """``model(tokens_or_text, return_type=...)``: ``"logits"`` (the forward output, the default), ``"loss"``
-        (mean next-token cross-entropy, or per token with ``loss_per_token``), ``"both"`` or None (run for the hooks,
-        return nothing)."""
-        if return_type not in ("logits", "loss", "both", None):
-            raise ValueError(f"return_type={return_type!r} is not one of 'logits', 'loss', 'both', None")
-        if isinstance(input, str) or (isinstance(input, list) and input and isinstance(input[0], str)):
-            input = self.to_tokens(input, prepend_bos=prepend_bos, padding_side=padding_side)
-        out = super().__call__(input, *args, **kwargs)
-        if return_type == "logits":
-            return out
-        if return_type is None:
-            return None
-        if not self.has_output_head:
-            from interp.capabilities import CapabilityError
+    # -- forward with TransformerLens' inputs and return_type ---------------------------------------------------------
+    def __init_subclass__(cls, **kwargs):
+        """A family's ``forward(tokens, ...)`` becomes TransformerLens' (``interp.tl_batch.run_forward``): a text, a
+        list of texts (padded, with their attention mask) or tokens (``attention_mask=`` where padded), and
+        ``return_type`` "logits" (the family's output, the default), "loss" (mean next-token cross-entropy over the
+        real tokens, or per token with ``loss_per_token``), "both" or None (run for the hooks, return nothing);
+        ``model(...)`` takes the same."""
+        super().__init_subclass__(**kwargs)
+        family_forward = cls.__dict__.get("forward")
+        if family_forward is None or hasattr(family_forward, "__wrapped__"):
+            return
 
-            raise CapabilityError(f"return_type={return_type!r}: {self.model_name} has no output head, so no loss")
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"{self.model_name}: forward returned {type(out).__name__}, not logits")
-        loss = self.loss_of(out, input, per_token=loss_per_token)
-        return (out, loss) if return_type == "both" else loss
+        @functools.wraps(family_forward)
+        def forward(self, input, *args, **kwargs):
+            from interp.tl_batch import run_forward
+
+            return run_forward(self, family_forward, input, *args, **kwargs)
+
+        cls.forward = forward
 
     def loss_of(self, logits: torch.Tensor, tokens, per_token: bool = False) -> torch.Tensor:
         """TransformerLens' ``lm_cross_entropy_loss``: next-token loss for a causal LM; for a masked LM, the loss of
@@ -489,65 +477,14 @@ class TLSurface:
         return losses if per_token else losses.mean()
 
     # -- generate ----------------------------------------------------------------------------------------------------
-    def tl_generate(self, input, max_new_tokens: int = 10, stop_at_eos: bool = True, eos_token_id=None,
-                    do_sample: bool = True, top_k=None, top_p=None, temperature: float = 1.0,
-                    use_past_kv_cache: bool = True, prepend_bos=None, padding_side=None, return_type="input",
-                    verbose: bool = True):
-        """TransformerLens' ``generate``: a text gives a text (prompt and continuation), tokens give
-        ``[batch, pos + new]`` tokens (``return_type`` "input", "str" or "tokens"). Greedy when ``do_sample=False``;
-        sampling with ``temperature``, ``top_k`` and ``top_p`` otherwise (TransformerLens' default)."""
-        if return_type not in ("input", "str", "tokens"):
-            raise ValueError(f"return_type={return_type!r} is not one of 'input', 'str', 'tokens'")
-        text_in = isinstance(input, str) or (isinstance(input, list) and input and isinstance(input[0], str))
-        tokens = self.to_tokens(input, prepend_bos=prepend_bos) if text_in else self.check_tokens(input)
-        stops = set()
-        if stop_at_eos:
-            eos = eos_token_id if eos_token_id is not None else getattr(self.tokenizer, "eos_id", None)
-            stops = set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
-        if not do_sample:
-            new = self.generate_batch(tokens, max_new_tokens, stop_ids=tuple(stops))
-        else:
-            new = self._sample(tokens, max_new_tokens, stops, temperature, top_k, top_p)
-        pad = next(iter(stops)) if stops else 0  # finished rows are padded with EOS, as TransformerLens does
-        width = max((len(r) for r in new), default=0)
-        out = torch.cat([tokens, torch.tensor([r + [pad] * (width - len(r)) for r in new], dtype=tokens.dtype,
-                                              device=tokens.device).reshape(len(new), width)], dim=1)
-        if return_type == "tokens" or (return_type == "input" and not text_in):
-            return out
-        texts = [self._decode_text(row) for row in out.tolist()]  # special tokens left out, as TransformerLens does
-        return texts[0] if isinstance(input, str) else texts
+    def tl_generate(self, input="", max_new_tokens: int = 10, **options):
+        """TransformerLens' ``generate`` (``interp.tl_generate.generate``)."""
+        from interp.tl_generate import generate
+
+        return generate(self, input, max_new_tokens, **options)
 
     def _decode_text(self, ids: list[int]) -> str:
-        tok = getattr(self.tokenizer, "tok", None)
-        if tok is not None and hasattr(tok, "convert_ids_to_tokens"):
-            return tok.decode(ids, skip_special_tokens=True)
-        special = {getattr(self.tokenizer, n, None) for n in ("bos_id", "eos_id", "cls_id", "sep_id", "pad_id")}
-        return self.tokenizer.decode([i for i in ids if i not in special])
-
-    @torch.no_grad()
-    def _sample(self, tokens, max_new_tokens, stops, temperature, top_k, top_p) -> list[list[int]]:
-        out = [[] for _ in range(tokens.shape[0])]
-        done = [False] * tokens.shape[0]
-        seq = tokens
-        for _ in range(max_new_tokens):
-            if all(done) or seq.shape[1] >= self.max_seq_len:
-                break
-            logits = self(seq)[:, -1].float() / max(temperature, 1e-8)
-            if top_k is not None:
-                kth = logits.topk(top_k, dim=-1).values[:, -1:]
-                logits = logits.masked_fill(logits < kth, float("-inf"))
-            if top_p is not None:
-                sorted_logits, order = logits.sort(dim=-1, descending=True)
-                cum = sorted_logits.softmax(-1).cumsum(-1)
-                drop = cum - sorted_logits.softmax(-1) > top_p
-                logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-            nxt = torch.multinomial(logits.softmax(-1), 1)[:, 0]
-            for i, t in enumerate(nxt.tolist()):
-                if not done[i]:
-                    out[i].append(t)
-                    done[i] = t in stops
-            seq = torch.cat([seq, nxt[:, None]], dim=1)
-        return out
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     # -- weights -----------------------------------------------------------------------------------------------------
     def _stacked(self, name: str) -> torch.Tensor:

@@ -21,6 +21,7 @@ from interp.attention.call import AttentionCall
 from interp.attention.context import current_key_windows, current_query_rows
 from interp.attention.mask import Mask
 from interp.attention.request import current_statistics
+from interp.padding import with_padding
 
 _RECORDING: ContextVar = ContextVar("interp_attention_recording", default=None)
 
@@ -95,7 +96,7 @@ def attend(
     """Attention output ``[batch, head, q_pos, d_v]`` from ``q, k [batch, head, pos, d]`` and ``v``; ``k`` and ``v``
     may have fewer heads (grouped-query attention: key head j serves query heads j*rep .. j*rep+rep-1). Every family
     attends through this function, so hooks, ``query_rows``, ``key_window``, ``collecting_spans`` and
-    ``collecting_statistics`` hold for all of them.
+    ``collecting_statistics`` hold for all of them, and so does a padded batch's mask (``interp.padding``).
 
     ``bias`` is an additive ``[batch or 1, head or 1, q_pos, k_pos]`` term (ALiBi, relative bias, a cache's mask) or a
     boolean mask (True: visible, as transformers' sdpa masks); masked entries are ``-inf`` in the scores handed to
@@ -104,7 +105,8 @@ def attend(
     only give shapes. What the context managers ask of this attention is read here, once, into the call.
     """
     name = getattr(hook_pattern, "name", None) if hook_pattern is not None else None
-    mask = Mask(causal, q.shape[-2], k.shape[-2], bias, current_key_windows(name))
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    mask = Mask(causal, n_q, n_k, with_padding(bias, n_q, n_k, q.device), current_key_windows(name))
     call = AttentionCall(q, k, v, mask, scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]), softcap, scores,
                          hook_scores, hook_pattern, name, current_statistics(name) if name else None,
                          current_query_rows())

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from interp import padding
 from interp.attention import attend
 from interp.base import InputError, PosLensModel
 from interp.capabilities import Capability
@@ -146,9 +147,9 @@ class BertEncoder(PosLensModel):
         """Last hidden state ``[batch, pos, d_model]`` (this encoder has no language-model head)."""
         tokens = self.check_tokens(tokens)
         n = tokens.shape[1]
-        pos = torch.arange(n, device=tokens.device)
-        x = (self.hook_embed(self.word_embeddings(tokens))
-             + self.hook_pos_embed(self.position_embeddings(pos)[None].expand(tokens.shape[0], -1, -1)))
+        pos = padding.position_ids(n, tokens.device)  # a padded batch: each row's real tokens from 0
+        pos = torch.arange(n, device=tokens.device)[None].expand(tokens.shape[0], -1) if pos is None else pos
+        x = self.hook_embed(self.word_embeddings(tokens)) + self.hook_pos_embed(self.position_embeddings(pos))
         x = self.hook_embed_out(self.embed_norm(x + self.token_type_embeddings.weight[0]))
         for block in self.blocks:
             x = block(x)
@@ -156,7 +157,8 @@ class BertEncoder(PosLensModel):
 
     def check_tokens(self, tokens) -> Tensor:
         tokens = super().check_tokens(tokens)
-        if (tokens == 0).any():
+        real = padding.current_padding()
+        if ((tokens == 0) & (real.to(tokens.device) if real is not None else True)).any():
             raise InputError("token id 0 ([PAD]) in the input: run unpadded sequences, one length per batch")
         return tokens
 

@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from interp import rope
+from interp import padding, rope
 from interp.attention import attend, current_query_rows, hooked
 from interp.base import InputError, PosLensModel
 from interp.capabilities import Capability
@@ -481,6 +481,13 @@ class EncoderModel(PosLensModel):
     def reset_parameters(self, std: float = 0.02):
         normal_init(self, std, {RelativePositionBias: "relative_attention_bias", SpecialTokenThetas: "thetas"})
 
+    @property
+    def reads_special_tokens(self) -> bool:
+        """Whether attention treats indices 0 and n-1 as [CLS] / [SEP] (thetas, zeroed AP logits): such a model
+        cannot run a padded batch."""
+        cfg = self.cfg
+        return bool(self.disentangled or cfg.untie_cls or cfg.rp_skip_special or cfg.rp_at_special)
+
     # -- inputs --------------------------------------------------------------------------------------------
     def check_tokens(self, tokens) -> Tensor:
         """Base checks, and no padding: one length per batch and no pad id anywhere."""
@@ -492,7 +499,8 @@ class EncoderModel(PosLensModel):
                                  "by length")
             tokens = torch.stack([torch.as_tensor(t) for t in tokens])
         tokens = super().check_tokens(tokens)
-        pads = (tokens == self.cfg.pad_token_id).nonzero()
+        real = padding.current_padding()
+        pads = ((tokens == self.cfg.pad_token_id) & (real.to(tokens.device) if real is not None else True)).nonzero()
         if len(pads):
             row, pos = (int(i) for i in pads[0])
             raise InputError(f"pad id {self.cfg.pad_token_id} at batch row {row}, position {pos}: this encoder takes "
@@ -509,10 +517,13 @@ class EncoderModel(PosLensModel):
         ``k+1..k+n`` (rotary positions ``k..k+n-1`` in the rope baseline). ``predict_at`` (bool
         ``[batch, pos]``) applies the MLM head only there and returns ``[n_selected, vocab]`` (training).
         """
+        if self.reads_special_tokens:
+            padding.refuse_padding(self, "its [CLS]/[SEP] handling reads indices 0 and n-1 of the whole batch")
         tokens = self.check_tokens(tokens)
         b, n = tokens.shape
         offset = self.cfg.position_offsets(position_offset, b, n).to(tokens.device)
-        positions = offset[:, None] + torch.arange(n, device=tokens.device)  # the AP rows are these + 1: row 0 pads
+        padded = padding.position_ids(n, tokens.device)  # a padded batch: each row's real tokens from 0
+        positions = offset[:, None] + (torch.arange(n, device=tokens.device) if padded is None else padded)
         if self.disentangled:
             ap = self.hook_embed_ap(self.positional_embedding(positions + 1))
             x = torch.cat([ap, self.hook_embed_sem(self.encoder(tokens))], dim=-1)

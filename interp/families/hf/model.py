@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
+from interp import padding
 from interp.attention import StopForward, attend, current_kv_cache, hooked
 from interp.base import CapabilityError, PosLensModel
 from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, MLPHooks, NormHooks
@@ -586,7 +587,10 @@ class HFModel(PosLensModel):
             start = cache.past(self.blocks[0].attn)
             where["position_ids"] = torch.arange(start, start + tokens.shape[1],
                                                  device=tokens.device).expand(tokens.shape[0], -1)
-        elif self.pos_table is not None:  # one row of positions per batch row: hook_pos_embed is [batch, pos, d_model]
+        padded = padding.position_ids(tokens.shape[1], tokens.device)
+        if padded is not None:  # a padded batch: each row's real tokens from position 0
+            where["position_ids"] = padded
+        elif "position_ids" not in where and self.pos_table is not None:  # hook_pos_embed is [batch, pos, d_model]
             where["position_ids"] = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
         out = self.hf(input_ids=tokens, use_cache=False, **where)
         return out.logits if self.head is not None else out.last_hidden_state

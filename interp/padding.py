@@ -1,0 +1,104 @@
+"""Padded batches, as TransformerLens runs them: texts of different lengths padded to one (``padding_side`` "right" or
+"left") and an ``attention_mask`` ``[batch, pos]`` (1: a real token, 0: padding) that every family's attention honours,
+so each row's outputs are those of its text run alone.
+
+``padded(mask)`` sets the mask for a forward pass; ``interp.attention.attend`` (through which every family attends)
+hides the padding keys from every query (a padding query sees the keys its mask would let it see, so no row of the
+pattern is empty), and the families with learned absolute positions read ``position_ids`` (each row's real tokens at
+positions 0, 1, ..., as TransformerLens' ``get_offset_position_ids``). Rotary positions are relative, so a left-padded
+row's uniform shift changes its scores only by float rounding. Inside ``interp.attention.decoding`` the mask covers the
+cached tokens and the new ones (``[batch, past + new]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+import torch
+from torch import Tensor
+
+_PADDING: contextvars.ContextVar[Tensor | None] = contextvars.ContextVar("poslens_padding", default=None)
+
+
+def check_mask(mask, tokens: Tensor, cached: int = 0) -> Tensor:
+    """``mask`` as a boolean ``[batch, cached + pos]`` tensor of ``tokens``' shape, checked (0/1 values, every row with
+    a real token); a clear error naming the shapes otherwise."""
+    mask = torch.as_tensor(mask, device=tokens.device)
+    mask = mask[None] if mask.dim() == 1 else mask
+    want = (tokens.shape[0], cached + tokens.shape[1])
+    if tuple(mask.shape) != want:
+        raise ValueError(f"attention_mask of shape {tuple(mask.shape)} for tokens of shape {tuple(tokens.shape)}"
+                         + (f" after {cached} cached tokens" if cached else "") + f": it must be {list(want)}")
+    if mask.dtype != torch.bool:
+        if mask.is_floating_point() or not bool(((mask == 0) | (mask == 1)).all()):
+            raise ValueError("attention_mask takes 0 (padding) and 1 (a real token), or booleans")
+        mask = mask.bool()
+    if not bool(mask.any(-1).all()):
+        raise ValueError(f"attention_mask rows {(~mask.any(-1)).nonzero().flatten().tolist()} have no real token")
+    return mask
+
+
+@contextlib.contextmanager
+def padded(mask: Tensor | None):
+    """Inside, forward passes treat the positions where ``mask`` (boolean ``[batch, pos]``) is False as padding. None,
+    or a mask without padding, changes nothing."""
+    token = _PADDING.set(None if mask is None or bool(mask.all()) else mask)
+    try:
+        yield
+    finally:
+        _PADDING.reset(token)
+
+
+def current_padding() -> Tensor | None:
+    """The boolean ``[batch, pos]`` mask of the forward pass running (None: no padding)."""
+    return _PADDING.get()
+
+
+def position_ids(n: int, device=None) -> Tensor | None:
+    """Each row's positions ``[batch, n]`` of the last ``n`` tokens, counting real tokens only (a padding token takes
+    its next real token's position, or 0), or None without padding."""
+    mask = _PADDING.get()
+    if mask is None:
+        return None
+    pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    return pos[:, -n:].to(device if device is not None else mask.device)
+
+
+def with_padding(bias: Tensor | None, n_q: int, n_k: int, device) -> Tensor | None:
+    """``bias`` (None, boolean or additive ``[batch or 1, head or 1, q or 1, >= n_k]``) with the padding keys hidden
+    from every real query; a padding query keeps every key (no empty softmax row)."""
+    mask = _PADDING.get()
+    if mask is None:
+        return bias
+    if mask.shape[-1] != n_k:
+        raise ValueError(f"attention_mask covers {mask.shape[-1]} positions, the attention {n_k} keys")
+    mask = mask.to(device)
+    visible = mask[:, None, None, :] | ~mask[:, None, -n_q:, None]  # [batch, 1, q, k]
+    if bias is None:
+        return visible
+    b = bias[..., :n_k]
+    return b & visible if b.dtype == torch.bool else torch.where(visible, b, torch.tensor(float("-inf"), dtype=b.dtype,
+                                                                                          device=b.device))
+
+
+def refuse_padding(model, why: str) -> None:
+    """A clear error where a family cannot run padded rows exactly (``why``), before any work."""
+    if _PADDING.get() is not None:
+        raise ValueError(f"{model.model_name} ({model.family} family) cannot run a padded batch: {why}; run texts of "
+                         "different lengths one at a time")
+
+
+def pad_rows(rows: list[list[int]], pad_id: int, side: str) -> tuple[Tensor, Tensor]:
+    """Token rows of different lengths as ``([batch, longest] tokens, [batch, longest] boolean mask)``, padded on
+    ``side`` ("right" or "left") with ``pad_id``."""
+    if side not in ("right", "left"):
+        raise ValueError(f"padding_side={side!r} is not 'right' or 'left'")
+    width = max((len(r) for r in rows), default=0)
+    tokens = torch.full((len(rows), width), int(pad_id), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, r in enumerate(rows):
+        span = slice(0, len(r)) if side == "right" else slice(width - len(r), width)
+        tokens[i, span] = torch.tensor(r, dtype=torch.long)
+        mask[i, span] = True
+    return tokens, mask
