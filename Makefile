@@ -27,7 +27,7 @@ demo: $(STAMP)
 test: $(STAMP)  # the linter (pyproject's [tool.ruff]), the API reference and its links, then every tier
 	$(BIN)/ruff check .
 	$(BIN)/python docs/api_reference.py --out build/api
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2  # two processes (pytest-xdist): the suite is about 20 minutes on 2 cores so
 
 docs: $(STAMP)  # the API reference from the docstrings (pdoc) into build/api, every link checked
 	$(BIN)/python docs/api_reference.py --out build/api

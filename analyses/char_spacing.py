@@ -18,7 +18,6 @@ from analyses.nan_policy import may_be_nan
 from analyses.registry import Choices, Cli, Help, Inline, analysis
 from analyses.runs import INC, INCREMENT_MODELS, Run
 from interp.capabilities import Capability
-from interp.tokenizers import check_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,6 +97,8 @@ def char_spacing(model, *,
         raise ValueError(f"unknown scale {bad!r} (choose from {SCALES})")
     layers = increment_labels(model)
     rows = []
+    from interp.tokenizers import check_text  # transformers: not at the command line's import
+
     for text_id, text in texts.items():
         text = check_text(text, f"text '{text_id}'")
         raw = char_increments(model, text)

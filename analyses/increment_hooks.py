@@ -8,13 +8,14 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from interp.capabilities import Capability, missing, require
-from interp.tokenizers import ByteTokenizer
 
 
 def byte_model(model, analysis: str) -> None:
     """Analyses built on UTF-8 byte positions need learned increments and the byte tokenizer (refused as any missing
     capability is, ``interp.capabilities.missing``)."""
     require(model, Capability.INCREMENTS, analysis)
+    from interp.tokenizers import ByteTokenizer  # transformers: not at the command line's import
+
     if not isinstance(getattr(model, "tokenizer", None), ByteTokenizer):
         raise missing(model, "a byte-level tokenizer (UTF-8 bytes as tokens)", analysis)
 

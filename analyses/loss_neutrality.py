@@ -26,7 +26,6 @@ from analyses.nan_policy import may_be_nan
 from analyses.registry import Fits, Help, NotWith, Range, analysis, check_window, no_grad
 from analyses.runs import INC, INCREMENT_MODELS, Run
 from interp.capabilities import Capability
-from interp.tokenizers import ByteTokenizer, TokenizerError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,6 +100,7 @@ def loss_neutrality(model, *,
 
     from corpora.streams import bilingual_streams
     from interp.runtime import parallel
+    from interp.tokenizers import ByteTokenizer, TokenizerError  # transformers: not at the command line's import
 
     if not isinstance(getattr(model, "tokenizer", None), ByteTokenizer):
         raise TokenizerError(f"loss-neutrality compares byte-level models; {model.model_name} is not one")

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from corpora.documents import Document
-from interp.tokenizers import ByteTokenizer
 
 
 class ByteStream:
@@ -17,6 +16,8 @@ class ByteStream:
         if not docs:
             raise ValueError("ByteStream needs at least one document")
         order = np.random.default_rng(seed).permutation(len(docs))
+        from interp.tokenizers import ByteTokenizer  # transformers: not at the command line's import
+
         eos = ByteTokenizer.eos_id
         parts = []
         for i in order:

@@ -42,13 +42,17 @@ def weights_sha256(model) -> str:
 
 
 def active_hooks(model) -> list[dict]:
-    """``[{'hook': module name, 'kind': 'fwd' | 'fwd_pre' | 'bwd', 'function': qualified name}]``."""
+    """``[{'hook': module name, 'kind': 'fwd' | 'fwd_pre' | 'bwd', 'function': qualified name}]``: the hooks attached
+    to the loaded model, not those its family registers as part of itself (marked ``poslens_own``, e.g.
+    ``interp.tl_modules.fire_tokens``, which only routes the tokens through ``hook_tokens``)."""
     out = []
     for name, module in model.named_modules():
         for kind, table in (("fwd_pre", module._forward_pre_hooks), ("fwd", module._forward_hooks),
                             ("bwd", module._backward_hooks), ("bwd_pre", getattr(module, "_backward_pre_hooks", {}))):
             for fn in table.values():
                 target = getattr(fn, "func", fn)  # functools.partial (TransformerLens wraps hooks in one)
+                if getattr(target, "poslens_own", False):
+                    continue
                 label = getattr(target, "__qualname__", None) or type(target).__name__
                 out.append({"hook": name, "kind": kind, "function": f"{getattr(target, '__module__', '?')}.{label}"})
     return out

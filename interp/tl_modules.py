@@ -151,6 +151,9 @@ def fire_tokens(model, args, kwargs):
     return (model.hook_tokens(tokens), *args[1:]), kwargs
 
 
+fire_tokens.poslens_own = True  # part of every model (interp.base), not a hook a user attached: provenance skips it
+
+
 def _stop_layer(model, stop_at_layer) -> int:
     n = model.n_layers
     if isinstance(stop_at_layer, bool) or not isinstance(stop_at_layer, int) or not -n <= stop_at_layer <= n:

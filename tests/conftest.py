@@ -6,6 +6,9 @@ import torch
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 # static export is tested where asked for: tests/acceptance/figures/test_render.py
 os.environ.setdefault("POSLENS_FORMATS", "html")
+# nnsight mounts .save() on every object at import (its PYMOUNT), which shadows a lazy export named save
+# (poslens.save, interp.save) for the rest of the process: the tests use nnsight.save(x) with the mount off
+os.environ.setdefault("NNSIGHT_CONFIG", os.path.join(os.path.dirname(__file__), "nnsight.yaml"))
 # progress lines (interp.runtime.progress) are tested where asked for (tests/acceptance/poslens/test_feedback.py);
 # elsewhere an error's one line stays the whole of stderr
 os.environ.setdefault("POSLENS_PROGRESS", "0")

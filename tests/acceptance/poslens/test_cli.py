@@ -1,15 +1,22 @@
 import json
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
+import poslens
 from interp.families.increments.checkpoints import save_step_pt
 from interp.fingerprint import files_sha256
 from interp.loading import save
 from poslens.cli import main
 from tests.helpers import tiny_model
+
+
+def _pyproject_version() -> str:
+    return tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"]["version"]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +39,7 @@ def test_analyze_writes_csv_figure_and_provenance(checkpoints, tmp_path):
     assert prov["models"][0]["sha256"] == files_sha256(checkpoints / "step_7.pt")
     assert prov["models"][0]["device"] == "cpu" and prov["models"][0]["dtype"] == "float32"
     assert prov["models"][1]["sha256"] == files_sha256(checkpoints / "shared")
-    assert prov["versions"]["torch"] and prov["versions"]["poslens"] == "0.1.0"
+    assert prov["versions"]["torch"] and prov["versions"]["poslens"] == poslens.__version__ == _pyproject_version()
     assert (out / "entity-spacing.html").exists()
 
 

@@ -261,7 +261,8 @@ def test_input_is_read_checked_and_bound_once_on_its_way_to_the_windows(files, t
 
     calls = {"bind": 0, "as_documents": 0}
     seen = []
-    bind, as_documents, windows = Analysis.bind, corpora.user.as_documents, corpora.contexts.analysis_windows
+    # a run binds through bind_checked (its options were checked once by the plan: poslens.run.plan)
+    bind, as_documents, windows = Analysis.bind_checked, corpora.user.as_documents, corpora.contexts.analysis_windows
 
     def counting_bind(self, *a, **k):
         calls["bind"] += 1
@@ -277,7 +278,7 @@ def test_input_is_read_checked_and_bound_once_on_its_way_to_the_windows(files, t
         seen.append(documents)
         return windows(model, analysis, documents, **k)
 
-    monkeypatch.setattr(Analysis, "bind", counting_bind)
+    monkeypatch.setattr(Analysis, "bind_checked", counting_bind)
     monkeypatch.setattr(corpora.user, "as_documents", counting_as_documents)
     monkeypatch.setattr(corpora.contexts, "analysis_windows", spying_windows)
     options = get("sink-rate").parse_cli({"documents": str(files[1])})

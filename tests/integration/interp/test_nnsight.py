@@ -44,7 +44,7 @@ def _zero_attention(name, net, tokens):
     with net.trace(tokens):
         attn = _modules(name, net)[1]
         (attn.output[0] if name == "hf" else attn.output)[:] = 0
-        out = net.output.save()
+        out = nnsight.save(net.output)
     return out
 
 
@@ -58,13 +58,13 @@ def test_nnsight_reads_and_edits_block_and_attention_outputs(key):
         logits, cache = model.run_with_cache(tokens)
         with net.trace(tokens):
             block, attn = _modules(name, net)
-            attn_out = (attn.output[0] if name == "hf" else attn.output).save()
-            block_out = block.output.save()
-            out = net.output.save()
+            attn_out = nnsight.save(attn.output[0] if name == "hf" else attn.output)
+            block_out = nnsight.save(block.output)
+            out = nnsight.save(net.output)
         zeroed = _zero_attention(name, net, tokens)
         with net.trace(tokens):
             _modules(name, net)[0].output[:] = 0
-            zero_block = net.output.save()
+            zero_block = nnsight.save(net.output)
         hooked_attn = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.hook_attn_out", lambda x, hook: x * 0)])
         hooked_block = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.hook_resid_post", lambda x, hook: x * 0)])
     assert torch.allclose(out, logits, atol=1e-5)
