@@ -114,12 +114,13 @@ def _estimate(out: Path, step: Step, key: str | None = None, quick: bool = False
     return ESTIMATES.get(f"{step.folder}/{step.analysis}".lstrip("/"))
 
 
-def _pace(out: Path, plan, keys: list[str], quick: bool, say) -> Pace:
-    """Every step's estimate, the probe timed first where a step needs it (``poslens.run.estimate``)."""
+def _pace(out: Path, plan, keys: list[str], quick: bool, say, threads: int | None = None) -> Pace:
+    """Every step's estimate, the probe timed first (on the steps' ``threads``) where a step needs it
+    (``poslens.run.estimate``)."""
     unit = None
     if not quick and any(_estimate(out, s, k) is None and not s.folder and s.analysis in COSTS
                          for s, k in zip(plan, keys)):
-        unit = probe()
+        unit = probe(threads=threads)
         say(f"this machine's speed: {unit * 1000:.0f} ms per probe unit ({PROBE_MODEL} on "
             f"{' x '.join(map(str, PROBE_TOKENS))} tokens), the unit of the steps' recorded costs")
     missing = "not timed under --quick: the cost table times full runs" if quick else "not in the cost table"
@@ -167,7 +168,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         held.enter_context(figures.shared_plotlyjs())  # the report's figures share one plotly.min.js
         models = held.enter_context(sharing_models())  # a model several steps read is loaded once
         keys = [step_key(s, _options(s, quick), seed, dtype) for s in plan]
-        pace = _pace(out, plan, keys, quick, say)
+        pace = _pace(out, plan, keys, quick, say, 1 if workers > 1 else None)  # a worker runs one thread
         reused = [_reusable(out, s, k, commit) if resume else None for s, k in zip(plan, keys)]
         by_worker = {} if workers <= 1 else _in_workers(
             out, plan, keys, [i for i, r in enumerate(reused) if r is None], pace, workers, say,

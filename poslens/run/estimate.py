@@ -30,24 +30,29 @@ COSTS: dict[str, float] = {
 }
 
 
-def probe(repeats: int = PROBE_REPEATS, timer=time.perf_counter) -> float:
+def probe(repeats: int = PROBE_REPEATS, timer=time.perf_counter, threads: int | None = None) -> float:
     """Seconds of one forward pass of ``PROBE_MODEL`` on ``PROBE_TOKENS`` random tokens (seed 0), the fastest of
     ``repeats`` after a warm-up pass: the machine's speed as the main job's steps see it (same threads, same
-    kernels). ``timer``: wall seconds, or this process' CPU seconds (``time.process_time``: what ``bench.steps``
-    measures on a machine other jobs share)."""
+    kernels; ``threads``: the torch threads the steps will run on, where not this process' own, e.g. 1 for
+    ``reproduce --workers``). ``timer``: wall seconds, or this process' CPU seconds (``time.process_time``: what
+    ``bench.steps`` measures on a machine other jobs share)."""
     import torch
 
     from interp.loading import load
 
     model = load(PROBE_MODEL)
     tokens = torch.randint(0, model.cfg.d_vocab, PROBE_TOKENS, generator=torch.Generator().manual_seed(0))
-    best = float("inf")
-    with torch.inference_mode():
-        model(tokens)
-        for _ in range(repeats):
-            start = timer()
+    best, before = float("inf"), torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        with torch.inference_mode():
             model(tokens)
-            best = min(best, timer() - start)
+            for _ in range(repeats):
+                start = timer()
+                model(tokens)
+                best = min(best, timer() - start)
+    finally:
+        torch.set_num_threads(before)
     return best
 
 

@@ -33,3 +33,15 @@ def test_every_step_of_the_main_job_has_a_cost_and_so_an_estimate():
     for step in main_plan():
         assert _estimate(Path("/nonexistent"), step, unit=0.5) > 0, step.analysis
         assert _estimate(Path("/nonexistent"), step, quick=True, unit=0.5) is None  # the costs time full runs
+
+
+def test_the_probe_runs_on_the_threads_the_steps_will_use_and_gives_back_the_processs(monkeypatch):
+    import torch
+
+    from poslens.run import estimate
+
+    seen, before = [], torch.get_num_threads()
+    real = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: (seen.append(n), real(n)))
+    assert estimate.probe(repeats=1, threads=1) > 0
+    assert seen == [1, before] and torch.get_num_threads() == before  # one thread for the passes timed, then restored

@@ -175,7 +175,7 @@ def test_progress_lines_give_cost_x_probe_and_the_time_left_at_the_pace_so_far(p
     now = [1000.0]
     monkeypatch.setattr(rep, "time", types.SimpleNamespace(time=lambda: now[0]))
     monkeypatch.setattr(rep, "COSTS", {"byte-increments": 10.0, "char-spacing": 30.0})
-    monkeypatch.setattr(rep, "probe", lambda: 0.5)
+    monkeypatch.setattr(rep, "probe", lambda threads=None: 0.5)
     steps = tuple(dataclasses.replace(s, quick={}) for s in (plan[1], plan[4]))
 
     stop = {"char-spacing"}
