@@ -172,7 +172,7 @@ def reproduce(out="results", *, seed: int = 0, force: bool = False, quick: bool 
         reused = [_reusable(out, s, k, commit) if resume else None for s, k in zip(plan, keys)]
         by_worker = {} if workers <= 1 else _in_workers(
             out, plan, keys, [i for i, r in enumerate(reused) if r is None], pace, workers, say,
-            dict(quick=quick, seed=seed, device=device, dtype=dtype, commit=commit))
+            dict(quick=quick, seed=seed, device=device, dtype=dtype, commit=commit, missing=pace.missing))
         for i, (step, key) in enumerate(zip(plan, keys), 1):
             result = reused[i - 1] or (_recorded(out, step, _record(out, step)) if i - 1 in by_worker else None)
             how = ("done at this commit with these arguments: reused" if reused[i - 1] is not None else
@@ -230,7 +230,7 @@ def _worker(k: int, out: Path, items: list, run: dict) -> dict[int, float]:
     from poslens.run import threads
 
     threads.apply(1)
-    mine, seconds = Pace([e for *_, e in items]), {}
+    mine, seconds = Pace([e for *_, e in items], run["missing"]), {}
     with figures.shared_plotlyjs(), sharing_models() as models:
         for j, (i, step, key, _) in enumerate(items):
             print(f"[worker {k}: {j + 1}/{len(items)}] {step.analysis} on {', '.join(step.models)} "

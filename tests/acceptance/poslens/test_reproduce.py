@@ -313,6 +313,7 @@ def test_two_workers_write_the_one_process_report(plan, tmp_path, capfd):
     assert "5 steps in 2 worker processes of one torch thread each" in lines[0]
     assert sum(f"] {s.analysis} on " in printed for s in plan) == len(plan)  # each step run by one worker
     assert printed.count("[worker 1: 1/") == 1 and printed.count("[worker 2: 1/") == 1
+    assert printed.count("(no estimate (not timed under --quick") == len(plan)  # the parent's reason, not another
     assert all("done by a worker in " in line for line in lines if line.startswith("["))
     for step in plan:
         assert_same_table(one / f"{step.analysis}.csv", two / f"{step.analysis}.csv")
