@@ -82,13 +82,6 @@ def with_padding(bias: Tensor | None, n_q: int, n_k: int, device) -> Tensor | No
                                                                                           device=b.device))
 
 
-def refuse_padding(model, why: str) -> None:
-    """A clear error where a family cannot run padded rows exactly (``why``), before any work."""
-    if _PADDING.get() is not None:
-        raise ValueError(f"{model.model_name} ({model.family} family) cannot run a padded batch: {why}; run texts of "
-                         "different lengths one at a time")
-
-
 def pad_rows(rows: list[list[int]], pad_id: int, side: str) -> tuple[Tensor, Tensor]:
     """Token rows of different lengths as ``([batch, longest] tokens, [batch, longest] boolean mask)``, padded on
     ``side`` ("right" or "left") with ``pad_id``."""

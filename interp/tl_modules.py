@@ -144,8 +144,12 @@ def warn_unfolded(model) -> None:
 
 def fire_tokens(model, args, kwargs):
     """A forward pre-hook: the token ids pass ``hook_tokens`` (``[batch, pos]``) while it is hooked, so an edit changes
-    what the model reads."""
-    if not args or not model.hook_tokens.has_hooks():
+    what the model reads. A pass from a given residual or embeddings reads no ids: the hook stays silent."""
+    from interp import layer_range
+
+    r = layer_range.current(model)
+    if not args or not model.hook_tokens.has_hooks() or (r is not None and (r.residual is not None
+                                                                             or r.embeds is not None)):
         return None
     tokens = model.check_tokens(args[0])
     return (model.hook_tokens(tokens), *args[1:]), kwargs
@@ -154,11 +158,11 @@ def fire_tokens(model, args, kwargs):
 fire_tokens.poslens_own = True  # part of every model (interp.base), not a hook a user attached: provenance skips it
 
 
-def _stop_layer(model, stop_at_layer) -> int:
+def _stop_layer(model, layer, option: str = "stop_at_layer") -> int:
     n = model.n_layers
-    if isinstance(stop_at_layer, bool) or not isinstance(stop_at_layer, int) or not -n <= stop_at_layer <= n:
-        raise ValueError(f"stop_at_layer={stop_at_layer!r} is not a layer index in -{n}..{n}")
-    return stop_at_layer % n if stop_at_layer < 0 else stop_at_layer
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -n <= layer <= n:
+        raise ValueError(f"{option}={layer!r} is not a layer index in -{n}..{n}")
+    return layer % n if layer < 0 else layer
 
 
 class TLModules:
@@ -183,35 +187,56 @@ class TLModules:
         return AttributeError(why)
 
     def __call__(self, input, *args, start_at_layer: int | None = None, stop_at_layer: int | None = None,
-                 tokens=None, **kwargs):
-        """TransformerLens' ``start_at_layer`` / ``stop_at_layer``: ``stop_at_layer=k`` returns the residual entering
-        block k (``[batch, pos, d_model]``; ``n_layers``: leaving the last block, before the final norm);
-        ``start_at_layer=s`` takes ``input`` as the residual entering block s and runs the rest. With
-        ``start_at_layer`` the blocks before s still run (on ``tokens``, or on token 0 where a family's blocks read
-        only the residual) and their hooks fire; only block s's input is replaced."""
+                 tokens=None, shortformer_pos_embed=None, **kwargs):
+        """TransformerLens' ``start_at_layer`` / ``stop_at_layer``: only blocks ``start..stop-1`` run.
+        ``stop_at_layer=k`` returns the residual entering block k (``[batch, pos, d_model]``; ``n_layers``: leaving the
+        last block, before the final norm), whatever ``return_type`` says. ``start_at_layer=s`` takes ``input`` as the
+        residual entering block s: the embeddings and blocks before s do not run and their hooks do not fire;
+        ``tokens=`` (the ids it stands for: the loss's targets, and what a family's blocks read besides the residual)
+        and ``attention_mask=`` (padding) serve the blocks that run. ``shortformer_pos_embed`` is TransformerLens'
+        argument for shortformer positions, which no poslens family has: only None is taken."""
+        if shortformer_pos_embed is not None:
+            raise ValueError(f"shortformer_pos_embed: {self.model_name} ({self.family} family) has no shortformer "
+                             "positions (input_to_embed returns None for it)")
         if start_at_layer is None and stop_at_layer is None:
             if tokens is not None:
                 raise TypeError("tokens= goes with start_at_layer (the tokens the residual stands for)")
             return super().__call__(input, *args, **kwargs)
-        stop = _stop_layer(self, stop_at_layer) if stop_at_layer is not None else None
-        hooks = []
+        from interp import layer_range
+
+        stop = _stop_layer(self, stop_at_layer, "stop_at_layer") if stop_at_layer is not None else None
+        start, residual = 0, None
         if start_at_layer is not None:
-            start = _stop_layer(self, start_at_layer)
+            start = _stop_layer(self, start_at_layer, "start_at_layer")
             if stop is not None and stop < start:
                 raise ValueError(f"stop_at_layer={stop_at_layer} comes before start_at_layer={start_at_layer}")
-            residual = torch.as_tensor(input)
+            residual = self._start_residual(input)
             input = self._start_tokens(residual, tokens, kwargs.get("return_type", "logits"))
-            hooks.append((f"blocks.{start}.hook_resid_pre", lambda x, hook: residual.to(x.device, x.dtype)))
-        if stop is None:
-            with self.hooks(fwd_hooks=hooks):
+        elif tokens is not None:
+            raise TypeError("tokens= goes with start_at_layer (the tokens the residual stands for)")
+        with layer_range.running(self, start, stop, residual):
+            try:
                 return super().__call__(input, *args, **kwargs)
-        return self._stopped(input, hooks, stop, args, kwargs)
+            except layer_range.Stopped as stopped:
+                return stopped.residual
+
+    def _start_residual(self, input) -> Tensor:
+        residual = torch.as_tensor(input)
+        if residual.dim() != 3 or residual.shape[-1] != self.d_model or not residual.is_floating_point():
+            raise ValueError(f"with start_at_layer the input is a residual [batch, pos, {self.d_model}] of floats, got "
+                             f"shape {tuple(residual.shape)} ({residual.dtype})")
+        first = next(self.parameters())
+        return residual.to(first.device, first.dtype)
+
+    def tl_filler_id(self) -> int:
+        """A token id that stands for positions whose ids a pass does not read (a run from a residual or from
+        embeddings): not the pad id, which some families refuse."""
+        pad = getattr(self.cfg, "pad_token_id", None)
+        return 1 if pad == 0 else 0
 
     def _start_tokens(self, residual: Tensor, tokens, return_type) -> Tensor:
-        """The tokens a run from ``start_at_layer`` feeds the blocks before it."""
-        if residual.dim() != 3 or residual.shape[-1] != self.d_model:
-            raise ValueError(f"with start_at_layer the input is a residual [batch, pos, {self.d_model}], got shape "
-                             f"{tuple(residual.shape)}")
+        """The tokens a run from ``start_at_layer`` hands the family's forward (positions and padding come from their
+        shape and ``attention_mask``; only families whose blocks read the ids need them)."""
         if tokens is not None:
             tokens = self.check_tokens(tokens)
             if tuple(tokens.shape) != tuple(residual.shape[:2]):
@@ -223,25 +248,61 @@ class TLModules:
                              "residual, so start_at_layer needs tokens=[batch, pos] ids")
         if return_type not in ("logits", None):
             raise ValueError(f"return_type={return_type!r} with start_at_layer needs tokens= (the loss's targets)")
-        return torch.zeros(residual.shape[:2], dtype=torch.long, device=self.device)
+        return torch.full(residual.shape[:2], self.tl_filler_id(), dtype=torch.long, device=self.device)
 
-    def _stopped(self, input, hooks: list, stop: int, args, kwargs) -> Tensor:
-        from interp.attention import StopForward
+    # -- what a family's forward reads of a layer range (interp.layer_range) ------------------------------------------
+    def tl_token_rows(self, tokens: Tensor, table) -> Tensor:
+        """``table(tokens)``, or the token embeddings a generation from embeddings was given."""
+        from interp import layer_range
 
-        got = []
+        r = layer_range.current(self)
+        return table(tokens) if r is None or r.embeds is None else r.embeds
 
-        def keep(x, hook):
-            got.append(x)
-            raise StopForward(hook.name)
+    def tl_started(self) -> bool:
+        """Whether this pass starts from a given residual (``start_at_layer``)."""
+        from interp import layer_range
 
-        last = stop == self.n_layers
-        hooks.append((f"blocks.{self.n_layers - 1 if last else stop}.hook_resid_{'post' if last else 'pre'}", keep))
-        with self.hooks(fwd_hooks=hooks):
-            try:
-                super().__call__(input, *args, **kwargs)
-            except StopForward:
-                pass
-        return got[0]
+        r = layer_range.current(self)
+        return r is not None and r.residual is not None
+
+    def tl_embedded(self, embed) -> Tensor:
+        """``embed()`` (the residual entering block 0), or the residual ``start_at_layer`` was given."""
+        from interp import layer_range
+
+        r = layer_range.current(self)
+        return embed() if r is None or r.residual is None else r.residual
+
+    def tl_blocks(self) -> list:
+        """The blocks this pass runs, in order."""
+        from interp import layer_range
+
+        r = layer_range.current(self)
+        return list(self.blocks) if r is None else list(self.blocks)[r.start:r.stop]
+
+    def tl_final(self, residual: Tensor) -> Tensor:
+        """The residual after the blocks; a pass with ``stop_at_layer`` ends here (``interp.layer_range.Stopped``)."""
+        from interp import layer_range
+
+        r = layer_range.current(self)
+        if r is not None and r.stop is not None:
+            raise layer_range.Stopped(residual)
+        return residual
+
+    def input_to_embed(self, input, prepend_bos=None, padding_side=None, attention_mask=None, past_kv_cache=None):
+        """TransformerLens' ``input_to_embed``: ``(residual entering block 0, tokens, shortformer_pos_embed (None: no
+        poslens family has shortformer positions), attention_mask)``; feed the residual to ``model(residual,
+        start_at_layer=0, tokens=tokens, attention_mask=attention_mask)``. A text or list of texts is tokenized as
+        ``to_tokens`` does; the mask is built where TransformerLens builds it: from the texts' padding, and for tokens
+        with the tokenizer's ``padding_side`` "left" read off their leading pad tokens (``interp.tl_batch``), else
+        None."""
+        from interp.tl_batch import input_tokens_and_mask
+
+        if past_kv_cache is not None:
+            raise ValueError("input_to_embed: past_kv_cache is TransformerLens' cache object; poslens' KV cache is "
+                             "interp.attention.decoding")
+        tokens, mask = input_tokens_and_mask(self, input, prepend_bos, padding_side, attention_mask)
+        residual = self(tokens, stop_at_layer=0, attention_mask=mask)
+        return residual, tokens, None, mask
 
     def _own_module(self, name: str):
         """A module the family registered under a TransformerLens name itself (a plug-in's ``self.embed``)."""

@@ -149,11 +149,16 @@ class BertEncoder(PosLensModel):
         n = tokens.shape[1]
         pos = padding.position_ids(n, tokens.device)  # a padded batch: each row's real tokens from 0
         pos = torch.arange(n, device=tokens.device)[None].expand(tokens.shape[0], -1) if pos is None else pos
-        x = self.hook_embed(self.word_embeddings(tokens)) + self.hook_pos_embed(self.position_embeddings(pos))
-        x = self.hook_embed_out(self.embed_norm(x + self.token_type_embeddings.weight[0]))
-        for block in self.blocks:
+        x = self.tl_embedded(lambda: self.embedded(tokens, pos))
+        for block in self.tl_blocks():
             x = block(x)
-        return x
+        return self.tl_final(x)
+
+    def embedded(self, tokens: Tensor, pos: Tensor) -> Tensor:
+        """The residual entering block 0: token, position and token-type rows, normed."""
+        x = self.hook_embed(self.tl_token_rows(tokens, self.word_embeddings)) + self.hook_pos_embed(
+            self.position_embeddings(pos))
+        return self.hook_embed_out(self.embed_norm(x + self.token_type_embeddings.weight[0]))
 
     def check_tokens(self, tokens) -> Tensor:
         tokens = super().check_tokens(tokens)

@@ -36,8 +36,9 @@ is the additive bias, and one softmax over ``[v_ap | v_sem]`` weighs both value 
 unless the scores or pattern are hooked. With a component hooked, every ``[batch, head, q, k]`` component is
 materialised and hookable; inside ``model.query_rows(idx)`` those hooks see only the selected query rows.
 
-Inputs are unpadded: every sequence of a batch has the same length and no pad id (0) may occur, because the
-[SEP] handling reads the last index and pads would take real positions.
+Token batches are unpadded (one length, no pad id: pads would take real positions); a padded batch runs with its
+``attention_mask`` (``model(texts)``, ``model(tokens, attention_mask=...)``, ``interp.padding``): pad keys are hidden,
+each row's positions count its real tokens from 0, and [CLS] / [SEP] are each row's first and last real token.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ from interp.families.encoder.relative import (  # noqa: F401 (re-exported)
     RelativePositionBias,
     SpecialTokenThetas,
     rp_logits,
+    special_edges,
+    special_ends,
     special_mask,
     t5_buckets,
 )
@@ -103,9 +106,19 @@ def relative_logits(cfg: EncoderConfig, n: int, bias, thetas, like: Tensor) -> T
     for a config with neither."""
     if not cfg.has_rp_component:
         return None
+    ends = padded_ends(n, like.device)
     rp = rp_logits(n, cfg.num_attention_heads, bias, thetas, add_bias_at_special=cfg.rp_at_special,
-                   skip_special=cfg.rp_skip_special, device=like.device)
-    return rp.to(like.dtype)[None]
+                   skip_special=cfg.rp_skip_special, device=like.device, ends=ends)
+    return rp.to(like.dtype) if ends is not None else rp.to(like.dtype)[None]
+
+
+def padded_ends(n: int, device) -> tuple[Tensor, Tensor] | None:
+    """Each row's [CLS] and [SEP] index (its first and last real token) in the padded batch running, or None
+    (unpadded: 0 and n-1)."""
+    mask = padding.current_padding()
+    if mask is None or mask.shape[-1] != n:
+        return None
+    return tuple(e.to(device) for e in special_ends(mask))
 
 
 # ---- attention -----------------------------------------------------------------------------------------
@@ -139,10 +152,15 @@ class EncoderAttention(AttentionHooks):
         if self.cfg.rp_per_layer:
             rp = relative_logits(self.cfg, n, self.relative_pos_bias, self.cls_sep_override, v)
         hooks = [hook for hook, *_ in parts] + ([self.hook_logits_rp] if rp is not None else [])
-        edge = torch.zeros(n, dtype=torch.bool, device=v.device)
-        edge[[0, n - 1]] = True
-        q = torch.cat([q.masked_fill(edge[:, None, None], 0.0) if special else q for _, q, _, special in parts], -1)
-        k = torch.cat([k.masked_fill(edge[:, None, None], 0.0) if special else k for _, _, k, special in parts], -1)
+        ends = padded_ends(n, v.device)
+        if ends is None:
+            edge = torch.zeros(1, n, dtype=torch.bool, device=v.device)
+            edge[:, [0, n - 1]] = True
+        else:
+            edge = special_edges(n, ends)
+        edge = edge[:, :, None, None]  # [batch or 1, pos, 1, 1]
+        q = torch.cat([q.masked_fill(edge, 0.0) if special else q for _, q, _, special in parts], -1)
+        k = torch.cat([k.masked_fill(edge, 0.0) if special else k for _, _, k, special in parts], -1)
         scores = None
         if any(hooked(hook) for hook in hooks):
             logits = [(hook, self.logit(q_, k_, special)) for hook, q_, k_, special in parts]
@@ -155,7 +173,12 @@ class EncoderAttention(AttentionHooks):
 
     def logit(self, q: Tensor, k: Tensor, special: bool) -> Tensor:
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * self.scale
-        return scores.masked_fill(special_mask(scores.shape[-1], scores.device), 0.0) if special else scores
+        if not special:
+            return scores
+        n = scores.shape[-1]
+        ends = padded_ends(n, scores.device)
+        mask = special_mask(n, scores.device) if ends is None else special_mask(n, scores.device, ends)[:, None]
+        return scores.masked_fill(mask, 0.0)
 
     @staticmethod
     def hooked_sum(logits: list) -> Tensor:
@@ -435,7 +458,6 @@ class EncoderModel(PosLensModel):
     def W_E(self) -> Tensor:
         return self.encoder.weight
 
-    tl_blocks_read_tokens = True  # the [CLS] / [SEP] positions and the relative-position logits
 
     def tl_weight_plan(self):
         """Not written for this family: each option is refused with what stands in its way."""
@@ -483,8 +505,8 @@ class EncoderModel(PosLensModel):
 
     @property
     def reads_special_tokens(self) -> bool:
-        """Whether attention treats indices 0 and n-1 as [CLS] / [SEP] (thetas, zeroed AP logits): such a model
-        cannot run a padded batch."""
+        """Whether attention treats the first and last token as [CLS] / [SEP] (thetas, zeroed AP logits): indices 0
+        and n-1, or in a padded batch each row's first and last real token."""
         cfg = self.cfg
         return bool(self.disentangled or cfg.untie_cls or cfg.rp_skip_special or cfg.rp_at_special)
 
@@ -517,26 +539,18 @@ class EncoderModel(PosLensModel):
         ``k+1..k+n`` (rotary positions ``k..k+n-1`` in the rope baseline). ``predict_at`` (bool
         ``[batch, pos]``) applies the MLM head only there and returns ``[n_selected, vocab]`` (training).
         """
-        if self.reads_special_tokens:
-            padding.refuse_padding(self, "its [CLS]/[SEP] handling reads indices 0 and n-1 of the whole batch")
         tokens = self.check_tokens(tokens)
         b, n = tokens.shape
         offset = self.cfg.position_offsets(position_offset, b, n).to(tokens.device)
         padded = padding.position_ids(n, tokens.device)  # a padded batch: each row's real tokens from 0
         positions = offset[:, None] + (torch.arange(n, device=tokens.device) if padded is None else padded)
-        if self.disentangled:
-            ap = self.hook_embed_ap(self.positional_embedding(positions + 1))
-            x = torch.cat([ap, self.hook_embed_sem(self.encoder(tokens))], dim=-1)
-        elif self.added_positions:
-            rows = self.hook_pos_embed(self.positional_embedding(positions + 1))
-            x = self.hook_embed(self.hook_embed_sem(self.encoder(tokens))) + rows
-        else:
-            x = self.hook_embed(self.hook_embed_sem(self.encoder(tokens)))
+        x = self.tl_embedded(lambda: self.embedded(tokens, positions))
         rp = None if self.cfg.rp_per_layer else relative_logits(self.cfg, n, self.relative_pos_bias,
                                                                 self.cls_sep_override, x)
         rope_positions = positions.float() if self.rotary else None
-        for block in self.blocks:
+        for block in self.tl_blocks():
             x = block(x, rope_positions, rp)
+        x = self.tl_final(x)
         if self.disentangled:
             p = self.cfg.pos_size
             ap = self.hook_final_ap(self.pos_layer_norm(x[..., :p]))
@@ -550,6 +564,17 @@ class EncoderModel(PosLensModel):
         if predict_at is not None:
             head_in = head_in[predict_at.to(head_in.device)]
         return self.head_logits(head_in)
+
+    def embedded(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """The residual entering block 0: DSTG's ``[AP | semantic]`` rows, or the token rows (plus the AP rows where
+        they are added)."""
+        if self.disentangled:
+            ap = self.hook_embed_ap(self.positional_embedding(positions + 1))
+            return torch.cat([ap, self.hook_embed_sem(self.encoder(tokens))], dim=-1)
+        if self.added_positions:
+            rows = self.hook_pos_embed(self.positional_embedding(positions + 1))
+            return self.hook_embed(self.hook_embed_sem(self.encoder(tokens))) + rows
+        return self.hook_embed(self.hook_embed_sem(self.encoder(tokens)))
 
     # -- the MLM head alone (``final_hidden`` + ``head_logits``: losses in chunks) -----------------------------------
     @property

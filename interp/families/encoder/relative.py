@@ -48,12 +48,31 @@ def t5_buckets(relative_position: Tensor, num_buckets: int = 32, max_distance: i
     return direction + torch.where(dist < exact, dist, far.clamp(max=half - 1))
 
 
-def special_mask(n: int, device=None) -> Tensor:
-    """``[n, n]`` bool, True on the rows and columns of [CLS] (index 0) and [SEP] (index n-1)."""
+def special_mask(n: int, device=None, ends: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """``[n, n]`` bool, True on the rows and columns of [CLS] (index 0) and [SEP] (index n-1); with ``ends`` (each
+    row's [CLS] and [SEP] index ``[batch]``, a padded batch: ``special_ends``) ``[batch, n, n]``."""
+    if ends is not None:
+        edge = special_edges(n, ends)
+        return edge[:, :, None] | edge[:, None, :]
     mask = torch.zeros(n, n, dtype=torch.bool, device=device)
     mask[0, :] = mask[n - 1, :] = True
     mask[:, 0] = mask[:, n - 1] = True
     return mask
+
+
+def special_ends(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Each row's [CLS] and [SEP] index in a padded batch (``mask`` ``[batch, n]``, True on real tokens): its first
+    and last real token."""
+    n = mask.shape[-1]
+    first = mask.long().argmax(-1)
+    return first, n - 1 - mask.flip(-1).long().argmax(-1)
+
+
+def special_edges(n: int, ends: tuple[Tensor, Tensor]) -> Tensor:
+    """``[batch, n]`` bool, True at each row's [CLS] and [SEP] index."""
+    first, last = ends
+    at = torch.arange(n, device=first.device)[None]
+    return (at == first[:, None]) | (at == last[:, None])
 
 
 class RelativePositionBias(nn.Module):
@@ -79,8 +98,18 @@ class SpecialTokenThetas(nn.Module):
         super().__init__()
         self.thetas = nn.Parameter(torch.zeros(4, n_heads))
 
-    def forward(self, n: int) -> Tensor:
-        """``[head, q, k]``: theta on special rows / columns (columns written last, so they win), 0 elsewhere."""
+    def forward(self, n: int, ends: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """``[head, q, k]``: theta on special rows / columns (columns written last, so they win), 0 elsewhere; with
+        ``ends`` (each row's [CLS] and [SEP] index) ``[batch, head, q, k]``."""
+        if ends is not None:
+            at = torch.arange(n, device=self.thetas.device)
+            first, last = (e.to(at.device)[:, None, None, None] for e in ends)
+            rows, cols = at[None, None, :, None], at[None, None, None, :]
+            t = self.thetas[:, None, :, None, None]  # [4, 1, head, 1, 1]
+            out = self.thetas.new_zeros(len(first), self.thetas.shape[1], n, n)
+            for which, hit in enumerate((rows == first, rows == last, cols == first, cols == last)):
+                out = torch.where(hit, t[which], out)
+            return out
         out = self.thetas.new_zeros(self.thetas.shape[1], n, n)
         out[:, 0, :] = self.thetas[0][:, None]
         out[:, n - 1, :] = self.thetas[1][:, None]
@@ -90,14 +119,18 @@ class SpecialTokenThetas(nn.Module):
 
 
 def rp_logits(n: int, n_heads: int, bias: RelativePositionBias | None, thetas: SpecialTokenThetas | None, *,
-              add_bias_at_special: bool, skip_special: bool = False, device=None) -> Tensor:
+              add_bias_at_special: bool, skip_special: bool = False, device=None,
+              ends: tuple[Tensor, Tensor] | None = None) -> Tensor:
     """``[head, q, k]``: the bucketed bias, with the thetas on the special rows / columns (replacing the bias
-    there unless ``add_bias_at_special``); without thetas, 0 there when ``skip_special``."""
+    there unless ``add_bias_at_special``); without thetas, 0 there when ``skip_special``. With ``ends`` (each row's
+    [CLS] and [SEP] index in a padded batch) ``[batch, head, q, k]``: the bias reads ``k - q``, which padding on one
+    side leaves as it is, and the special rows / columns are each row's own."""
     out = bias(n) if bias is not None else torch.zeros(n_heads, n, n, device=device)
+    mask = special_mask(n, device, ends)
+    mask = mask[:, None] if ends is not None else mask
     if thetas is not None:
-        mask = special_mask(n, device)
         base = out if add_bias_at_special else torch.zeros_like(out)
-        out = torch.where(mask, base + thetas(n), out)
+        out = torch.where(mask, base + thetas(n, ends), out)
     elif skip_special:
-        out = out.masked_fill(special_mask(n, device), 0.0)
+        out = torch.where(mask, torch.zeros((), dtype=out.dtype, device=out.device), out)
     return out

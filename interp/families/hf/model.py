@@ -27,6 +27,7 @@ not used: ``use_cache=False``); ``interp.streaming``'s rolling cache reads the m
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -37,7 +38,7 @@ import torch
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-from interp import padding
+from interp import layer_range, padding
 from interp.attention import StopForward, attend, current_kv_cache, hooked
 from interp.base import CapabilityError, PosLensModel
 from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, MLPHooks, NormHooks
@@ -267,6 +268,40 @@ def _fire(hook: HookPoint, _module, _args, output):
     return hook(output)
 
 
+def _fire_embedding(hook: HookPoint, _module, _args, output):
+    """An embedding stage's hook, silent in a pass that starts from a given residual (``start_at_layer``)."""
+    return None if layer_range.skipping_embeddings() else hook(output)
+
+
+class _Skipped(nn.Module):
+    """A layer ``start_at_layer`` skips, standing in its place for one pass: the hidden state passes unchanged (the
+    residual ``start_at_layer`` was given, where it is the last one skipped)."""
+
+    def __init__(self, residual: Tensor | None = None):
+        super().__init__()
+        self.residual = residual
+
+    def forward(self, hidden_states, *args, **kwargs):
+        return hidden_states if self.residual is None else self.residual
+
+
+def _substitute(residual: Tensor, _module, args, kwargs):
+    """The residual ``start_at_layer`` was given, entering its first layer in place of the hidden state."""
+    if args:
+        return (residual,) + tuple(args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": residual}
+
+
+def _stop_before(_module, args, kwargs):
+    raise layer_range.Stopped(args[0] if args else kwargs["hidden_states"])
+
+
+def _stop_after(_module, _args, output):
+    found = []
+    _replace_hidden(output, found.append)
+    raise layer_range.Stopped(found[0])
+
+
 def _fire_hidden(hook: HookPoint, _module, _args, output):
     return _replace_hidden(output, hook)
 
@@ -390,6 +425,7 @@ class HFModel(PosLensModel):
             mlp_parts = _parts(block_parts["mlp"], mlp_names) if "mlp" in block_parts else {}
             self.blocks.append(Block(attention(attn_parts, self.n_heads), block_parts, mlp_parts, norm_kind))
         self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
+        self.__dict__["hf_layers"] = layers  # transformers' ModuleList of layers (a layer range swaps some out)
         final = structure.get("ln_final")
         if isinstance(final, nn.Module) and norm_eps(final) is not None:
             self.ln_final = OutputNormHooks(final, *norm_kind)
@@ -403,9 +439,9 @@ class HFModel(PosLensModel):
         """The forward hooks on transformers' modules that fire poslens' hook points. They are partials of
         module-level functions, never closures: a deep copy (interp.controls) copies a partial's hook point with the
         model, so a copy fires its own hooks."""
-        embed.register_forward_hook(functools.partial(_fire, self.hook_embed))
+        embed.register_forward_hook(functools.partial(_fire_embedding, self.hook_embed))
         if self.pos_table is not None:
-            self.pos_table.register_forward_hook(functools.partial(_fire, self.hook_pos_embed))
+            self.pos_table.register_forward_hook(functools.partial(_fire_embedding, self.hook_pos_embed))
         for layer, block in zip(layers, self.blocks):
             layer.register_forward_pre_hook(functools.partial(_enter, block), with_kwargs=True)
             layer.register_forward_hook(functools.partial(_leave, block))
@@ -592,8 +628,40 @@ class HFModel(PosLensModel):
             where["position_ids"] = padded
         elif "position_ids" not in where and self.pos_table is not None:  # hook_pos_embed is [batch, pos, d_model]
             where["position_ids"] = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
-        out = self.hf(input_ids=tokens, use_cache=False, **where)
+        r = layer_range.current(self)
+        if r is None:
+            out = self.hf(input_ids=tokens, use_cache=False, **where)
+        else:
+            first = {"inputs_embeds": r.embeds} if r.embeds is not None else {"input_ids": tokens}
+            with self._layer_range(r):
+                out = self.hf(**first, use_cache=False, **where)
         return out.logits if self.head is not None else out.last_hidden_state
+
+    @contextlib.contextmanager
+    def _layer_range(self, r):
+        """transformers' layers for one pass of ``start_at_layer`` / ``stop_at_layer``: those before the start swapped
+        out (``_Skipped``: nothing of theirs runs or fires), the given residual entering the first that runs, the pass
+        stopped (``interp.layer_range.Stopped``) where the range ends."""
+        layers, n = self.hf_layers, self.n_layers
+        start = r.start if r.residual is not None else 0
+        swapped, handles = {}, []
+        for i in range(start):
+            swapped[i] = layers[i]
+            layers[i] = _Skipped(r.residual if i == start - 1 else None)
+        try:
+            if r.stop is not None and r.stop < n:
+                handles.append(layers[r.stop].register_forward_pre_hook(_stop_before, with_kwargs=True, prepend=True))
+            elif r.stop is not None:
+                handles.append(layers[n - 1].register_forward_hook(_stop_after))
+            if r.residual is not None and start == 0:
+                handles.append(layers[0].register_forward_pre_hook(functools.partial(_substitute, r.residual),
+                                                                   with_kwargs=True, prepend=True))
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+            for i, layer in swapped.items():
+                layers[i] = layer
 
     # -- the output head apart from the layers: transformers' head module, then what its forward does to the logits --
     head_separable = True  # the loader's check_head: head_logits(final_hidden(t)) is forward(t) for this architecture

@@ -292,20 +292,22 @@ class IncrementTransformer(PosLensModel):
     def forward(self, tokens) -> Tensor:
         """Next-token logits ``[batch, pos, vocab]`` for token ids ``[batch, pos]``."""
         tokens = self.check_tokens(tokens)
-        x = self.hook_embed(self.tok_emb(tokens))
+        rows = self.tl_token_rows(tokens, self.tok_emb)
+        x = self.tl_embedded(lambda: self.hook_embed(rows))
+        source = rows if self.tl_started() else x  # from a residual: the increments read the tokens' own rows
         b, n = x.shape[:2]
         positions = bias = None
         if self.delta_mlp is not None:
-            positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
+            positions = self.hook_delta(self.delta_mlp(source)).float().cumsum(-1)  # fp32: bf16 sums lose integers
         elif self.integer_positions:
             positions = torch.arange(n, device=x.device, dtype=torch.float32).expand(b, n)
         if self.forget_mlp is not None:
-            bias = self.hook_decay_bias(self.forget_mlp(x))
+            bias = self.hook_decay_bias(self.forget_mlp(source))
         elif self.alibi:
             bias = self.hook_decay_bias(alibi_bias(self.cfg.n_heads, n, x.device).expand(b, -1, -1, -1))
-        for block in self.blocks:
+        for block in self.tl_blocks():
             x = block(x, positions, bias)
-        return self.head_logits(self.hook_final(self.ln_final(x)))
+        return self.head_logits(self.hook_final(self.ln_final(self.tl_final(x))))
 
     def head_logits(self, hidden: Tensor) -> Tensor:
         return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.tok_emb.weight)

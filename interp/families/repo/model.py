@@ -223,10 +223,10 @@ class RepoTransformer(PosLensModel):
     def forward(self, tokens) -> Tensor:
         """Next-token logits ``[batch, pos, vocab]``."""
         tokens = self.check_tokens(tokens)
-        x = self.hook_embed(self.embed_tokens(tokens))
-        for block in self.blocks:
+        x = self.tl_embedded(lambda: self.hook_embed(self.tl_token_rows(tokens, self.embed_tokens)))
+        for block in self.tl_blocks():
             x = block(x)
-        return self.head_logits(self.hook_final(self.ln_final(x)))
+        return self.head_logits(self.hook_final(self.ln_final(self.tl_final(x))))
 
     def head_logits(self, hidden: Tensor) -> Tensor:
         return self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed_tokens.weight)

@@ -22,7 +22,7 @@ IDS = [f"{m.family}-{type(m).__name__}-{getattr(m, 'variant', '') or i}" for i, 
 TEXTS = ["The cat sat on the mat.", "Hi", "A third, middling one"]
 BUNDLED = ["repo-small", "nope-small", "increments-per-layer", "increments-shared", "rope-bytes", "ap-encoder-small",
            "rope-encoder-small"]
-SPECIAL_TOKEN_ENCODERS = ["dstg-small", "rp-encoder-small"]  # [CLS]/[SEP] read at indices 0 and n-1 of the batch
+SPECIAL_TOKEN_ENCODERS = ["dstg-small", "rp-encoder-small"]  # [CLS]/[SEP] read at each row's first and last token
 F32 = dict(atol=2e-5, rtol=1e-5)
 
 
@@ -37,26 +37,18 @@ def real(out: torch.Tensor, i: int, n: int, side: str) -> torch.Tensor:
     return out[i, :n] if side == "right" else out[i, out.shape[1] - n:]
 
 
-def reads_special_tokens(model) -> bool:
-    return bool(getattr(model, "reads_special_tokens", False))
-
-
 @pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("model", EXAMPLES, ids=IDS)
 def test_a_padded_batch_gives_each_row_what_it_gives_alone(model, side):
     rows = rows_of(model)
     tokens, mask = pad_rows(rows, 0, side)
-    if reads_special_tokens(model):
-        with pytest.raises(ValueError, match=f"{model.family} family.*cannot run a padded batch"):
-            model(tokens, attention_mask=mask)
-        return
     with torch.no_grad():
         out = model(tokens, attention_mask=mask)
         for i, r in enumerate(rows):
             torch.testing.assert_close(real(out, i, len(r), side), model(torch.tensor([r]))[0], **F32)
 
 
-@pytest.mark.parametrize("model", [m for m in EXAMPLES if not reads_special_tokens(m)], ids=lambda m: m.model_name)
+@pytest.mark.parametrize("model", EXAMPLES, ids=IDS)
 def test_no_real_query_attends_to_padding(model):
     rows = rows_of(model)
     tokens, mask = pad_rows(rows, 0, "left")
@@ -94,12 +86,20 @@ def test_texts_of_different_lengths_give_each_text_alone(bundled, name, side):
                 torch.testing.assert_close(real(losses, i, n - 1, side)[-(n - 1):], own, **F32)
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("name", SPECIAL_TOKEN_ENCODERS)
-def test_an_encoder_reading_cls_and_sep_by_index_refuses_padding_by_name(bundled, name):
+def test_an_encoder_reading_cls_and_sep_finds_them_in_each_padded_row(bundled, name, side):
+    """DSTG and the relative-bias encoder read [CLS] / [SEP] where each row's real tokens begin and end (their thetas,
+    their zeroed AP logits), so a padded row's MLM logits are its text's alone, as TransformerLens pads any model."""
     model = bundled[name]
-    with pytest.raises(ValueError, match=r"\(encoder family\) cannot run a padded batch"):
-        model(TEXTS)
-    assert model(TEXTS[:1]).shape[0] == 1  # one text: nothing to pad
+    assert model.reads_special_tokens
+    tokens = model.to_tokens(TEXTS, padding_side=side)
+    alone = [model.to_tokens(t) for t in TEXTS]
+    with torch.no_grad():
+        out = model(TEXTS, padding_side=side)
+        for i, a in enumerate(alone):
+            assert torch.equal(real(tokens, i, a.shape[1], side), a[0])
+            torch.testing.assert_close(real(out, i, a.shape[1], side), model(a)[0], **F32)
 
 
 def test_padding_side_is_settable_on_the_tokenizer_as_in_transformerlens(bundled):
