@@ -146,7 +146,8 @@ class PosLensModel(TLModules, TLSurface, HookedRootModule):
 
         A text, ``input=`` or any of TransformerLens' options (``do_sample``, ``return_type``, ``stop_at_eos``, ...)
         runs TransformerLens' ``generate`` instead (``interp.tl_generate``): a text gives a text, a list of texts a
-        list, tokens give ``[batch, pos + new]`` tokens, and it samples unless ``do_sample=False``."""
+        list, tokens give ``[batch, pos + new]`` tokens, token embeddings (a float ``[batch, pos, d_model]``) give
+        embeddings, and it samples unless ``do_sample=False``."""
         unknown = set(tl_options) - set(TL_GENERATE)
         if unknown:
             raise TypeError(f"generate got unknown options {sorted(unknown)} (TransformerLens' are "
@@ -154,7 +155,8 @@ class PosLensModel(TLModules, TLSurface, HookedRootModule):
         if "input" in tl_options and tokens is not None:
             raise TypeError("generate got both a first argument and input=; pass one")
         text = isinstance(tokens, str) or (isinstance(tokens, list) and tokens and isinstance(tokens[0], str))
-        if text or tl_options:
+        embeds = isinstance(tokens, Tensor) and tokens.is_floating_point()
+        if text or embeds or tl_options:
             if stop_ids:
                 raise TypeError("stop_ids is poslens' option; with TransformerLens' options pass eos_token_id")
             given = tl_options.pop("input", tokens)

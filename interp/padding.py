@@ -82,6 +82,22 @@ def with_padding(bias: Tensor | None, n_q: int, n_k: int, device) -> Tensor | No
                                                                                           device=b.device))
 
 
+def mask_from_pads(tokens: Tensor, pad_id: int, side: str, bos_is_pad: bool = False) -> Tensor:
+    """The boolean ``[batch, pos]`` mask TransformerLens reads off padded tokens (``utils.get_attention_mask``): on
+    ``side`` "right" the trailing pad ids are padding, on "left" the leading ones (a pad id elsewhere is a real
+    token); with ``bos_is_pad`` (BOS prepended and BOS's id is the pad id) the last leading pad of each row is its BOS,
+    a real token."""
+    if side not in ("right", "left"):
+        raise ValueError(f"padding_side={side!r} is not 'right' or 'left'")
+    real = tokens != int(pad_id)
+    if side == "right":
+        return real.flip(-1).long().cumsum(-1).flip(-1) > 0
+    pad = real.long().cumsum(-1) == 0
+    if bos_is_pad:
+        pad[torch.arange(len(pad), device=pad.device), pad.sum(-1) - 1] = False
+    return ~pad
+
+
 def pad_rows(rows: list[list[int]], pad_id: int, side: str) -> tuple[Tensor, Tensor]:
     """Token rows of different lengths as ``([batch, longest] tokens, [batch, longest] boolean mask)``, padded on
     ``side`` ("right" or "left") with ``pad_id``."""

@@ -311,7 +311,8 @@ TL_HOOKS = (  # the TransformerLens hooks a script written for one model reads, 
 )
 
 TL_GENERATE = {"input", "stop_at_eos", "eos_token_id", "do_sample", "top_k", "top_p", "temperature", "freq_penalty",
-               "use_past_kv_cache", "prepend_bos", "padding_side", "return_type", "verbose", "attention_mask"}
+               "repetition_penalty", "use_past_kv_cache", "prepend_bos", "padding_side", "return_type", "verbose",
+               "attention_mask"}
 
 
 class TLSurface:

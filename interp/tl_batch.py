@@ -74,6 +74,35 @@ def tokens_and_mask(model, input, prepend_bos=None, padding_side=None, truncate:
     return tokens.to(model.device), mask.to(model.device)
 
 
+def mask_off_pads(model, tokens: Tensor, prepend_bos, side: str) -> Tensor:
+    """TransformerLens' ``get_attention_mask`` on a poslens model: the padding read off ``tokens``' pad ids on
+    ``side`` (``interp.padding.mask_from_pads``; BOS kept where it shares the pad id)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        raise ValueError(f"{model.model_name} has no tokenizer, so no pad id to read the padding off; pass "
+                         "attention_mask=")
+    pad = pad_id(tokenizer)
+    bos = getattr(tokenizer, "bos_token_id", None)
+    return padding.mask_from_pads(tokens, pad, side, model._prepend(prepend_bos) and bos is not None and bos == pad)
+
+
+def input_tokens_and_mask(model, input, prepend_bos=None, padding_side=None, attention_mask=None):
+    """``(tokens, mask or None)`` as TransformerLens' ``input_to_embed`` builds them: texts tokenized (their mask where
+    the side is "left" or they are padded); tokens with ``attention_mask`` as given, else, where the padding side
+    (``padding_side``, else the tokenizer's) is "left", the mask read off their leading pad ids, else None."""
+    if is_text(input):
+        if attention_mask is not None:
+            raise ValueError("attention_mask is for tokens; texts build their own")
+        tokens, mask = tokens_and_mask(model, input, prepend_bos, padding_side)
+        return tokens, mask if padding_side_of(model, padding_side) == "left" or not bool(mask.all()) else None
+    tokens = model.check_tokens(input)
+    if attention_mask is not None:
+        return tokens, padding.check_mask(attention_mask, tokens)
+    if getattr(model, "tokenizer", None) is None or padding_side_of(model, padding_side) != "left":
+        return tokens, None
+    return tokens, mask_off_pads(model, tokens, prepend_bos, "left")
+
+
 def loss_of(model, logits: Tensor, tokens: Tensor, mask: Tensor | None, per_token: bool) -> Tensor:
     """``model.loss_of`` with the padding left out: a target or its input that is padding counts for nothing
     (per token: 0 there)."""
