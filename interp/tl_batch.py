@@ -153,10 +153,11 @@ def run_forward(model, family_forward, input, *args, return_type="logits", loss_
 
 
 def token_embeddings(model, tokens: Tensor) -> Tensor:
-    """``[batch, pos, d_model]``: the rows of the model's token-embedding matrix (TransformerLens' ``embed``)."""
+    """``[batch, pos, d_model]``: what the model's token-embedding module gives ``tokens`` (TransformerLens' ``embed``:
+    the matrix's rows, scaled where the module scales them), without firing the hooks poslens hangs on it."""
     hf = getattr(model, "hf", None)
     table = hf.get_input_embeddings() if hf is not None else next(
         (m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.num_embeddings == model.d_vocab), None)
     if table is None:
         raise AttributeError(f"{model.model_name} ({model.family} family) has no token-embedding table")
-    return table(tokens)
+    return table.forward(tokens)

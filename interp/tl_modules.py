@@ -75,7 +75,9 @@ class MLPWeights:
 
 
 class Embed(nn.Module):
-    """TransformerLens' ``model.embed``: ``W_E`` ``[d_vocab, d_model]``; ``embed(tokens)`` its rows."""
+    """TransformerLens' ``model.embed``: ``W_E`` ``[d_vocab, d_model]``; ``embed(tokens)`` what the model's
+    token-embedding module gives them (``hook_embed``'s input: W_E's rows, times the scale a module such as Gemma's
+    applies), the token embeddings ``generate`` takes as input."""
 
     def __init__(self, model):
         super().__init__()
@@ -86,7 +88,9 @@ class Embed(nn.Module):
         return self.model.W_E
 
     def forward(self, tokens: Tensor) -> Tensor:
-        return self.W_E[torch.as_tensor(tokens, device=self.W_E.device)]
+        from interp.tl_batch import token_embeddings
+
+        return token_embeddings(self.model, torch.as_tensor(tokens, device=self.W_E.device))
 
 
 class PosEmbed(nn.Module):
@@ -238,7 +242,8 @@ class TLModules:
         """The tokens a run from ``start_at_layer`` hands the family's forward (positions and padding come from their
         shape and ``attention_mask``; only families whose blocks read the ids need them)."""
         if tokens is not None:
-            tokens = self.check_tokens(tokens)
+            tokens = torch.as_tensor(tokens, device=self.device)  # checked by the forward (padding known there)
+            tokens = tokens[None] if tokens.dim() == 1 else tokens
             if tuple(tokens.shape) != tuple(residual.shape[:2]):
                 raise ValueError(f"tokens of shape {tuple(tokens.shape)} for a residual of shape "
                                  f"{tuple(residual.shape)}")

@@ -167,6 +167,9 @@ class BertEncoder(PosLensModel):
             raise InputError("token id 0 ([PAD]) in the input: run unpadded sequences, one length per batch")
         return tokens
 
+    def tl_filler_id(self) -> int:
+        return 1  # not [PAD] (0), which check_tokens refuses
+
     def ap_embedding_matrix(self) -> Tensor:
         """The learned absolute-position table ``[max_position_embeddings, d_model]``."""
         return self.position_embeddings.weight.detach()
