@@ -57,6 +57,11 @@ def _prompt(model, input, prepend_bos, padding_side, attention_mask) -> tuple[Te
 
 
 def _check_embeds(model, input: Tensor) -> Tensor:
+    if not model.tl_layer_range:
+        from interp.capabilities import CapabilityError
+
+        raise CapabilityError(f"generate: {model.model_name} ({model.family} family) cannot take token embeddings: its "
+                              "forward does not read interp.layer_range (tl_token_rows); pass tokens")
     if input.dim() != 3 or input.shape[-1] != model.d_model:
         raise ValueError(f"generate: a float input is the prompt's token embeddings [batch, pos, {model.d_model}], "
                          f"got shape {tuple(input.shape)}")

@@ -174,6 +174,7 @@ class TLModules:
     ``stop_at_layer`` in ``model(...)``."""
 
     tl_blocks_read_tokens = False  # whether blocks read more than the residual (increments' or CLS positions)
+    tl_layer_range = False  # whether the family's forward reads interp.layer_range (tl_embedded, tl_blocks, tl_final)
 
     def __getattr__(self, name):
         """``nn.Module``'s lookup, keeping the reason a property gave for a missing attribute (``_absent``): Python
@@ -208,6 +209,12 @@ class TLModules:
             return super().__call__(input, *args, **kwargs)
         from interp import layer_range
 
+        if not self.tl_layer_range:
+            from interp.capabilities import CapabilityError
+
+            raise CapabilityError(f"{self.model_name} ({self.family} family) cannot start or stop at a layer: its "
+                                  "forward does not read interp.layer_range (tl_embedded, tl_blocks, tl_final; then "
+                                  "tl_layer_range = True), so it would run every block regardless")
         stop = _stop_layer(self, stop_at_layer, "stop_at_layer") if stop_at_layer is not None else None
         start, residual = 0, None
         if start_at_layer is not None:

@@ -95,6 +95,7 @@ class BertBlock(BlockHooks):
 
 class BertEncoder(PosLensModel):
     family = "bert"
+    tl_layer_range = True  # its forward reads interp.layer_range (start_at_layer, stop_at_layer, embeddings)
     hook_embed = Hook("[batch, pos, d_model]", "word embeddings")
     hook_pos_embed = Hook("[batch, pos, d_model]", "learned absolute-position embeddings (rows 0..N-1)")
     hook_embed_out = Hook("[batch, pos, d_model]", "LayerNorm(word + position + token type 0)")

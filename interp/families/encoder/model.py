@@ -367,6 +367,7 @@ class EncoderModel(PosLensModel):
     """Token embedding (and the AP table where the variant has one) -> blocks -> final norm(s) -> MLM head."""
 
     family = "encoder"
+    tl_layer_range = True  # its forward reads interp.layer_range (start_at_layer, stop_at_layer, embeddings)
     hook_embed_sem = Either(
         Hook("[batch, pos, hidden_size]", "token embeddings (encoder.weight rows): the semantic stream's input",
              when=lambda model: model.disentangled),

@@ -381,6 +381,7 @@ class HFModel(PosLensModel):
     """
 
     family = "hf"
+    tl_layer_range = True  # its forward reads interp.layer_range (start_at_layer, stop_at_layer, embeddings)
     supports_kv_cache = True  # generate_batch: transformers' DynamicCache; inside attention.decoding: poslens' KVCache
     positions_read_only = True  # transformers computes the rotation from its own position ids
     hook_embed = Hook("[batch, pos, d_model]", "output of the token-embedding module (before any scaling)")

@@ -238,6 +238,7 @@ class Block(BlockHooks):
 
 class IncrementTransformer(PosLensModel):
     family = "increments"
+    tl_layer_range = True  # its forward reads interp.layer_range (start_at_layer, stop_at_layer, embeddings)
     hook_embed = Hook("[batch, pos, d_model]", "token embeddings (the input of the shared DeltaMLP)")
     hook_delta = Hook("[batch, pos] or [batch, head, pos]",
                       "shared increments delta_t (gap from t-1 to t; shared variant)",

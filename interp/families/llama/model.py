@@ -118,6 +118,7 @@ class LlamaBlock(BlockHooks):
 
 class LlamaTransformer(PosLensModel):
     family = "llama"
+    tl_layer_range = True  # its forward reads interp.layer_range (start_at_layer, stop_at_layer, embeddings)
     supports_kv_cache = True
     hook_embed = Hook("[batch, pos, d_model]", "token embeddings")
     hook_final = Hook("[batch, pos, d_model]", "final-normed residual")

@@ -137,6 +137,8 @@ def test_a_toy_family_from_one_file_loads_saves_hooks_and_analyses(toy, tmp_path
 
     _, cache = model.run_with_cache(ids)
     assert model.undocumented_hooks() == [] and cache["blocks.0.attn.hook_pattern"].shape == (2, 2, 10, 10)
+    with pytest.raises(interp.CapabilityError, match=r"\(toy family\) cannot start or stop at a layer"):
+        model(ids, stop_at_layer=1)  # its forward reads no layer range: refused, not run whole
     assert any(type(m).__name__ == "ToyModel" for m in models())  # documented with the rest
 
     table = induction(model, half=8, n_docs=2)  # an analysis that needs attention patterns
