@@ -225,7 +225,7 @@ UNITS = Units("prompt", keys=("layer", "head"), measures={
           main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
                    quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
           # Wu et al.'s score and masking (the defaults)
-          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=16, length=512, n_random=2, stage="judged"),
+          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=48, length=512, n_random=5, stage="judged"),
                    quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
           memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
