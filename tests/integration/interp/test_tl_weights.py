@@ -43,13 +43,15 @@ def _hf(kind: str, **overrides):
 
 
 def _encoder(variant: str, **overrides):
-    """A single-stream (or DSTG) encoder of the family's example size, every vector spread."""
+    """A single-stream (or DSTG) encoder of the family's example size, every weight spread (its own initialisation
+    leaves the logits nearly uniform, where a wrong fold would hardly show)."""
     from interp.families.encoder.model import EncoderConfig, EncoderModel
+    from tests.hf_helpers import spread_weights
 
     torch.manual_seed(0)
     cfg = EncoderConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_length=32, variant=variant, **overrides)
-    return _spread_vectors(EncoderModel(cfg)).eval()
+    return _spread_vectors(spread_weights(EncoderModel(cfg)))
 
 
 def _bigcode():
@@ -213,6 +215,19 @@ def test_load_processes_on_request_records_it_and_checks_the_options_first(tmp_p
     assert folded.source["weights_sha256"] != plain.source["weights_sha256"]
     with pytest.raises(TypeError, match="fold_ln='yes'"):
         interp.load(tmp_path / "missing", fold_ln="yes")  # refused before the path is read
+    with pytest.raises(WeightProcessingError, match="refactor_factored_attn_matrices=True .*rotary"):
+        interp.load(tmp_path, refactor_factored_attn_matrices=True)
+
+
+def test_load_refactors_the_attention_matrices_on_request(tmp_path):
+    _spread_vectors(tiny_hf("gpt2")).save_pretrained(tmp_path)
+    plain = interp.load(tmp_path)
+    refactored = interp.load(tmp_path, refactor_factored_attn_matrices=True)
+    tokens = _tokens(plain)
+    with torch.no_grad():
+        assert torch.allclose(refactored(tokens).log_softmax(-1), plain(tokens).log_softmax(-1), atol=1e-4)
+    assert refactored.source["processed"] == ["refactor_factored_attn_matrices"]
+    assert not torch.allclose(refactored.W_V, plain.W_V, atol=1e-2)
 
 
 def test_a_second_processing_warns_and_changes_nothing():
