@@ -134,7 +134,7 @@ def _logit_lens(model, tokens):
     return logits, lens, cache
 
 
-@pytest.mark.parametrize("name", ["llama", "increments-layernorm", "hf-gpt2", "hf-qwen2"])
+@pytest.mark.parametrize("name", ["llama", "increments-layernorm", "hf-gpt2", "hf-qwen2", "hf-phi3", "encoder-rp"])
 def test_transformer_lens_logit_lens_and_attribution_give_the_logits_of_a_processed_model(name):
     model = FOLDABLE[name]().process_weights_()
     tokens = _tokens(model)
