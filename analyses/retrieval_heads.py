@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Choices, Fits, Help, Range, analysis, no_grad
 from analyses.runs import HEADS, KNOWN, PRETRAINED, Run
+from analyses.stage import STAGE
 from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
@@ -224,7 +225,7 @@ UNITS = Units("prompt", keys=("layer", "head"), measures={
           main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
                    quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
           # Wu et al.'s score and masking (the defaults)
-          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=16, length=512, n_random=2),
+          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=16, length=512, n_random=2, stage="judged"),
                    quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
           memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
@@ -256,7 +257,7 @@ def retrieval_heads(model, *,
                     threshold: Annotated[float, Help("retrieval score that makes a retrieval head (Wu et al.: 0.1)"),
                                          Range(0, 1)] = 0.1,
                     n_random: Annotated[int, Help("draws of random heads per k"), Range(1)] = 2,
-                    seed: int = 0, documents=None) -> Tables:
+                    stage: STAGE = "any", seed: int = 0, documents=None) -> Tables:
     """Per head the retrieval score (Wu et al. 2024, or poslens' teacher-forced variant); NIAH accuracy with the top-k
     retrieval heads masked (query or output) against k random heads of the same layers, for several k.
 
@@ -273,9 +274,10 @@ def retrieval_heads(model, *,
                          "process cannot compute its share alone; run it in one process or under torchrun")
     tok = model.require_tokenizer("retrieval-heads")
     haystack = "wiki" if documents is None else documents
-    scoring = fitting_samples(model, niah_samples(tok, n_docs, length, seed=seed, haystack=haystack, preamble=False))
+    scoring = fitting_samples(model, niah_samples(tok, n_docs, length, seed=seed, haystack=haystack, preamble=False,
+                                                  stage=stage))
     evaluation = fitting_samples(model, niah_samples(tok, niah_prompts, length, seed=seed + 1, haystack=haystack,
-                                                     preamble=False))
+                                                     preamble=False, stage=stage))
     sums = _score_sums(model, scoring, score)
     scores, mass, ranked = _ranked(model, sums, len(scoring))
     conditions = _conditions(model, ranked, shares, n_random, seed)

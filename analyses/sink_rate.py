@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.stage import STAGE
 from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
@@ -76,7 +77,7 @@ def condition_name(kind: str, start: bool) -> str:
 
 
 def _contexts(model, n_docs: int, length: int, seed: int, documents,
-              wanted=DEFAULT_CONDITIONS) -> dict[tuple[str, bool], list[list[int]]]:
+              wanted=DEFAULT_CONDITIONS, stage: str = "any") -> dict[tuple[str, bool], list[list[int]]]:
     """``{(input, start_token): [ids]}``: each context of ``length`` tokens in each condition of ``wanted`` that the
     model has (a model without a start token has no ``+start`` or ``start-second`` condition). ``repeat``: one
     random ordinary token (one per sequence, seeded) repeated ``length`` times (Gu et al.'s Table 1 "repeat"
@@ -86,13 +87,15 @@ def _contexts(model, n_docs: int, length: int, seed: int, documents,
 
     from corpora.contexts import analysis_windows
     from corpora.random_tokens import ordinary_ids, random_sequences, start_token
+    from corpora.stages import stage_seed
 
     bos = start_token(model)
-    text = [w.ids for w in analysis_windows(model, "sink-rate", documents, length=length + 1, n_docs=n_docs, seed=seed)]
+    text = [w.ids for w in analysis_windows(model, "sink-rate", documents, length=length + 1, n_docs=n_docs, seed=seed,
+                                            stage=stage)]
     plain = [ids[1:] if bos is not None and ids and ids[0] == bos else ids for ids in text]
     n = n_docs if documents is None else len(text)
-    rand = random_sequences(model, n, length, seed)
-    tokens = np.random.default_rng([seed, 1]).choice(ordinary_ids(model), size=n).tolist()
+    rand = random_sequences(model, n, length, seed, stage)
+    tokens = np.random.default_rng(stage_seed([seed, 1], stage)).choice(ordinary_ids(model), size=n).tolist()
     out = {("text", False): [ids[:length] for ids in plain if len(ids) >= 2],
            ("random", False): rand, ("repeat", False): [[t] * length for t in tokens]}
     if bos is not None:
@@ -165,7 +168,8 @@ UNITS = Units("sequence", keys=("input", "start_token", "length", "layer", "head
           # tokenizer, <bos> for Gemma's) on 50 sequences, every query row as their alpha_1 has it. T = 256 rather than
           # 1024 and 50 sequences there: what the shared 2-core machine ran in the time it had (2026-11-27); 256 <= 512
           # keeps every Gemma 3 layer able to see token 0
-          real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256), n_docs=100, long_docs=50, conditions=CONDITIONS),
+          real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256), n_docs=100, long_docs=50, conditions=CONDITIONS,
+                                          stage="judged"),
                    quick=dict(lengths=(64,), n_docs=2, max_rows=32), section=KNOWN,
                    per_model={"smollm2": dict(long_conditions=("text",)),
                               "gemma3-270m": dict(long_conditions=("text+start",))}),
@@ -193,7 +197,7 @@ def sink_rate(model, *,
                                          Choices(CONDITIONS), Cli("--long-condition")] = (),
               long_docs: Annotated[int, Help("contexts per condition at lengths above the shortest (default 0: "
                                              "--n-docs)"), Range(0)] = 0,
-              seed: int = 0, documents=None) -> Tables:
+              stage: STAGE = "any", seed: int = 0, documents=None) -> Tables:
     """Share of heads whose attention goes mostly to the first token (attention sinks), per layer, on text and on
     random tokens, with and without the document-start token (Gu et al.'s Sink_1 by default).
 
@@ -214,7 +218,7 @@ def sink_rate(model, *,
     for i, length in enumerate(sorted(lengths)):
         wanted = conditions if i == 0 or not long_conditions else long_conditions
         docs = n_docs if i == 0 or not long_docs else long_docs
-        for (kind, start), seqs in _contexts(model, docs, length, seed, documents, wanted).items():
+        for (kind, start), seqs in _contexts(model, docs, length, seed, documents, wanted, stage).items():
             for j, ids in enumerate(seqs):
                 items.append(ids)
                 keys.append((kind, start, length))
