@@ -272,6 +272,21 @@ def test_transformer_lens_bridge_processes_a_checkpoint_to_the_same_weights(case
     assert torch.allclose(mine, theirs, atol=1e-4 * float(theirs.abs().max())), (mine - theirs).abs().max()
 
 
+def test_refactoring_a_rotary_model_is_refused_as_transformer_lens_refuses_it(tmp_path, monkeypatch):
+    bridge_module = pytest.importorskip("transformer_lens.model_bridge")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tiny_hf("gpt_neox").save_pretrained(tmp_path)
+    byte_tokenizer(tmp_path)
+    bridge = bridge_module.TransformerBridge.boot_transformers(str(tmp_path), device="cpu", dtype=torch.float32)
+    with pytest.raises(AssertionError, match="rotary"):
+        bridge.process_weights(refactor_factored_attn_matrices=True)
+    ours = interp.load(tmp_path)
+    state = {k: v.clone() for k, v in ours.state_dict().items()}
+    with pytest.raises(WeightProcessingError, match=r"\(hf family\): refactor_factored_attn_matrices=True .*rotary"):
+        ours.process_weights_(refactor_factored_attn_matrices=True)
+    assert all(torch.equal(state[k], v) for k, v in ours.state_dict().items())
+
+
 def test_gpt_neox_head_by_head_qkv_views_give_the_hooked_queries_keys_and_values():
     """GPT-NeoX lays its fused query_key_value out ``[head, q|k|v, d_head]``: ``residual @ W_Q + b_Q`` (and K, V) must
     be what its attention computes (queries and keys seen before rotation: at position 0, and in the dimensions
