@@ -54,8 +54,8 @@ class Norm:
 class LayerPlan:
     """One block: ``ln1`` / ``ln2`` its pre-norms (None: none to fold), ``attn`` its q, k, v, o projections
     (``nn.Linear``-like: ``weight [out, in]``, ``bias``; q, k, v may be views ``[head, d_head, in]`` of a fused
-    projection laid out head by head, ``interp.tl.per_head_split``), ``mlp`` its ``gate`` (gated MLPs), ``in`` and ``out``
-    projections, ``shared_norm`` when the MLP reads ``ln1`` too (parallel blocks with one norm)."""
+    projection laid out head by head, ``interp.tl.per_head_split``), ``mlp`` its ``gate`` (gated MLPs), ``in`` and
+    ``out`` projections, ``shared_norm`` when the MLP reads ``ln1`` too (parallel blocks with one norm)."""
 
     ln1: Norm | None
     ln2: Norm | None
