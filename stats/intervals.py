@@ -27,7 +27,8 @@ BCA_MIN = 24  # a statistic other than a mean: BCa covers from here (the coverag
 DESCRIPTIVE = "descriptive"
 # the short names a table cell prints after an interval, by the start of ``Interval.method``
 SHORT = (("percentile bootstrap", "bootstrap"), ("BCa", "BCa"), ("bias-corrected", "BCa"), ("Student t", "t"),
-         ("Welch t", "t"), ("exact binomial", "exact binomial"), (DESCRIPTIVE, DESCRIPTIVE))
+         ("Welch t", "t"), ("exact binomial", "exact binomial"), (DESCRIPTIVE, DESCRIPTIVE),
+         ("simultaneous t bounds", "simultaneous t"))
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,12 @@ class Interval:
     hi: float
     n: int
     method: str
+    n_other: int = 0  # a difference of two samples: the second sample's units (``n`` the first's)
+
+    @property
+    def units(self) -> str:
+        """``n = 100``, or ``n = 100 and 50`` for a difference of two samples."""
+        return f"n = {self.n}" + (f" and {self.n_other}" if self.n_other else "")
 
     @property
     def short(self) -> str:
@@ -60,11 +67,12 @@ class Interval:
 
     def format(self, fmt: str = "{:.3f}", scale: float = 1.0, unit: str = "") -> str:
         """``0.740 [0.701, 0.778] (t), n = 100`` (each number ``fmt``-formatted after multiplying by ``scale``; the
-        method's short name in brackets), or ``0.740 (descriptive: n = 4 < 8)`` where the units are too few."""
+        method's short name in brackets), or ``0.740 (descriptive: n = 4, fewer than 8)`` where the units are too
+        few."""
         e, lo, hi = (fmt.format(x * scale) for x in (self.estimate, self.lo, self.hi))
         if self.descriptive:
-            return f"{e}{unit} (descriptive: n = {self.n} < {self.least})"
-        return f"{e}{unit} [{lo}, {hi}] ({self.short}), n = {self.n}"
+            return f"{e}{unit} (descriptive: {self.units}, fewer than {self.least})"
+        return f"{e}{unit} [{lo}, {hi}] ({self.short}), {self.units}"
 
     def pct(self, digits: int = 1) -> str:
         """The interval of a share as percentages: ``74.0% [70.1, 77.8] (bootstrap), n = 100``."""
@@ -186,6 +194,29 @@ def interval(values, statistic: Callable[[np.ndarray], float] | None = None, *, 
     return bca(x, statistic, n_boot=n_boot, seed=seed, level=level)
 
 
+def share_above(values, threshold: float, level: float = LEVEL) -> Interval:
+    """The share of items (columns of ``values``, one row per unit) whose mean over the units exceeds ``threshold``,
+    with bounds that hold for the items' true means: the share of items whose Student-t interval lies above the
+    threshold, and the share whose interval reaches above it, each interval at level ``1 - (1 - level) / m``
+    (Bonferroni over the ``m`` items whose values vary; an item that never varies is its own value), so both bounds
+    hold together with at least ``level``. A bootstrap of the thresholded share is biased by the threshold: an item
+    just above it falls below in many resamples, one at zero never rises."""
+    from scipy.stats import t
+
+    x = _units(values, "share_above")
+    if x.ndim != 2 or len(x) < 2:
+        raise ValueError(f"share_above needs [unit, item] values over at least 2 units, got shape {x.shape}")
+    n, items = x.shape
+    mean, sd = x.mean(axis=0), x.std(axis=0, ddof=1)
+    m = int((sd > 0).sum())
+    half = float(t.ppf(1 - (1 - level) / (2 * max(m, 1)), n - 1)) * sd / math.sqrt(n)
+    est = float((mean > threshold).mean())
+    lo, hi = float((mean - half > threshold).mean()), float((mean + half > threshold).mean())
+    return Interval(est, min(lo, est), max(hi, est), n,
+                    f"simultaneous t bounds of {items} items' means over {n} units (Bonferroni over {m} that vary): "
+                    f"items surely above {threshold:g}, and items possibly above it")
+
+
 def binomial(successes: int, n: int, level: float = LEVEL) -> Interval:
     """Exact (Clopper-Pearson) interval of a share of ``successes`` in ``n`` independent trials."""
     from scipy.stats import beta
@@ -211,9 +242,9 @@ def judge(interval: Interval, *, above: float | None = None, below: float | None
         raise ValueError("judge takes exactly one of above=, below=, within=")
     lo, hi = interval.lo, interval.hi
     if interval.descriptive:
-        return f"not judged (descriptive: n = {interval.n} < {interval.least})"
+        return f"not judged (descriptive: {interval.units}, fewer than {interval.least})"
     if any(math.isnan(v) for v in (lo, hi)):
-        return f"inconclusive at n = {interval.n}"
+        return f"inconclusive at {interval.units}"
     if above is not None:
         ok, bad = lo > above, hi <= above
     elif below is not None:
@@ -221,4 +252,4 @@ def judge(interval: Interval, *, above: float | None = None, below: float | None
     else:
         a, b = within
         ok, bad = a <= lo and hi <= b, hi < a or lo > b
-    return "agrees" if ok else "differs" if bad else f"inconclusive at n = {interval.n}"
+    return "agrees" if ok else "differs" if bad else f"inconclusive at {interval.units}"

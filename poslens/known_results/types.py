@@ -5,14 +5,24 @@ observation, and the intervals and shares the rows print."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from stats.intervals import LEVEL, N_BOOT, SEED, Interval, bootstrap, judge
+from stats.intervals import (
+    LEVEL,
+    MIN_UNITS,
+    N_BOOT,
+    PERCENTILE_MIN,
+    SEED,
+    Interval,
+    descriptive,
+    interval,
+    judge,
+)
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "known-results"
 KNOWN_FOLDER = "known"  # the real-model runs' folder in a report: the main job's analyses, on other models
@@ -65,6 +75,17 @@ class Revision:
     earlier: str  # the earlier rule, as it was written
     earlier_verdict: str  # what the earlier rule gave on the data it judged
     why: str
+
+
+INTERVALS_CHOSEN = "2026-11-29 (issue 45)"
+
+
+def method_revision(earlier: str, earlier_verdict: str, why: str = "") -> Revision:
+    """A rule whose interval's method changed with ``stats.intervals.interval`` (issue 45): the earlier wording and
+    the verdict it gave on the kept run."""
+    return Revision(INTERVALS_CHOSEN, earlier, earlier_verdict,
+                    why or "a percentile bootstrap over fewer than 32 units under-covers "
+                           "(tests/unit/test_interval_coverage.py); the method is now chosen by the number of units")
 
 
 @dataclass(frozen=True)
@@ -128,7 +149,7 @@ def shown(interval: Interval | None, digits: int = 1) -> str:
     """A share with its interval and n: ``74.0% [70.1, 77.8], n = 100``, or ``73.7% (no interval), n = 16``."""
     if interval is None:
         return "n/a"
-    if has_interval(interval):
+    if has_interval(interval) or interval.descriptive:
         return interval.pct(digits)
     return f"{100 * interval.estimate:.{digits}f}% (no interval), n = {interval.n}"
 
@@ -138,24 +159,36 @@ def verdict_of(interval: Interval | None, **rule) -> str:
     "not run" where the condition is missing."""
     if interval is None:
         return "not run"
-    return judge(interval, **rule) if has_interval(interval) else "inconclusive (no interval)"
+    return judge(interval, **rule) if has_interval(interval) or interval.descriptive else "inconclusive (no interval)"
 
 
 def rate_interval(units: np.ndarray) -> Interval:
-    """Bootstrap (over the rows of ``units``: one row per sequence, one column per head) of the mean over heads."""
-    return bootstrap(np.asarray(units, dtype=float).mean(axis=1))
+    """The interval (``stats.intervals.interval``, over the rows of ``units``: one row per sequence, one column per
+    head) of the mean over heads."""
+    return interval(np.asarray(units, dtype=float).mean(axis=1))
 
 
 def difference(a: np.ndarray, b: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED,
                level: float = LEVEL) -> Interval:
-    """mean(a) - mean(b) of two independent samples of units, with its percentile-bootstrap interval (each sample
-    resampled with replacement, ``n_boot`` times from ``seed``); n is the smaller sample."""
+    """mean(a) - mean(b) of two independent samples of units, with both sample sizes (``n``, ``n_other``): the
+    percentile bootstrap (each sample resampled, ``n_boot`` times from ``seed``) where both hold ``PERCENTILE_MIN``
+    units, a Welch t interval where both hold ``MIN_UNITS``, else descriptive."""
+    from scipy.stats import t
+
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    est, na, nb = float(a.mean() - b.mean()), len(a), len(b)
+    if min(na, nb) < MIN_UNITS:
+        return replace(descriptive(est, min(na, nb)), n=na, n_other=nb)
+    if min(na, nb) < PERCENTILE_MIN:
+        va, vb = a.var(ddof=1) / na, b.var(ddof=1) / nb
+        df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if va + vb > 0 else na + nb - 2
+        half = float(t.ppf((1 + level) / 2, df)) * float(np.sqrt(va + vb))
+        return Interval(est, est - half, est + half, na, f"Welch t interval of a difference of means, {na} and {nb} "
+                                                         f"independent units", n_other=nb)
     rng = np.random.default_rng(seed)
-    boots = (a[rng.integers(0, len(a), size=(n_boot, len(a)))].mean(axis=1)
-             - b[rng.integers(0, len(b), size=(n_boot, len(b)))].mean(axis=1))
-    est = float(a.mean() - b.mean())
+    boots = (a[rng.integers(0, na, size=(n_boot, na))].mean(axis=1)
+             - b[rng.integers(0, nb, size=(n_boot, nb))].mean(axis=1))
     lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
-    return Interval(est, float(min(lo, est)), float(max(hi, est)), int(min(len(a), len(b))),
-                    f"percentile bootstrap of a difference of means, {len(a)} and {len(b)} independent units, "
-                    f"{n_boot} resamples, seed {seed}")
+    return Interval(est, float(min(lo, est)), float(max(hi, est)), na,
+                    f"percentile bootstrap of a difference of means, {na} and {nb} independent units, "
+                    f"{n_boot} resamples, seed {seed}", n_other=nb)

@@ -15,6 +15,7 @@ from stats.intervals import (
     bootstrap,
     interval,
     judge,
+    share_above,
     t_mean,
 )
 
@@ -123,7 +124,48 @@ def test_interval_chooses_the_method_by_unit_count_and_statistic():
 
 def test_a_descriptive_estimate_says_so_and_is_not_judged():
     few = interval([0.6, 0.61, 0.59, 0.62])
-    assert few.format("{:.2f}") == "0.60 (descriptive: n = 4 < 8)"
-    assert judge(few, above=0.5) == "not judged (descriptive: n = 4 < 8)"
-    assert interval([1.0] * 20, np.median).format("{:.1f}") == "1.0 (descriptive: n = 20 < 24)"
+    assert few.format("{:.2f}") == "0.60 (descriptive: n = 4, fewer than 8)"
+    assert judge(few, above=0.5) == "not judged (descriptive: n = 4, fewer than 8)"
+    assert interval([1.0] * 20, np.median).format("{:.1f}") == "1.0 (descriptive: n = 20, fewer than 24)"
     assert t_mean(np.arange(10.0)).format("{:.1f}").endswith("(t), n = 10")
+
+
+def _old_share_interval(hits: np.ndarray, threshold: float, rng, n_boot: int = 1000):
+    """The retrieval row's former interval: a percentile bootstrap over prompts of the count of heads above."""
+    n = len(hits)
+    weights = np.stack([np.bincount(i, minlength=n) for i in rng.integers(0, n, (n_boot, n))]).astype(float)
+    counts = ((weights @ hits) / n > threshold).sum(axis=1)
+    return np.quantile(counts, [0.025, 0.975]), float(np.median(counts))
+
+
+def test_share_above_covers_a_true_count_the_thresholded_bootstrap_misses():
+    """Planted heads: 10 far above 0.1, 10 just above it (true score 0.12), 50 that never hit; 32 prompts, a hit
+    share per prompt of Binomial(7, score) / 7 (a 7-digit needle). The true count above 0.1 is 20. The percentile
+    bootstrap of the count sits below its own estimate (a head just above falls below in many resamples, a head at 0
+    never rises) and covers 20 in about 39% of runs; the simultaneous bounds cover it at least at the nominal rate."""
+    rng = np.random.default_rng(0)
+    scores = np.array([0.5] * 10 + [0.12] * 10 + [0.0] * 50)
+    new = old = 0
+    below = []
+    runs = 200
+    for _ in range(runs):
+        hits = rng.binomial(7, scores, size=(32, len(scores))) / 7
+        iv = share_above(hits, 0.1)
+        new += iv.lo * len(scores) - 1e-9 <= 20 <= iv.hi * len(scores) + 1e-9
+        (lo, hi), median = _old_share_interval(hits, 0.1, rng)
+        old += lo <= 20 <= hi
+        below.append(median - iv.estimate * len(scores))
+    assert new / runs >= 0.95 - 0.02, new / runs
+    assert old / runs < 0.6, old / runs
+    assert np.mean(below) < -0.5  # the old bootstrap's median sits below the estimate
+
+
+def test_share_above_reads_each_items_t_interval_with_bonferroni():
+    x = np.column_stack([np.full(10, 0.5), np.linspace(0.0, 0.3, 10), np.zeros(10)])
+    iv = share_above(x, 0.1)
+    half = stats.t.ppf(1 - 0.05 / 2 / 1, 9) * stats.sem(x[:, 1])  # one item varies: no correction
+    assert iv.estimate == pytest.approx(2 / 3)  # 0.5 and 0.15 above 0.1
+    assert iv.lo == pytest.approx((1 + (0.15 - half > 0.1)) / 3) and iv.hi == pytest.approx(2 / 3)
+    assert iv.short == "simultaneous t" and iv.n == 10
+    with pytest.raises(ValueError, match="share_above"):
+        share_above(np.ones(5), 0.1)

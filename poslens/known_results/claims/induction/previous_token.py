@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from poslens.known_results.claims import WRITTEN
 from poslens.known_results.claims.induction import PREVIOUS_CUT, best_head, judged, overall
-from poslens.known_results.models import NAMES, PRETRAINED
-from poslens.known_results.types import Claim, Results, Rule, head
+from poslens.known_results.models import LABELS, PRETRAINED
+from poslens.known_results.types import Claim, Results, Rule, head, method_revision
 
 RULE = Rule(
     text=f"Olsson's previous-token score on training-like text (Wikipedia windows), per model the best head's mean "
-         f"with its 95% bootstrap interval over sequences. Agrees when, in both models, the interval lies above "
+         f"with its 95% interval over sequences (`stats.intervals.interval`). Agrees when, in both models, the "
+         f"interval lies above "
          f"{PREVIOUS_CUT} (poslens' cut: the paper gives none); differs when a model's interval lies at or below it; "
          f"otherwise inconclusive. The same score on repeated random tokens is shown beside it, not judged",
-    written=WRITTEN)
+    written=WRITTEN,
+    revisions=(method_revision("the best head's mean with its 95% bootstrap interval over sequences",
+                               "agrees (existence): SmolLM2-135M agrees; Gemma 3 270M agrees"),))
 
 
 def measure(r: Results, m: str) -> str:
@@ -21,10 +24,10 @@ def measure(r: Results, m: str) -> str:
     if "wiki_previous_token_score" in d:
         best, iv = best_head(r, m, "wiki_previous_token_score", "wiki_previous")
         parts.append(f"on Wikipedia text (Olsson's condition): best {head(best)} "
-                     + (f"{best.wiki_previous_token_score:.2f}" if iv is None else iv.format("{:.2f}")))
+                     + (f"{best.wiki_previous_token_score:.2f} (descriptive)" if iv is None else iv.format("{:.2f}")))
     best, iv = best_head(r, m, "previous_token_score", "previous")
     parts.append(f"on repeated random tokens: best {head(best)} "
-                 + (f"{best.previous_token_score:.2f}" if iv is None else iv.format("{:.2f}")))
+                 + (f"{best.previous_token_score:.2f} (descriptive)" if iv is None else iv.format("{:.2f}")))
     return "; ".join(parts)
 
 
@@ -32,7 +35,7 @@ def verdict(r: Results) -> str:
     if not all("wiki_previous_token_score" in r.model("induction", m) for m in PRETRAINED):
         return "inconclusive: the kept run has no previous-token score on text, the condition the rule reads"
     per = judged(r, "wiki_previous_token_score", "wiki_previous", PREVIOUS_CUT)
-    return f"{overall(per)} (existence): " + "; ".join(f"{NAMES[m]} {v}" for m, v in per.items())
+    return f"{overall(per)} (existence): " + "; ".join(f"{LABELS[m]} {v}" for m, v in per.items())
 
 
 ROW = Claim(

@@ -9,7 +9,7 @@ import pandas as pd
 
 from poslens.known_results.claims import WRITTEN
 from poslens.known_results.claims.retrieval import THRESHOLD, induction_heads, wu_rows
-from poslens.known_results.models import NAMES, PRETRAINED
+from poslens.known_results.models import LABELS, PRETRAINED
 from poslens.known_results.types import Claim, Results, Revision, Rule
 from stats.intervals import binomial
 
@@ -54,17 +54,22 @@ def measure(r: Results, m: str) -> str:
     mask = d[d.part == "masking"]
     base = _accuracy(float(mask[mask.condition == "none"].niah_accuracy.iloc[0]), n)
     induction = induction_heads(r, m)
-    parts = [f"none {base.format('{:.2f}')}"]
+    parts = [f"none {_draw(base.estimate, n)}"]
     for k in ks:
         top = mask[(mask.condition == "top") & (mask.k == k)]
         rand = mask[(mask.condition == "random") & (mask.k == k)]
         masked = {(int(a), int(b)) for a, b in re.findall(r"L(\d+)H(\d+)", str(top.heads.iloc[0]))}
         parts.append(f"top {int(k)}{' (the rule' + chr(39) + 's k)' if k == k_rule else ''}: "
-                     f"{_accuracy(float(top.niah_accuracy.iloc[0]), n).format('{:.2f}')}, {len(masked & induction)} "
-                     f"of them induction heads; {int(k)} random: "
-                     + ", ".join(f"{a:.2f}" for a in rand.niah_accuracy))
-    return (f"NIAH accuracy on {n} prompts (query masking; exact 95% intervals; random heads: each draw), "
+                     f"{_draw(float(top.niah_accuracy.iloc[0]), n)}, {len(masked & induction)} "
+                     f"of them induction heads; {int(k)} random, each draw: "
+                     + ", ".join(_draw(a, n) for a in rand.niah_accuracy))
+    return (f"NIAH accuracy on {n} prompts (query masking; exact binomial 95% intervals, n = {n} each), "
             f"{n_retrieval} heads score > {THRESHOLD}: " + "; ".join(parts))
+
+
+def _draw(accuracy: float, n: int) -> str:
+    iv = _accuracy(float(accuracy), n)
+    return f"{iv.estimate:.2f} [{iv.lo:.2f}, {iv.hi:.2f}]"
 
 
 def verdict(r: Results) -> str:
@@ -86,8 +91,8 @@ def verdict(r: Results) -> str:
             outcome = f"inconclusive at n = {n}: the top heads hurt, random heads' interval reaches below 75%"
         else:
             outcome = f"inconclusive at n = {n}"
-        out.append(f"{NAMES[m]} {outcome} (k = {int(k)}, {n_retrieval} heads score > {THRESHOLD}: top "
-                   f"{top.format('{:.2f}')}, worst random draw {worst.format('{:.2f}')}, none {base:.2f})")
+        out.append(f"{LABELS[m]} {outcome} (k = {int(k)}, {n_retrieval} heads score > {THRESHOLD}: top "
+                   f"{top.format('{:.2f}')}, worst random draw {worst.format('{:.2f}')}, none {_draw(base, n)})")
     return ("; ".join(out) + ". The heads masked first are induction heads (see the measure): the needle is "
             "copied after a matching prefix, so masking them also tests the induction circuit")
 

@@ -4,19 +4,23 @@ heads' mass with the highest or the lowest quarter removed."""
 from __future__ import annotations
 
 from poslens.known_results.claims.rotary import per_context
-from poslens.known_results.models import NAMES, PRETRAINED
-from poslens.known_results.types import Claim, Results, Rule
-from stats.intervals import bootstrap
+from poslens.known_results.models import LABELS, PRETRAINED
+from poslens.known_results.types import Claim, Results, Rule, method_revision
+from stats.intervals import interval
 
 RULE = Rule(
     text="at the shorter length (512 tokens), per context: the mean previous-token mass of the model's positional "
          "heads (previous-token mass >= 0.5 unablated, else the 3 highest) with the highest quarter of every "
-         "layer's bands removed, and with the lowest quarter removed (the control), each with a 95% bootstrap "
-         "interval over contexts. Agrees when the interval with the highest quarter removed lies below half the "
+         "layer's bands removed, and with the lowest quarter removed (the control), each with a 95% interval "
+         "over contexts (`stats.intervals.interval`). Agrees when the interval with the highest quarter removed lies "
+         "below half the "
          "unablated mass and the interval with the lowest quarter removed lies above half; differs when the "
          "interval with the highest quarter removed lies at or above half; otherwise inconclusive",
     written="2026-11-27 in commit 9f7b42d, before the run that judges it (an earlier run, 4 "
-            "contexts with no per-context values, had shown the direction: 0.61 -> 0.04 and 0.62 -> 0.03)")
+            "contexts with no per-context values, had shown the direction: 0.61 -> 0.04 and 0.62 -> 0.03)",
+    revisions=(method_revision("each with a 95% bootstrap interval over contexts",
+                               "SmolLM2 agrees (highest removed [0.04, 0.05], lowest removed [0.62, 0.64]); Gemma 3 "
+                               "agrees ([0.03, 0.03], [0.54, 0.55])"),))
 
 
 def _short_length(r: Results, m: str) -> int:
@@ -35,9 +39,9 @@ def measure(r: Results, m: str) -> str:
     if per is None:
         return "no per-context values kept"
     return (f"{n} positional head{'s' if n != 1 else ''}; previous-token mass at {_short_length(r, m)} tokens: "
-            f"unablated {bootstrap(per['none'].to_numpy()).format('{:.2f}')}; highest quarter removed "
-            f"{bootstrap(per['zero-highest'].to_numpy()).format('{:.2f}')}; lowest quarter removed "
-            f"{bootstrap(per['zero-lowest'].to_numpy()).format('{:.2f}')}")
+            f"unablated {interval(per['none'].to_numpy()).format('{:.2f}')}; highest quarter removed "
+            f"{interval(per['zero-highest'].to_numpy()).format('{:.2f}')}; lowest quarter removed "
+            f"{interval(per['zero-lowest'].to_numpy()).format('{:.2f}')}")
 
 
 def verdict(r: Results) -> str:
@@ -45,18 +49,19 @@ def verdict(r: Results) -> str:
     for m in PRETRAINED:
         per = _positional_units(r, m)
         if per is None:
-            out.append(f"{NAMES[m]}: inconclusive (no per-context values)")
+            out.append(f"{LABELS[m]}: inconclusive (no per-context values)")
             continue
         half = float(per["none"].mean()) / 2
-        high, low = bootstrap(per["zero-highest"].to_numpy()), bootstrap(per["zero-lowest"].to_numpy())
+        high, low = interval(per["zero-highest"].to_numpy()), interval(per["zero-lowest"].to_numpy())
         if high.hi < half and low.lo > half:
             say = "agrees"
         elif high.lo >= half:
             say = "differs"
         else:
             say = f"inconclusive at n = {high.n} contexts"
-        out.append(f"{NAMES[m]}: {say} (half the unablated mass {half:.2f}; highest removed "
-                   f"[{high.lo:.2f}, {high.hi:.2f}], lowest removed [{low.lo:.2f}, {low.hi:.2f}])")
+        out.append(f"{LABELS[m]}: {say} (half the unablated mean mass {half:.2f}, the rule's cut; highest removed "
+                   f"[{high.lo:.2f}, {high.hi:.2f}], lowest removed [{low.lo:.2f}, {low.hi:.2f}] ({high.short}, "
+                   f"n = {high.n}))")
     return "; ".join(out)
 
 

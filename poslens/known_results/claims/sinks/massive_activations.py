@@ -9,7 +9,7 @@ import pandas as pd
 from poslens.known_results.claims.sinks import GU_START, SINKS_WRITTEN, combined, condition_name
 from poslens.known_results.models import LABELS, PRETRAINED
 from poslens.known_results.types import Claim, Results, Rule, shown
-from stats.intervals import binomial, bootstrap, judge
+from stats.intervals import binomial, interval, judge
 
 MASSIVE_LOG10 = 3.0  # Sun et al.'s "10^3-10^5 times the median": the lower end
 
@@ -45,14 +45,16 @@ def measure(r: Results, m: str) -> str:
         if d is None:
             continue
         logs, first, best = _massive_units(d)
-        ratio = bootstrap(logs)
+        ratio = interval(logs)
         dims = best["dim"].value_counts()
         parts.append(f"{condition_name(r, m, start, 'massive-activations')}"
                      f"{' (Gu-comparable)' if start == GU_START[m] else ''}: top-1 / median "
                      f"over layers {int(d.layer.min())}-{int(d.layer.max())} 10^{ratio.estimate:.2f} "
-                     f"[10^{ratio.lo:.2f}, 10^{ratio.hi:.2f}] (geometric mean over n = {ratio.n} sequences); at the "
+                     f"[10^{ratio.lo:.2f}, 10^{ratio.hi:.2f}] ({ratio.short}; geometric mean over n = {ratio.n} "
+                     f"sequences); at the "
                      f"first token in {shown(binomial(int(first.sum()), len(first)))}; dimension {int(dims.index[0])} "
-                     f"in {dims.iloc[0]} of {len(best)}")
+                     f"in {shown(binomial(int(dims.iloc[0]), len(best)))} (the most frequent, chosen on these "
+                     f"sequences)")
     return "; ".join(parts) or "not run"
 
 
@@ -64,7 +66,7 @@ def verdict(r: Results) -> str:
             out.append(f"{LABELS[m]}: not run")
             continue
         logs, first, _ = _massive_units(d)
-        parts = [judge(bootstrap(logs), above=MASSIVE_LOG10), judge(binomial(int(first.sum()), len(first)), above=0.5)]
+        parts = [judge(interval(logs), above=MASSIVE_LOG10), judge(binomial(int(first.sum()), len(first)), above=0.5)]
         outcome = combined(parts)
         out.append(f"{LABELS[m]}: {outcome} (size: {parts[0]}; at the first token: {parts[1]})")
     return "; ".join(out)
