@@ -201,7 +201,8 @@ def render(folder: Path = EVIDENCE) -> str:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in CLAIMS:
         lines.append("| " + " | ".join(_cell(x) for x in (f"{c.finding} ({c.source})", f"“{c.quote}”", c.where, c.paper,
-                                                          _per_model(c, results), c.protocol, _verdict(c, results)))
+                                                          _per_model(c, results), c.protocol_text(results),
+                                                          _verdict(c, results)))
                      + " |")
     lines += ["", "**poslens' own observations** (no published claim behind them; related work named for context):", "",
               "| observation | context | poslens |", "| --- | --- | --- |"]

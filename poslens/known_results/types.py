@@ -104,17 +104,59 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Protocol:
+    """A protocol text whose run facts (units, lengths, conditions, what was kept) are read from the kept run:
+    ``text`` with ``{name}`` fields that ``facts(results)`` fills from its CSVs and provenance. ``cited``: every
+    number the text itself states (the paper's, the authors' code's), so that a run fact written into the text
+    instead of read from the run fails a test."""
+
+    text: str
+    facts: Callable[[Results], dict]
+    cited: tuple[str, ...] = ()
+
+    def __call__(self, r: Results) -> str:
+        return self.text.format(**self.facts(r))
+
+
+def run_options(r: Results, analysis: str, model: str | None = None) -> dict:
+    """The options the kept run gave ``analysis`` (its provenance file's ``arguments``; a model's own where the run
+    set them per model); {} where the run kept no provenance."""
+    import json
+
+    path = r.folder / f"{analysis}.provenance.json"
+    if not path.is_file():
+        return {}
+    args = dict(json.loads(path.read_text(encoding="utf-8")).get("arguments") or {})
+    own = (args.pop("per_model", None) or {}).get(model, {})
+    return {**args, **own}
+
+
+def per_model(values: dict[str, object]) -> str:
+    """One fact per model: the value once where every model shares it, else each model's, named as the cells name
+    them."""
+    from poslens.known_results.models import LABELS
+
+    texts = {m: str(v) for m, v in values.items()}
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return " and ".join(f"{v} for {LABELS.get(m, m)}" for m, v in texts.items())
+
+
+@dataclass(frozen=True)
 class Claim:
     finding: str
     source: str
     quote: str  # the claim as the paper states it
     where: str  # section, table or figure
     paper: str  # the paper's numbers and models
-    protocol: str  # where poslens' protocol departs from the authors'
+    protocol: str | Protocol  # where poslens' protocol departs from the authors' (run facts read from the run)
     models: tuple[str, ...]
     measure: Callable[[Results, str], str]  # poslens' number for one model
     verdict: Callable[[Results], str]  # from the numbers alone, by ``rule``
     rule: Rule | None = None  # None: no rule was written before the data (the row says so)
+
+    def protocol_text(self, r: Results) -> str:
+        return self.protocol(r) if isinstance(self.protocol, Protocol) else self.protocol
 
 
 @dataclass(frozen=True)

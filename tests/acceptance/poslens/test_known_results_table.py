@@ -29,8 +29,9 @@ def test_the_model_header_names_the_weights_file_not_a_machines_path(tmp_path):
 
 
 def test_every_claim_quotes_a_place_and_the_papers_numbers():
+    r = known_types.Results(known_types.EVIDENCE)
     for c in CLAIMS:
-        assert c.quote.strip() and c.where.strip() and c.paper.strip() and c.protocol.strip(), c.finding
+        assert c.quote.strip() and c.where.strip() and c.paper.strip() and c.protocol_text(r).strip(), c.finding
         assert any(w in c.where for w in ("§", "Table", "Fig")), \
             f"{c.finding}: where does the paper say it? {c.where!r}"
     assert OBSERVATIONS, "findings without a published claim go to the observations table"
@@ -518,3 +519,57 @@ def test_a_difference_of_two_samples_names_both_and_below_32_units_is_scipys_wel
     big = known_types.difference(rng.normal(size=100), rng.normal(size=50))
     assert big.short == "bootstrap" and big.format().endswith("n = 100 and 50")
     assert known_types.difference(a[:5], b).format("{:.2f}").endswith("(descriptive: n = 5 and 12, fewer than 8)")
+
+
+def test_every_protocol_reads_its_run_facts_from_the_run_and_states_no_number_of_its_own():
+    """A protocol states the run's facts (units, lengths, conditions, what was kept) through ``Protocol.facts``,
+    read from the kept CSVs and provenance; every number written into its text is one it cites (the paper's). A
+    run fact typed into the text fails here."""
+    import re
+
+    r = known_types.Results(known_types.EVIDENCE)
+    for c in CLAIMS:
+        assert isinstance(c.protocol, known_types.Protocol), f"{c.finding}: protocol text not generated from the run"
+        literal = re.sub(r"\{\{|\}\}|\{\w+\}", "", c.protocol.text).replace("Gemma 3", "Gemma")  # a name
+        stated = re.findall(r"\d+(?:[.,]\d+)*", literal)
+        extra = sorted(set(stated) - set(c.protocol.cited))
+        assert not extra, f"{c.finding}: the protocol states {extra} itself: read it from the run or cite it"
+        assert c.protocol_text(r).strip(), c.finding
+
+
+def test_the_protocol_text_follows_what_the_kept_run_did(tmp_path):
+    """A copy of the kept run with other facts: fewer sequences, another repeat length, no oracle re-computation and
+    no per-token losses, other shares masked. The protocols say what this run did."""
+    import json
+    import shutil
+
+    for p in known_types.EVIDENCE.iterdir():
+        shutil.copy2(p, tmp_path / p.name)
+    sinks = pd.read_csv(tmp_path / "sink-rate.csv.gz")
+    sinks.loc[sinks.length == 64, "n_docs"] = 37
+    sinks.to_csv(tmp_path / "sink-rate.csv.gz", index=False)
+    induction = pd.read_csv(tmp_path / "induction.csv.gz")
+    induction["half"], induction["n_docs"] = 100, 9
+    induction.to_csv(tmp_path / "induction.csv.gz", index=False)
+    stream = pd.read_csv(tmp_path / "attention-window.csv.gz")
+    stream[stream.condition != "re-computation, start token first"].to_csv(tmp_path / "attention-window.csv.gz",
+                                                                             index=False)
+    (tmp_path / "attention-window.units.csv.gz").unlink()
+    prov = json.loads((tmp_path / "retrieval-heads.provenance.json").read_text())
+    prov["arguments"]["shares"] = [0.03, 0.2]
+    (tmp_path / "retrieval-heads.provenance.json").write_text(json.dumps(prov))
+    r = known_types.Results(tmp_path)
+    kept = known_types.Results(known_types.EVIDENCE)
+    table1 = _claim("attention sinks in pretrained LMs")
+    assert "at T = 64 on 37 sequences per condition" in table1.protocol_text(r)
+    assert "at T = 64 on 100 sequences per condition" in table1.protocol_text(kept)
+    assert "T = 64 (37 sequences) and T = 256 (50 sequences)" in _claim("sinks and evaluation length").protocol_text(r)
+    said = _claim("induction heads").protocol_text(r)
+    assert "100 random ordinary tokens repeated once after the start token, 9 sequences" in said
+    assert "windows of 200 tokens" in _claim("previous-token heads").protocol_text(r)
+    streaming = _claim("window attention needs the first tokens (attention sinks)")
+    assert "without the start token only; no per-token losses kept" in streaming.protocol_text(r)
+    assert ("with the model's start token first (the rule's oracle) and without it; per-token losses kept on the "
+            "re-computed tokens (63 for SmolLM2-135M-Instruct (Q4_1) and 135 for Gemma 3 270M base (Q4_K_M))"
+            in streaming.protocol_text(kept))
+    assert "k = 3%, 20% of the heads" in _claim("retrieval heads are causal").protocol_text(r)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from poslens.known_results.claims import WRITTEN
 from poslens.known_results.claims.induction import INDUCTION_CUT, best_head, judged, overall, sequence_values
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Rule, head, method_revision
+from poslens.known_results.types import Claim, Protocol, Results, Rule, head, method_revision, per_model
 from stats.intervals import interval, share_above
 
 RULE = Rule(
@@ -44,6 +44,14 @@ def measure(r: Results, m: str) -> str:
             f"second {interval(second[0]).format('{:.2f}', unit=' nats/token')}")
 
 
+def protocol_facts(r: Results) -> dict:
+    """The kept run's repeat length and sequences (its CSV), the cut, and the models."""
+    d = {m: r.model("induction", m) for m in PRETRAINED}
+    return dict(half=per_model({m: int(x.half.iloc[0]) for m, x in d.items()}),
+                n=per_model({m: int(x.n_docs.iloc[0]) for m, x in d.items()}), cut=INDUCTION_CUT,
+                models=" and ".join(LABELS[m] for m in PRETRAINED))
+
+
 def verdict(r: Results) -> str:
     per = judged(r, "induction_score", "induction", INDUCTION_CUT)
     return (f"{overall(per)} (existence): " + "; ".join(f"{LABELS[m]} {v}" for m, v in per.items())
@@ -57,10 +65,11 @@ ROW = Claim(
     where="Key Concepts, Formal definition (prefix matching and copying); the quoted words are from the Model "
           "Analysis Table's captions",
     paper="per-head scores in figures only (no table); induction heads found in every model from 2 layers up",
-    protocol="Olsson's evaluator (App., head activation evaluators): 25 random tokens repeated 4 times after a "
-             "BOS, 10 examples. poslens follows TransformerLens: 256 random ordinary tokens repeated once after "
-             "the start token, 16 sequences; score = mean attention from the second copy to the token after the "
-             "first occurrence, with a 95% bootstrap interval over sequences. Copying is not scored per head; the "
-             "loss on the repeat is the model's. The 0.4 cut is poslens'. Models: SmolLM2-135M-Instruct (Q4_1 "
-             "GGUF) and Gemma 3 270M base (Q4_K_M GGUF), de-quantised",
+    protocol=Protocol(
+        "Olsson's evaluator (App., head activation evaluators): 25 random tokens repeated 4 times after a BOS, 10 "
+        "examples. poslens follows TransformerLens: {half} random ordinary tokens repeated once after the start "
+        "token, {n} sequences; score = mean attention from the second copy to the token after the first occurrence, "
+        "with a 95% interval over sequences. Copying is not scored per head; the loss on the repeat is the model's. "
+        "The {cut} cut is poslens'. Models: {models}, 4-bit GGUFs de-quantised",
+        protocol_facts, cited=("25", "4", "10", "95", "4")),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -6,7 +6,7 @@ from poslens.known_results.claims import WRITTEN
 from poslens.known_results.claims.induction import INDUCTION_CUT
 from poslens.known_results.claims.retrieval import THRESHOLD, induction_heads, wu_rows
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Revision, Rule, head, method_revision, pct
+from poslens.known_results.types import Claim, Protocol, Results, Revision, Rule, head, method_revision, pct, per_model
 from stats.intervals import interval, judge, share_above
 from stats.units import matrix
 
@@ -97,6 +97,22 @@ def measure(r: Results, m: str) -> str:
     return out
 
 
+def protocol_facts(r: Results) -> dict:
+    """The kept run's haystack lengths, needle depths and prompts, from its CSV and per-prompt values."""
+    d = {m: wu_rows(r, m) for m in PRETRAINED}
+    lengths = {m: sorted(set(x["length"].astype(int))) for m, x in d.items()}
+    units = r.units("retrieval-heads")
+    depths = {}
+    for m in PRETRAINED:
+        u = None if units is None else units[(units["model"] == m) & (units["measure"] == "needle_depth")]
+        depths[m] = "?" if u is None or u.empty else f"{u['value'].min():.0%}-{u['value'].max():.0%}"
+    count = {m: len(v) for m, v in lengths.items()}
+    return dict(lengths=per_model({m: ", ".join(map(str, v)) for m, v in lengths.items()}),
+                n_lengths=per_model({m: "one length" if c == 1 else f"{c} lengths" for m, c in count.items()}),
+                depths=per_model(depths),
+                n=per_model({m: int(x[x.part == "heads"]["n_scored"].iloc[0]) for m, x in d.items()}))
+
+
 def verdict(r: Results) -> str:
     low, high = WU_RANGE
     out = []
@@ -118,10 +134,12 @@ ROW = Claim(
           "than 5%\" is for scores above 0.5)",
     paper=("share of heads > 0.1 in the authors' released head scores: "
            + ", ".join(f"{k} {v}%" for k, v in WU_SHARES.items())),
-    protocol="Wu's score (`retrieval-heads --score wu`, the default): greedy generation, a hit when the generated "
-             "token is in the needle and the head's most attended key is that needle token, hits / needle tokens, "
-             "only prompts retrieved (ROUGE-1 recall > 0.5) counted. Wu detect over 20 lengths in 1K-50K x 10 "
-             "depths (about 600 tests per model) with sentence needles in Paul Graham essays; scaled to this "
-             "machine's CPUs: 7-digit needles in 512-token Wikipedia haystacks, one length, needle depths spread "
-             "over 0-100%, 32 prompts, with a 95% bootstrap interval over prompts on the share",
+    protocol=Protocol(
+        "Wu's score (`retrieval-heads --score wu`, the default): greedy generation, a hit when the generated token is "
+        "in the needle and the head's most attended key is that needle token, hits / needle tokens, only prompts "
+        "retrieved (ROUGE-1 recall > 0.5) counted. Wu detect over 20 lengths in 1K-50K x 10 depths (about 600 tests "
+        "per model) with sentence needles in Paul Graham essays; scaled to this machine's CPUs: 7-digit needles in "
+        "Wikipedia haystacks of {lengths} tokens ({n_lengths}), needle depths spread over {depths}, {n} prompts, "
+        "with 95% simultaneous bounds over prompts on the share", protocol_facts,
+        cited=("1", "0.5", "20", "1", "50", "10", "600", "7", "95")),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

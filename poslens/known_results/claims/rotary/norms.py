@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from poslens.known_results.claims import WRITTEN
+from poslens.known_results.claims.rotary import contexts, window
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Revision, Rule, method_revision, pct
+from poslens.known_results.types import Claim, Protocol, Results, Revision, Rule, method_revision, pct
 from stats.intervals import interval
 from stats.units import matrix
 
@@ -132,9 +133,11 @@ ROW = Claim(
           "true at each layer\"); Llama 3.1 8B in the appendix",
     paper="figure only: Gemma 7B, the mean 2-norm of each 2-d chunk of q and k over 10 Shakespeare quotes and the "
           "16 heads of each layer; no percentages",
-    protocol="the same statistic (`q_norm`, `k_norm`: each band's 2-norm, mean over tokens and heads) on "
-             "Wikipedia windows of 512 tokens, per layer and per context, queries and keys apart; each layer's "
-             "bands ordered by its own frequencies and quarters compared, with 95% bootstrap intervals over "
-             "contexts. Gemma 3 differs from Gemma 7B: two rotary bases (local layers 10k, global layers 1M) and "
-             "QK-norm on queries and keys. The logit share beside it is poslens' own metric",
+    protocol=Protocol(
+        "the same statistic (`q_norm`, `k_norm`: each band's 2-norm, mean over tokens and heads) on {n} Wikipedia "
+        "windows of {length} tokens, per layer and per context, queries and keys apart; each layer's bands ordered "
+        "by its own frequencies and quarters compared, with 95% intervals over contexts. Gemma 3 differs from Gemma "
+        "7B: two rotary bases (local layers 10k, global layers 1M) and "
+        "QK-norm on queries and keys. The logit share beside it is poslens' own metric",
+        lambda r: dict(n=contexts(r), length=window(r)), cited=("2", "95", "3", "7", "10", "1")),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

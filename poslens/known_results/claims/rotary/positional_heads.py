@@ -3,9 +3,9 @@ heads' mass with the highest or the lowest quarter removed."""
 
 from __future__ import annotations
 
-from poslens.known_results.claims.rotary import per_context
+from poslens.known_results.claims.rotary import contexts, per_context, window
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Rule, method_revision
+from poslens.known_results.types import Claim, Protocol, Results, Rule, method_revision
 from stats.intervals import interval
 
 RULE = Rule(
@@ -25,6 +25,10 @@ RULE = Rule(
 
 def _short_length(r: Results, m: str) -> int:
     return int(r.model("rope-frequencies", m, part="effects")["length"].iloc[0])
+
+
+def _short(r: Results) -> int:
+    return min(_short_length(r, m) for m in PRETRAINED)
 
 
 def _positional_units(r: Results, m: str):
@@ -73,10 +77,13 @@ ROW = Claim(
     where="abstract; §5, Fig. 4 (Gemma 7B, layer 1: heads 5, diagonal, and 8, previous-token)",
     paper="figure only: the positional heads of Gemma 7B put their query and key norm in the highest "
           "frequencies; no ablation of a trained model",
-    protocol="an ablation the paper does not run: in the trained weights, the highest (or, as a control, the "
+    protocol=Protocol(
+             "an ablation the paper does not run: in the trained weights, the highest (or, as a control, the "
              "lowest) quarter of every layer's rotary bands removed from queries and keys "
              "(`rope-frequencies`, conditions zero-highest / zero-lowest), and the previous-token mass of the "
-             "heads that are previous-token heads unablated read on Wikipedia windows of 512 tokens, 12 "
-             "contexts, with 95% bootstrap intervals over contexts. Previous-token heads stand for Barbero's "
+             "heads that are previous-token heads unablated read on Wikipedia windows of {length} tokens, {n} "
+             "contexts, with 95% intervals over contexts. Previous-token heads stand for Barbero's "
              "'positional' patterns (their head 8)",
+             lambda r: dict(n=contexts(r, "positional_heads", _short(r)), length=window(r, "effects")),
+             cited=("95", "8")),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

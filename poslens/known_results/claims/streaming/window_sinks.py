@@ -8,7 +8,7 @@ import pandas as pd
 
 from poslens.known_results.claims import WRITTEN
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Revision, Rule, method_revision
+from poslens.known_results.types import Claim, Protocol, Results, Revision, Rule, method_revision, per_model
 from stats.intervals import interval, judge
 
 RULE = Rule(
@@ -141,6 +141,31 @@ def measure(r: Results, m: str) -> str:
     return out
 
 
+def protocol_facts(r: Results) -> dict:
+    """What the kept run did, from its CSVs: each stream's length against the trained one, the cache, the buckets,
+    the re-computation's stride and conditions, the per-token losses kept, and Gemma 3's windows (``sink-rate``)."""
+    d = {m: _stream(r, m) for m in PRETRAINED}
+    first = {m: x.iloc[0] for m, x in d.items()}
+    both = all((x["condition"] == ORACLE).any() for x in d.values())
+    wide = {m: _token_losses(r, m) for m in PRETRAINED}
+    kept = {m: 0 if w is None or ORACLE not in w else int(w[ORACLE].notna().sum()) for m, w in wide.items()}
+    try:
+        g = r.model("sink-rate", "gemma3-270m").groupby("layer")["key_window"].first()
+    except (FileNotFoundError, ValueError, KeyError):
+        g = pd.Series(dtype=float)
+    return dict(
+        stream=per_model({m: f"{int(x.stream_tokens):,} tokens (trained {int(x.trained_length):,})"
+                          for m, x in first.items()}),
+        cache=per_model({m: int(x["cache_size"].dropna().iloc[0]) for m, x in d.items()}),
+        buckets=per_model({m: len(_buckets(x, "window")) for m, x in d.items()}),
+        stride=per_model({m: int(x.recompute_stride) for m, x in first.items()}),
+        recompute=("with the model's start token first (the rule's oracle) and without it" if both
+                   else "without the start token only"),
+        tokens=("per-token losses kept on the re-computed tokens (" + per_model(kept) + ")" if all(kept.values())
+                else "no per-token losses kept"),
+        window=int(g.max()) if len(g) else "?", globals=int((g == 0).sum()) if len(g) else "?")
+
+
 def verdict(r: Results) -> str:
     out = []
     for m in PRETRAINED:
@@ -172,12 +197,13 @@ ROW = Claim(
     paper="perplexity. Table 1 (Llama-2-13B, 65K tokens of PG19): window 0+1024 5158.07, 4+1020 5.40. Table "
           "2 (400K tokens; window / + 1 / + 4 initial tokens): Falcon-7B 17.90 / 12.12 / 12.12, MPT-7B 460.29 / "
           "14.99 / 14.99, Pythia-12B 21.62 / 11.95 / 12.09, Llama-2-7B 3359.95 / 11.88 / 9.59",
-    protocol="the paper's setting (`attention-window --setting streaming`): one long text streamed past the "
-             "trained length through a rolling KV cache of sinks + recent tokens, positions re-indexed within "
-             "the cache, against dense attention and sliding-window re-computation; loss in nats/token (perplexity "
-             "= exp). Departures: joined Wikipedia leads rather than PG19; one stream per model (12K tokens for "
-             "SmolLM2, 35K for Gemma 3), cut into 16 buckets, the units of the interval; re-computation on every "
-             "k-th token only, and in the kept run without the start token (the option to keep it, and per-token "
-             "losses, came later); Gemma 3's sliding layers (512 keys) never see the sinks, only its 3 global "
-             "layers do. The control streams the same text without the start token",
+    protocol=Protocol(
+        "the paper's setting (`attention-window --setting streaming`): one long text streamed past the trained "
+        "length through a rolling KV cache of sinks + recent tokens, positions re-indexed within the cache, against "
+        "dense attention and sliding-window re-computation; loss in nats/token (perplexity = exp). Departures: "
+        "joined Wikipedia leads rather than PG19; one stream per model ({stream}), a cache of {cache} keys, cut "
+        "into {buckets} buckets, the units of the gain's interval; re-computation on one token in {stride} only, "
+        "{recompute}; {tokens}; Gemma 3's sliding layers ({window} keys) never see the sinks, only its {globals} "
+        "global layers do. The control streams the same text without the start token", protocol_facts,
+        cited=("19",)),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)
