@@ -33,7 +33,7 @@ RULE = Rule(
                         "issue 45: the bootstrap of a thresholded count is biased by the threshold (its median 12 "
                         "heads against an estimate of 13: a head just above 0.1 falls below in many resamples, one "
                         "at 0 never rises); on planted heads just above 0.1 it covered the true count in 39% of "
-                        "runs (tests/acceptance/poslens/test_known_results_table.py)")))
+                        "runs (tests/unit/test_intervals.py)")))
 
 
 def _counted_hits(r: Results, m: str):
