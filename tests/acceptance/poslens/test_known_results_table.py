@@ -323,9 +323,9 @@ def test_rotary_label_says_how_many_layers_contradict_when_every_layer_is_decide
     units.loc[low, "value"] = units.loc[low, "value"] / 4  # layer 5's queries: about 0.5
     units.to_csv(tmp_path / "rope-frequencies.units.csv", index=False)
     v = _claim("rotary bands: queries and keys weigh the low frequencies").verdict(known_types.Results(tmp_path))
-    assert v.startswith("SmolLM2-135M-Instruct (Q4_1): queries inconclusive, every layer decided (7 of 8 layers "
-                        "above 1, 1 wholly at or below (layers 5): fewer than the quarter of layers the rule needs to "
-                        "differ, so more contexts would not change it), keys agrees")
+    assert v.startswith("SmolLM2-135M-Instruct (Q4_1): queries inconclusive with every layer decided (7 of 8 "
+                        "layers above 1, 1 wholly at or below (layers 5); differs needs 2: more contexts would not "
+                        "change it), keys agrees")
 
 
 def _retrieval_csv(folder, n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, prompts=20, borderline=0,

@@ -30,7 +30,7 @@ RULE = Rule(
                         "recomputed per resample, 10,000 resamples, seed 0)",
                         "SmolLM2-135M agrees (4.8% [3.7, 5.6], n = 32); Gemma 3 270M differs (9.7% [6.9, 11.1], "
                         "n = 32)",
-                        "issue 45: the bootstrap of a thresholded count is biased by the threshold (its median 12 "
+                        "the bootstrap of a thresholded count is biased by the threshold (its median 12 "
                         "heads against an estimate of 13: a head just above 0.1 falls below in many resamples, one "
                         "at 0 never rises); on planted heads just above 0.1 it covered the true count in 39% of "
                         "runs (tests/unit/test_intervals.py)")))

@@ -3,6 +3,8 @@ ratio per layer."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from poslens.known_results.claims import WRITTEN
@@ -120,8 +122,8 @@ def _layer_verdict(ratios: list) -> str:
         return f"differs ({found})"
     if open_:
         return f"inconclusive at n = {ratios[0][1].n} contexts ({found})"
-    return (f"inconclusive, every layer decided ({found}: fewer than the quarter of layers the rule needs to differ, "
-            f"so more contexts would not change it)")
+    return (f"inconclusive with every layer decided ({found}; differs needs {math.ceil(len(ratios) / 4)}: more "
+            f"contexts would not change it)")
 
 
 ROW = Claim(
