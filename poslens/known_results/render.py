@@ -117,6 +117,25 @@ def provenance_lines(folder: Path) -> list[str]:
     return [head + "; ".join(f"{a}: {', '.join(lines)}" for a, lines in runs.items()) + "."]
 
 
+def units_line(folder: Path) -> str:
+    """Which units the kept CSVs drew (``corpora.stages``), from their provenance's ``stage`` argument: units no pilot
+    read (``judged``), or the pilots' own."""
+    drew = {}
+    for path in sorted(Path(folder).glob("*.provenance.json")):
+        args = json.loads(path.read_text(encoding="utf-8")).get("arguments") or {}
+        if any(k in args for k in ("n_docs", "stream_tokens", "half", "niah_prompts")):  # the steps that draw units
+            drew[path.name.removesuffix(".provenance.json")] = args.get("stage", "any")
+    if drew and set(drew.values()) == {"judged"}:
+        return ("**Units**: every step drew its sequences, articles, prompts and random tokens under stage `judged` "
+                "(`corpora.stages`): units disjoint from every pilot's, which read the first 1,000 articles of the "
+                "earlier draw order and one article in eight of the rest.")
+    pilots = ", ".join(f"{a} ({s})" for a, s in drew.items() if s != "judged")
+    return (f"**Units**: not held out. {pilots or 'these steps'} drew their units under stage `any`, the draw every "
+            f"pilot made, so the judged samples hold the pilots' units; the rules were written after those pilots. "
+            f"A run on held-out units is "
+            f"`poslens reproduce --real-models`, whose steps draw under stage `judged` (`corpora.stages`).")
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
@@ -182,7 +201,7 @@ def render(folder: Path = EVIDENCE) -> str:
     """The markdown of both tables from the CSVs in ``folder``, under the models they ran on."""
     results = Results(folder)
     lines = ["**The models, as they are** (from the runs' provenance files):", "", *models_header(folder), "",
-             *MODEL_NOTES.get("", "").splitlines(), "", *provenance_lines(folder), "",
+             *MODEL_NOTES.get("", "").splitlines(), "", *provenance_lines(folder), "", units_line(folder), "",
              "Every poslens number is given with its 95% interval, the interval's method and its number of units "
              "(`stats.intervals.interval` chooses the method that covers at that number of units, measured in "
              f"`tests/unit/test_interval_coverage.py`: (t) a Student-t interval of a mean over {MIN_UNITS}-"

@@ -573,3 +573,21 @@ def test_the_protocol_text_follows_what_the_kept_run_did(tmp_path):
             "re-computed tokens (63 for SmolLM2-135M-Instruct (Q4_1) and 135 for Gemma 3 270M base (Q4_K_M))"
             in streaming.protocol_text(kept))
     assert "k = 3%, 20% of the heads" in _claim("retrieval heads are causal").protocol_text(r)
+
+
+def _provenance(folder: Path, analysis: str, **arguments) -> None:
+    import json
+
+    (folder / f"{analysis}.provenance.json").write_text(json.dumps(dict(analysis=analysis, arguments=arguments)))
+
+
+def test_the_units_line_says_whether_the_kept_run_drew_units_no_pilot_read(tmp_path):
+    _provenance(tmp_path, "sink-rate", n_docs=100, stage="judged")
+    _provenance(tmp_path, "induction", half=256, n_docs=16, stage="judged")
+    _provenance(tmp_path, "ap-spectrum")  # draws no units
+    assert "under stage `judged`" in known_results.units_line(tmp_path)
+    _provenance(tmp_path, "retrieval-heads", n_docs=32, niah_prompts=16)  # written before stages existed
+    line = known_results.units_line(tmp_path)
+    assert line.startswith("**Units**: not held out. retrieval-heads (any) drew")
+    assert "sink-rate" not in line and "ap-spectrum" not in line
+    assert "not held out" in known_results.units_line(known_types.EVIDENCE)  # the kept run predates the stages
