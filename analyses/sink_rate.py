@@ -84,7 +84,7 @@ def separator_id(model, separator: str) -> int | None:
         return None
     tok = model.require_tokenizer("sink-rate")
     found = tok.convert_tokens_to_ids(separator)
-    if not isinstance(found, int) or found == tok.unk_token_id or tok.decode([found]) != separator:
+    if not isinstance(found, int) or tok.decode([found]) != separator:  # an unknown token decodes as the unk token
         hint = f", e.g. {tok.decode([tok.eos_token_id])!r}" if tok.eos_token_id is not None else ""
         raise ValueError(f"sink-rate --separator {separator!r}: not a token of {model.model_name}'s vocabulary "
                          f"(write it as the tokenizer decodes it{hint})")

@@ -11,9 +11,12 @@ probe fits, bootstraps), so a step that needs them sits above it by their share.
 time) in wall seconds over the probe's.
 
 ``python -m bench.steps [--steps a,b] [--keep DIR] [--rows LOG] [--write]`` (``--write`` rewrites ``COSTS`` and the
-BENCHMARKS.md section; ``python -m bench`` does too). The step's CPU seconds, its floor and its cost are ratios of
-times taken back to back in one process, so they hold on a loaded machine, where its wall seconds do not. ``--keep``
-keeps the steps' outputs (for ``bench.compare_csvs``); ``--rows`` rewrites the table from an earlier run's log.
+BENCHMARKS.md section; ``python -m bench`` does too). ``--real SCALE`` measures the known-results steps
+(``poslens reproduce --real-models``) instead, at their lengths but with 1/SCALE of their units (``scaled``: contexts,
+prompts, draws), into its own BENCHMARKS.md section: the ratio of a step to its floor holds per unit. The step's
+CPU seconds, its floor and its cost are ratios of times taken back to back in one process, so they hold on a loaded
+machine, where its wall seconds do not. ``--keep`` keeps the steps' outputs (for ``bench.compare_csvs``); ``--rows``
+rewrites the table from an earlier run's log.
 """
 
 from __future__ import annotations
@@ -89,16 +92,40 @@ def replay(calls) -> tuple[float | None, float | None]:
     return time.process_time() - cpu, time.perf_counter() - start
 
 
-def child(names: str, keep: str = "") -> list[dict]:
-    """Steps of the main job (comma-separated) in this one process, as ``poslens reproduce`` runs them (imports and
-    the figure browser paid once): for each, the probe, the step, its floor. ``keep``: a folder for the steps'
-    outputs (to compare CSVs before and after a change: ``bench/compare_csvs.py``)."""
+UNIT_OPTIONS = ("n_docs", "long_docs", "niah_prompts", "n_random")  # what --real scales down
+
+
+def scaled(step, scale: int):
+    """``step`` with each count of units (``UNIT_OPTIONS``, its own and each model's) divided by ``scale``, at least 1;
+    lengths kept."""
+    from dataclasses import replace
+
+    def shrink(options: dict) -> dict:
+        return {k: max(1, -(-v // scale)) if k in UNIT_OPTIONS and isinstance(v, int) and v else v
+                for k, v in options.items()}
+
+    return replace(step, options=shrink(step.options),
+                   per_model={m: shrink(o) for m, o in step.per_model.items()})
+
+
+def _plan(scale: int = 0) -> dict:
+    from poslens.reproduce import main_plan, real_plan
+
+    if not scale:
+        return {s.analysis: s for s in main_plan()}
+    return {s.analysis: scaled(s, scale) for s in real_plan()}
+
+
+def child(names: str, keep: str = "", scale: str = "0") -> list[dict]:
+    """Steps of the main job (comma-separated; with ``scale``, known-results steps scaled down) in this one process, as
+    ``poslens reproduce`` runs them (imports and the figure browser paid once): for each, the probe, the step, its
+    floor. ``keep``: a folder for the steps' outputs (to compare CSVs before and after a change:
+    ``bench/compare_csvs.py``)."""
     import figures
-    from poslens.reproduce import main_plan
     from poslens.run import threads
 
     chosen = threads.apply(None)  # as poslens reproduce chooses them
-    plan = {s.analysis: s for s in main_plan()}
+    plan = _plan(int(scale))
     rows = []
     with figures.shared_plotlyjs():
         for name in names.split(","):
@@ -187,28 +214,34 @@ def read_rows(path: Path) -> list[dict]:
     return lines[-1] if isinstance(lines[-1], list) else lines
 
 
-def measure(steps: list[str] | None = None, keep: str = "") -> list[dict]:
-    """Every step (or ``steps``) in one fresh process; its rows."""
-    from poslens.reproduce import main_plan
-
-    names = steps or [s.analysis for s in main_plan()]
-    unknown = sorted(set(names) - {s.analysis for s in main_plan()})
+def measure(steps: list[str] | None = None, keep: str = "", scale: int = 0) -> list[dict]:
+    """Every step (or ``steps``) in one fresh process; its rows. ``scale``: the known-results steps, scaled down."""
+    plan = _plan(scale)
+    names = steps or list(plan)
+    unknown = sorted(set(names) - set(plan))
     if unknown:
-        raise SystemExit(f"--steps: {', '.join(unknown)} not a step of the main job "
-                         f"({', '.join(s.analysis for s in main_plan())})")
-    argv = [sys.executable, "-m", "bench.steps", "--child", ",".join(names), *([keep] if keep else [])]
+        raise SystemExit(f"--steps: {', '.join(unknown)} not a step of {'--real' if scale else 'the main job'} "
+                         f"({', '.join(plan)})")
+    argv = [sys.executable, "-m", "bench.steps", "--child", ",".join(names), keep or "", str(scale)]
     done = harness.run(argv, threads=None, floor_gb=None)
     if done.failed:
         raise RuntimeError(f"bench.steps: {done.failed}\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def write(rows: list[dict]) -> str:
-    """``COSTS`` and the BENCHMARKS.md section from ``rows``; the table."""
+def write(rows: list[dict], scale: int = 0) -> str:
+    """``COSTS`` and the BENCHMARKS.md section from ``rows`` (with ``scale``: the known-results steps' section only);
+    the table."""
     from bench.report import machine
 
-    write_costs(rows)
     text = table(rows)
+    if scale:
+        text = text.split("\n\nThe steps' costs")[0]
+        write_section("real-steps", "The known-results steps against their floors",
+                      f"{machine()}. Each step at its lengths with 1/{scale} of its units (`python -m bench.steps "
+                      f"--real {scale}`: contexts, prompts and draws divided by {scale}, at least 1).\n\n{text}")
+        return text
+    write_costs(rows)
     write_section("steps", "The main job's steps against their floors", f"{machine()}.\n\n{text}")
     return text
 
@@ -225,10 +258,14 @@ if __name__ == "__main__":
     p.add_argument("--rows", type=Path, default=None,
                    help="the rows of an earlier run (its child's JSON line, or one JSON row a line) instead of running")
     p.add_argument("--keep", default="", help="a folder to keep the steps' outputs in (default: none kept)")
+    p.add_argument("--real", type=int, default=0, metavar="SCALE",
+                   help="the known-results steps instead, with 1/SCALE of their units (contexts, prompts, draws)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
         harness.emit(child(*a.child))
         sys.exit(0)
-    rows = read_rows(a.rows) if a.rows else measure(a.steps.split(",") if a.steps else None, a.keep)
-    print(write(rows) if a.write else table(rows))
+    if a.real < 0:
+        p.error(f"--real {a.real}: a scale of 1 or more (1: the steps as they run)")
+    rows = read_rows(a.rows) if a.rows else measure(a.steps.split(",") if a.steps else None, a.keep, a.real)
+    print(write(rows, a.real) if a.write else table(rows))

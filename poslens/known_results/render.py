@@ -23,6 +23,7 @@ from pathlib import Path
 from poslens.known_results.claims import CLAIMS, OBSERVATIONS
 from poslens.known_results.models import LABELS, MODEL_NOTES
 from poslens.known_results.types import EVIDENCE, KNOWN_FOLDER, STEPS, Results
+from stats.intervals import BCA_MIN, MIN_UNITS, N_BOOT, PERCENTILE_MIN, SEED
 
 MARK = "known-results"
 
@@ -201,18 +202,26 @@ def render(folder: Path = EVIDENCE) -> str:
     results = Results(folder)
     lines = ["**The models, as they are** (from the runs' provenance files):", "", *models_header(folder), "",
              *MODEL_NOTES.get("", "").splitlines(), "", *provenance_lines(folder), "", units_line(folder), "",
-             "Every poslens number is given with its 95% interval and its number of units (a percentile bootstrap "
-             "over the units, 10,000 resamples, seed 0, or an exact binomial interval; `stats.intervals`); a "
-             "verdict says \"agrees\" or \"differs\" only where the interval clears the paper's number or the rule's "
-             "threshold, else \"inconclusive at n = ...\". Each row states its rule, the date it was written (before "
-             "the run that judges it) and any earlier rule with the verdict it gave.", "",
+             "Every poslens number is given with its 95% interval, the interval's method and its number of units "
+             "(`stats.intervals.interval` chooses the method that covers at that number of units, measured in "
+             f"`tests/unit/test_interval_coverage.py`: (t) a Student-t interval of a mean over {MIN_UNITS}-"
+             f"{PERCENTILE_MIN - 1} units, (BCa) a BCa bootstrap of another statistic over {BCA_MIN}-"
+             f"{PERCENTILE_MIN - 1}, (bootstrap) a percentile bootstrap over {PERCENTILE_MIN} or more ({N_BOOT:,} "
+             f"resamples, seed {SEED}), (exact binomial) a Clopper-Pearson interval of a count of trials, "
+             "(simultaneous t) bounds on a count of heads above a threshold that hold for every head together), "
+             f"or is marked descriptive: fewer than {MIN_UNITS} units carry no interval. A verdict says \"agrees\" or "
+             "\"differs\" only where the interval clears the paper's number or the rule's threshold, else "
+             "\"inconclusive\" with what the rule found. Each row states its rule, the date it was written (before "
+             "the run that judges it) and any earlier rule with the verdict it gave. The protocol column's run facts "
+             "(units, lengths, conditions) are read from the kept run's CSVs and provenance.", "",
              "| finding (source) | the claim, as the paper states it | where | the paper's numbers | poslens (same "
              "definition unless the protocol column says otherwise) | protocol: how poslens departs | verdict, and "
              "its rule |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in CLAIMS:
         lines.append("| " + " | ".join(_cell(x) for x in (f"{c.finding} ({c.source})", f"“{c.quote}”", c.where, c.paper,
-                                                          _per_model(c, results), c.protocol, _verdict(c, results)))
+                                                          _per_model(c, results), c.protocol_text(results),
+                                                          _verdict(c, results)))
                      + " |")
     lines += ["", "**poslens' own observations** (no published claim behind them; related work named for context):", "",
               "| observation | context | poslens |", "| --- | --- | --- |"]

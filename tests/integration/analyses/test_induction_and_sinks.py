@@ -236,3 +236,29 @@ def test_the_separator_first_condition_names_its_separator_or_is_refused(model):
     with pytest.raises(ValueError, match=re.escape("--separator '<|endoftext|>': not a token of") + ".*e.g. '<eos>'"):
         get("sink-rate").tables(model, lengths=(32,), n_docs=1, conditions=("separator-first",),
                                 separator="<|endoftext|>")
+
+
+def test_a_separator_that_is_also_the_unknown_token_is_found():
+    """SmolLM2's <|endoftext|> (id 0) is its document separator and its unk token too; the bench's run on it once
+    refused it as unknown."""
+    from analyses.sink_rate import separator_id
+
+    class Tok:
+        unk_token_id, eos_token_id = 0, 2
+        names = {0: "<|endoftext|>", 2: "<|im_end|>"}
+
+        def convert_tokens_to_ids(self, text):
+            return next((i for i, t in self.names.items() if t == text), self.unk_token_id)
+
+        def decode(self, ids):
+            return self.names.get(ids[0], "?")
+
+    class Model:
+        model_name = "stub"
+
+        def require_tokenizer(self, analysis):
+            return Tok()
+
+    assert separator_id(Model(), "<|endoftext|>") == 0 and separator_id(Model(), "") is None
+    with pytest.raises(ValueError, match="not a token of stub's vocabulary .*e.g. '<\\|im_end\\|>'"):
+        separator_id(Model(), "<bos>")

@@ -48,3 +48,16 @@ def test_costs_and_table_come_from_the_rows(tmp_path, monkeypatch):
     log = tmp_path / "log"
     log.write_text("[poslens] noise\n" + "\n".join(json.dumps(r) for r in rows) + "\n")
     assert read_rows(log) == rows
+
+
+def test_real_steps_are_scaled_down_in_their_units_only():
+    from bench.steps import _plan, scaled
+    from poslens.reproduce import real_plan
+
+    rope = next(s for s in real_plan() if s.analysis == "rope-frequencies")
+    small = scaled(rope, 12)
+    assert (small.options["n_docs"], small.options["long_docs"], small.options["niah_prompts"]) == (1, 1, 1)
+    assert small.options["length"] == rope.options["length"] and small.per_model == rope.per_model
+    retrieval = scaled(next(s for s in real_plan() if s.analysis == "retrieval-heads"), 4)
+    assert (retrieval.options["n_docs"], retrieval.options["niah_prompts"], retrieval.options["n_random"]) == (8, 12, 2)
+    assert set(_plan(4)) == {s.analysis for s in real_plan()} and "sink-rate" in _plan(0)
