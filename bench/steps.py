@@ -237,9 +237,13 @@ def write(rows: list[dict], scale: int = 0) -> str:
     text = table(rows)
     if scale:
         text = text.split("\n\nThe steps' costs")[0]
+        missing = [name for name in _plan(scale) if name not in {r["step"] for r in rows}]
         write_section("real-steps", "The known-results steps against their floors",
                       f"{machine()}. Each step at its lengths with 1/{scale} of its units (`python -m bench.steps "
-                      f"--real {scale}`: contexts, prompts and draws divided by {scale}, at least 1).\n\n{text}")
+                      f"--real {scale}`: contexts, prompts and draws divided by {scale}, at least 1). A step's CPU "
+                      f"seconds include loading its models; its floor replays its recorded forward passes whole "
+                      f"(logits included, where a step may stop at the last layer)."
+                      + (f" Not measured in this run: {', '.join(missing)}." if missing else "") + f"\n\n{text}")
         return text
     write_costs(rows)
     write_section("steps", "The main job's steps against their floors", f"{machine()}.\n\n{text}")

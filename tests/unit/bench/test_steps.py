@@ -61,3 +61,18 @@ def test_real_steps_are_scaled_down_in_their_units_only():
     retrieval = scaled(next(s for s in real_plan() if s.analysis == "retrieval-heads"), 4)
     assert (retrieval.options["n_docs"], retrieval.options["niah_prompts"], retrieval.options["n_random"]) == (8, 12, 2)
     assert set(_plan(4)) == {s.analysis for s in real_plan()} and "sink-rate" in _plan(0)
+
+
+def test_the_real_steps_section_names_the_steps_it_did_not_measure(tmp_path, monkeypatch):
+    import bench.report as report
+    import bench.steps as steps
+
+    monkeypatch.setattr(report, "FILE", tmp_path / "BENCHMARKS.md")
+    monkeypatch.setattr(steps, "COSTS_FILE", tmp_path / "untouched.py")
+    row = dict(step="induction", seconds=60.0, cpu_s=39.0, export_s=1.5, probe_s=0.07, probe_cpu_s=0.06, cost=700.0,
+               forwards=8, floor_cpu_s=22.8, floor_s=30.0)
+    steps.write([row], scale=10)
+    text = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "| induction | 60.0 | 39.0 | 1.5 | 700 | 8 | 22.8 | 1.7x |" in text and "1/10 of its units" in text
+    assert "Not measured in this run: ap-spectrum, sink-rate, massive-activations, rope-frequencies" in text
+    assert "add up to" not in text and not (tmp_path / "untouched.py").exists()
