@@ -145,7 +145,9 @@ def warn_unfolded(model) -> None:
 def fire_tokens(model, args, kwargs):
     """A forward pre-hook: the token ids pass ``hook_tokens`` (``[batch, pos]``) while it is hooked, so an edit changes
     what the model reads."""
-    if not args or not model.hook_tokens.has_hooks():
+    from interp.tl_batch import is_text
+
+    if not args or not model.hook_tokens.has_hooks() or is_text(args[0]):  # text: run_forward fires it once tokenized
         return None
     tokens = model.check_tokens(args[0])
     return (model.hook_tokens(tokens), *args[1:]), kwargs
@@ -338,11 +340,13 @@ class TLModules:
 
     def tokens_to_residual_directions(self, tokens) -> Tensor:
         """The columns of ``W_U`` for ``tokens`` (a string of one token, an id, or a tensor of ids): ``[d_model]`` for
-        one token, else the tokens' shape plus ``d_model``. On an unprocessed model these are not the directions the
-        logits read from the residual: the final norm's weight sits between them (``process_weights_`` folds it in)."""
+        one token (a one-element tensor too, as TransformerLens), else the tokens' shape plus ``d_model``. On an
+        unprocessed model these are not the directions the logits read from the residual: the final norm's weight sits
+        between them (``process_weights_`` folds it in)."""
         if isinstance(tokens, str):
             tokens = self.to_single_token(tokens)
         tokens = torch.as_tensor(tokens, device=self.W_U.device)
+        tokens = tokens.reshape(()) if tokens.numel() == 1 else tokens  # TransformerLens: one token, [d_model]
         return self.W_U[:, tokens].movedim(0, -1)
 
     # -- weight processing ---------------------------------------------------------------------------------------------
