@@ -329,3 +329,31 @@ def test_text_on_a_model_without_a_tokenizer_says_how_to_attach_one():
                 lambda: model.to_tokens(TEXTS)):
         with pytest.raises(TokenizerError, match="rope-bytes was loaded without a tokenizer.*set_tokenizer"):
             run()
+
+
+def top_vectors(matrix: torch.Tensor, W_U: torch.Tensor, k: int) -> torch.Tensor:
+    """``|W_U^T v_i|`` for ``matrix``'s top ``k`` right singular vectors (sign-free), ``[d_vocab, k]``."""
+    return (W_U.T @ torch.linalg.svd(matrix.double())[2][:k].T.to(W_U.dtype)).abs()
+
+
+def test_tl_parameters_are_what_transformerlens_svd_interpreter_reads():
+    """TransformerLens' ``SVDInterpreter`` reads ``model.tl_parameters()``: a head's OV vectors and a layer's ``w_in``
+    vectors are those computed by hand from the family's own weights (grouped values repeated per query head; ``w_in``
+    scaled by the unprocessed model's ``ln2`` weight)."""
+    from transformer_lens import SVDInterpreter
+
+    model = next(m for m in EXAMPLES if m.family == "llama")
+    block, h, k = model.blocks[1], model.n_heads - 1, 3
+    kv = block.attn.W_V.shape[0]
+    assert kv < model.n_heads  # grouped values
+    params = model.tl_parameters()
+    assert torch.equal(params["blocks.1.attn.W_V"][h], block.attn.W_V[h // (model.n_heads // kv)])
+    assert torch.equal(params["blocks.1.ln2.w"], block.post_attention_layernorm.weight)
+    svd = SVDInterpreter(model)
+    with torch.no_grad():
+        ov = block.attn.W_V[h // (model.n_heads // kv)] @ block.attn.W_O[h]
+        got = svd.get_singular_vectors("OV", num_vectors=k, layer_index=1, head_index=h)[:, 0].abs()
+        torch.testing.assert_close(got, top_vectors(ov, model.W_U, k), atol=1e-5, rtol=1e-4)
+        w_in = block.mlp.W_in.T * block.post_attention_layernorm.weight
+        got = svd.get_singular_vectors("w_in", num_vectors=k, layer_index=1)[:, 0].abs()
+        torch.testing.assert_close(got, top_vectors(w_in, model.W_U, k), atol=1e-5, rtol=1e-4)
