@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Adapts, Choices, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.stage import STAGE
 from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
@@ -210,7 +211,8 @@ UNITS = Units("re-computed token (unit: its stream position)", keys=("condition"
                    quick=dict(length=128, n_docs=1, window=32, max_rows=16), section=HEADS),
           # StreamingLLM's experiment: each model streamed past its trained positions (SmolLM2 8192, Gemma 3 32768:
           # about 45 minutes of one CPU core); cache 1024, with the no-start-token control
-          real=Run(PRETRAINED, dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True),
+          real=Run(PRETRAINED, dict(setting="streaming", cache_size=1024, sinks=(0, 1, 4), control=True,
+                                    stage="judged"),
                    per_model={"smollm2": dict(stream_tokens=12288, recompute_stride=192),
                               "gemma3-270m": dict(stream_tokens=34816, recompute_stride=256)},
                    quick=dict(stream_tokens=96, cache_size=32, recompute_stride=32), section=KNOWN),
@@ -269,7 +271,7 @@ def attention_window(model, *,
                                                    "the window and the window with the most sinks (streaming setting; "
                                                    "a control: Gemma 3's sinks need its BOS, SmolLM2's do not)"),
                                         Adapts(_for("streaming", False))] = None,
-                     seed: int = 0, documents=None) -> Tables:
+                     stage: STAGE = "any", seed: int = 0, documents=None) -> Tables:
     """Next-token loss read through a window of keys, with and without the first tokens kept (StreamingLLM): documents
     inside the trained length against full attention (``setting=window``), or one long stream through a rolling KV cache
     against dense attention and re-computation (``setting=streaming``).
@@ -290,14 +292,15 @@ def attention_window(model, *,
         return _streaming(model, stream_tokens=stream_tokens, cache_size=cache_size, sinks=sinks,
                           dense_tokens=dense_tokens,
                           recompute_stride=recompute_stride, control=control, n_buckets=n_buckets, seed=seed,
-                          documents=documents)
+                          documents=documents, stage=stage)
     from analyses import units
 
     return Tables(_window(model, length=length, n_docs=n_docs, window=window, sinks=sinks, n_buckets=n_buckets,
-                          max_rows=max_rows, seed=seed, documents=documents), units.frame(UNITS, []))
+                          max_rows=max_rows, seed=seed, documents=documents, stage=stage),
+                  units.frame(UNITS, []))
 
 
-def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, documents):
+def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, documents, stage="any"):
     import numpy as np
     import pandas as pd
 
@@ -308,7 +311,7 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
         raise ValueError(f"--window {window}: the window must be shorter than the documents (--length {length}), "
                          "or nothing is left out")
     docs = [w.ids for w in analysis_windows(model, "attention-window", documents, length=length, n_docs=n_docs,
-                                            seed=seed)
+                                            seed=seed, stage=stage)
             if len(w.ids) > window]
     if not docs:
         raise ValueError(f"attention-window: no document is longer than the window ({window} tokens)")
@@ -352,14 +355,15 @@ def _window(model, *, length, n_docs, window, sinks, n_buckets, max_rows, seed, 
     return df
 
 
-def stream_ids(model, n_tokens: int, seed: int, documents=None) -> list[int]:
+def stream_ids(model, n_tokens: int, seed: int, documents=None, stage: str = "any") -> list[int]:
     """The one stream: the built-in lead sections joined into one text (``corpora.contexts.wikipedia_windows``), or the
     user's documents joined by newlines (token ids: concatenated as given), with the start token first, cut to
     ``n_tokens``."""
     if documents is None:
         from corpora.contexts import wikipedia_windows
 
-        ids = wikipedia_windows(model.require_tokenizer("attention-window"), 1, n_tokens, seed=seed)[0].ids
+        ids = wikipedia_windows(model.require_tokenizer("attention-window"), 1, n_tokens, seed=seed,
+                                stage=stage)[0].ids
     else:
         from corpora.user import user_inputs
 
@@ -390,7 +394,7 @@ def without_start(model, ids: list[int]) -> list[int]:
 
 
 def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompute_stride, control, n_buckets, seed,
-               documents):
+               documents, stage="any"):
     import numpy as np
     import pandas as pd
 
@@ -404,7 +408,7 @@ def _streaming(model, *, stream_tokens, cache_size, sinks, dense_tokens, recompu
     if dense_tokens > stream_tokens:
         raise ValueError(f"attention-window --dense-tokens {dense_tokens}: longer than the stream (--stream-tokens "
                          f"{stream_tokens})")
-    streams = {True: stream_ids(model, stream_tokens, seed, documents)}
+    streams = {True: stream_ids(model, stream_tokens, seed, documents, stage)}
     if control:
         streams[False] = without_start(model, streams[True])
     n = len(streams[True])

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import may_be_nan
 from analyses.registry import Fits, Help, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.stage import STAGE
 from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
@@ -124,7 +125,7 @@ UNITS = Units("sequence", keys=("layer", "head"), measures={
 @analysis("induction", needs=[Capability.ATTENTION], headline=headline, summary=summary, units=UNITS,
           small=Run(("repo-small", "dstg-small"), dict(half=16, n_docs=1)),
           main=Run(DECODERS, dict(half=128, n_docs=4), quick=dict(half=32, n_docs=1), section=HEADS),
-          real=Run(PRETRAINED, dict(half=256, n_docs=16), quick=dict(half=32, n_docs=1), section=KNOWN),
+          real=Run(PRETRAINED, dict(half=256, n_docs=16, stage="judged"), quick=dict(half=32, n_docs=1), section=KNOWN),
           memory=Run(("rope-small",), dict(half=64)),
           builds_logits=False)
 @may_be_nan(first_copy_loss="the model is not a causal LM", second_copy_loss="the model is not a causal LM",
@@ -134,7 +135,7 @@ def induction(model, *,
                                         "model's context twice)"), Range(2),
                               Fits(times=2, margin=1, for_what="the start token")] = 256,
               n_docs: Annotated[int, Help("repeated sequences"), Range(1)] = 8,
-              seed: int = 0) -> Tables:
+              stage: STAGE = "any", seed: int = 0) -> Tables:
     """Per head the induction score (attention from a repeated token to the token after its first occurrence) and
     the previous-token score, on random tokens repeated twice, and the previous-token score on Wikipedia windows.
 
@@ -150,7 +151,7 @@ def induction(model, *,
 
     bos = start_token(model)
     prefix = [] if bos is None else [bos]
-    seqs = [prefix + r + r for r in random_sequences(model, n_docs, half, seed)]
+    seqs = [prefix + r + r for r in random_sequences(model, n_docs, half, seed, stage)]
     shape = (model.n_layers, model.n_heads)
     n = len(seqs)
     state = {k: np.zeros((n,) + shape) for k in ("induction", "previous", "wiki")}
@@ -160,7 +161,7 @@ def induction(model, *,
     # a model loaded without a tokenizer has no text to read: its scores on text are NaN (may_be_nan)
     texts = [] if getattr(model, "tokenizer", None) is None else [
         list(w.ids) for w in analysis_windows(model, "induction", None, length=2 * half + len(prefix), n_docs=n_docs,
-                                              seed=seed)]
+                                              seed=seed, stage=stage)]
     if prefix and any(t[:1] != prefix or t[1:2] == prefix for t in texts):
         raise ValueError(f"induction: a Wikipedia window of {model.model_name} does not begin with exactly one start "
                          f"token {prefix[0]}")

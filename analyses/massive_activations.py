@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Fits, Help, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.stage import STAGE
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
@@ -32,13 +33,13 @@ if TYPE_CHECKING:
 
 
 
-def _contexts(model, n_docs: int, length: int, seed: int, documents) -> dict[bool, list[list[int]]]:
+def _contexts(model, n_docs: int, length: int, seed: int, documents, stage: str) -> dict[bool, list[list[int]]]:
     from corpora.contexts import analysis_windows
     from corpora.random_tokens import start_token
 
     bos = start_token(model)
     text = [w.ids for w in analysis_windows(model, "massive-activations", documents, length=length + 1, n_docs=n_docs,
-                                            seed=seed)]
+                                            seed=seed, stage=stage)]
     plain = [ids[1:] if bos is not None and ids and ids[0] == bos else ids for ids in text]
     out = {False: [ids[:length] for ids in plain if len(ids) >= 2]}
     if bos is not None:
@@ -104,14 +105,14 @@ def summary(df):
           small=Run(("repo-small",), dict(length=32, n_docs=2)),
           main=Run(DECODERS, dict(length=64, n_docs=4), quick=dict(n_docs=1), section=HEADS),
           # Sun et al.'s statistic on 100 sequences per start-token condition, at Gu et al.'s T = 64 (the sink rows')
-          real=Run(PRETRAINED, dict(length=64, n_docs=100), quick=dict(n_docs=2), section=KNOWN),
+          real=Run(PRETRAINED, dict(length=64, n_docs=100, stage="judged"), quick=dict(n_docs=2), section=KNOWN),
           memory=Run(("rope-small",), dict(length=128)),
           builds_logits=False)  # the pass stops after the last layer's residual is read
 def massive_activations(model, *,
                         length: Annotated[int, Help("tokens per sequence"), Range(2), Fits()] = 64,
                         n_docs: Annotated[int, Help("sequences per start-token condition"), Range(1)] = 8,
                         top_k: Annotated[int, Help("largest magnitudes kept per sequence and layer"), Range(1)] = 4,
-                        seed: int = 0, documents=None) -> pd.DataFrame:
+                        stage: STAGE = "any", seed: int = 0, documents=None) -> pd.DataFrame:
     """The largest activations of the residual stream per layer (Sun et al.'s massive activations), their ratio to
     the layer's median magnitude, and where they sit (position, dimension), per sequence, with and without the
     start token."""
@@ -122,7 +123,7 @@ def massive_activations(model, *,
     from interp.runtime import parallel
 
     items, keys, index = [], [], []
-    for start, seqs in _contexts(model, n_docs, length, seed, documents).items():
+    for start, seqs in _contexts(model, n_docs, length, seed, documents, stage).items():
         for j, ids in enumerate(seqs):
             items.append(ids)
             keys.append(start)

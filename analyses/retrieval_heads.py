@@ -35,8 +35,9 @@ breaks ties in the ranking; where no prompt counts (a model that retrieves nothi
 are ranked by it alone.
 
 Masking, on ``niah_prompts`` other NIAH prompts (another seed): the top k heads by score masked, for k = each share of
-``shares`` of all heads (at least 1), and k random heads of the same layers (``n_random`` draws; a layer whose every
-head is in the top k lends its count to the others). ``masking``:
+``shares`` of all heads (at least 1), and k random heads of the same layers (``n_random`` draws; a layer with too
+few heads outside the top k borrows from its nearest layers, and each random row's ``borrowed`` counts those heads).
+``masking``:
 
 - ``query`` (default, the authors'): ``MaskHeadQueries(heads, from_position=last prompt token)``: the prompt is read
   unmasked and from its last token on (every generated token, every answer row when the answer is fed in) the heads'
@@ -72,6 +73,7 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Choices, Fits, Help, Range, analysis, no_grad
 from analyses.runs import HEADS, KNOWN, PRETRAINED, Run
+from analyses.stage import STAGE
 from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
@@ -84,20 +86,34 @@ SUCCESS = 0.5  # ROUGE-1 recall of the value a counted prompt exceeds (the autho
 
 
 def random_same_layers(top: list[tuple[int, int]], n_layers: int, n_heads: int, rng) -> list[tuple[int, int]]:
-    """As many random heads as ``top`` holds in each layer, none of them in ``top``; a layer with too few others lends
-    its remaining count to the heads of every other layer."""
-    chosen, short = [], 0
+    """As many random heads as ``top`` holds in each layer, none of them in ``top``. A layer with too few other heads
+    (``top`` holds all or most of it) borrows the rest from its nearest layers (one layer away, then two, ...; at
+    equal distance a random one first); ``borrowed`` counts the heads a draw took from other layers."""
+    chosen, short = [], {}
     taken = set(top)
-    for layer in range(n_layers):
+    for layer in range(n_layers):  # first every layer's own heads, so no borrowing takes a head its layer needs
         want = sum(1 for l, _ in top if l == layer)
         others = [(layer, h) for h in range(n_heads) if (layer, h) not in taken]
-        picks = [others[i] for i in rng.permutation(len(others))[:want]] if want else []
-        chosen += picks
-        short += want - len(picks)
-    if short:
-        rest = [(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in taken and (l, h) not in chosen]
-        chosen += [rest[i] for i in rng.permutation(len(rest))[:short]]
+        chosen += [others[i] for i in rng.permutation(len(others))[:want]] if want else []
+        short[layer] = want - min(want, len(others))
+    for layer, missing in short.items():
+        for distance in range(1, n_layers):
+            if not missing:
+                break
+            near = [(l, h) for l in (layer - distance, layer + distance) if 0 <= l < n_layers
+                    for h in range(n_heads) if (l, h) not in taken and (l, h) not in chosen]
+            picks = [near[i] for i in rng.permutation(len(near))[:missing]]
+            chosen += picks
+            missing -= len(picks)
     return sorted(chosen)
+
+
+def borrowed(top: list[tuple[int, int]], drawn: list[tuple[int, int]]) -> int:
+    """The heads of ``drawn`` beyond what ``top`` holds in their layer: those taken from neighbouring layers."""
+    from collections import Counter
+
+    want, got = Counter(l for l, _ in top), Counter(l for l, _ in drawn)
+    return sum(max(0, n - want[l]) for l, n in got.items())
 
 
 def value_span(tokenizer, sample) -> tuple[int, int]:
@@ -224,7 +240,7 @@ UNITS = Units("prompt", keys=("layer", "head"), measures={
           main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
                    quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
           # Wu et al.'s score and masking (the defaults)
-          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=16, length=512, n_random=2),
+          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=48, length=512, n_random=5, stage="judged"),
                    quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
           memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
@@ -235,7 +251,8 @@ UNITS = Units("prompt", keys=("layer", "head"), measures={
             k="a heads row masks nothing", share="a heads row masks nothing", draw="a heads row masks nothing",
             niah_accuracy="a heads row masks nothing", answer_accuracy="a heads row masks nothing",
             answer_nll="a heads row masks nothing", is_retrieval="a masking row is of the whole model",
-            heads="a heads row masks nothing", condition="a heads row masks nothing")
+            heads="a heads row masks nothing", condition="a heads row masks nothing",
+            borrowed="a heads row masks nothing")
 def retrieval_heads(model, *,
                     score: Annotated[str, Help("wu: Wu et al.'s score (greedy answer, hits / needle tokens, retrieved "
                                                "prompts only, > threshold); poslens: the answer teacher-forced, every "
@@ -256,7 +273,7 @@ def retrieval_heads(model, *,
                     threshold: Annotated[float, Help("retrieval score that makes a retrieval head (Wu et al.: 0.1)"),
                                          Range(0, 1)] = 0.1,
                     n_random: Annotated[int, Help("draws of random heads per k"), Range(1)] = 2,
-                    seed: int = 0, documents=None) -> Tables:
+                    stage: STAGE = "any", seed: int = 0, documents=None) -> Tables:
     """Per head the retrieval score (Wu et al. 2024, or poslens' teacher-forced variant); NIAH accuracy with the top-k
     retrieval heads masked (query or output) against k random heads of the same layers, for several k.
 
@@ -273,9 +290,10 @@ def retrieval_heads(model, *,
                          "process cannot compute its share alone; run it in one process or under torchrun")
     tok = model.require_tokenizer("retrieval-heads")
     haystack = "wiki" if documents is None else documents
-    scoring = fitting_samples(model, niah_samples(tok, n_docs, length, seed=seed, haystack=haystack, preamble=False))
+    scoring = fitting_samples(model, niah_samples(tok, n_docs, length, seed=seed, haystack=haystack, preamble=False,
+                                                  stage=stage))
     evaluation = fitting_samples(model, niah_samples(tok, niah_prompts, length, seed=seed + 1, haystack=haystack,
-                                                     preamble=False))
+                                                     preamble=False, stage=stage))
     sums = _score_sums(model, scoring, score)
     scores, mass, ranked = _ranked(model, sums, len(scoring))
     conditions = _conditions(model, ranked, shares, n_random, seed)
@@ -409,5 +427,6 @@ def _rows(model, evaluation, scores, mass, ranked, conditions, measured, score: 
     for c, (condition, k, d, masked) in enumerate(conditions):
         hits, acc, nll = measured[f"{c}"] / len(evaluation)
         rows.append(dict(part="masking", condition=condition, k=k, share=k / total, draw=d, heads=_label(masked),
+                         borrowed=borrowed(ranked[:k], masked) if condition == "random" else 0,
                          niah_accuracy=hits, answer_accuracy=acc, answer_nll=nll))
     return rows

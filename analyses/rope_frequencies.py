@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Annotated
 from analyses.nan_policy import integer_columns, may_be_nan
 from analyses.registry import Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.stage import STAGE
 from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
@@ -291,8 +292,9 @@ UNITS = Units("context", keys=("condition", "length", "layer", "quarter"), measu
                     dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=224)),
           main=Run(DECODERS, dict(n_docs=4, length=512, niah_prompts=8, niah_tokens=480),
                    quick=dict(n_docs=1, length=128, max_rows=16, niah_prompts=1, niah_tokens=224), section=HEADS),
-          real=Run(PRETRAINED, dict(n_docs=12, length=512, niah_prompts=8, niah_tokens=512, long_length=8192,
-                                    long_docs=4),
+          real=Run(PRETRAINED, dict(n_docs=12, length=512, niah_prompts=8, niah_tokens=512, long_docs=12,
+                                    stage="judged"),
+                   per_model={"smollm2": dict(long_length=8192), "gemma3-270m": dict(long_length=32768)},
                    quick=dict(n_docs=1, length=64, max_rows=16, niah_prompts=1, niah_tokens=128, long_length=96,
                               long_docs=1), section=KNOWN),
           memory=Run(("rope-small",), dict(length=128, niah_prompts=0)),
@@ -322,7 +324,7 @@ def rope_frequencies(model, *,
                                                       "the trained length (0: none)"), Range(0), Fits(),
                                            NotWith(("texts", "tokens"))] = 0,
                      long_docs: Annotated[int, Help("contexts of long_length"), Range(1)] = 2,
-                     seed: int = 0, documents=None) -> Tables:
+                     stage: STAGE = "any", seed: int = 0, documents=None) -> Tables:
     """Per head and rotary band, the mean query and key norm of the band (Barbero et al.'s measure) and the share of the
     attention logit it carries (poslens' measure); and the next-token loss, KL, previous-token heads and NIAH accuracy
     with the highest or lowest bands removed or unrotated.
@@ -336,7 +338,7 @@ def rope_frequencies(model, *,
     specs = {l: s for l in range(model.n_layers) if (s := model.rotation(l)) is not None}
     n_bands = max(s.n_bands for s in specs.values())
     contexts, samples, longs = _inputs(model, documents, n_docs, length, niah_prompts, niah_tokens, long_length,
-                                       long_docs, seed)
+                                       long_docs, seed, stage)
     state = _fold(model, contexts, longs, samples, max_rows, fraction, n_bands)
     n_ctx = len(contexts)
     positional = _positional(state, n_ctx)
@@ -352,12 +354,12 @@ def rope_frequencies(model, *,
 
 
 def _inputs(model, documents, n_docs: int, length: int, niah_prompts: int, niah_tokens: int, long_length: int,
-            long_docs: int, seed: int) -> tuple[list, list, list]:
+            long_docs: int, seed: int, stage: str = "any") -> tuple[list, list, list]:
     """The text contexts, the NIAH prompts and the contexts at ``long_length`` (none where it is 0)."""
     from corpora.contexts import analysis_windows
 
     contexts = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=length, n_docs=n_docs,
-                                                seed=seed)]
+                                                seed=seed, stage=stage)]
     samples = []
     if niah_prompts:
         from corpora.answers import fitting_samples
@@ -366,9 +368,9 @@ def _inputs(model, documents, n_docs: int, length: int, niah_prompts: int, niah_
         samples = fitting_samples(model, niah_samples(model.require_tokenizer("rope-frequencies"), niah_prompts,
                                                       niah_tokens, seed=seed,
                                                       haystack="wiki" if documents is None else documents,
-                                                      preamble=False))
+                                                      preamble=False, stage=stage))
     longs = [w.ids for w in analysis_windows(model, "rope-frequencies", documents, length=long_length,
-                                             n_docs=long_docs, seed=seed + 1)] if long_length else []
+                                             n_docs=long_docs, seed=seed + 1, stage=stage)] if long_length else []
     return contexts, samples, longs
 
 

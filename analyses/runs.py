@@ -8,8 +8,10 @@
 
 ``tests/acceptance/analyses`` and ``figures`` run every ``small``; ``poslens.reproduce.main_plan()`` is every
 ``main`` in the order of ``analyses.registry.MODULES`` (the report's order), ``real_plan()`` every ``real``;
-``bench.memory.plan()`` is every ``memory``, the count of documents set by the benchmark. Models are catalog names
-(``poslens models``). The options are checked against the analysis' own when the module is imported, so a
+``bench.memory.plan()`` is every ``memory``, the count of documents set by the benchmark. A ``real`` run of an
+analysis that draws built-in units (a ``stage`` option, ``analyses.stage.STAGE``) draws them under
+``stage="judged"``: units no pilot read (``corpora.stages``); declaring it otherwise fails at import. Models are
+catalog names (``poslens models``). The options are checked against the analysis' own when the module is imported, so a
 declaration naming an option the analysis lacks fails at once, naming both.
 """
 
@@ -29,6 +31,7 @@ REPO = "Context re-positioning (seed 000)"
 DSTG = "Disentangled positional and semantic streams (seed 002)"
 HEADS = "Heads across models"
 KNOWN = "Known results on pretrained models"
+JUDGED = "judged"  # the stage a ``real`` run draws under (corpora.stages)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ def check(spec, setting: str, run) -> None:
         if unknown:
             raise ValueError(f"{where}: {label} names {', '.join(unknown)}, not an option of '{spec.name}' "
                              f"(options: {', '.join(sorted(names))})")
+    if setting == "real" and "stage" in names and run.options.get("stage") != JUDGED:
+        raise ValueError(f"{where}: the known-results run draws units no pilot read; declare stage={JUDGED!r} "
+                         f"(corpora.stages), not {run.options.get('stage', 'any')!r}")
     stray = sorted(set(run.per_model) - set(run.models))
     if stray:
         raise ValueError(f"{where}: per_model names {', '.join(stray)}, not among its models")

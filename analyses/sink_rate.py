@@ -52,17 +52,20 @@ from typing import TYPE_CHECKING, Annotated
 
 from analyses.registry import Adapts, Choices, Cli, Fits, Help, NotWith, Range, analysis, no_grad
 from analyses.runs import DECODERS, HEADS, KNOWN, PRETRAINED, Run
+from analyses.stage import STAGE
 from analyses.units import Tables, Units
 from interp.capabilities import Capability
 
 if TYPE_CHECKING:
     pass
 
-INPUTS = ("text", "random", "repeat", "start-second")
+INPUTS = ("text", "random", "repeat", "start-second", "separator-first")
 ESTIMATORS = ("gu", "poslens")
 GU_LENGTH = 64  # Gu et al.'s T
-# a condition is its input, "+start" when the start token comes first; "start-second" puts the start token second
-CONDITIONS = ("text", "text+start", "random", "random+start", "repeat", "repeat+start", "start-second")
+# a condition is its input, "+start" when the start token comes first; "start-second" puts the start token second;
+# "separator-first" puts the document separator named by --separator first (SmolLM2's <|endoftext|>)
+CONDITIONS = ("text", "text+start", "random", "random+start", "repeat", "repeat+start", "start-second",
+              "separator-first")
 DEFAULT_CONDITIONS = ("text", "text+start", "random", "random+start")
 
 
@@ -72,27 +75,44 @@ def _lengths(model, options) -> tuple[int, ...]:
 
 
 def condition_name(kind: str, start: bool) -> str:
-    return kind if kind == "start-second" or not start else f"{kind}+start"
+    return kind if kind in ("start-second", "separator-first") or not start else f"{kind}+start"
+
+
+def separator_id(model, separator: str) -> int | None:
+    """The id of ``separator``, a token written as the tokenizer decodes it; None for "" (no separator-first)."""
+    if not separator:
+        return None
+    tok = model.require_tokenizer("sink-rate")
+    found = tok.convert_tokens_to_ids(separator)
+    if not isinstance(found, int) or found == tok.unk_token_id or tok.decode([found]) != separator:
+        hint = f", e.g. {tok.decode([tok.eos_token_id])!r}" if tok.eos_token_id is not None else ""
+        raise ValueError(f"sink-rate --separator {separator!r}: not a token of {model.model_name}'s vocabulary "
+                         f"(write it as the tokenizer decodes it{hint})")
+    return found
 
 
 def _contexts(model, n_docs: int, length: int, seed: int, documents,
-              wanted=DEFAULT_CONDITIONS) -> dict[tuple[str, bool], list[list[int]]]:
+              wanted=DEFAULT_CONDITIONS, stage: str = "any",
+              separator: int | None = None) -> dict[tuple[str, bool], list[list[int]]]:
     """``{(input, start_token): [ids]}``: each context of ``length`` tokens in each condition of ``wanted`` that the
     model has (a model without a start token has no ``+start`` or ``start-second`` condition). ``repeat``: one
     random ordinary token (one per sequence, seeded) repeated ``length`` times (Gu et al.'s Table 1 "repeat"
     column); ``start-second``: the text's first ordinary token, then the start token, then the text (the start token
-    at position 2, as Gu's Table 10 fixes a token there; read as Sink_2)."""
+    at position 2, as Gu's Table 10 fixes a token there; read as Sink_2); ``separator-first``: the document separator
+    ``separator`` (an id), then the text."""
     import numpy as np
 
     from corpora.contexts import analysis_windows
     from corpora.random_tokens import ordinary_ids, random_sequences, start_token
+    from corpora.stages import stage_seed
 
     bos = start_token(model)
-    text = [w.ids for w in analysis_windows(model, "sink-rate", documents, length=length + 1, n_docs=n_docs, seed=seed)]
+    text = [w.ids for w in analysis_windows(model, "sink-rate", documents, length=length + 1, n_docs=n_docs, seed=seed,
+                                            stage=stage)]
     plain = [ids[1:] if bos is not None and ids and ids[0] == bos else ids for ids in text]
     n = n_docs if documents is None else len(text)
-    rand = random_sequences(model, n, length, seed)
-    tokens = np.random.default_rng([seed, 1]).choice(ordinary_ids(model), size=n).tolist()
+    rand = random_sequences(model, n, length, seed, stage)
+    tokens = np.random.default_rng(stage_seed([seed, 1], stage)).choice(ordinary_ids(model), size=n).tolist()
     out = {("text", False): [ids[:length] for ids in plain if len(ids) >= 2],
            ("random", False): rand, ("repeat", False): [[t] * length for t in tokens]}
     if bos is not None:
@@ -100,6 +120,8 @@ def _contexts(model, n_docs: int, length: int, seed: int, documents,
         out[("random", True)] = [[bos] + r[: length - 1] for r in rand]
         out[("repeat", True)] = [[bos] + [t] * (length - 1) for t in tokens]
         out[("start-second", True)] = [ids[:1] + [bos] + ids[1: length - 1] for ids in plain if len(ids) >= 2]
+    if separator is not None:
+        out[("separator-first", True)] = [[separator] + ids[: length - 1] for ids in plain if len(ids) >= 1]
     return {k: v for k, v in out.items() if condition_name(*k) in wanted}
 
 
@@ -162,12 +184,14 @@ UNITS = Units("sequence", keys=("input", "start_token", "length", "layer", "head
           # Gu et al.'s estimator (the default) at their T = 64 on their 100 sequences per condition, with their
           # "repeat" column and the start token at position 2 (their Table 10); at a longer evaluation length (their
           # Fig. 3) the text in the Gu-comparable condition only (their code's tokenizer(prompt): no BOS for SmolLM2's
-          # tokenizer, <bos> for Gemma's) on 50 sequences, every query row as their alpha_1 has it. T = 256 rather than
-          # 1024 and 50 sequences there: what the shared 2-core machine ran in the time it had (2026-11-27); 256 <= 512
-          # keeps every Gemma 3 layer able to see token 0
-          real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 256), n_docs=100, long_docs=50, conditions=CONDITIONS),
+          # tokenizer, <bos> for Gemma's) on 50 sequences at T = 128 .. 1,024, every query row as their alpha_1 has it
+          # (past 512 Gemma 3's sliding layers cannot see token 0: its fall is judged on its global layers); SmolLM2
+          # also with its document separator <|endoftext|> first (separator-first), the token its pretraining fixes
+          real=Run(PRETRAINED, dict(estimator="gu", lengths=(64, 128, 256, 512, 1024), n_docs=100, long_docs=50,
+                                    conditions=CONDITIONS[:-1], stage="judged"),
                    quick=dict(lengths=(64,), n_docs=2, max_rows=32), section=KNOWN,
-                   per_model={"smollm2": dict(long_conditions=("text",)),
+                   per_model={"smollm2": dict(long_conditions=("text",), conditions=CONDITIONS,
+                                              separator="<|endoftext|>"),
                               "gemma3-270m": dict(long_conditions=("text+start",))}),
           memory=Run(("rope-small",), dict(lengths=(128,))),
           builds_logits=False)
@@ -193,7 +217,10 @@ def sink_rate(model, *,
                                          Choices(CONDITIONS), Cli("--long-condition")] = (),
               long_docs: Annotated[int, Help("contexts per condition at lengths above the shortest (default 0: "
                                              "--n-docs)"), Range(0)] = 0,
-              seed: int = 0, documents=None) -> Tables:
+              separator: Annotated[str, Help("a document separator, written as the tokenizer decodes it (e.g. "
+                                             "<|endoftext|>, SmolLM2's), that the separator-first condition puts "
+                                             "first; needed by that condition")] = "",
+              stage: STAGE = "any", seed: int = 0, documents=None) -> Tables:
     """Share of heads whose attention goes mostly to the first token (attention sinks), per layer, on text and on
     random tokens, with and without the document-start token (Gu et al.'s Sink_1 by default).
 
@@ -210,11 +237,15 @@ def sink_rate(model, *,
     from corpora.random_tokens import start_token
     from interp.runtime import parallel
 
+    if "separator-first" in set(conditions) | set(long_conditions) and not separator:
+        raise ValueError("sink-rate --condition separator-first: name the separator it puts first (--separator, e.g. "
+                         "<|endoftext|>)")
+    sep = separator_id(model, separator)
     items, keys, index = [], [], []
     for i, length in enumerate(sorted(lengths)):
         wanted = conditions if i == 0 or not long_conditions else long_conditions
         docs = n_docs if i == 0 or not long_docs else long_docs
-        for (kind, start), seqs in _contexts(model, docs, length, seed, documents, wanted).items():
+        for (kind, start), seqs in _contexts(model, docs, length, seed, documents, wanted, stage, sep).items():
             for j, ids in enumerate(seqs):
                 items.append(ids)
                 keys.append((kind, start, length))
@@ -247,6 +278,7 @@ def sink_rate(model, *,
     df.insert(0, "model", model.model_name)
     bos = start_token(model)
     df["start_text"] = "none" if bos is None else model.tokenizer.decode([bos])
+    df["separator_text"] = separator or "none"
     return Tables(df, units.frame(UNITS, [
         units.long(model.model_name, measure, state[f"{m}|{k}|{s}|{n}"],
                    {"layer": range(model.n_layers), "head": range(model.n_heads)}, input=k, start_token=s, length=n)

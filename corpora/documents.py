@@ -37,7 +37,7 @@ class Window:
     """Tokens a model reads at once, cut from document ``document``: ``ids`` (the model's special tokens included) and
     each token's character span in that document's text (``spans``; empty for ids given without text). ``index`` is
     the window's number in the document, ``start`` the document's first content token it holds, ``text`` the text it
-    covers where an analysis reads the text too."""
+    covers where an analysis reads the text too, ``sources`` the ids of the documents a built-in window joins."""
 
     document: str
     ids: list[int]
@@ -45,6 +45,7 @@ class Window:
     index: int = 0
     start: int = 0
     text: str = ""
+    sources: tuple[str, ...] = ()
 
 
 class Documents(list):

@@ -56,21 +56,26 @@ def _sentences(text: str) -> list[str]:
 
 
 class Haystack:
-    """An endless supply of sentences: Wikipedia lead sections of a split, or RULER's noise."""
+    """An endless supply of sentences: Wikipedia lead sections of a split (under ``stage`` ``any``) or of a stage's
+    articles (``corpora.stages``), or RULER's noise. ``sources`` names each sentence's article."""
 
-    def __init__(self, kind="wiki", split: str = "validation"):
+    def __init__(self, kind="wiki", split: str = "validation", stage: str = "any"):
         if not isinstance(kind, str):
             from corpora.user import as_documents
 
             self.sentences = [s for d in as_documents(kind, "haystack") for s in _sentences(d.text)]
+            self.sources = []
             self.kind = "documents"
             return
+        self.sources = []
         if kind == "noise":
             self.sentences = _sentences(NOISE)
         elif kind == "wiki":
-            from corpora.sources import english_wikipedia
+            from corpora.stages import stage_articles
 
-            self.sentences = [s for d in english_wikipedia() if d.split == split for s in _sentences(d.text)]
+            articles = [d for d in stage_articles(stage) if stage != "any" or d.split == split]
+            pairs = [(s, d.id) for d in articles for s in _sentences(d.text)]
+            self.sentences, self.sources = [s for s, _ in pairs], [i for _, i in pairs]
         else:
             raise ValueError(f"haystack must be 'wiki' or 'noise', not {kind!r}")
         self.kind = kind
@@ -149,12 +154,17 @@ def make_sample(tokenizer, rng: np.random.Generator, haystack: Haystack, context
 
 
 def niah_samples(tokenizer, n: int, context_tokens: int, *, seed: int = 0, depth: float | None = None,
-                 haystack="wiki", split: str = "validation", preamble: bool = True) -> list[NiahSample]:
-    """``n`` seeded prompts; ``depth=None`` spreads needles evenly over [0, 1]."""
+                 haystack="wiki", split: str = "validation", preamble: bool = True,
+                 stage: str = "any") -> list[NiahSample]:
+    """``n`` seeded prompts; ``depth=None`` spreads needles evenly over [0, 1]. Under a ``stage`` other than ``any``
+    the haystack is the stage's articles and the keys, values and haystack starts a stream of the stage's own
+    (``corpora.stages``)."""
+    from corpora.stages import stage_seed
+
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    hay = Haystack(haystack, split)
-    rng = np.random.default_rng(seed)
+    hay = Haystack(haystack, split, stage)
+    rng = np.random.default_rng(stage_seed(seed, stage))
     depths = [depth] * n if depth is not None else list(np.linspace(0, 1, n)) if n > 1 else [0.5] * n
     return [make_sample(tokenizer, rng, hay, context_tokens, depth=d, preamble=preamble) for d in depths]
 
@@ -169,7 +179,7 @@ class NeedleTooLong(ValueError):
 
 
 def prompts_for(model, analysis: str, documents, n: int, length: int, *, seed: int = 0, depth: float | None = None,
-                haystack: str = "wiki", preamble: bool = False) -> list[NiahSample]:
+                haystack: str = "wiki", preamble: bool = False, stage: str = "any") -> list[NiahSample]:
     """The NIAH prompts an analysis reads: ``documents=`` NIAH prompts as given (each checked to fit the model with its
     answer), or ``n`` seeded prompts of ``length`` tokens whose haystack is ``documents=`` texts, else ``haystack``."""
     from corpora.documents import input_kind
@@ -181,4 +191,4 @@ def prompts_for(model, analysis: str, documents, n: int, length: int, *, seed: i
         return fitting_samples(model, user_inputs(documents, analysis, ("prompts",)).items)
     hay = haystack if documents is None else user_inputs(documents, analysis, ("texts",)).items
     return niah_samples(model.require_tokenizer(analysis), n, length, seed=seed, depth=depth, haystack=hay,
-                        preamble=preamble)
+                        preamble=preamble, stage=stage)

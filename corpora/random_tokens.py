@@ -17,9 +17,12 @@ def ordinary_ids(model) -> np.ndarray:
     return ids[~np.isin(ids, list(special))]
 
 
-def random_sequences(model, n: int, length: int, seed: int) -> list[list[int]]:
-    """``n`` sequences of ``length`` random ordinary ids."""
-    rng = np.random.default_rng(seed)
+def random_sequences(model, n: int, length: int, seed: int, stage: str = "any") -> list[list[int]]:
+    """``n`` sequences of ``length`` random ordinary ids, from the stream ``stage`` draws with ``seed``
+    (``corpora.stages.stage_seed``)."""
+    from corpora.stages import stage_seed
+
+    rng = np.random.default_rng(stage_seed(seed, stage))
     pool = ordinary_ids(model)
     return [rng.choice(pool, size=length).tolist() for _ in range(n)]
 

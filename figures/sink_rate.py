@@ -15,9 +15,18 @@ CONDITION = ["model", "input", "start_token", "length", "layer"]
 PANEL_PX, GAP_PX = 320, 90  # a row of panels and the gap under it (the axis ticks and the next row's title)
 
 
+def _title(df, inp: str, start: bool) -> str:
+    if inp == "separator-first":
+        sep = df.loc[df["input"] == inp, "separator_text"].iloc[0] if "separator_text" in df else "the separator"
+        return f"text, {sep} first"
+    if inp == "start-second":
+        return "text, start token second"
+    return f"{inp}, {'with' if start else 'without'} start token"
+
+
 def figure(df, units=None) -> go.Figure:
     conditions = list(dict.fromkeys(zip(df["input"], df["start_token"])))
-    titles = [f"{i}, {'with' if s else 'without'} start token" for i, s in conditions]
+    titles = [_title(df, i, s) for i, s in conditions]
     cols = min(2, len(conditions))
     rows = -(-len(conditions) // cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True,

@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import functools
 from collections.abc import Callable, Iterable
+from types import SimpleNamespace
 
 import torch
 from transformer_lens.ActivationCache import ActivationCache
@@ -202,19 +203,21 @@ class AttentionWeights:
     (``tl_projections()``: the q, k, v and o ``nn.Linear``s, nn.Linear layout; None where the architecture has none).
     ``W_Q`` ``[head, d_model, d_head]``, ``W_K`` / ``W_V`` ``[kv_head, d_model, d_head]`` (grouped-query heads, as
     TransformerLens' bridge gives them), ``W_O`` ``[head, d_head, d_model]``, ``b_Q`` ``[head, d_head]``, ``b_K`` /
-    ``b_V`` ``[kv_head, d_head]``, ``b_O`` ``[d_model]``: views of the weights in use (edit the modules, not these)."""
+    ``b_V`` ``[kv_head, d_head]``, ``b_O`` ``[d_model]``: views of the weights in use (edit the modules, not these). A
+    projection's weight may also be ``[head, d_head, d_model]`` (``per_head_split``: a fused qkv laid out head by
+    head), its bias ``[head, d_head]``."""
 
     def tl_projections(self):
         raise NotImplementedError
 
     def _split(self, linear, heads: int) -> torch.Tensor:
-        w = linear.weight  # [heads * d_head, d_model]
-        return w.view(heads, -1, w.shape[-1]).transpose(1, 2)
+        w = linear.weight  # [heads * d_head, d_model] or [heads, d_head, d_model]
+        return w.reshape(heads, -1, w.shape[-1]).transpose(1, 2)
 
     def _heads(self) -> tuple[int, int]:
         q, k, _, _ = self.tl_projections()
-        d = q.weight.shape[0] // self.tl_n_heads
-        return self.tl_n_heads, k.weight.shape[0] // d
+        d = rows(q.weight) // self.tl_n_heads
+        return self.tl_n_heads, rows(k.weight) // d
 
     @property
     def W_Q(self) -> torch.Tensor:
@@ -238,9 +241,9 @@ class AttentionWeights:
     def _bias(self, i: int, heads: int) -> torch.Tensor:
         linear = self.tl_projections()[i]
         if linear.bias is None:
-            return torch.zeros(linear.weight.shape[0], dtype=linear.weight.dtype,
+            return torch.zeros(rows(linear.weight), dtype=linear.weight.dtype,
                                device=linear.weight.device).view(heads, -1)
-        return linear.bias.view(heads, -1)
+        return linear.bias.reshape(heads, -1)
 
     @property
     def b_Q(self) -> torch.Tensor:
@@ -261,6 +264,20 @@ class AttentionWeights:
         o = self.tl_projections()[3]
         return o.bias if o.bias is not None else torch.zeros(o.weight.shape[0], dtype=o.weight.dtype,
                                                               device=o.weight.device)
+
+
+def rows(weight: torch.Tensor) -> int:
+    """A projection's output size: ``heads * d_head`` for a weight ``[out, in]`` or ``[head, d_head, in]``."""
+    return weight.numel() // weight.shape[-1]
+
+
+def per_head_split(weight: torch.Tensor, bias: torch.Tensor | None, n_heads: int) -> tuple:
+    """q, k and v of a fused projection whose output rows are laid out ``[head, q|k|v, d_head]`` (GPT-NeoX, BLOOM,
+    the encoder baselines), as Linear-like views sharing its storage: weights ``[head, d_head, in]``, biases
+    ``[head, d_head]`` (writing into them writes into the fused projection)."""
+    w = weight.view(n_heads, 3, -1, weight.shape[-1]).unbind(1)
+    b = bias.view(n_heads, 3, -1).unbind(1) if bias is not None else (None,) * 3
+    return tuple(SimpleNamespace(weight=w_, bias=b_) for w_, b_ in zip(w, b))
 
 
 def result_heads(attn, z: torch.Tensor, out_proj) -> torch.Tensor:

@@ -40,8 +40,10 @@ class MLPWeights:
         parts = {k: as_linear(m) for k, m in (self.__dict__.get("tl_parts") or {}).items()}
         if "gate_in" in parts:
             fused = parts.pop("gate_in")
-            gate, up = fused.weight.chunk(2, dim=0)
-            parts["gate"], parts["in"] = SimpleNamespace(weight=gate, bias=None), SimpleNamespace(weight=up, bias=None)
+            gate, up = fused.weight.chunk(2, dim=0)  # views: writing into them writes into the fused projection
+            b_gate, b_up = fused.bias.chunk(2, dim=0) if fused.bias is not None else (None, None)
+            parts["gate"] = SimpleNamespace(weight=gate, bias=b_gate)
+            parts["in"] = SimpleNamespace(weight=up, bias=b_up)
         return {k: v for k, v in parts.items() if v is not None}
 
     def _part(self, key: str):
@@ -412,12 +414,13 @@ class TLModules:
                                                                  "center_unembed", "fold_value_biases")})
 
     def process_weights_(self, fold_ln: bool = True, center_writing_weights: bool = True, center_unembed: bool = True,
-                         fold_value_biases: bool = True):
-        """TransformerLens' weight processing in place (``interp.weight_processing``): the log-probabilities stay as
-        they were; afterwards ``apply_ln_to_stack(resid, layer=-1) @ W_U + b_U`` is the model's logits. Returns the
-        model."""
+                         fold_value_biases: bool = True, refactor_factored_attn_matrices: bool = False):
+        """TransformerLens' weight processing in place, with its defaults (``interp.weight_processing``): the
+        log-probabilities stay as they were; afterwards ``apply_ln_to_stack(resid, layer=-1) @ W_U + b_U`` is the
+        model's logits. Returns the model."""
         from interp.weight_processing import process_weights
 
         process_weights(self, fold_ln=fold_ln, center_writing_weights=center_writing_weights,
-                        center_unembed=center_unembed, fold_value_biases=fold_value_biases)
+                        center_unembed=center_unembed, fold_value_biases=fold_value_biases,
+                        refactor_factored_attn_matrices=refactor_factored_attn_matrices)
         return self

@@ -13,6 +13,11 @@ the model's log-probabilities unchanged.
 - ``center_unembed``: ``W_U`` and ``b_U`` centred over the vocabulary (the softmax does not see a shift); logits
   change, log-probabilities do not.
 - ``fold_value_biases``: ``b_V`` moves into ``b_O`` (each head's pattern sums to 1).
+- ``refactor_factored_attn_matrices`` (off by default, as in TransformerLens): each head's ``W_Q``, ``W_K`` (with their
+  biases, as a ``d_model + 1`` input) and ``W_V``, ``W_O`` refactored from the SVDs of ``W_Q W_K^T`` and ``W_V W_O``
+  so that ``W_O`` has orthonormal rows and ``W_Q``, ``W_K`` carry half the singular values each; ``b_V`` moves into
+  ``b_O``. The QK and OV circuits stay as they were. Refused where queries and keys are turned by position (rotary,
+  PoPE: TransformerLens refuses rotary models too) or share key heads (grouped-query attention).
 
 A family says which modules play which part (``PosLensModel.tl_weight_plan``: a ``WeightPlan``) and why an option
 cannot apply to it (``WeightPlan.refuse``), which is the error a caller gets before any weight changes.
@@ -26,7 +31,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-OPTIONS = ("fold_ln", "center_writing_weights", "center_unembed", "fold_value_biases")
+OPTIONS = ("fold_ln", "center_writing_weights", "center_unembed", "fold_value_biases",
+           "refactor_factored_attn_matrices")
+QK_BILINEAR = ("standard", "alibi", "relative (T5 bias)", "shortformer")  # positions never inside q . k
 
 
 class WeightProcessingError(ValueError):
@@ -46,8 +53,9 @@ class Norm:
 @dataclass
 class LayerPlan:
     """One block: ``ln1`` / ``ln2`` its pre-norms (None: none to fold), ``attn`` its q, k, v, o projections
-    (``nn.Linear``-like: ``weight [out, in]``, ``bias``), ``mlp`` its ``gate`` (gated MLPs), ``in`` and ``out``
-    projections, ``shared_norm`` when the MLP reads ``ln1`` too (parallel blocks with one norm)."""
+    (``nn.Linear``-like: ``weight [out, in]``, ``bias``; q, k, v may be views ``[head, d_head, in]`` of a fused
+    projection laid out head by head, ``interp.tl.per_head_split``), ``mlp`` its ``gate`` (gated MLPs), ``in`` and
+    ``out`` projections, ``shared_norm`` when the MLP reads ``ln1`` too (parallel blocks with one norm)."""
 
     ln1: Norm | None
     ln2: Norm | None
@@ -81,12 +89,12 @@ def check_options(options: dict) -> None:
 
 @torch.no_grad()
 def process_weights(model, fold_ln: bool = True, center_writing_weights: bool = True, center_unembed: bool = True,
-                    fold_value_biases: bool = True) -> None:
-    """TransformerLens' ``process_weights_`` on ``model`` in place (see the module docstring); an option its family
-    cannot apply is an error before any weight changes. A second call warns and does nothing, as TransformerLens'
-    does (the first one's folds cannot be told apart from the weights)."""
+                    fold_value_biases: bool = True, refactor_factored_attn_matrices: bool = False) -> None:
+    """TransformerLens' ``process_weights_`` on ``model`` in place (see the module docstring), with its defaults; an
+    option its family cannot apply is an error before any weight changes. A second call warns and does nothing, as
+    TransformerLens' does (the first one's folds cannot be told apart from the weights)."""
     asked = dict(fold_ln=fold_ln, center_writing_weights=center_writing_weights, center_unembed=center_unembed,
-                 fold_value_biases=fold_value_biases)
+                 fold_value_biases=fold_value_biases, refactor_factored_attn_matrices=refactor_factored_attn_matrices)
     check_options(asked)
     if getattr(model, "weights_processed", None):
         warnings.warn(f"{model.model_name}: its weights were already processed ({model.weights_processed}); "
@@ -96,12 +104,14 @@ def process_weights(model, fold_ln: bool = True, center_writing_weights: bool = 
     plan = model.tl_weight_plan()
     if model.cfg.normalization_type in ("RMS", "RMSPre"):  # RMSNorm keeps the mean: TransformerLens skips centring
         asked["center_writing_weights"] = False
+    refuse = {**_refactor_refusal(model, plan), **plan.refuse}
     for option, on in asked.items():
-        if on and option in plan.refuse:
+        if on and option in refuse:
             raise WeightProcessingError(f"{model.model_name} ({model.family} family): {option}=True is not possible: "
-                                        f"{plan.refuse[option]} (pass {option}=False)")
+                                        f"{refuse[option]} (pass {option}=False)")
     steps = [("fold_ln", _fold_ln), ("center_writing_weights", _center_writing), ("center_unembed", _center_unembed),
-             ("fold_value_biases", _fold_value_biases)]  # TransformerLens' order: a LayerNorm's bias reaches b_V first
+             ("fold_value_biases", _fold_value_biases), ("refactor_factored_attn_matrices", _refactor)]
+    # TransformerLens' order: a LayerNorm's bias reaches b_V first, the refactoring comes last
     for option, step in steps:
         if asked[option]:
             step(plan)
@@ -210,6 +220,82 @@ def _fold_value_biases(plan: WeightPlan) -> None:
         b_v = b_v.repeat_interleave(layer.n_heads // b_v.shape[0], dim=0)
         _add_bias(o, torch.einsum("hd,hdm->m", b_v, w_o))
         v.bias.zero_()
+
+
+def _refactor_refusal(model, plan: WeightPlan) -> dict[str, str]:
+    """Why ``refactor_factored_attn_matrices`` cannot apply to ``model`` (empty: it can)."""
+    option = "refactor_factored_attn_matrices"
+    if not plan.layers:
+        return {option: plan.refuse.get("fold_value_biases", "its attention weights are not described to it")}
+    positions = getattr(model.cfg, "positional_embedding_type", None)
+    if positions not in QK_BILINEAR:
+        return {option: f"its queries and keys are turned by position ({positions} positions), so W_Q @ W_K^T is not "
+                        "its QK circuit (TransformerLens refuses rotary models too)"}
+    for layer in plan.layers:
+        q, k = layer.attn[:2]
+        if k.weight.numel() != q.weight.numel():
+            return {option: "its key and value heads are shared by several query heads (grouped-query attention), "
+                            "so one head's W_K cannot be refactored alone"}
+    return {}
+
+
+def _heads_in(linear, n_heads: int) -> torch.Tensor:
+    """``[head, in, d_head]`` (TransformerLens' layout) of a q, k or v projection, in float64."""
+    w = linear.weight.double()
+    return w.reshape(n_heads, -1, w.shape[-1]).transpose(1, 2)
+
+
+def _even_factors(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``U, S, V`` with ``a @ b^T = U diag(S) V^T`` per head (``a`` ``[h, m, r]``, ``b`` ``[h, n, r]``, rank r), from
+    QR factors of each side and an SVD of the ``r x r`` core."""
+    qa, ra = torch.linalg.qr(a)
+    qb, rb = torch.linalg.qr(b)
+    u, s, vh = torch.linalg.svd(ra @ rb.transpose(1, 2))
+    return qa @ u, s, qb @ vh.transpose(1, 2)
+
+
+def _set_heads(linear, value: torch.Tensor) -> None:
+    """Write ``[head, in, d_head]`` back into a projection of either layout."""
+    linear.weight.copy_(value.transpose(1, 2).reshape(linear.weight.shape).to(linear.weight.dtype))
+
+
+def _set_bias(linear, value: torch.Tensor) -> None:
+    if linear.bias is None:
+        _add_bias(linear, value.reshape(-1).float())
+    else:
+        linear.bias.copy_(value.reshape(linear.bias.shape).to(linear.bias.dtype))
+
+
+def _refactor_qk(q, k, n_heads: int) -> None:
+    w_q, w_k = _heads_in(q, n_heads), _heads_in(k, n_heads)
+    biased = q.bias is not None or k.bias is not None
+    if biased:  # the biases as a last input row: x -> [x, 1]
+        b_q, b_k = (torch.zeros(w.shape[0], 1, w.shape[2], dtype=w.dtype, device=w.device) if p.bias is None
+                    else p.bias.double().reshape(w.shape[0], 1, -1) for p, w in ((q, w_q), (k, w_k)))
+        w_q, w_k = torch.cat([w_q, b_q], 1), torch.cat([w_k, b_k], 1)
+    u, s, v = _even_factors(w_q, w_k)
+    new_q, new_k = u * s.sqrt()[:, None, :], v * s.sqrt()[:, None, :]
+    for linear, new in ((q, new_q), (k, new_k)):
+        _set_heads(linear, new[:, :-1] if biased else new)
+        if biased:
+            _set_bias(linear, new[:, -1])
+
+
+def _refactor_ov(v, o, n_heads: int) -> None:
+    w_v = _heads_in(v, n_heads)
+    d_model = o.weight.shape[0]
+    w_o = o.weight.double().T.reshape(n_heads, -1, d_model)  # [head, d_head, d_model]
+    u, s, vecs = _even_factors(w_v, w_o.transpose(1, 2))
+    _set_heads(v, u * s[:, None, :])
+    o.weight.copy_(vecs.transpose(1, 2).reshape(-1, d_model).T.to(o.weight.dtype))
+
+
+def _refactor(plan: WeightPlan) -> None:
+    _fold_value_biases(plan)  # b_V' = 0, b_O' = b_O + sum_h b_V W_O, as TransformerLens' refactoring does
+    for layer in plan.layers:
+        q, k, v, o = layer.attn
+        _refactor_qk(q, k, layer.n_heads)
+        _refactor_ov(v, o, layer.n_heads)
 
 
 def layer_plan(block, ln1: Norm | None, ln2: Norm | None, n_heads: int, shared_norm: bool = False) -> LayerPlan:

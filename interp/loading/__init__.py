@@ -303,7 +303,7 @@ def _read(res: Resolved, family: str | None, place: dict):
 
 def load(source, *, family: str | None = None, revision: str | None = None, device=None, dtype=None, device_map=None,
          max_memory=None, allow_nonfinite: bool = False, fold_ln: bool = False, center_writing_weights: bool = False,
-         center_unembed: bool = False, fold_value_biases: bool = False):
+         center_unembed: bool = False, fold_value_biases: bool = False, refactor_factored_attn_matrices: bool = False):
     """A new hooked model from a registry name, a path or a hub id (see the module docstring).
 
     ``model.source`` records where it came from: ``path``, ``sha256`` (of the checkpoint's files; for a GGUF file,
@@ -313,14 +313,16 @@ def load(source, *, family: str | None = None, revision: str | None = None, devi
     Weights holding NaN or inf are refused by name unless ``allow_nonfinite`` (see ``interp.loading.finite``), and so
     is a model whose forward pass in a half-precision ``dtype`` gives NaN or inf (float16 overflowing).
 
-    ``fold_ln``, ``center_writing_weights``, ``center_unembed``, ``fold_value_biases``: TransformerLens' weight
+    ``fold_ln``, ``center_writing_weights``, ``center_unembed``, ``fold_value_biases``,
+    ``refactor_factored_attn_matrices``: TransformerLens' weight
     processing (``interp.weight_processing``; ``model.process_weights_`` on a loaded model), off by default: poslens
     models keep the checkpoint's weights, where TransformerLens' ``from_pretrained`` processes them. The options applied
     are recorded in ``model.source["processed"]``; one the family cannot apply is an error naming it."""
     from interp.weight_processing import check_options
 
     processing = dict(fold_ln=fold_ln, center_writing_weights=center_writing_weights, center_unembed=center_unembed,
-                      fold_value_biases=fold_value_biases)
+                      fold_value_biases=fold_value_biases,
+                      refactor_factored_attn_matrices=refactor_factored_attn_matrices)
     check_options(processing)
     res = resolve(source, revision=revision)
     where = res.name or (str(res.path) if res.path is not None else type(res.module).__name__)

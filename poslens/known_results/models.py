@@ -1,8 +1,7 @@
-"""The models of the known-results table: their short names (``NAMES``, in verdicts) and labels (``LABELS``, in every
-row's per-model cell and the header's order), the two pretrained models the claims are judged on (``PRETRAINED``) and
+"""The models of the known-results table: their labels (``LABELS``, in every row's per-model cell and verdict, and the
+header's order), the two pretrained models the claims are judged on (``PRETRAINED``) and
 what the header says about each (``MODEL_NOTES``)."""
 
-NAMES = {"smollm2": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M", "minilm": "MiniLM-L6"}
 # the models as they are, in every row's per-model cell (the table's header says more: ``poslens.known_results.render``)
 LABELS = {"smollm2": "SmolLM2-135M-Instruct (Q4_1)", "gemma3-270m": "Gemma 3 270M base (Q4_K_M)",
           "minilm": "all-MiniLM-L6-v2"}

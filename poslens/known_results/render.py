@@ -23,6 +23,7 @@ from pathlib import Path
 from poslens.known_results.claims import CLAIMS, OBSERVATIONS
 from poslens.known_results.models import LABELS, MODEL_NOTES
 from poslens.known_results.types import EVIDENCE, KNOWN_FOLDER, STEPS, Results
+from stats.intervals import BCA_MIN, MIN_UNITS, N_BOOT, PERCENTILE_MIN, SEED
 
 MARK = "known-results"
 
@@ -116,6 +117,25 @@ def provenance_lines(folder: Path) -> list[str]:
     return [head + "; ".join(f"{a}: {', '.join(lines)}" for a, lines in runs.items()) + "."]
 
 
+def units_line(folder: Path) -> str:
+    """Which units the kept CSVs drew (``corpora.stages``), from their provenance's ``stage`` argument: units no pilot
+    read (``judged``), or the pilots' own."""
+    drew = {}
+    for path in sorted(Path(folder).glob("*.provenance.json")):
+        args = json.loads(path.read_text(encoding="utf-8")).get("arguments") or {}
+        if any(k in args for k in ("n_docs", "stream_tokens", "half", "niah_prompts")):  # the steps that draw units
+            drew[path.name.removesuffix(".provenance.json")] = args.get("stage", "any")
+    if drew and set(drew.values()) == {"judged"}:
+        return ("**Units**: every step drew its sequences, articles, prompts and random tokens under stage `judged` "
+                "(`corpora.stages`): units disjoint from every pilot's, which read the first 1,000 articles of the "
+                "earlier draw order and one article in eight of the rest.")
+    pilots = ", ".join(f"{a} ({s})" for a, s in drew.items() if s != "judged")
+    return (f"**Units**: not held out. {pilots or 'these steps'} drew their units under stage `any`, the draw every "
+            f"pilot made, so the judged samples hold the pilots' units; the rules were written after those pilots. "
+            f"A run on held-out units is "
+            f"`poslens reproduce --real-models`, whose steps draw under stage `judged` (`corpora.stages`).")
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
@@ -181,19 +201,27 @@ def render(folder: Path = EVIDENCE) -> str:
     """The markdown of both tables from the CSVs in ``folder``, under the models they ran on."""
     results = Results(folder)
     lines = ["**The models, as they are** (from the runs' provenance files):", "", *models_header(folder), "",
-             *MODEL_NOTES.get("", "").splitlines(), "", *provenance_lines(folder), "",
-             "Every poslens number is given with its 95% interval and its number of units (a percentile bootstrap "
-             "over the units, 10,000 resamples, seed 0, or an exact binomial interval; `stats.intervals`); a "
-             "verdict says \"agrees\" or \"differs\" only where the interval clears the paper's number or the rule's "
-             "threshold, else \"inconclusive at n = ...\". Each row states its rule, the date it was written (before "
-             "the run that judges it) and any earlier rule with the verdict it gave.", "",
+             *MODEL_NOTES.get("", "").splitlines(), "", *provenance_lines(folder), "", units_line(folder), "",
+             "Every poslens number is given with its 95% interval, the interval's method and its number of units "
+             "(`stats.intervals.interval` chooses the method that covers at that number of units, measured in "
+             f"`tests/unit/test_interval_coverage.py`: (t) a Student-t interval of a mean over {MIN_UNITS}-"
+             f"{PERCENTILE_MIN - 1} units, (BCa) a BCa bootstrap of another statistic over {BCA_MIN}-"
+             f"{PERCENTILE_MIN - 1}, (bootstrap) a percentile bootstrap over {PERCENTILE_MIN} or more ({N_BOOT:,} "
+             f"resamples, seed {SEED}), (exact binomial) a Clopper-Pearson interval of a count of trials, "
+             "(simultaneous t) bounds on a count of heads above a threshold that hold for every head together), "
+             f"or is marked descriptive: fewer than {MIN_UNITS} units carry no interval. A verdict says \"agrees\" or "
+             "\"differs\" only where the interval clears the paper's number or the rule's threshold, else "
+             "\"inconclusive\" with what the rule found. Each row states its rule, the date it was written (before "
+             "the run that judges it) and any earlier rule with the verdict it gave. The protocol column's run facts "
+             "(units, lengths, conditions) are read from the kept run's CSVs and provenance.", "",
              "| finding (source) | the claim, as the paper states it | where | the paper's numbers | poslens (same "
              "definition unless the protocol column says otherwise) | protocol: how poslens departs | verdict, and "
              "its rule |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in CLAIMS:
         lines.append("| " + " | ".join(_cell(x) for x in (f"{c.finding} ({c.source})", f"“{c.quote}”", c.where, c.paper,
-                                                          _per_model(c, results), c.protocol, _verdict(c, results)))
+                                                          _per_model(c, results), c.protocol_text(results),
+                                                          _verdict(c, results)))
                      + " |")
     lines += ["", "**poslens' own observations** (no published claim behind them; related work named for context):", "",
               "| observation | context | poslens |", "| --- | --- | --- |"]

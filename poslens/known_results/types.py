@@ -5,14 +5,24 @@ observation, and the intervals and shares the rows print."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from stats.intervals import LEVEL, N_BOOT, SEED, Interval, bootstrap, judge
+from stats.intervals import (
+    LEVEL,
+    MIN_UNITS,
+    N_BOOT,
+    PERCENTILE_MIN,
+    SEED,
+    Interval,
+    descriptive,
+    interval,
+    judge,
+)
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "known-results"
 KNOWN_FOLDER = "known"  # the real-model runs' folder in a report: the main job's analyses, on other models
@@ -67,6 +77,17 @@ class Revision:
     why: str
 
 
+INTERVALS_CHOSEN = "2026-11-29 (issue 45)"
+
+
+def method_revision(earlier: str, earlier_verdict: str, why: str = "") -> Revision:
+    """A rule whose interval's method changed with ``stats.intervals.interval`` (issue 45): the earlier wording and
+    the verdict it gave on the kept run."""
+    return Revision(INTERVALS_CHOSEN, earlier, earlier_verdict,
+                    why or "a percentile bootstrap over fewer than 32 units under-covers "
+                           "(tests/unit/test_interval_coverage.py); the method is now chosen by the number of units")
+
+
 @dataclass(frozen=True)
 class Rule:
     """A claim's verdict rule: its text (the threshold and the condition it reads), written on ``written`` before the
@@ -83,17 +104,59 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Protocol:
+    """A protocol text whose run facts (units, lengths, conditions, what was kept) are read from the kept run:
+    ``text`` with ``{name}`` fields that ``facts(results)`` fills from its CSVs and provenance. ``cited``: every
+    number the text itself states (the paper's, the authors' code's), so that a run fact written into the text
+    instead of read from the run fails a test."""
+
+    text: str
+    facts: Callable[[Results], dict]
+    cited: tuple[str, ...] = ()
+
+    def __call__(self, r: Results) -> str:
+        return self.text.format(**self.facts(r))
+
+
+def run_options(r: Results, analysis: str, model: str | None = None) -> dict:
+    """The options the kept run gave ``analysis`` (its provenance file's ``arguments``; a model's own where the run
+    set them per model); {} where the run kept no provenance."""
+    import json
+
+    path = r.folder / f"{analysis}.provenance.json"
+    if not path.is_file():
+        return {}
+    args = dict(json.loads(path.read_text(encoding="utf-8")).get("arguments") or {})
+    own = (args.pop("per_model", None) or {}).get(model, {})
+    return {**args, **own}
+
+
+def per_model(values: dict[str, object]) -> str:
+    """One fact per model: the value once where every model shares it, else each model's, named as the cells name
+    them."""
+    from poslens.known_results.models import LABELS
+
+    texts = {m: str(v) for m, v in values.items()}
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return " and ".join(f"{v} for {LABELS.get(m, m)}" for m, v in texts.items())
+
+
+@dataclass(frozen=True)
 class Claim:
     finding: str
     source: str
     quote: str  # the claim as the paper states it
     where: str  # section, table or figure
     paper: str  # the paper's numbers and models
-    protocol: str  # where poslens' protocol departs from the authors'
+    protocol: str | Protocol  # where poslens' protocol departs from the authors' (run facts read from the run)
     models: tuple[str, ...]
     measure: Callable[[Results, str], str]  # poslens' number for one model
     verdict: Callable[[Results], str]  # from the numbers alone, by ``rule``
     rule: Rule | None = None  # None: no rule was written before the data (the row says so)
+
+    def protocol_text(self, r: Results) -> str:
+        return self.protocol(r) if isinstance(self.protocol, Protocol) else self.protocol
 
 
 @dataclass(frozen=True)
@@ -128,7 +191,7 @@ def shown(interval: Interval | None, digits: int = 1) -> str:
     """A share with its interval and n: ``74.0% [70.1, 77.8], n = 100``, or ``73.7% (no interval), n = 16``."""
     if interval is None:
         return "n/a"
-    if has_interval(interval):
+    if has_interval(interval) or interval.descriptive:
         return interval.pct(digits)
     return f"{100 * interval.estimate:.{digits}f}% (no interval), n = {interval.n}"
 
@@ -138,24 +201,36 @@ def verdict_of(interval: Interval | None, **rule) -> str:
     "not run" where the condition is missing."""
     if interval is None:
         return "not run"
-    return judge(interval, **rule) if has_interval(interval) else "inconclusive (no interval)"
+    return judge(interval, **rule) if has_interval(interval) or interval.descriptive else "inconclusive (no interval)"
 
 
 def rate_interval(units: np.ndarray) -> Interval:
-    """Bootstrap (over the rows of ``units``: one row per sequence, one column per head) of the mean over heads."""
-    return bootstrap(np.asarray(units, dtype=float).mean(axis=1))
+    """The interval (``stats.intervals.interval``, over the rows of ``units``: one row per sequence, one column per
+    head) of the mean over heads."""
+    return interval(np.asarray(units, dtype=float).mean(axis=1))
 
 
 def difference(a: np.ndarray, b: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED,
                level: float = LEVEL) -> Interval:
-    """mean(a) - mean(b) of two independent samples of units, with its percentile-bootstrap interval (each sample
-    resampled with replacement, ``n_boot`` times from ``seed``); n is the smaller sample."""
+    """mean(a) - mean(b) of two independent samples of units, with both sample sizes (``n``, ``n_other``): the
+    percentile bootstrap (each sample resampled, ``n_boot`` times from ``seed``) where both hold ``PERCENTILE_MIN``
+    units, a Welch t interval where both hold ``MIN_UNITS``, else descriptive."""
+    from scipy.stats import t
+
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    est, na, nb = float(a.mean() - b.mean()), len(a), len(b)
+    if min(na, nb) < MIN_UNITS:
+        return replace(descriptive(est, min(na, nb)), n=na, n_other=nb)
+    if min(na, nb) < PERCENTILE_MIN:
+        va, vb = a.var(ddof=1) / na, b.var(ddof=1) / nb
+        df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if va + vb > 0 else na + nb - 2
+        half = float(t.ppf((1 + level) / 2, df)) * float(np.sqrt(va + vb))
+        return Interval(est, est - half, est + half, na, f"Welch t interval of a difference of means, {na} and {nb} "
+                                                         f"independent units", n_other=nb)
     rng = np.random.default_rng(seed)
-    boots = (a[rng.integers(0, len(a), size=(n_boot, len(a)))].mean(axis=1)
-             - b[rng.integers(0, len(b), size=(n_boot, len(b)))].mean(axis=1))
-    est = float(a.mean() - b.mean())
+    boots = (a[rng.integers(0, na, size=(n_boot, na))].mean(axis=1)
+             - b[rng.integers(0, nb, size=(n_boot, nb))].mean(axis=1))
     lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
-    return Interval(est, float(min(lo, est)), float(max(hi, est)), int(min(len(a), len(b))),
-                    f"percentile bootstrap of a difference of means, {len(a)} and {len(b)} independent units, "
-                    f"{n_boot} resamples, seed {seed}")
+    return Interval(est, float(min(lo, est)), float(max(hi, est)), na,
+                    f"percentile bootstrap of a difference of means, {na} and {nb} independent units, "
+                    f"{n_boot} resamples, seed {seed}", n_other=nb)

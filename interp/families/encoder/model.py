@@ -71,7 +71,7 @@ from interp.families.encoder.relative import (  # noqa: F401 (re-exported)
 )
 from interp.hooks import RESULT, AttentionHooks, BlockHooks, Either, Hook, MLPHooks, NormHooks, head_hooks
 from interp.layers import RMSNorm, normal_init
-from interp.tl import AttentionWeights, result_heads
+from interp.tl import AttentionWeights, per_head_split, result_heads
 
 
 class SwiGLUFFN(nn.Module):
@@ -199,12 +199,8 @@ class SingleStreamAttention(EncoderAttention, AttentionWeights):
         return self.cfg.num_attention_heads
 
     def tl_projections(self):
-        """The fused ``qkv`` rows ``[q_h k_h v_h]`` per head, as three Linear-like views."""
-        from types import SimpleNamespace
-
-        h, d = self.cfg.num_attention_heads, self.cfg.d_qk
-        q, k, v = self.qkv.weight.view(h, 3, d, -1).unbind(1)
-        return (*(SimpleNamespace(weight=w.reshape(h * d, -1), bias=None) for w in (q, k, v)), self.wo)
+        """The fused ``qkv`` rows ``[q_h k_h v_h]`` per head, as three Linear-like views of its weight."""
+        return (*per_head_split(self.qkv.weight, None, self.cfg.num_attention_heads), self.wo)
 
 
 class RotaryAttention(SingleStreamAttention):
@@ -438,18 +434,36 @@ class EncoderModel(PosLensModel):
     tl_blocks_read_tokens = True  # the [CLS] / [SEP] positions and the relative-position logits
 
     def tl_weight_plan(self):
-        """Not written for this family: each option is refused with what stands in its way."""
-        from interp.weight_processing import OPTIONS, WeightPlan
+        """Single-stream pre-norm blocks: ``ln1`` folds into the fused ``qkv``, ``ln2`` into the fused ``[gate | up]``,
+        the final norm into the MLM head (untied first). DSTG (two streams normalised apart) and
+        ``residual='normalized'`` (each norm's output is added to the residual) keep their norms."""
+        from interp.weight_processing import Norm, WeightPlan, layer_plan
 
+        refuse = {} if self.decoder is not None else {"center_unembed": "this encoder has no MLM head"}
+        head = self._untied_decoder if self.decoder is not None else None
         if self.disentangled:
             why = "DSTG's AP and semantic streams are normalised apart, each with its own scale and weight"
-        elif self.cfg.residual == "normalized":
-            why = "residual='normalized' adds each norm's output to the residual, so its weight cannot move into " \
-                  "the weights reading it"
-        else:
-            why = "weight processing is not written for the encoder family (its MLM head and relative-position " \
-                  "logits are not described to it)"
-        return WeightPlan([], None, [], refuse=dict.fromkeys(OPTIONS, why))
+            refuse.update(fold_ln=why, center_writing_weights=why, fold_value_biases=why)
+            return WeightPlan([], None, [], unembed=head, refuse=refuse)
+        if self.cfg.residual == "normalized":
+            refuse["fold_ln"] = ("residual='normalized' adds each norm's output to the residual, so its weight cannot "
+                                 "move into the weights reading it")
+            return WeightPlan([layer_plan(b, None, None, self.n_heads) for b in self.blocks], None, [],
+                              unembed=head, refuse=refuse)
+        layers = [layer_plan(b, Norm(b.attention_norm), Norm(b.ffn_norm), self.n_heads) for b in self.blocks]
+        tables = [t.weight for t in (self.encoder, self.positional_embedding) if t is not None]
+        return WeightPlan(layers, Norm(self.layer_norm), tables, unembed=head, refuse=refuse)
+
+    @torch.no_grad()
+    def _untied_decoder(self) -> nn.Linear:
+        """The MLM head as its own ``nn.Linear`` (a tied head copies the token embeddings, which stay as they were)."""
+        if self.tied:
+            head = nn.Linear(self.cfg.hidden_size, self.cfg.vocab_size, device=self.encoder.weight.device,
+                             dtype=self.encoder.weight.dtype)
+            head.weight.copy_(self.encoder.weight)
+            head.bias.copy_(self.decoder.bias)
+            self.decoder, self.tied, self.cfg.tie_word_embeddings = head, False, False
+        return self.decoder
 
     def tl_absent(self) -> dict[str, str]:
         out = super().tl_absent()

@@ -161,6 +161,8 @@ def structure(hf_model, hf_config, architecture: str) -> dict:
     mlp = (getattr(blocks, "submodules", None) or {}).get("mlp")
     mlp_parts = {key: part.name for key, part in (getattr(mlp, "submodules", None) or {}).items()
                  if key in ("gate", "in", "out")}
+    if isinstance(getattr(mlp, "fused_attr", None), str):  # one fused [gate | up] projection (Phi-3's gate_up_proj)
+        mlp_parts = {"gate_in": mlp.fused_attr, **{k: v for k, v in mlp_parts.items() if k == "out"}}
     tl = {key: getattr(bridge_config, key, None)
           for key in ("normalization_type", "positional_embedding_type", "gated_mlp", "act_fn", "d_mlp", "final_rms",
                       "rmsnorm_uses_offset")}

@@ -41,7 +41,7 @@ from interp import padding
 from interp.attention import StopForward, attend, current_kv_cache, hooked
 from interp.base import CapabilityError, PosLensModel
 from interp.hooks import RESULT, AttentionHooks, BlockHooks, Hook, MLPHooks, NormHooks
-from interp.tl import AttentionWeights
+from interp.tl import AttentionWeights, per_head_split
 
 ATTENTION_NAME = "poslens"
 
@@ -63,6 +63,7 @@ class LayerAttention(AttentionHooks, AttentionWeights):
         super().__init__()
         self.calls = 0  # attention calls seen (the loader's probe checks one per layer)
         self.tl_n_heads = n_heads
+        self.per_head_qkv = False  # a fused qkv laid out [head, q|k|v, d_head] (PER_HEAD_QKV; set by the model)
         # transformers' q, k, v, o projections, as the bridge's adapter names them (not registered: they are self.hf's)
         self.__dict__["parts"] = parts or {}
         names = ("q", "k", "v", "o") if "qkv" not in self.parts else ("qkv", "o")
@@ -70,10 +71,13 @@ class LayerAttention(AttentionHooks, AttentionWeights):
 
     def tl_projections(self):
         """The q, k, v and o projections as ``nn.Linear``-like views (GPT-2's fused Conv1D ``c_attn`` split in
-        three)."""
+        three; a fused qkv laid out head by head, ``per_head_qkv``, split per head: ``interp.tl.per_head_split``)."""
         if not self.linear_parts:
             raise AttributeError("this architecture's attention has no q, k, v and o projections poslens can read as "
                                  "linear maps: no per-head weight views")
+        if "qkv" in self.parts and self.per_head_qkv:
+            fused = linear_view(self.parts["qkv"])
+            return (*per_head_split(fused.weight, fused.bias, self.tl_n_heads), linear_view(self.parts["o"]))
         if "qkv" in self.parts:
             fused, o = linear_view(self.parts["qkv"]), linear_view(self.parts["o"])
             q_rows = o.weight.shape[1]  # [q | k | v], k and v of grouped-query heads narrower than q
@@ -198,7 +202,7 @@ class Block(BlockHooks):
         self.attn = attention
         self.__dict__["parts"] = parts or {}  # transformers' modules of this layer (self.hf's, not registered here)
         self.__dict__["mlp_parts"] = mlp_parts or {}
-        if "out" in self.mlp_parts and ({"gate", "in"} & set(self.mlp_parts)):
+        if "out" in self.mlp_parts and ({"gate", "in", "gate_in"} & set(self.mlp_parts)):
             self.mlp = MLPHooks(self.mlp_parts)
         for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
             if key in self.parts and norm_eps(self.parts[key]) is not None:
@@ -265,6 +269,15 @@ def _replace_hidden(output, fn):
 
 def _fire(hook: HookPoint, _module, _args, output):
     return hook(output)
+
+
+def _fire_gate_half(hook: HookPoint, _module, _args, output):
+    """A fused ``[gate | up]`` projection's output with its gate half through ``hook`` (TransformerLens' ``hook_pre``
+    of a gated MLP)."""
+    if not hooked(hook):
+        return None
+    gate, up = output.chunk(2, dim=-1)
+    return torch.cat([hook(gate), up], dim=-1)
 
 
 def _fire_hidden(hook: HookPoint, _module, _args, output):
@@ -388,7 +401,9 @@ class HFModel(PosLensModel):
             block_parts = _parts(layer, part_names)
             attn_parts = _parts(block_parts["attn"], attn_names) if "attn" in block_parts else {}
             mlp_parts = _parts(block_parts["mlp"], mlp_names) if "mlp" in block_parts else {}
-            self.blocks.append(Block(attention(attn_parts, self.n_heads), block_parts, mlp_parts, norm_kind))
+            attn = attention(attn_parts, self.n_heads)
+            attn.per_head_qkv = getattr(cfg, "model_type", "") in PER_HEAD_QKV
+            self.blocks.append(Block(attn, block_parts, mlp_parts, norm_kind))
         self.__dict__["pos_table"] = structure["pos_embed"]  # a module of self.hf, not registered twice
         final = structure.get("ln_final")
         if isinstance(final, nn.Module) and norm_eps(final) is not None:
@@ -428,7 +443,9 @@ class HFModel(PosLensModel):
             p["ln2_post" if "ln2_post" in p else "mlp"].register_forward_hook(functools.partial(_mlp_out, block))
         if "mlp" in block._modules:
             m = block.mlp_parts
-            m["gate" if "gate" in m else "in"].register_forward_hook(functools.partial(_fire, block.mlp.hook_pre))
+            fire = _fire_gate_half if "gate_in" in m else _fire
+            m[next(k for k in ("gate", "gate_in", "in") if k in m)].register_forward_hook(
+                functools.partial(fire, block.mlp.hook_pre))
             m["out"].register_forward_pre_hook(functools.partial(_fire_input, block.mlp.hook_post))
         if isinstance(attn, RotaryAttention):
             for key in ("q", "k"):
@@ -484,8 +501,6 @@ class HFModel(PosLensModel):
         out = {}
         if not all(b.attn.linear_parts for b in self.blocks):
             out["fold_ln"] = out["fold_value_biases"] = "its attention has no q, k, v, o projections readable as linear"
-        elif "qkv" in self.blocks[0].attn.parts and getattr(self.hf.config, "model_type", "") in PER_HEAD_QKV:
-            out["fold_value_biases"] = "its fused qkv projection interleaves q, k and v head by head"
         elif not all("ln1" in b._modules for b in self.blocks):
             out["fold_ln"] = f"{self.architecture} has layers without a pre-attention norm (post-norm)"
         elif not all({"in", "out"} <= set(getattr(b._modules.get("mlp"), "tl_mlp_parts", dict)())

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from poslens.known_results import render as known_results
 from poslens.known_results import types as known_types
@@ -28,8 +29,9 @@ def test_the_model_header_names_the_weights_file_not_a_machines_path(tmp_path):
 
 
 def test_every_claim_quotes_a_place_and_the_papers_numbers():
+    r = known_types.Results(known_types.EVIDENCE)
     for c in CLAIMS:
-        assert c.quote.strip() and c.where.strip() and c.paper.strip() and c.protocol.strip(), c.finding
+        assert c.quote.strip() and c.where.strip() and c.paper.strip() and c.protocol_text(r).strip(), c.finding
         assert any(w in c.where for w in ("§", "Table", "Fig")), \
             f"{c.finding}: where does the paper say it? {c.where!r}"
     assert OBSERVATIONS, "findings without a published claim go to the observations table"
@@ -68,30 +70,38 @@ def _claim(name):
 
 def test_induction_verdict_reads_the_best_heads_interval_over_sequences(tmp_path):
     claim = _claim("induction heads")
-    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.7, 0.75, 0.8, 0.72])
+    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9] * 2, [0.7, 0.75, 0.8, 0.72] * 2)
     r = known_types.Results(tmp_path)
-    assert claim.verdict(r).startswith("agrees (existence): SmolLM2-135M agrees; Gemma 3 270M agrees.")
+    assert claim.verdict(r).startswith("agrees (existence): SmolLM2-135M-Instruct (Q4_1) agrees; Gemma 3 270M base "
+                                       "(Q4_K_M) agrees.")
     assert "rule (written" in known_results._verdict(claim, r)
-    assert "L2H1 0.90 [0.86, 0.94], n = 4; 1 of 12 heads" in claim.measure(r, "smollm2")
-    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.2, 0.1, 0.3, 0.25])  # all below the cut
-    assert claim.verdict(known_types.Results(tmp_path)).startswith("differs (existence): SmolLM2-135M agrees; "
-                                                                   "Gemma 3 270M differs")
-    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.1, 0.9, 0.2, 0.8])  # mean 0.5, the interval straddles 0.4
+    # a t interval over 8 sequences (scipy's), and the count of heads >= 0.4 with its simultaneous bounds
+    lo, hi = stats.t.interval(0.95, 7, loc=0.9, scale=stats.sem([0.9, 0.85, 0.95, 0.9] * 2))
+    assert f"L2H1 0.90 [{lo:.2f}, {hi:.2f}] (t), n = 8; 1 of 12 heads >= 0.4 (between 1 and 1" in \
+        claim.measure(r, "smollm2")
+    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9], [0.7, 0.75, 0.8, 0.72])  # 4 sequences: no interval, no verdict
+    assert "0.90 (descriptive: n = 4, fewer than 8)" in claim.measure(known_types.Results(tmp_path), "smollm2")
+    assert "SmolLM2-135M-Instruct (Q4_1) not judged (descriptive" in claim.verdict(known_types.Results(tmp_path))
+    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9] * 2, [0.2, 0.1, 0.3, 0.25] * 2)  # all below the cut
     assert claim.verdict(known_types.Results(tmp_path)).startswith(
-        "inconclusive (existence): SmolLM2-135M agrees; Gemma 3 270M inconclusive at n = 4")
+        "differs (existence): SmolLM2-135M-Instruct (Q4_1) agrees; Gemma 3 270M base (Q4_K_M) differs")
+    _induction_csv(tmp_path, [0.9, 0.85, 0.95, 0.9] * 2, [0.1, 0.9, 0.2, 0.8] * 2)  # mean 0.5: straddles 0.4
+    assert claim.verdict(known_types.Results(tmp_path)).startswith(
+        "inconclusive (existence): SmolLM2-135M-Instruct (Q4_1) agrees; Gemma 3 270M base (Q4_K_M) inconclusive "
+        "at n = 8")
     _induction_csv(tmp_path, [0.9, 0.85], [0.9, 0.8], units=False)  # a CSV of means only judges nothing
     assert "no per-sequence values kept" in claim.verdict(known_types.Results(tmp_path))
 
 
 def test_previous_token_verdict_reads_the_score_on_text(tmp_path):
     claim = _claim("previous-token heads")
-    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.8, 0.7, 0.9, 0.75])
+    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.8, 0.7, 0.9, 0.75] * 2)
     r = known_types.Results(tmp_path)
     assert claim.verdict(r).startswith("agrees")
     assert claim.measure(r, "smollm2").startswith("on Wikipedia text (Olsson's condition): best L0H2 0.79 [")
-    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.3, 0.2, 0.4, 0.35])
+    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.3, 0.2, 0.4, 0.35] * 2)
     assert claim.verdict(known_types.Results(tmp_path)).startswith("differs")
-    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.2, 0.9, 0.3, 0.8])
+    _induction_csv(tmp_path, [0.9, 0.9], [0.9, 0.9], wiki=[0.2, 0.9, 0.3, 0.8] * 2)
     assert claim.verdict(known_types.Results(tmp_path)).startswith("inconclusive")
 
 
@@ -138,8 +148,10 @@ def test_table1_verdict_is_conditional_on_sinks_and_compares_with_gpt2_only_with
     _sink_csv(tmp_path, _table1_rates(0.02, 0.0))  # no sinks: "present" is not printed as agreement
     v = claim.verdict(known_types.Results(tmp_path))
     assert "SmolLM2-135M-Instruct (Q4_1): differs" in v and "Gemma 3 270M base (Q4_K_M): differs" in v
-    _sink_csv(tmp_path, _table1_rates(0.12, 0.12), n=4, heads=2)  # 4 sequences: the interval straddles 10%
-    assert "inconclusive at n = 4" in claim.verdict(known_types.Results(tmp_path))
+    _sink_csv(tmp_path, _table1_rates(0.12, 0.12), n=8, heads=2)  # 8 sequences: the interval straddles 10%
+    assert "inconclusive at n = 8" in claim.verdict(known_types.Results(tmp_path))
+    _sink_csv(tmp_path, _table1_rates(0.5, 0.5), n=4, heads=2)  # 4 sequences: too few for an interval
+    assert "not judged (descriptive: n = 4, fewer than 8)" in claim.verdict(known_types.Results(tmp_path))
 
 
 def test_position_verdict_reads_sink_2_when_the_start_token_is_second(tmp_path):
@@ -168,13 +180,14 @@ def test_length_verdict_judges_gemma_on_its_global_layers(tmp_path):
     v = claim.verdict(r)
     assert "SmolLM2-135M-Instruct (Q4_1): agrees" in v
     # the sliding layers fall to 0 but the global one is flat: no fall shown, and none refuted
-    assert "Gemma 3 270M base (Q4_K_M): inconclusive at n = 100 on its global layers 3" in v
+    assert "Gemma 3 270M base (Q4_K_M): inconclusive at n = 100 and 100 on its global layers 3" in v
     assert "global layers (3) only" in claim.measure(r, "gemma3-270m") and "64->256" in claim.measure(r, "smollm2")
     rates[("gemma3-270m", "text", True, 64)] = [0.8, 0.8, 0.8, 0.3]  # the global layer rises
     rates[("smollm2", "text", False, 1024)] = 0.75
-    _sink_csv(tmp_path, rates, n=6, windows=windows)
+    _sink_csv(tmp_path, rates, n=9, windows=windows)
     v = claim.verdict(known_types.Results(tmp_path))
-    assert "SmolLM2-135M-Instruct (Q4_1): inconclusive at n = 6" in v
+    assert "SmolLM2-135M-Instruct (Q4_1): inconclusive at n = 9 and 9" in v
+    assert "(t), n = 9 and 9" in v  # a Welch t interval below 32 units a sample, both samples' n named
     assert "Gemma 3 270M base (Q4_K_M): differs on its global layers 3" in v
 
 
@@ -262,7 +275,7 @@ def test_pct_and_head_names():
     assert known_types.head(pd.Series(dict(layer=np.int64(3), head=np.int64(7)))) == "L3H7"
 
 
-def _rope_csv(folder, q_low, k_low=(3.0, 3.1, 2.9, 3.2), layers=4):
+def _rope_csv(folder, q_low, k_low=(3.0, 3.1, 2.9, 3.2) * 2, layers=4):
     """Bands rows of 4 bands (band 3 the lowest frequency) and per-context quarter norms: the highest quarter's norm
     is 1 in every context, the lowest's ``q_low`` / ``k_low`` (one value per context) in every layer."""
     rows, kept = [], []
@@ -284,17 +297,35 @@ def _rope_csv(folder, q_low, k_low=(3.0, 3.1, 2.9, 3.2), layers=4):
 
 def test_rotary_verdict_reads_queries_and_keys_per_layer_with_intervals(tmp_path):
     claim = _claim("rotary bands: queries and keys weigh the low frequencies")
-    _rope_csv(tmp_path, (2.0, 2.2, 1.9, 2.1))
+    keys = (3.0, 3.1, 2.9, 3.2) * 2
+    _rope_csv(tmp_path, (2.0, 2.2, 1.9, 2.1) * 2, keys)
     r = known_types.Results(tmp_path)
-    assert claim.verdict(r).startswith("SmolLM2-135M: queries agrees (4 of 4 layers above 1, 0 at or below), keys "
-                                       "agrees")
+    assert claim.verdict(r).startswith("SmolLM2-135M-Instruct (Q4_1): queries agrees (4 of 4 layers above 1, 0 wholly "
+                                       "at or below), keys agrees")
     assert "queries: lowest / highest quarter norm 2.05-2.05x over 4 layers" in claim.measure(r, "smollm2")
-    _rope_csv(tmp_path, (0.5, 0.6, 0.55, 0.4))  # queries prefer the highest quarter, keys the lowest
+    assert "(95% t intervals over n = 8 contexts)" in claim.measure(r, "smollm2")
+    _rope_csv(tmp_path, (0.5, 0.6, 0.55, 0.4) * 2, keys)  # queries prefer the highest quarter, keys the lowest
     assert claim.verdict(known_types.Results(tmp_path)).startswith(
-        "SmolLM2-135M: queries differs (0 of 4 layers above 1, 4 at or below), keys agrees")
-    _rope_csv(tmp_path, (0.5, 1.6, 0.7, 1.5))  # mean 1.08, the interval straddles 1
+        "SmolLM2-135M-Instruct (Q4_1): queries differs (0 of 4 layers above 1, 4 wholly at or below (layers 0, 1, 2, "
+        "3)), keys agrees")
+    _rope_csv(tmp_path, (0.5, 1.6, 0.7, 1.5) * 2, keys)  # mean 1.08, the interval straddles 1
     assert claim.verdict(known_types.Results(tmp_path)).startswith(
-        "SmolLM2-135M: queries inconclusive at n = 4 contexts (0 of 4 layers above 1, 0 at or below)")
+        "SmolLM2-135M-Instruct (Q4_1): queries inconclusive at n = 8 contexts (0 of 4 layers above 1, 0 wholly at or "
+        "below, 4 undecided)")
+
+
+def test_rotary_label_says_how_many_layers_contradict_when_every_layer_is_decided(tmp_path):
+    """One layer of eight wholly below 1, the rest above: fewer than the quarter that differs needs, and no layer
+    undecided, so the label says so instead of "inconclusive at n"."""
+    _rope_csv(tmp_path, (2.0, 2.2, 1.9, 2.1) * 2, layers=8)
+    units = pd.read_csv(tmp_path / "rope-frequencies.units.csv")
+    low = (units.measure == "q_norm") & (units.layer == 5) & (units.quarter == "lowest")
+    units.loc[low, "value"] = units.loc[low, "value"] / 4  # layer 5's queries: about 0.5
+    units.to_csv(tmp_path / "rope-frequencies.units.csv", index=False)
+    v = _claim("rotary bands: queries and keys weigh the low frequencies").verdict(known_types.Results(tmp_path))
+    assert v.startswith("SmolLM2-135M-Instruct (Q4_1): queries inconclusive with every layer decided (7 of 8 "
+                        "layers above 1, 1 wholly at or below (layers 5); differs needs 2: more contexts would not "
+                        "change it), keys agrees")
 
 
 def _retrieval_csv(folder, n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, prompts=20, borderline=0,
@@ -334,14 +365,18 @@ def test_retrieval_share_is_judged_by_its_interval_over_prompts(tmp_path):
     sparse = _claim("retrieval heads are sparse")
     _retrieval_csv(tmp_path, 4)
     r = known_types.Results(tmp_path)
-    assert "SmolLM2-135M agrees (4.0% [4.0, 4.0], n = 20)" in sparse.verdict(r)
-    assert "4 heads' intervals lie above 0.1, 0 straddle it" in sparse.measure(r, "smollm2")
+    assert "SmolLM2-135M-Instruct (Q4_1) agrees (4.0% [4.0, 4.0] (simultaneous t), n = 20)" in sparse.verdict(r)
+    assert ("the bounds 4 heads whose score interval lies above 0.1 and 4 whose interval reaches above it"
+            in sparse.measure(r, "smollm2"))
+    assert "best L0H0 0.50 [0.50, 0.50] (t), n = 20" in sparse.measure(r, "smollm2")
     _retrieval_csv(tmp_path, 9)
-    assert "SmolLM2-135M differs (9.0% [9.0, 9.0], n = 20)" in sparse.verdict(known_types.Results(tmp_path))
-    _retrieval_csv(tmp_path, 4, borderline=4)  # 4 to 8 heads above 0.1 across resamples: straddles 6.2%
+    assert "SmolLM2-135M-Instruct (Q4_1) differs (9.0% [9.0, 9.0] (simultaneous t), n = 20)" in \
+        sparse.verdict(known_types.Results(tmp_path))
+    _retrieval_csv(tmp_path, 4, borderline=4)  # 4 heads at exactly 0.1 may lie above it: 4 to 8, straddles 6.2%
     r = known_types.Results(tmp_path)
-    assert "SmolLM2-135M inconclusive at n = 20" in sparse.verdict(r)
-    assert "4 heads' intervals lie above 0.1, 4 straddle it" in sparse.measure(r, "smollm2")
+    assert "SmolLM2-135M-Instruct (Q4_1) inconclusive at n = 20 (4.0% [4.0, 8.0]" in sparse.verdict(r)
+    assert ("the bounds 4 heads whose score interval lies above 0.1 and 8 whose interval reaches above it"
+            in sparse.measure(r, "smollm2"))
     assert "Rule revised on" in known_results._verdict(sparse, r)
 
 
@@ -349,15 +384,18 @@ def test_masking_verdict_reads_binomial_intervals_at_the_number_of_retrieval_hea
     causal = _claim("retrieval heads are causal")
     _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=1.0)  # 0 / 16 vs 16 / 16
     r = known_types.Results(tmp_path)
-    assert "SmolLM2-135M agrees (k = 5, 4 heads score > 0.1" in causal.verdict(r)  # top 2 would not have sufficed
+    # top 2 would not have sufficed
+    assert "SmolLM2-135M-Instruct (Q4_1) agrees (k = 5, 4 heads score > 0.1" in causal.verdict(r)
+    assert "2 random, each draw: 1.00 [0.79, 1.00], 1.00 [0.79, 1.00]" in causal.measure(r, "smollm2")
     assert "top 2: 1.00" in causal.measure(r, "smollm2") and "top 5 (the rule's k): 0.00 [0.00, 0.21]" in \
         causal.measure(r, "smollm2")
     _retrieval_csv(tmp_path, 4, top_acc=1.0, random_acc=1.0)
-    assert "SmolLM2-135M differs (k = 5" in causal.verdict(known_types.Results(tmp_path))
+    assert "SmolLM2-135M-Instruct (Q4_1) differs (k = 5" in causal.verdict(known_types.Results(tmp_path))
     _retrieval_csv(tmp_path, 4, top_acc=0.375, random_acc=1.0)  # 6 / 16: the upper bound passes half
-    assert "SmolLM2-135M inconclusive at n = 16 (k = 5" in causal.verdict(known_types.Results(tmp_path))
+    assert "SmolLM2-135M-Instruct (Q4_1) inconclusive at n = 16 (k = 5" in causal.verdict(known_types.Results(tmp_path))
     _retrieval_csv(tmp_path, 4, top_acc=0.0, random_acc=0.75)  # random heads' lower bound under 75%
-    assert "SmolLM2-135M inconclusive at n = 16: the top heads hurt" in causal.verdict(known_types.Results(tmp_path))
+    assert "SmolLM2-135M-Instruct (Q4_1) inconclusive at n = 16: the top heads hurt" in \
+        causal.verdict(known_types.Results(tmp_path))
     verdict = known_results._verdict(causal, known_types.Results(tmp_path))
     assert "the earlier rule (k = the smallest k run (3)" in verdict and "SmolLM2 differs (top 3 masked" in verdict
 
@@ -380,7 +418,8 @@ def _stream_csv(folder, gains, control=0.0, recovered=None):
             rows.append(dict(base, condition=condition, bucket="past the trained length", loss=3.0))
             rows.append(dict(base, condition=condition, bucket="re-computed tokens", loss=3.0))
         rows.append(dict(base, condition="re-computation", bucket="re-computed tokens", loss=2.9))
-        for i in range(20 if recovered is not None else 0):  # per token: window 3.5, re-computation 2.5 (+- noise)
+        # 30 tokens (a ratio's BCa interval); per token: window 3.5, re-computation 2.5 (+- noise)
+        for i in range(30 if recovered is not None else 0):
             noise = 0.05 * ((i % 5) - 2)
             for condition, loss in (("window", 3.5 + noise), ("window + 4 sinks", 3.5 - recovered + noise),
                                     ("re-computation, start token first", 2.5 + noise)):
@@ -399,26 +438,28 @@ def test_streaming_verdict_reads_the_gain_in_every_bucket_and_shows_the_control(
     r = known_types.Results(tmp_path)
     verdict = claim.verdict(r)
     # the gain part holds; the recovery part cannot be judged without per-token losses, so the row stays inconclusive
-    assert verdict.startswith("SmolLM2-135M inconclusive: the gain part agrees (15 of 15 buckets > 0)")
+    assert verdict.startswith("SmolLM2-135M-Instruct (Q4_1) inconclusive: the gain part agrees (15 of 15 buckets > 0)")
     assert "control, the same 4 sinks without the start token (ordinary tokens first): 0.0000 [0.0000, 0.0000]" in \
         claim.measure(r, "smollm2")
     _stream_csv(tmp_path, [-0.1, -0.05, -0.2])
-    assert claim.verdict(known_types.Results(tmp_path)).startswith("SmolLM2-135M differs: the gain part differs")
+    assert claim.verdict(known_types.Results(tmp_path)).startswith(
+        "SmolLM2-135M-Instruct (Q4_1) differs: the gain part differs")
     _stream_csv(tmp_path, [0.1, -0.1, 0.02, -0.03])
     assert claim.verdict(known_types.Results(tmp_path)).startswith(
-        "SmolLM2-135M inconclusive: the gain part inconclusive at n = 15")
+        "SmolLM2-135M-Instruct (Q4_1) inconclusive: the gain part inconclusive at n = 15")
 
 
 def test_streaming_verdict_judges_the_share_recovered_when_tokens_are_kept(tmp_path):
     claim = _claim("window attention needs the first tokens (attention sinks)")
     _stream_csv(tmp_path, [0.1, 0.12, 0.08], recovered=0.9)  # 90% of the 1-nat excess removed
     verdict = claim.verdict(known_types.Results(tmp_path))
-    assert verdict.startswith("SmolLM2-135M agrees: the gain part agrees (15 of 15 buckets > 0); the recovery part "
-                              "agrees (share of the window's excess over re-computation with the start token removed "
-                              "by 4 sinks: 90.0%")
+    assert verdict.startswith("SmolLM2-135M-Instruct (Q4_1) agrees: the gain part agrees (15 of 15 buckets > 0); the "
+                              "recovery part agrees (share of the window's excess over re-computation with the start "
+                              "token, 2.500 nats/token, removed by 4 sinks: 90.0% [")
+    assert "(BCa), n = 30 tokens" in verdict  # the oracle's value is shown, and the share's method
     _stream_csv(tmp_path, [0.1, 0.12, 0.08], recovered=0.2)
     assert claim.verdict(known_types.Results(tmp_path)).startswith(
-        "SmolLM2-135M differs: the gain part agrees (15 of 15 buckets > 0); the recovery part differs")
+        "SmolLM2-135M-Instruct (Q4_1) differs: the gain part agrees (15 of 15 buckets > 0); the recovery part differs")
 
 
 def _massive_csv(folder, log_ratio, first_share, n=100, layers=6):
@@ -441,7 +482,7 @@ def test_massive_activation_verdict_reads_size_and_place(tmp_path):
     r = known_types.Results(tmp_path)
     assert claim.verdict(r).count(": agrees (size: agrees; at the first token: agrees)") == 2
     said = claim.measure(r, "smollm2")
-    assert "layers 2-3 10^3.5" in said and "dimension 7 in 100 of 100" in said
+    assert "layers 2-3 10^3.5" in said and "dimension 7 in 100.0% [96.4, 100.0] (exact binomial), n = 100" in said
     _massive_csv(tmp_path, 2.0, 0.95)
     assert claim.verdict(known_types.Results(tmp_path)).count("(size: differs") == 2
     _massive_csv(tmp_path, 3.5, 0.5, n=20)  # half the sequences: the binomial interval straddles 50%
@@ -466,3 +507,87 @@ def test_an_intervals_unit_stands_by_its_estimate_not_after_its_n():
     text = known_results.render(known_types.EVIDENCE)
     assert "loss +" in text and " nats/token [" in text
     assert not re.search(r"n = \d+ nats", text)
+
+
+def test_a_difference_of_two_samples_names_both_and_below_32_units_is_scipys_welch_interval():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(0.7, 0.1, 20), rng.normal(0.5, 0.2, 12)
+    iv = known_types.difference(a, b)
+    ref = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert (iv.lo, iv.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    assert iv.format("{:.2f}").endswith("(t), n = 20 and 12")
+    big = known_types.difference(rng.normal(size=100), rng.normal(size=50))
+    assert big.short == "bootstrap" and big.format().endswith("n = 100 and 50")
+    assert known_types.difference(a[:5], b).format("{:.2f}").endswith("(descriptive: n = 5 and 12, fewer than 8)")
+
+
+def test_every_protocol_reads_its_run_facts_from_the_run_and_states_no_number_of_its_own():
+    """A protocol states the run's facts (units, lengths, conditions, what was kept) through ``Protocol.facts``,
+    read from the kept CSVs and provenance; every number written into its text is one it cites (the paper's). A
+    run fact typed into the text fails here."""
+    import re
+
+    r = known_types.Results(known_types.EVIDENCE)
+    for c in CLAIMS:
+        assert isinstance(c.protocol, known_types.Protocol), f"{c.finding}: protocol text not generated from the run"
+        literal = re.sub(r"\{\{|\}\}|\{\w+\}", "", c.protocol.text).replace("Gemma 3", "Gemma")  # a name
+        stated = re.findall(r"\d+(?:[.,]\d+)*", literal)
+        extra = sorted(set(stated) - set(c.protocol.cited))
+        assert not extra, f"{c.finding}: the protocol states {extra} itself: read it from the run or cite it"
+        assert c.protocol_text(r).strip(), c.finding
+
+
+def test_the_protocol_text_follows_what_the_kept_run_did(tmp_path):
+    """A copy of the kept run with other facts: fewer sequences, another repeat length, no oracle re-computation and
+    no per-token losses, other shares masked. The protocols say what this run did."""
+    import json
+    import shutil
+
+    for p in known_types.EVIDENCE.iterdir():
+        shutil.copy2(p, tmp_path / p.name)
+    sinks = pd.read_csv(tmp_path / "sink-rate.csv.gz")
+    sinks.loc[sinks.length == 64, "n_docs"] = 37
+    sinks.to_csv(tmp_path / "sink-rate.csv.gz", index=False)
+    induction = pd.read_csv(tmp_path / "induction.csv.gz")
+    induction["half"], induction["n_docs"] = 100, 9
+    induction.to_csv(tmp_path / "induction.csv.gz", index=False)
+    stream = pd.read_csv(tmp_path / "attention-window.csv.gz")
+    stream[stream.condition != "re-computation, start token first"].to_csv(tmp_path / "attention-window.csv.gz",
+                                                                             index=False)
+    (tmp_path / "attention-window.units.csv.gz").unlink()
+    prov = json.loads((tmp_path / "retrieval-heads.provenance.json").read_text())
+    prov["arguments"]["shares"] = [0.03, 0.2]
+    (tmp_path / "retrieval-heads.provenance.json").write_text(json.dumps(prov))
+    r = known_types.Results(tmp_path)
+    kept = known_types.Results(known_types.EVIDENCE)
+    table1 = _claim("attention sinks in pretrained LMs")
+    assert "at T = 64 on 37 sequences per condition" in table1.protocol_text(r)
+    assert "at T = 64 on 100 sequences per condition" in table1.protocol_text(kept)
+    assert "T = 64 (37 sequences) and T = 256 (50 sequences)" in _claim("sinks and evaluation length").protocol_text(r)
+    said = _claim("induction heads").protocol_text(r)
+    assert "100 random ordinary tokens repeated once after the start token, 9 sequences" in said
+    assert "windows of 200 tokens" in _claim("previous-token heads").protocol_text(r)
+    streaming = _claim("window attention needs the first tokens (attention sinks)")
+    assert "without the start token only; no per-token losses kept" in streaming.protocol_text(r)
+    assert ("with the model's start token first (the rule's oracle) and without it; per-token losses kept on the "
+            "re-computed tokens (63 for SmolLM2-135M-Instruct (Q4_1) and 135 for Gemma 3 270M base (Q4_K_M))"
+            in streaming.protocol_text(kept))
+    assert "k = 3%, 20% of the heads" in _claim("retrieval heads are causal").protocol_text(r)
+
+
+def _provenance(folder: Path, analysis: str, **arguments) -> None:
+    import json
+
+    (folder / f"{analysis}.provenance.json").write_text(json.dumps(dict(analysis=analysis, arguments=arguments)))
+
+
+def test_the_units_line_says_whether_the_kept_run_drew_units_no_pilot_read(tmp_path):
+    _provenance(tmp_path, "sink-rate", n_docs=100, stage="judged")
+    _provenance(tmp_path, "induction", half=256, n_docs=16, stage="judged")
+    _provenance(tmp_path, "ap-spectrum")  # draws no units
+    assert "under stage `judged`" in known_results.units_line(tmp_path)
+    _provenance(tmp_path, "retrieval-heads", n_docs=32, niah_prompts=16)  # written before stages existed
+    line = known_results.units_line(tmp_path)
+    assert line.startswith("**Units**: not held out. retrieval-heads (any) drew")
+    assert "sink-rate" not in line and "ap-spectrum" not in line
+    assert "not held out" in known_results.units_line(known_types.EVIDENCE)  # the kept run predates the stages

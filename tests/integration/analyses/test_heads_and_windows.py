@@ -7,7 +7,7 @@ import torch
 
 from analyses import get
 from analyses.attention_window import attention_window, buckets
-from analyses.retrieval_heads import random_same_layers, retrieval_heads
+from analyses.retrieval_heads import borrowed, random_same_layers, retrieval_heads
 from analyses.rope_frequencies import rope_frequencies
 from interp.loading import load
 from interp.tokenizers import ByteTokenizer
@@ -165,6 +165,23 @@ def test_random_heads_of_the_same_layers():
     full = [(1, 0), (1, 1), (1, 2)]  # every head of layer 1: the three come from other layers
     drawn = random_same_layers(full, 3, 3, rng)
     assert len(drawn) == 3 and not set(drawn) & set(full) and all(l != 1 for l, _ in drawn)
+    assert borrowed(full, drawn) == 3 and borrowed(top, random_same_layers(top, 4, 4, rng)) == 0
+
+
+def test_an_exhausted_layer_borrows_from_its_nearest_layers():
+    """Gemma 3 270M has 4 heads a layer: with all of layer 5 in the top k, a draw once took heads from layers 1, 8
+    and 9; now from layers 4 and 6 first, then 3 and 7."""
+    top = [(5, h) for h in range(4)] + [(2, 0)]
+    for seed in range(20):
+        drawn = random_same_layers(top, 18, 4, np.random.default_rng(seed))
+        layers = sorted(l for l, _ in drawn)
+        assert layers.count(2) >= 1 and len(drawn) == 5 and not set(drawn) & set(top)
+        assert {l for l in layers if l != 2} <= {4, 6}
+        assert borrowed(top, drawn) == 4
+    crowded = [(l, h) for l in (4, 5, 6) for h in range(4) if (l, h) != (6, 3)]  # one head left in layers 4..6
+    drawn = random_same_layers(crowded, 18, 4, np.random.default_rng(0))
+    assert len(set(drawn)) == len(crowded) and {l for l, _ in drawn} <= {1, 2, 3, 6, 7, 8, 9}
+    assert max(abs(l - 5) for l, _ in drawn) <= 4 and borrowed(crowded, drawn) == len(crowded) - 1
 
 
 def test_retrieval_heads_masks_what_copies_the_needle():

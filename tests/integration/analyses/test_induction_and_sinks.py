@@ -1,5 +1,7 @@
 """Planted truth: attention patterns written into a tiny model's heads are what induction and sink-rate report."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -198,8 +200,9 @@ def test_planted_second_token_sink_unit_values_and_new_conditions(model):
 
     _plant(model, 1, 1, lambda q, n: _one_hot(q, n, torch.clamp(q, max=1)))  # every row t >= 1 to key 1
     df, units = get("sink-rate").tables(model, lengths=(32, 64), n_docs=3, conditions=CONDITIONS,
-                                        long_conditions=("text",))
-    assert set(df[df.length == 32]["input"]) == {"text", "random", "repeat", "start-second"}
+                                        long_conditions=("text",), separator="<eos>")
+    assert set(df[df.length == 32]["input"]) == {"text", "random", "repeat", "start-second", "separator-first"}
+    assert set(df["separator_text"]) == {"<eos>"}
     assert set(zip(*df[df.length == 64][["input", "start_token"]].values.T)) == {("text", False)}
     h = df[(df.layer == 1) & (df["head"] == 1)]
     assert (h["sink_2_share"] == 1.0).all() and (h["sink_share"] == 0.0).all()
@@ -213,7 +216,9 @@ def test_planted_second_token_sink_unit_values_and_new_conditions(model):
             x = matrix(units, measure, by=("layer", "head"), input=inp, start_token=start, length=n)
             assert x.shape == (3, model.n_layers, model.n_heads)
             assert x.mean(axis=0).ravel() == pytest.approx(g[share].to_numpy())
-    bos, built = start_token(model), _contexts(model, 3, 16, 0, None, CONDITIONS)
+    bos, built = start_token(model), _contexts(model, 3, 16, 0, None, CONDITIONS, separator=7)
+    assert [ids[1:] for ids in built[("separator-first", True)]] == [ids[:15] for ids in built[("text", False)]]
+    assert {ids[0] for ids in built[("separator-first", True)]} == {7}
     assert all(len(set(ids)) == 1 and len(ids) == 16 for ids in built[("repeat", False)])
     assert all(ids[0] == bos and len(set(ids[1:])) == 1 for ids in built[("repeat", True)])
     assert all(ids[1] == bos and ids[0] != bos and len(ids) == 16 for ids in built[("start-second", True)])
@@ -221,3 +226,13 @@ def test_planted_second_token_sink_unit_values_and_new_conditions(model):
     assert set(df["key_window"]) == {0}
     assert list(units.columns) == ["model", "measure", "input", "start_token", "length", "layer", "head", "unit",
                                    "value"]
+
+
+def test_the_separator_first_condition_names_its_separator_or_is_refused(model):
+    from analyses import get
+
+    with pytest.raises(ValueError, match="separator-first: name the separator it puts first"):
+        get("sink-rate").tables(model, lengths=(32,), n_docs=1, conditions=("text", "separator-first"))
+    with pytest.raises(ValueError, match=re.escape("--separator '<|endoftext|>': not a token of") + ".*e.g. '<eos>'"):
+        get("sink-rate").tables(model, lengths=(32,), n_docs=1, conditions=("separator-first",),
+                                separator="<|endoftext|>")

@@ -25,3 +25,14 @@ def test_the_rows_of_panels_are_taller_than_the_gaps_between_them():
     panel = domains[0][1] - domains[0][0]
     gap = domains[0][0] - domains[1][1]
     assert panel > 2.5 * gap
+
+
+def test_panel_titles_say_which_token_comes_first():
+    """Looked at (a 5-length, 8-condition run on a tiny model): "text, start token second" and "text, <eos> first"
+    where the titles once read "start-second, with start token"."""
+    df = pd.read_csv(EVIDENCE / "sink-rate.csv.gz")
+    sep = df[(df["input"] == "text") & ~df["start_token"]].assign(input="separator-first", start_token=True,
+                                                                  separator_text="<|endoftext|>")
+    titles = [a.text for a in figure(pd.concat([df, sep])).layout.annotations]
+    assert "text, start token second" in titles and "text, <|endoftext|> first" in titles
+    assert "text, without start token" in titles and not any("start-second" in t for t in titles)

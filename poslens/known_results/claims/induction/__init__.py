@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from poslens.known_results.models import PRETRAINED
 from poslens.known_results.types import Results
-from stats.intervals import bootstrap, judge
+from stats.intervals import interval, judge
 from stats.units import matrix
 
 INDUCTION_CUT = 0.4  # poslens' own: the paper gives no threshold
@@ -30,7 +30,7 @@ def best_head(r: Results, m: str, score: str, measure: str):
     i = d[score].to_numpy().argmax()
     best = d.iloc[i]
     values = sequence_values(r, m, measure)
-    return best, (None if values is None else bootstrap(values[i]))
+    return best, (None if values is None else interval(values[i]))
 
 
 def judged(r: Results, score: str, units: str, cut: float) -> dict[str, str]:

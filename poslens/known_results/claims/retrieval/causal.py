@@ -9,8 +9,8 @@ import pandas as pd
 
 from poslens.known_results.claims import WRITTEN
 from poslens.known_results.claims.retrieval import THRESHOLD, induction_heads, wu_rows
-from poslens.known_results.models import NAMES, PRETRAINED
-from poslens.known_results.types import Claim, Results, Revision, Rule
+from poslens.known_results.models import LABELS, PRETRAINED
+from poslens.known_results.types import Claim, Protocol, Results, Revision, Rule, per_model, run_options
 from stats.intervals import binomial
 
 RULE = Rule(
@@ -54,17 +54,48 @@ def measure(r: Results, m: str) -> str:
     mask = d[d.part == "masking"]
     base = _accuracy(float(mask[mask.condition == "none"].niah_accuracy.iloc[0]), n)
     induction = induction_heads(r, m)
-    parts = [f"none {base.format('{:.2f}')}"]
+    parts = [f"none {_draw(base.estimate, n)}"]
     for k in ks:
         top = mask[(mask.condition == "top") & (mask.k == k)]
         rand = mask[(mask.condition == "random") & (mask.k == k)]
         masked = {(int(a), int(b)) for a, b in re.findall(r"L(\d+)H(\d+)", str(top.heads.iloc[0]))}
         parts.append(f"top {int(k)}{' (the rule' + chr(39) + 's k)' if k == k_rule else ''}: "
-                     f"{_accuracy(float(top.niah_accuracy.iloc[0]), n).format('{:.2f}')}, {len(masked & induction)} "
-                     f"of them induction heads; {int(k)} random: "
-                     + ", ".join(f"{a:.2f}" for a in rand.niah_accuracy))
-    return (f"NIAH accuracy on {n} prompts (query masking; exact 95% intervals; random heads: each draw), "
+                     f"{_draw(float(top.niah_accuracy.iloc[0]), n)}, {len(masked & induction)} "
+                     f"of them induction heads; {int(k)} random, each draw: "
+                     + ", ".join(_draw(a, n) for a in rand.niah_accuracy))
+    return (f"NIAH accuracy on {n} prompts (query masking; exact binomial 95% intervals, n = {n} each), "
             f"{n_retrieval} heads score > {THRESHOLD}: " + "; ".join(parts))
+
+
+def _draw(accuracy: float, n: int) -> str:
+    iv = _accuracy(float(accuracy), n)
+    return f"{iv.estimate:.2f} [{iv.lo:.2f}, {iv.hi:.2f}]"
+
+
+def _outside(d: pd.DataFrame) -> str:
+    """Where the random draws at the rule's k lie against the top heads' layers: the layers outside them, if any."""
+    _, _, k = _masking_k(d)
+    mask = d[d.part == "masking"]
+
+    def layers(rows) -> set[int]:
+        return {int(a) for text in rows.heads for a, _ in re.findall(r"L(\d+)H(\d+)", str(text))}
+
+    top = layers(mask[(mask.condition == "top") & (mask.k == k)])
+    other = sorted(layers(mask[(mask.condition == "random") & (mask.k == k)]) - top)
+    return ("in the top heads' layers" if not other else
+            f"partly outside the top heads' layers (layers {', '.join(map(str, other))})")
+
+
+def protocol_facts(r: Results) -> dict:
+    """The kept run's shares of heads masked, random draws, prompts and where the draws lie, from its CSV and
+    provenance."""
+    d = {m: wu_rows(r, m) for m in PRETRAINED}
+    shares = run_options(r, "retrieval-heads").get("shares")
+    draws = {m: int(x[(x.part == "masking") & (x.condition == "random")].groupby("k").size().max())
+             for m, x in d.items()}
+    return dict(layers=per_model({m: _outside(x) for m, x in d.items()}),
+                shares=", ".join(f"{s:.0%}" for s in shares) if shares else "?", draws=per_model(draws),
+                n=per_model({m: _n_prompts(x) for m, x in d.items()}))
 
 
 def verdict(r: Results) -> str:
@@ -86,8 +117,8 @@ def verdict(r: Results) -> str:
             outcome = f"inconclusive at n = {n}: the top heads hurt, random heads' interval reaches below 75%"
         else:
             outcome = f"inconclusive at n = {n}"
-        out.append(f"{NAMES[m]} {outcome} (k = {int(k)}, {n_retrieval} heads score > {THRESHOLD}: top "
-                   f"{top.format('{:.2f}')}, worst random draw {worst.format('{:.2f}')}, none {base:.2f})")
+        out.append(f"{LABELS[m]} {outcome} (k = {int(k)}, {n_retrieval} heads score > {THRESHOLD}: top "
+                   f"{top.format('{:.2f}')}, worst random draw {worst.format('{:.2f}')}, none {_draw(base, n)})")
     return ("; ".join(out) + ". The heads masked first are induction heads (see the measure): the needle is "
             "copied after a matching prefix, so masking them also tests the induction circuit")
 
@@ -98,8 +129,10 @@ ROW = Claim(
           "hallucination, while pruning random non-retrieval heads does not affect the model's retrieval ability",
     where="abstract, property (5); Fig. 1 (Llama-2-7B-80K)",
     paper="figures: needle-in-a-haystack scores with the top retrieval heads masked against random heads",
-    protocol="Wu's masking (`--masking query`, the default): the head's query zeroed while decoding, so it "
-             "attends uniformly; the top-k heads by score against k random heads of the same layers (Wu draw "
-             "outside the top 100, from any layer), k = 1%, 2%, 5%, 10% of the heads, 2 random draws; greedy "
-             "exact-match NIAH accuracy on 16 other prompts with exact binomial intervals",
+    protocol=Protocol(
+        "Wu's masking (`--masking query`, the default): the head's query zeroed while decoding, so it attends "
+        "uniformly; the top-k heads by score against k random heads (Wu draw outside the top 100, from any layer; "
+        "at the rule's k the kept draws' heads lie {layers}), k = {shares} of the heads, {draws} random draws; greedy "
+        "exact-match NIAH accuracy on {n} other prompts with exact binomial intervals", protocol_facts,
+        cited=("100",)),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

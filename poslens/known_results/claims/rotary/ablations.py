@@ -8,7 +8,7 @@ import pandas as pd
 from poslens.known_results.claims.rotary import per_context
 from poslens.known_results.models import PRETRAINED
 from poslens.known_results.types import Observation, Results
-from stats.intervals import bootstrap
+from stats.intervals import MIN_UNITS, interval
 
 ABLATIONS = (("zero-highest", "highest quarter zeroed"), ("zero-lowest", "lowest zeroed"),
              ("unrotate-highest", "highest unrotated (Barbero's 0.75-RoPE reversed, applied post hoc)"),
@@ -38,28 +38,46 @@ def _rope_part(r: Results, m: str, part: str) -> pd.DataFrame | None:
         return None
 
 
+def _effects(losses: pd.DataFrame, masses: pd.DataFrame, cond: str) -> tuple[str, str]:
+    """One condition's loss change (paired: each context's own unablated loss) and the heads' mass, each with its
+    interval over contexts, or (with fewer than ``MIN_UNITS`` contexts) its estimate alone."""
+    loss, mass = interval((losses[cond] - losses["none"]).to_numpy()), interval(masses[cond].to_numpy())
+    if loss.descriptive:
+        return f"{loss.estimate:+.3f} nats/token", f"{mass.estimate:.2f}"
+    return loss.format("{:+.3f}", unit=" nats/token"), mass.format("{:.2f}")
+
+
 def _ablation_at(r: Results, m: str, part: str, length: int) -> str:
     """The conditions' effects at one length: with per-context values, the loss change and the previous-token heads'
-    mass as 95% bootstrap intervals over contexts (paired: each context's own unablated loss); else point values."""
+    mass with their intervals over contexts (``stats.intervals.interval``), the estimates alone (said once) where
+    the contexts are too few for one; without per-context values, point values marked descriptive."""
     d = r.model("rope-frequencies", m, part=part).set_index("condition")
     losses, masses = (per_context(r, m, measure, length) for measure in ("loss", "positional_heads"))
     base = d.loc["none"]
+    kept = losses is not None and masses is not None
     parts = []
     for cond, label in ABLATIONS:
         if cond not in d.index:
             continue
         e = d.loc[cond]
-        if losses is not None and masses is not None:
-            loss = bootstrap((losses[cond] - losses["none"]).to_numpy())
-            mass = bootstrap(masses[cond].to_numpy())
-            parts.append(f"{label}: loss {loss.format('{:+.3f}', unit=' nats/token')}, previous-token heads' mass "
-                         f"{base.positional_heads:.2f} -> {mass.format('{:.2f}')}")
+        if kept:
+            loss, mass = _effects(losses, masses, cond)
+            parts.append(f"{label}: loss {loss}, previous-token heads' mass {mass}")
         else:
             parts.append(f"{label}: loss {e.loss - base.loss:+.3f} nats, previous-token heads' mass "
-                         f"{base.positional_heads:.2f} -> {e.positional_heads:.2f} (no per-context values kept)")
+                         f"{base.positional_heads:.2f} -> {e.positional_heads:.2f}")
+    if not kept:
+        head = f"at {length:,} tokens (descriptive: no per-context values kept): "
+    elif len(losses) < MIN_UNITS:
+        head = (f"at {length:,} tokens (n = {len(losses)} contexts, fewer than {MIN_UNITS}: estimates only, "
+                f"descriptive): previous-token heads' mass unablated {masses['none'].mean():.2f}; ")
+    else:
+        head = (f"at {length:,} tokens: previous-token heads' mass unablated "
+                f"{interval(masses['none'].to_numpy()).format('{:.2f}')}; ")
     angle = _largest_angle(r, m, length)
-    return (f"at {length:,} tokens: " + "; ".join(parts) +
-            f" (there the lowest quarter's fastest band turns through at most {angle:.3f} rad"
+    return (head + "; ".join(parts) +
+            f" (there the lowest quarter's fastest band turns through at most {angle:.3f} rad, a property of the "
+            f"weights with no sampling"
             + (": less than a radian, so it carries little position and unrotating it is near a no-op"
                if angle < 1 else "") + ")")
 

@@ -57,6 +57,19 @@ def sink_rate(r: Results, m: str, inp: str, start: bool, length: int = GU_T, lay
     return rate_interval(units)
 
 
+def sequences(r: Results, inp: str = "text", length: int = GU_T, start: dict | None = None) -> str:
+    """The sequences the kept run read per condition (its CSV's ``n_docs``) on the Gu-comparable condition (or
+    ``start``: a start-token choice per model), per model where they differ; "?" where a model has none."""
+    from poslens.known_results.models import PRETRAINED
+    from poslens.known_results.types import per_model
+
+    out = {}
+    for m in PRETRAINED:
+        d = condition(r, m, inp, (start or GU_START)[m], length)
+        out[m] = "?" if d is None else int(d["n_docs"].iloc[0])
+    return per_model(out)
+
+
 def start_conditions(r: Results, m: str) -> list[bool]:
     d = r.model("sink-rate", m)
     return sorted(set(d["start_token"]), reverse=True)

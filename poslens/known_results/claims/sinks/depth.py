@@ -10,10 +10,11 @@ from poslens.known_results.claims.sinks import (
     combined,
     condition,
     condition_name,
+    sequences,
     sink_rate,
 )
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Revision, Rule, shown, verdict_of
+from poslens.known_results.types import Claim, Protocol, Results, Revision, Rule, shown, verdict_of
 
 DEPTH_CUT = 0.5  # Xiao's "consistently focuses": most heads of a layer sink; "local": most do not
 
@@ -66,7 +67,9 @@ ROW = Claim(
           "and heads",
     where="§3.1, Fig. 2 (Llama-2-7B; layers 0-1 local)",
     paper="attention maps of Llama-2-7B (256 sentences of 16 tokens); no per-layer numbers",
-    protocol="per-layer share of Gu sink heads at T = 64 (text, the Gu-comparable condition, 100 sequences): Xiao "
-             "shows attention maps, not a sink metric; \"local\" read as most heads not sinking. (Barbero et al., "
-             "COLM 2025, compare models of different depth, not layers of one model)",
+    protocol=Protocol(
+        "per-layer share of Gu sink heads at T = {t} (text, the Gu-comparable condition, {n} sequences): Xiao "
+        "shows attention maps, not a sink metric; \"local\" read as most heads not sinking. (Barbero et al., "
+        "COLM 2025, compare models of different depth, not layers of one model)",
+        lambda r: dict(t=GU_T, n=sequences(r)), cited=("2025",)),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -9,11 +9,12 @@ from poslens.known_results.claims.sinks import (
     SINKS_WRITTEN,
     condition,
     condition_name,
+    sequences,
     sink_rate,
     sink_units,
 )
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Revision, Rule, difference, shown
+from poslens.known_results.types import Claim, Protocol, Results, Revision, Rule, difference, shown
 from stats.intervals import judge
 
 RULE = Rule("Gu-comparable condition, text, ε = 0.3: agrees when the bootstrap interval of Sink_1 at T = 64 "
@@ -81,6 +82,17 @@ def _steps(r: Results, m: str):
     return out
 
 
+def protocol_facts(r: Results) -> dict:
+    """The lengths the kept run read, each with its sequences (its CSV), and Gemma 3's sliding and global layers."""
+    lengths = sorted(set().union(*(_lengths(r, m) for m in PRETRAINED)))
+    said = " and ".join(f"T = {t} ({sequences(r, length=t)} sequences)" for t in lengths)
+    d = condition(r, "gemma3-270m", "text", GU_START["gemma3-270m"])
+    windows = {} if d is None or "key_window" not in d else d.groupby("layer")["key_window"].first().to_dict()
+    sliding = [layer for layer, w in windows.items() if w > 0]
+    return dict(lengths=said, sliding=len(sliding), window=max(windows.values(), default="?"),
+                globals=", ".join(str(layer) for layer, w in windows.items() if w == 0) or "none")
+
+
 def verdict(r: Results) -> str:
     out = []
     for m in PRETRAINED:
@@ -109,8 +121,9 @@ ROW = Claim(
     paper="curves only (GPT2-XL, LLaMA2-7B, LLaMA3-8B, all full attention); the reason they fix T = 64. "
           "(Barbero et al., COLM 2025, vary the *training* context length of models they pretrain: not testable "
           "on fixed checkpoints, and not tested here)",
-    protocol="Gu's estimator, every query row, on the Gu-comparable condition: T = 64 (100 sequences) and T = 256 "
-             "(50 sequences; Gu: 100 at every T). Gemma 3's 15 sliding layers see only 512 keys, so past row 512 "
-             "they could not reach token 0 whatever the model learned: at T <= 512 every layer is read, its "
-             "global layers (5, 11, 17) shown apart",
+    protocol=Protocol(
+        "Gu's estimator, every query row, on the Gu-comparable condition: {lengths} (Gu: 100 sequences at every "
+        "T). Gemma 3's {sliding} sliding layers see only {window} keys, so past row {window} they could not reach "
+        "token 0 whatever the model learned: at T <= {window} every layer is read, its global layers ({globals}) "
+        "shown apart", protocol_facts, cited=("100", "0")),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

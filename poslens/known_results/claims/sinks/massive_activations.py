@@ -8,8 +8,8 @@ import pandas as pd
 
 from poslens.known_results.claims.sinks import GU_START, SINKS_WRITTEN, combined, condition_name
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Rule, shown
-from stats.intervals import binomial, bootstrap, judge
+from poslens.known_results.types import Claim, Protocol, Results, Rule, per_model, shown
+from stats.intervals import binomial, interval, judge
 
 MASSIVE_LOG10 = 3.0  # Sun et al.'s "10^3-10^5 times the median": the lower end
 
@@ -45,15 +45,28 @@ def measure(r: Results, m: str) -> str:
         if d is None:
             continue
         logs, first, best = _massive_units(d)
-        ratio = bootstrap(logs)
+        ratio = interval(logs)
         dims = best["dim"].value_counts()
         parts.append(f"{condition_name(r, m, start, 'massive-activations')}"
                      f"{' (Gu-comparable)' if start == GU_START[m] else ''}: top-1 / median "
                      f"over layers {int(d.layer.min())}-{int(d.layer.max())} 10^{ratio.estimate:.2f} "
-                     f"[10^{ratio.lo:.2f}, 10^{ratio.hi:.2f}] (geometric mean over n = {ratio.n} sequences); at the "
+                     f"[10^{ratio.lo:.2f}, 10^{ratio.hi:.2f}] ({ratio.short}; geometric mean over n = {ratio.n} "
+                     f"sequences); at the "
                      f"first token in {shown(binomial(int(first.sum()), len(first)))}; dimension {int(dims.index[0])} "
-                     f"in {dims.iloc[0]} of {len(best)}")
+                     f"in {shown(binomial(int(dims.iloc[0]), len(best)))} (the most frequent, chosen on these "
+                     f"sequences)")
     return "; ".join(parts) or "not run"
+
+
+def protocol_facts(r: Results) -> dict:
+    """The kept run's windows and their length (its CSV), per model where they differ."""
+    try:
+        d = r["massive-activations"]
+    except FileNotFoundError:
+        return dict(n="no", length="?")
+    first = {m: d[d.model == m].iloc[0] for m in PRETRAINED if (d.model == m).any()}
+    return dict(n=per_model({m: int(x.n_docs) for m, x in first.items()}),
+                length=per_model({m: int(x.length) for m, x in first.items()}))
 
 
 def verdict(r: Results) -> str:
@@ -64,7 +77,7 @@ def verdict(r: Results) -> str:
             out.append(f"{LABELS[m]}: not run")
             continue
         logs, first, _ = _massive_units(d)
-        parts = [judge(bootstrap(logs), above=MASSIVE_LOG10), judge(binomial(int(first.sum()), len(first)), above=0.5)]
+        parts = [judge(interval(logs), above=MASSIVE_LOG10), judge(binomial(int(first.sum()), len(first)), above=0.5)]
         outcome = combined(parts)
         out.append(f"{LABELS[m]}: {outcome} (size: {parts[0]}; at the first token: {parts[1]})")
     return "; ".join(out)
@@ -79,9 +92,10 @@ ROW = Claim(
     paper="LLaMA2-7B: top-1 2622.0 vs median 0.2 in a middle layer (Table 1); in a few fixed dimensions, at the "
           "starting token (and in some models the first period or newline); ~10^3-10^5 x the median across the "
           "LLMs they study; they give the attention sink its bias (§4)",
-    protocol="`massive-activations`: the residual stream leaving each layer (`hook_resid_post`), per sequence its "
-             "largest |activation| over positions and dimensions and the median |activation|, on 100 Wikipedia "
-             "windows of 64 tokens per start-token condition (Sun et al.: RedPajama samples); the middle third of "
-             "the layers read; intervals over sequences (bootstrap of the mean log10 ratio; exact binomial for "
-             "the share at the first token)",
+    protocol=Protocol(
+             "`massive-activations`: the residual stream leaving each layer (`hook_resid_post`), per sequence its "
+             "largest |activation| over positions and dimensions and the median |activation|, on {n} Wikipedia "
+             "windows of {length} tokens per start-token condition (Sun et al.: RedPajama samples); the middle third "
+             "of the layers read; intervals over sequences (of the mean log10 ratio; exact binomial for the share at "
+             "the first token)", protocol_facts, cited=("10",)),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -9,12 +9,13 @@ from poslens.known_results.claims.sinks import (
     SINKS_WRITTEN,
     combined,
     condition,
+    sequences,
     sink_rate,
     start_conditions,
     start_text,
 )
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Revision, Rule, shown, verdict_of
+from poslens.known_results.types import Claim, Protocol, Results, Revision, Rule, shown, verdict_of
 
 RULE = Rule(f"T = 64, ε = 0.3, text, intervals over sequences. SmolLM2 (no start token): agrees when Sink_1's "
             f"interval lies above {SINK_FLOOR:.0%}. Gemma 3 (`<bos>` second): agrees when Sink_2's interval "
@@ -60,10 +61,13 @@ ROW = Claim(
           "Sink_2 69.03%); with the first token re-sampled at random the model still sinks on it (Sink_1 27.03%, "
           "§5), and Xiao §3.1 calls Llama-2's first token \"a mostly random token\": a model pretrained without a "
           "fixed first token is predicted to sink on whatever comes first",
-    protocol="no pretraining is varied. SmolLM2: its text with no start token (the first token is ordinary), "
-             "judged against Gu §5 / Xiao §3.1's prediction (whether its pretraining chunks start at arbitrary "
-             "tokens is not verified). Gemma 3 (its tokenizer adds `<bos>`; pretrained with it first, which is "
-             "circumstantial): `<bos>` moved to position 2 at inference, one ordinary token before it, Sink_2 = "
-             "share of heads with α_2 > ε (α_2 = mean over rows 2..T of A_{t,2}). This tests whether the sink "
-             "follows the token pretraining fixed; Table 10 moves it in pretraining instead",
+    protocol=Protocol(
+        "no pretraining is varied; T = {t}, {n} sequences per condition. SmolLM2: its text with no start token (the "
+        "first token is ordinary), judged against Gu §5 / Xiao §3.1's prediction (whether its pretraining chunks "
+        "start at arbitrary tokens is not verified). Gemma 3 (its tokenizer adds `<bos>`; pretrained with it first, "
+        "which is circumstantial): `<bos>` moved to position 2 at inference, one ordinary token before it, Sink_2 = "
+        "share of heads with α_2 > ε (α_2 = mean over rows 2..T of A_{{t,2}}). This tests whether the sink follows "
+        "the token pretraining fixed; Table 10 moves it in pretraining instead",
+        lambda r: dict(t=GU_T, n=sequences(r, "start-second", start=dict.fromkeys(PRETRAINED, True))),
+        cited=("5", "3.1", "2", "2", "2", "2", "10")),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -7,12 +7,13 @@ from poslens.known_results.claims.sinks import (
     SINKS_WRITTEN,
     condition,
     condition_name,
+    sequences,
     sink_rate,
     sink_units,
     start_conditions,
 )
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Rule, shown, verdict_of
+from poslens.known_results.types import Claim, Protocol, Results, Rule, shown, verdict_of
 from stats.intervals import binomial
 
 GU_REPEAT = {"GPT2-XL": 62.28, "Mistral-7B": 0.00, "LLaMA2-7B": 0.00, "LLaMA3-8B": 0.00}
@@ -49,6 +50,8 @@ ROW = Claim(
     where="Table 1 (repeat column); §3.3, Prop. 4 / Table 7",
     paper="repeat: " + ", ".join(f"{k} {v:.2f}%" for k, v in GU_REPEAT.items())
           + " (the rotary models have none; GPT2-XL's learned absolute positions give its first token a sink)",
-    protocol="one random ordinary token (one per sequence, 100 sequences) repeated T = 64 times, no start token "
-             "(with a start token first the first token is no longer a repeat: shown beside it, not judged)",
+    protocol=Protocol("one random ordinary token (one per sequence, {n} sequences) repeated T = {t} times, no start "
+                      "token (with a start token first the first token is no longer a repeat: shown beside it, not "
+                      "judged)", lambda r: dict(t=GU_T, n=sequences(r, "repeat", start=dict.fromkeys(PRETRAINED,
+                                                                                                   False)))),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)

@@ -10,11 +10,12 @@ from poslens.known_results.claims.sinks import (
     SINKS_WRITTEN,
     combined,
     condition_name,
+    sequences,
     sink_rate,
     start_conditions,
 )
 from poslens.known_results.models import LABELS, PRETRAINED
-from poslens.known_results.types import Claim, Results, Revision, Rule, has_interval, shown, verdict_of
+from poslens.known_results.types import Claim, Protocol, Results, Revision, Rule, has_interval, shown, verdict_of
 
 GU_TABLE1 = {"GPT2-XL": (77.00, 70.29), "Mistral-7B": (97.49, 75.21), "LLaMA2-7B": (92.47, 90.13),
              "LLaMA3-8B": (99.02, 91.23)}
@@ -68,9 +69,11 @@ ROW = Claim(
                                                            for k, (a, b) in GU_TABLE1.items())
           + ". Table 1 (Right): chat variants sink like their base models (LLaMA2-7B 92.47 base vs 92.88 chat). "
             "Fig. 4 (Left): sinks in small models too (Pythia-14M up, GPT-2-124M, OPT-125M; figure only)",
-    protocol="Gu's estimator (`sink-rate --estimator gu`, the default): row 0 included, each sequence thresholded, "
-             "then averaged, on 100 sequences per condition as theirs. Their natural text is their probe set (the "
-             "Pile); poslens' is English Wikipedia leads (their App. C.2: domain barely matters at ε = 0.3). The "
-             "models are 135M / 270M parameters, nearer Fig. 4 (Left) than Table 1's 1.5B-8B; SmolLM2 is an "
-             "Instruct model (Table 1 Right: tolerable) and both are 4-bit GGUFs (no paper covers that)",
+    protocol=Protocol(
+        "Gu's estimator (`sink-rate --estimator gu`, the default): row 0 included, each sequence thresholded, "
+        "then averaged, at T = {t} on {n} sequences per condition (theirs: 100). Their natural text is their probe "
+        "set (the Pile); poslens' is English Wikipedia leads (their App. C.2: domain barely matters at ε = 0.3). The "
+        "models are 135M / 270M parameters, nearer Fig. 4 (Left) than Table 1's 1.5B-8B; SmolLM2 is an "
+        "Instruct model (Table 1 Right: tolerable) and both are 4-bit GGUFs (no paper covers that)",
+        lambda r: dict(t=GU_T, n=sequences(r)), cited=("0", "100", "2", "0.3", "4", "135", "270", "1.5", "8", "1")),
     models=PRETRAINED, measure=measure, verdict=verdict, rule=RULE)
