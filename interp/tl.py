@@ -364,6 +364,23 @@ class TLSurface:
         self.__dict__["original_cfg"] = original
         self.__dict__["cfg"] = TLConfig(original, **fields)
 
+    def set_tokenizer(self, tokenizer, default_padding_side: str = "right") -> None:
+        """TransformerLens' ``set_tokenizer``: ``tokenizer`` (a transformers fast tokenizer, or a poslens one) becomes
+        ``model.tokenizer``, padding on ``default_padding_side``."""
+        from interp.tokenizers import HFTokenizer, SpanTokenizer
+
+        if default_padding_side not in ("right", "left"):
+            raise ValueError(f"default_padding_side={default_padding_side!r} is not 'right' or 'left'")
+        if not isinstance(tokenizer, SpanTokenizer):
+            tokenizer = HFTokenizer(tokenizer, getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+        tokenizer.padding_side = default_padding_side
+        self.tokenizer = tokenizer
+
+    def set_use_attn_result(self, use_attn_result: bool) -> None:
+        """TransformerLens' switch for ``blocks.{l}.attn.hook_result``, recorded in ``cfg.use_attn_result``: poslens
+        computes and caches ``hook_result`` either way (a documented difference), so switching it changes no output."""
+        self.cfg.use_attn_result = bool(use_attn_result)
+
     def tl_absent(self) -> dict[str, str]:
         """Why each hook of ``TL_HOOKS`` this model lacks is absent (the README's matrix): the shared reasons here, a
         family's own in its override."""
@@ -411,13 +428,6 @@ class TLSurface:
         as TransformerLens does (``interp.tl_batch``; ``model(texts)`` builds their attention mask). The BOS token is
         prepended when ``prepend_bos`` says so, else as ``model.cfg.default_prepend_bos`` says: False for poslens
         models (TransformerLens' default is True)."""
-        if getattr(self, "tokenizer", None) is None:
-            from interp.tokenizers import TokenizerError
-
-            raise TokenizerError(f"{self.model_name} was loaded without a tokenizer, so it cannot turn text into "
-                                 "tokens: put the tokenizer files beside the checkpoint, attach one "
-                                 "(model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL)), or pass --tokenizer on the "
-                                 "command line")
         from interp.tl_batch import tokens_and_mask
 
         out = tokens_and_mask(self, input, prepend_bos, padding_side, truncate)[0]

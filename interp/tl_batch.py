@@ -62,7 +62,14 @@ def _encode(model, text: str, bos: bool) -> list[int]:
 
 def tokens_and_mask(model, input, prepend_bos=None, padding_side=None, truncate: bool = True) -> tuple[Tensor, Tensor]:
     """``([batch, pos] tokens, [batch, pos] boolean mask of real tokens)`` of a text or a list of texts, on the model's
-    device."""
+    device; a model without a tokenizer gets a ``TokenizerError`` saying how to attach one."""
+    if getattr(model, "tokenizer", None) is None:
+        from interp.tokenizers import TokenizerError
+
+        raise TokenizerError(f"{model.model_name} was loaded without a tokenizer, so it cannot turn text into "
+                             "tokens: put the tokenizer files beside the checkpoint, attach one "
+                             "(model.tokenizer = interp.load_tokenizer(DIR_OR_MODEL), or "
+                             "model.set_tokenizer(a transformers tokenizer)), or pass --tokenizer on the command line")
     texts = [input] if isinstance(input, str) else list(input)
     if not texts:
         raise ValueError("to_tokens got an empty list of texts")
@@ -127,6 +134,8 @@ def run_forward(model, family_forward, input, *args, return_type="logits", loss_
         if attention_mask is not None:
             raise ValueError("attention_mask is for tokens; texts build their own")
         input, mask = tokens_and_mask(model, input, prepend_bos, padding_side)
+        if model.hook_tokens.has_hooks():
+            input = model.hook_tokens(input)
     elif attention_mask is not None:
         from interp.attention import current_kv_cache
 

@@ -133,6 +133,36 @@ class Unembed(nn.Module):
         return self.model.head_logits(residual)
 
 
+def _read(get):
+    """``get()``, or None where the model lacks it (an AttributeError naming why)."""
+    try:
+        return get()
+    except (AttributeError, NotImplementedError):
+        return None
+
+
+def _attn_params(attn, prefix: str, n_heads: int) -> dict:
+    """An attention's per-head weights under TransformerLens' names, grouped keys and values repeated per head."""
+    out = {}
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"):
+        value = _read(lambda name=name: getattr(attn, name)) if attn is not None else None
+        if value is not None and name in ("W_K", "W_V", "b_K", "b_V") and 0 < value.shape[0] < n_heads:
+            value = value.repeat_interleave(n_heads // value.shape[0], dim=0)
+        out[f"{prefix}.{name}"] = value
+    return out
+
+
+def _norm_params(norm, prefix: str) -> dict:
+    """A norm's scale (``1 + weight`` where the family stores an offset) and bias as ``{prefix}.w`` / ``.b``."""
+    if norm is None:
+        return {}
+    weight, bias = getattr(norm.module, "weight", None), getattr(norm.module, "bias", None)
+    out = {f"{prefix}.b": bias}
+    if weight is not None:
+        out[f"{prefix}.w"] = 1 + weight if norm.offset else weight
+    return out
+
+
 def warn_unfolded(model) -> None:
     """Once per model: a warning that its final norm's weight is not folded into ``W_U`` (a logit lens written for
     TransformerLens would silently be off)."""
@@ -150,12 +180,14 @@ def warn_unfolded(model) -> None:
 
 def fire_tokens(model, args, kwargs):
     """A forward pre-hook: the token ids pass ``hook_tokens`` (``[batch, pos]``) while it is hooked, so an edit changes
-    what the model reads. A pass from a given residual or embeddings reads no ids: the hook stays silent."""
+    what the model reads. A pass from a given residual or embeddings reads no ids: the hook stays silent; a text fires
+    it once tokenized (``run_forward``)."""
     from interp import layer_range
+    from interp.tl_batch import is_text
 
     r = layer_range.current(model)
-    if not args or not model.hook_tokens.has_hooks() or (r is not None and (r.residual is not None
-                                                                             or r.embeds is not None)):
+    if not args or not model.hook_tokens.has_hooks() or is_text(args[0]) or (
+            r is not None and (r.residual is not None or r.embeds is not None)):
         return None
     tokens = model.check_tokens(args[0])
     return (model.hook_tokens(tokens), *args[1:]), kwargs
@@ -413,12 +445,36 @@ class TLModules:
 
     def tokens_to_residual_directions(self, tokens) -> Tensor:
         """The columns of ``W_U`` for ``tokens`` (a string of one token, an id, or a tensor of ids): ``[d_model]`` for
-        one token, else the tokens' shape plus ``d_model``. On an unprocessed model these are not the directions the
-        logits read from the residual: the final norm's weight sits between them (``process_weights_`` folds it in)."""
+        one token (a one-element tensor too, as TransformerLens), else the tokens' shape plus ``d_model``. On an
+        unprocessed model these are not the directions the logits read from the residual: the final norm's weight sits
+        between them (``process_weights_`` folds it in)."""
         if isinstance(tokens, str):
             tokens = self.to_single_token(tokens)
         tokens = torch.as_tensor(tokens, device=self.W_U.device)
+        tokens = tokens.reshape(()) if tokens.numel() == 1 else tokens  # TransformerLens: one token, [d_model]
         return self.W_U[:, tokens].movedim(0, -1)
+
+    # -- TransformerLens' parameter dictionary -------------------------------------------------------------------------
+    def tl_parameters(self) -> dict[str, Tensor]:
+        """TransformerLens' parameter dictionary, which its tools read (``SVDInterpreter``): ``embed.W_E``,
+        ``blocks.{l}.attn.W_Q`` ... ``b_O`` (all ``n_heads``: grouped keys and values repeated per query head, as
+        TransformerLens' ``W_K`` / ``W_V``), ``blocks.{l}.mlp.W_in`` / ``W_gate`` / ``W_out`` / ``b_in`` / ``b_out``,
+        ``blocks.{l}.ln1.w`` / ``ln2.w`` (the scale the norm multiplies by) and ``.b``, ``ln_final.w`` / ``.b``,
+        ``unembed.W_U`` / ``b_U``: views of the weights in use; what a family lacks is left out."""
+        params = {"embed.W_E": _read(lambda: self.embed.W_E), "unembed.W_U": _read(lambda: self.W_U),
+                  "unembed.b_U": _read(lambda: self.b_U)}
+        plan = _read(self.tl_weight_plan)
+        norms = {} if plan is None else {"ln_final": plan.ln_final}
+        for l, block in enumerate(self.blocks):
+            if plan is not None and len(plan.layers) == len(self.blocks):
+                norms.update({f"blocks.{l}.ln1": plan.layers[l].ln1, f"blocks.{l}.ln2": plan.layers[l].ln2})
+            params.update(_attn_params(block._modules.get("attn"), f"blocks.{l}.attn", self.n_heads))
+            mlp = block._modules.get("mlp")
+            params.update({f"blocks.{l}.mlp.{w}": _read(lambda w=w: getattr(mlp, w))
+                           for w in ("W_in", "W_gate", "W_out", "b_in", "b_out")})
+        for prefix, norm in norms.items():
+            params.update(_norm_params(norm, prefix))
+        return {k: v for k, v in params.items() if v is not None}
 
     # -- weight processing ---------------------------------------------------------------------------------------------
     def tl_weight_plan(self):

@@ -14,6 +14,8 @@ from interp.capabilities import Capability, CapabilityError
 from interp.families import families
 from interp.families.hf.checkpoints import load_generic
 from interp.padding import pad_rows
+from interp.tl_batch import pad_id
+from interp.tokenizers import TokenizerError
 from tests.hf_helpers import write_tiny_hf
 from tests.integration.interp.test_tl_surface import byte_tokenizer
 
@@ -247,3 +249,111 @@ def test_a_real_model_pads_and_tokenizes_as_transformerlens(name):
     if Capability.CAUSAL_LM in model.capabilities:
         many = model.generate(input=texts, max_new_tokens=4, do_sample=False, prepend_bos=True)
         assert many == [model.generate(input=t, max_new_tokens=4, do_sample=False, prepend_bos=True) for t in texts]
+
+
+# -- hook_tokens on text, set_tokenizer, set_use_attn_result, one token's residual direction --------------------------
+def only_tokens(name) -> bool:
+    return name == "hook_tokens"
+
+
+@pytest.mark.parametrize("name", ["repo-small", "rope-bytes", "ap-encoder-small"])
+def test_hook_tokens_sees_and_edits_what_a_text_became(bundled, name):
+    """TransformerLens: ``run_with_cache(text)`` caches at ``hook_tokens`` the tokens the text became (a list of
+    texts: the padded batch), and an edit there on a text run is what the model reads."""
+    model = bundled[name]
+    tokens = model.to_tokens(TEXTS[0])
+    edited = tokens.clone()
+    edited[0, -1] = (edited[0, -1] + 1) % model.d_vocab
+    with torch.no_grad():
+        _, cache = model.run_with_cache(TEXTS[0], names_filter=only_tokens)
+        assert torch.equal(cache["hook_tokens"], tokens)
+        _, cache = model.run_with_cache(TEXTS, names_filter=only_tokens)
+        assert torch.equal(cache["hook_tokens"], model.to_tokens(TEXTS))
+        out = model.run_with_hooks(TEXTS[0], fwd_hooks=[("hook_tokens", lambda t, hook: edited)])
+        torch.testing.assert_close(out, model(edited), **F32)
+        assert not torch.allclose(out, model(tokens), **F32)
+
+
+def test_tokens_to_residual_directions_of_one_token_is_one_direction(bundled):
+    """TransformerLens: one token, whether an id, a string or a one-element tensor, gives ``[d_model]``."""
+    model = bundled["rope-bytes"]
+    one = model.to_tokens("a", prepend_bos=False)
+    assert one.shape == (1, 1)
+    want = model.W_U[:, int(one[0, 0])]
+    for token in (one, int(one[0, 0]), "a"):
+        assert torch.equal(model.tokens_to_residual_directions(token), want)
+    two = model.to_tokens("ab", prepend_bos=False)
+    assert torch.equal(model.tokens_to_residual_directions(two), model.W_U[:, two].movedim(0, -1))
+
+
+def test_set_tokenizer_attaches_a_transformers_tokenizer():
+    """TransformerLens' ``set_tokenizer(tokenizer, default_padding_side=...)``: a transformers fast tokenizer becomes
+    the model's, tokenizing as it does and padding on the side given."""
+    from transformers import PreTrainedTokenizerFast
+
+    model = interp.load("rope-bytes")
+    source = model.tokenizer
+    tok = PreTrainedTokenizerFast(tokenizer_object=source.backend_tokenizer, name_or_path="bytes",
+                                  **source.special_tokens_map)
+    model.tokenizer = None
+    model.set_tokenizer(tok, default_padding_side="left")
+    assert model.tokenizer.padding_side == "left" and model.tokenizer.name_or_path == "bytes"
+    assert model.to_tokens(TEXTS[1], prepend_bos=False)[0].tolist() == tok.encode(TEXTS[1], add_special_tokens=False)
+    padded = model.to_tokens(TEXTS[:2], prepend_bos=False)
+    assert padded[1, 0] == pad_id(model.tokenizer) and padded[1, -1] == tok.encode(TEXTS[1])[-1]
+    with pytest.raises(ValueError, match="default_padding_side='middle'"):
+        model.set_tokenizer(tok, default_padding_side="middle")
+
+
+def test_set_use_attn_result_is_recorded_and_hook_result_is_cached_either_way(bundled):
+    """TransformerLens' switch is kept in ``cfg.use_attn_result``; poslens caches ``hook_result`` with it off too (the
+    README's documented difference), and the heads' results sum to the attention output."""
+    model = bundled["rope-bytes"]
+    try:
+        for flag in (True, False):
+            model.set_use_attn_result(flag)
+            assert model.cfg.use_attn_result is flag
+            with torch.no_grad():
+                _, cache = model.run_with_cache(TEXTS[0])
+            attn = model.blocks[0].attn
+            summed = cache["blocks.0.attn.hook_result"].sum(2) + (attn.b_O if attn.b_O is not None else 0)
+            torch.testing.assert_close(summed, cache["blocks.0.hook_attn_out"], atol=1e-5, rtol=1e-5)
+    finally:
+        model.set_use_attn_result(False)
+
+
+def test_text_on_a_model_without_a_tokenizer_says_how_to_attach_one():
+    model = interp.load("rope-bytes")
+    model.tokenizer = None
+    for run in (lambda: model(TEXTS[0]), lambda: model.generate(TEXTS[0], max_new_tokens=1),
+                lambda: model.to_tokens(TEXTS)):
+        with pytest.raises(TokenizerError, match="rope-bytes was loaded without a tokenizer.*set_tokenizer"):
+            run()
+
+
+def top_vectors(matrix: torch.Tensor, W_U: torch.Tensor, k: int) -> torch.Tensor:
+    """``|W_U^T v_i|`` for ``matrix``'s top ``k`` right singular vectors (sign-free), ``[d_vocab, k]``."""
+    return (W_U.T @ torch.linalg.svd(matrix.double())[2][:k].T.to(W_U.dtype)).abs()
+
+
+def test_tl_parameters_are_what_transformerlens_svd_interpreter_reads():
+    """TransformerLens' ``SVDInterpreter`` reads ``model.tl_parameters()``: a head's OV vectors and a layer's ``w_in``
+    vectors are those computed by hand from the family's own weights (grouped values repeated per query head; ``w_in``
+    scaled by the unprocessed model's ``ln2`` weight)."""
+    from transformer_lens import SVDInterpreter
+
+    model = next(m for m in EXAMPLES if m.family == "llama")
+    block, h, k = model.blocks[1], model.n_heads - 1, 3
+    kv = block.attn.W_V.shape[0]
+    assert kv < model.n_heads  # grouped values
+    params = model.tl_parameters()
+    assert torch.equal(params["blocks.1.attn.W_V"][h], block.attn.W_V[h // (model.n_heads // kv)])
+    assert torch.equal(params["blocks.1.ln2.w"], block.post_attention_layernorm.weight)
+    svd = SVDInterpreter(model)
+    with torch.no_grad():
+        ov = block.attn.W_V[h // (model.n_heads // kv)] @ block.attn.W_O[h]
+        got = svd.get_singular_vectors("OV", num_vectors=k, layer_index=1, head_index=h)[:, 0].abs()
+        torch.testing.assert_close(got, top_vectors(ov, model.W_U, k), atol=1e-5, rtol=1e-4)
+        w_in = block.mlp.W_in.T * block.post_attention_layernorm.weight
+        got = svd.get_singular_vectors("w_in", num_vectors=k, layer_index=1)[:, 0].abs()
+        torch.testing.assert_close(got, top_vectors(w_in, model.W_U, k), atol=1e-5, rtol=1e-4)
