@@ -129,7 +129,7 @@ def child(names: str, keep: str = "", scale: str = "0") -> list[dict]:
     rows = []
     with figures.shared_plotlyjs():
         for name in names.split(","):
-            rows.append(dict(_measure(plan[name], keep), threads=chosen.get("threads")))
+            rows.append(dict(_measure(plan[name], keep), threads=chosen.get("threads"), scale=int(scale)))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # each step as it ends, for a log
     return rows
 
@@ -239,10 +239,11 @@ def write(rows: list[dict], scale: int = 0) -> str:
         text = text.split("\n\nThe steps' costs")[0]
         missing = [name for name in _plan(scale) if name not in {r["step"] for r in rows}]
         write_section("real-steps", "The known-results steps against their floors",
-                      f"{machine()}. Each step at its lengths with 1/{scale} of its units (`python -m bench.steps "
-                      f"--real {scale}`: contexts, prompts and draws divided by {scale}, at least 1). A step's CPU "
-                      f"seconds include loading its models; its floor replays its recorded forward passes whole "
-                      f"(logits included, where a step may stop at the last layer)."
+                      f"{machine()}. Each step at its lengths with a fraction of its units (`python -m bench.steps "
+                      f"--real SCALE`: contexts, prompts and draws divided by SCALE, at least 1): "
+                      + ", ".join(f"{r['step']} 1/{r.get('scale', scale)}" for r in rows) + ". A step's CPU "
+                      "seconds include loading its models; its floor replays its recorded forward passes whole "
+                      "(logits included, where a step may stop at the last layer)."
                       + (f" Not measured in this run: {', '.join(missing)}." if missing else "") + f"\n\n{text}")
         return text
     write_costs(rows)

@@ -73,6 +73,6 @@ def test_the_real_steps_section_names_the_steps_it_did_not_measure(tmp_path, mon
                forwards=8, floor_cpu_s=22.8, floor_s=30.0)
     steps.write([row], scale=10)
     text = (tmp_path / "BENCHMARKS.md").read_text()
-    assert "| induction | 60.0 | 39.0 | 1.5 | 700 | 8 | 22.8 | 1.7x |" in text and "1/10 of its units" in text
+    assert "| induction | 60.0 | 39.0 | 1.5 | 700 | 8 | 22.8 | 1.7x |" in text and ": induction 1/10." in text
     assert "Not measured in this run: ap-spectrum, sink-rate, massive-activations, rope-frequencies" in text
     assert "add up to" not in text and not (tmp_path / "untouched.py").exists()
