@@ -76,10 +76,10 @@
     if (st.block !== null) st.q = whole(got.q, m.length);
     return st;
   }
-  function go(change) {
+  function go(change) {  // applied at once, so steps taken faster than hashchange fires all count
     const next = Object.assign({}, state, change), hash = "#" + encode(next);
-    if (hash === location.hash) apply(parse(hash), true);
-    else location.hash = hash;  // a history entry: the browser's back returns here; hashchange applies it
+    apply(parse(hash), true);
+    if (hash !== location.hash) location.hash = hash;  // a history entry: the browser's back returns here
   }
   function quietly(change) {  // a setting, not a step: the fragment follows without a history entry
     Object.assign(state, change);
@@ -541,7 +541,9 @@
   document.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape" && !ev.defaultPrevented) { back(); ev.preventDefault(); }
   });
-  window.addEventListener("hashchange", () => apply(parse(location.hash), true));
+  window.addEventListener("hashchange", () => {  // the browser's back / forward, or a link; a step of go() is applied
+    if (location.hash !== "#" + encode(state)) apply(parse(location.hash), true);
+  });
   const total = D.models.reduce((n, m) => n + m.n_blocks, 0);
   const inFile = D.models.reduce((n, m) => n + (m.precomputed || []).length, 0);
   const fewest = Math.min(...D.models.flatMap((m) => (m.precomputed || []).map((b) =>

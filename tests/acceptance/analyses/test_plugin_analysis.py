@@ -148,7 +148,7 @@ def test_a_declaration_naming_what_the_analysis_lacks_fails_when_its_module_is_i
 
     try:
         with pytest.raises(ValueError, match=r"@analysis\(main=\.\.\.\) of 'induction': quick names length, not an "
-                                             r"option of 'induction' \(options: half, n_docs, seed\)"):
+                                             r"option of 'induction' \(options: half, n_docs, seed, stage\)"):
             declare(main=Run(("repo-small",), dict(half=8), quick=dict(length=8), section=HEADS))
         with pytest.raises(ValueError, match="the main job needs the report's section="):
             declare(main=Run(("repo-small",)))

@@ -264,6 +264,21 @@ def test_a_reload_restores_the_view_from_the_url(browser, tmp_path):
     assert p.errors == []
 
 
+def test_steps_back_taken_faster_than_the_url_changes_all_count(browser, tmp_path):
+    """Three Escapes within one task (the full suite's load once let a test's quick presses run ahead of the
+    browser's hashchange): each goes one level up, and the browser's back returns one step."""
+    p = _page(browser, tmp_path, _view(), size=(1400, 900), fragment="#s=distance&m=1&l=2&h=3&b=4&q=70&c=abs")
+    p.page.wait_for_selector("#tokens .qrow.focus")
+    p.page.evaluate("for (let i = 0; i < 3; i++) document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
+    assert p.page.evaluate("[viewer.state.model, viewer.state.block, viewer.state.q]") == [None, None, None]
+    p.page.wait_for_function("location.hash.indexOf('m=') < 0")
+    assert p.page.locator("#head").is_hidden()
+    p.page.go_back()
+    p.page.wait_for_function("viewer.state.model === 1 && viewer.state.block === null")
+    assert p.page.locator("#head-title").text_content() == "tiny-rope-b layer 2 head 3"
+    assert p.errors == []
+
+
 def test_every_block_of_a_saved_page_answers_a_click(browser, tmp_path):
     """With a budget too small for every row, each block still holds rows (a few per block) and answers; with less,
     the blocks without rows say so on the block itself, with the budget that holds every block's."""
