@@ -16,8 +16,6 @@ from interp.families.hf.checkpoints import load_generic
 from interp.padding import pad_rows
 from interp.tl_batch import pad_id
 from interp.tokenizers import TokenizerError
-from tests.hf_helpers import write_tiny_hf
-from tests.integration.interp.test_tl_surface import byte_tokenizer
 
 EXAMPLES = [m.eval() for f in families() for m in (f.examples() if f.examples else [])]
 IDS = [f"{m.family}-{type(m).__name__}-{getattr(m, 'variant', '') or i}" for i, m in enumerate(EXAMPLES)]
@@ -192,16 +190,6 @@ def test_generate_input_kinds_and_return_types(bundled, name):
 
 
 # -- TransformerLens' bridge as the oracle ----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def llama_bridge(tmp_path_factory):
-    from transformer_lens.model_bridge import TransformerBridge
-
-    directory = tmp_path_factory.mktemp("llama")
-    write_tiny_hf("llama", directory)
-    byte_tokenizer(directory)
-    return directory, TransformerBridge.boot_transformers(str(directory), device="cpu", dtype=torch.float32)
-
-
 @pytest.mark.parametrize("family", ["llama", "hf"])
 def test_padded_texts_give_what_transformerlens_gives(llama_bridge, family):
     directory, bridge = llama_bridge

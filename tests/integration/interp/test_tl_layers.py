@@ -14,8 +14,7 @@ from interp.capabilities import Capability, CapabilityError
 from interp.families import families
 from interp.families.hf.checkpoints import load_generic
 from interp.padding import mask_from_pads, pad_rows
-from tests.hf_helpers import tiny_hf, write_tiny_hf
-from tests.integration.interp.test_tl_surface import byte_tokenizer
+from tests.hf_helpers import tiny_hf
 
 EXAMPLES = [m.eval() for f in families() for m in (f.examples() if f.examples else [])]
 HF_KINDS = ["llama", "qwen2", "gemma2", "gpt2", "gpt_neox", "opt", "bert-mlm"]
@@ -193,16 +192,6 @@ def test_repetition_penalty_is_transformerlens_sample_logits(bundled):
 
 
 # -- TransformerLens' bridge as the oracle ----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def llama_bridge(tmp_path_factory):
-    from transformer_lens.model_bridge import TransformerBridge
-
-    directory = tmp_path_factory.mktemp("llama")
-    write_tiny_hf("llama", directory)
-    byte_tokenizer(directory)
-    return directory, TransformerBridge.boot_transformers(str(directory), device="cpu", dtype=torch.float32)
-
-
 def _ours(directory, family, bridge):
     model = load_generic(directory) if family == "hf" else interp.load(directory, family=family)
     model.cfg.default_prepend_bos = bridge.cfg.default_prepend_bos
