@@ -78,6 +78,18 @@ def condition_name(kind: str, start: bool) -> str:
     return kind if kind in ("start-second", "separator-first") or not start else f"{kind}+start"
 
 
+_NO_SEPARATOR = ("sink-rate --condition separator-first: name the separator it puts first (--separator, e.g. "
+                 "<|endoftext|>)")
+
+
+def precheck(options: dict, label) -> None:
+    """Before any model loads: the separator-first condition needs its separator."""
+    from analyses.registry import OptionError
+
+    if "separator-first" in set(options["conditions"]) | set(options["long_conditions"]) and not options["separator"]:
+        raise OptionError(_NO_SEPARATOR)
+
+
 def separator_id(model, separator: str) -> int | None:
     """The id of ``separator``, a token written as the tokenizer decodes it; None for "" (no separator-first)."""
     if not separator:
@@ -194,7 +206,7 @@ UNITS = Units("sequence", keys=("input", "start_token", "length", "layer", "head
                                               separator="<|endoftext|>"),
                               "gemma3-270m": dict(long_conditions=("text+start",))}),
           memory=Run(("rope-small",), dict(lengths=(128,))),
-          builds_logits=False)
+          builds_logits=False, precheck=precheck)
 def sink_rate(model, *,
               estimator: Annotated[str, Help("gu: Gu et al.'s alpha_1 over all query rows (row 0 included), "
                                              "thresholded per sequence; poslens: the mass over rows 1..T-1, averaged "
@@ -237,9 +249,8 @@ def sink_rate(model, *,
     from corpora.random_tokens import start_token
     from interp.runtime import parallel
 
-    if "separator-first" in set(conditions) | set(long_conditions) and not separator:
-        raise ValueError("sink-rate --condition separator-first: name the separator it puts first (--separator, e.g. "
-                         "<|endoftext|>)")
+    if "separator-first" in set(conditions) | set(long_conditions) and not separator:  # called without a plan
+        raise ValueError(_NO_SEPARATOR)
     sep = separator_id(model, separator)
     items, keys, index = [], [], []
     for i, length in enumerate(sorted(lengths)):

@@ -262,3 +262,11 @@ def test_a_separator_that_is_also_the_unknown_token_is_found():
     assert separator_id(Model(), "<|endoftext|>") == 0 and separator_id(Model(), "") is None
     with pytest.raises(ValueError, match="not a token of stub's vocabulary .*e.g. '<\\|im_end\\|>'"):
         separator_id(Model(), "<bos>")
+
+
+def test_a_separator_first_run_without_its_separator_is_refused_before_a_model_loads(tmp_path):
+    from poslens.run.plan import plan
+
+    with pytest.raises(ValueError, match="separator-first: name the separator it puts first"):
+        plan("sink-rate", ["repo-small"], tmp_path, options=dict(conditions=("text", "separator-first")))
+    plan("sink-rate", ["repo-small"], tmp_path, options=dict(conditions=("separator-first",), separator="<eos>"))
