@@ -642,6 +642,9 @@ class HFModel(PosLensModel):
         padded = padding.position_ids(tokens.shape[1], tokens.device)
         if padded is not None:  # a padded batch: each row's real tokens from position 0
             where["position_ids"] = padded
+            if cache is None:  # poslens hides the padding; a mask of ones keeps transformers from reading the
+                # renumbered position_ids as packed sequences (which would split a row at an interior zero)
+                where["attention_mask"] = torch.ones_like(tokens)
         elif "position_ids" not in where and self.pos_table is not None:  # hook_pos_embed is [batch, pos, d_model]
             where["position_ids"] = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
         r = layer_range.current(self)
