@@ -210,6 +210,29 @@ def test_position_says_separator_first_was_not_run_where_the_csv_has_no_such_row
     assert "separator-first not run" in claim.measure(kept, "smollm2")
 
 
+def test_a_run_with_separator_first_rows_changes_the_position_row_only(tmp_path):
+    """The kept run with SmolLM2's separator-first condition added (its ordinary-first rows relabelled, as sink-rate
+    writes them: start_token True, the separator in ``separator_text``): every other row renders as before."""
+    import shutil
+
+    for p in known_types.EVIDENCE.iterdir():
+        shutil.copy2(p, tmp_path / p.name)
+    for name in ("sink-rate.csv.gz", "sink-rate.units.csv.gz"):
+        d = pd.read_csv(tmp_path / name)
+        ordinary = d[(d.model == "smollm2") & (d.input == "text") & ~d.start_token & (d.length == 64)]
+        d = pd.concat([d, ordinary.assign(input="separator-first", start_token=True)])
+        if name == "sink-rate.csv.gz":
+            d["separator_text"] = np.where(d.input == "separator-first", "<|endoftext|>", "none")
+        d.to_csv(tmp_path / name, index=False)
+    before, after = known_results.render(known_types.EVIDENCE), known_results.render(tmp_path)
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(before.splitlines()) == len(after.splitlines()) and len(changed) == 1
+    assert "the sink sits where pretraining fixes a token" in changed[0][1]
+    assert "`<\\|endoftext\\|>` first (the token before each pretraining document) 75.0% [73.7, 76.2] (bootstrap), " \
+           "n = 100; an ordinary token first 75.0% [73.7, 76.2]" in changed[0][1]
+    assert "SmolLM2-135M-Instruct (Q4_1): agrees (" in changed[0][1]
+
+
 def test_length_verdict_judges_gemma_on_its_global_layers(tmp_path):
     claim = _claim("sinks and evaluation length")
     windows = {("gemma3-270m", layer): 512 for layer in (0, 1, 2)}  # layer 3 global
