@@ -157,6 +157,7 @@ def test_table1_verdict_is_conditional_on_sinks_and_compares_with_gpt2_only_with
 def test_position_verdict_reads_sink_2_when_the_start_token_is_second(tmp_path):
     claim = _claim("the sink sits where pretraining fixes a token")
     rates = {("smollm2", "text", False, 64): 0.7, ("smollm2", "text", True, 64): 0.7,
+             ("smollm2", "separator-first", True, 64): 0.7,
              ("gemma3-270m", "text", True, 64): 0.8, ("gemma3-270m", "text", False, 64): 0.0,
              ("gemma3-270m", "start-second", True, 64): 0.0}  # Sink_1 0, Sink_2 1
     _sink_csv(tmp_path, rates)
@@ -166,6 +167,70 @@ def test_position_verdict_reads_sink_2_when_the_start_token_is_second(tmp_path):
     rates[("gemma3-270m", "start-second", True, 64)] = 0.9  # the sink stays on the first token: Sink_2 0.1
     _sink_csv(tmp_path, rates)
     assert "Gemma 3 270M base (Q4_K_M): differs" in claim.verdict(known_types.Results(tmp_path))
+
+
+def _smollm2_position(folder, separator_first, ordinary_first, n=100, heads=4):
+    """The position row's SmolLM2 half on planted rates: Sink_1 with ``<|endoftext|>`` first (None: the condition not
+    run) and with an ordinary token first; Gemma's half agrees."""
+    rates = {("smollm2", "text", False, 64): ordinary_first, ("smollm2", "text", True, 64): 0.7,
+             ("gemma3-270m", "text", True, 64): 0.8, ("gemma3-270m", "start-second", True, 64): 0.0}
+    if separator_first is not None:
+        rates[("smollm2", "separator-first", True, 64)] = separator_first
+    _sink_csv(folder, rates, n=n, heads=heads)
+    r = known_types.Results(folder)
+    claim = _claim("the sink sits where pretraining fixes a token")
+    return claim.verdict(r), claim.measure(r, "smollm2"), claim.protocol_text(r)
+
+
+def test_position_judges_smollm2_on_its_separator_first_not_on_an_ordinary_token_first(tmp_path):
+    """Issue 45: SmolLM2's half read the ordinary-first number row 3 judges; it reads <|endoftext|> first (the token
+    before each of its pretraining documents). Planted so that the ordinary-first number gives the other verdict."""
+    smol = "SmolLM2-135M-Instruct (Q4_1): "
+    verdict, measure, protocol = _smollm2_position(tmp_path, separator_first=0.6, ordinary_first=0.0)
+    assert verdict.startswith(smol + "agrees (") and "Gemma 3 270M base (Q4_K_M): agrees" in verdict
+    assert measure.startswith("Sink_1 at T = 64 (text): `<|endoftext|>` first (the token before each pretraining "
+                              "document) 60.0% [")
+    assert "; an ordinary token first 0.0% [0.0, 0.0] (bootstrap), n = 100; `<s>` first " in measure
+    assert "separator-first condition, 100 sequences)" in protocol
+    verdict, measure, _ = _smollm2_position(tmp_path, separator_first=0.0, ordinary_first=0.8)
+    assert verdict.startswith(smol + "differs (") and "document) 0.0% [0.0, 0.0] (bootstrap), n = 100; an ordinary " \
+        "token first 80.0% [" in measure
+    verdict, _, _ = _smollm2_position(tmp_path, separator_first=0.12, ordinary_first=0.7, n=8, heads=2)
+    assert verdict.startswith(smol + "inconclusive at n = 8 (")  # the interval straddles the floor
+
+
+def test_position_says_separator_first_was_not_run_where_the_csv_has_no_such_rows(tmp_path):
+    verdict, measure, protocol = _smollm2_position(tmp_path, separator_first=None, ordinary_first=0.7)
+    assert verdict.startswith("SmolLM2-135M-Instruct (Q4_1): inconclusive: separator-first not run (")
+    assert "`<|endoftext|>` first (the token before each pretraining document): separator-first not run; " in measure
+    assert "separator-first condition; not run in this run)" in protocol
+    kept = known_types.Results(known_types.EVIDENCE)  # the kept run predates the condition
+    claim = _claim("the sink sits where pretraining fixes a token")
+    assert "SmolLM2-135M-Instruct (Q4_1): inconclusive: separator-first not run" in claim.verdict(kept)
+    assert "separator-first not run" in claim.measure(kept, "smollm2")
+
+
+def test_a_run_with_separator_first_rows_changes_the_position_row_only(tmp_path):
+    """The kept run with SmolLM2's separator-first condition added (its ordinary-first rows relabelled, as sink-rate
+    writes them: start_token True, the separator in ``separator_text``): every other row renders as before."""
+    import shutil
+
+    for p in known_types.EVIDENCE.iterdir():
+        shutil.copy2(p, tmp_path / p.name)
+    for name in ("sink-rate.csv.gz", "sink-rate.units.csv.gz"):
+        d = pd.read_csv(tmp_path / name)
+        ordinary = d[(d.model == "smollm2") & (d.input == "text") & ~d.start_token & (d.length == 64)]
+        d = pd.concat([d, ordinary.assign(input="separator-first", start_token=True)])
+        if name == "sink-rate.csv.gz":
+            d["separator_text"] = np.where(d.input == "separator-first", "<|endoftext|>", "none")
+        d.to_csv(tmp_path / name, index=False)
+    before, after = known_results.render(known_types.EVIDENCE), known_results.render(tmp_path)
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(before.splitlines()) == len(after.splitlines()) and len(changed) == 1
+    assert "the sink sits where pretraining fixes a token" in changed[0][1]
+    assert "`<\\|endoftext\\|>` first (the token before each pretraining document) 75.0% [73.7, 76.2] (bootstrap), " \
+           "n = 100; an ordinary token first 75.0% [73.7, 76.2]" in changed[0][1]
+    assert "SmolLM2-135M-Instruct (Q4_1): agrees (" in changed[0][1]
 
 
 def test_length_verdict_judges_gemma_on_its_global_layers(tmp_path):
@@ -232,7 +297,9 @@ def test_every_sink_row_shows_a_rule_written_before_its_run_and_its_history():
                  "no sink on one repeated token in rotary models"):
         rule = _claim(name).rule
         assert rule is not None and "before" in rule.written, name
-        assert rule.history().startswith("rule (written 2026-11-27")
+        # SmolLM2's half of the position rule was rewritten for issue 45 before a judged run put its separator first
+        day = "2026-11-29" if name == "the sink sits where pretraining fixes a token" else "2026-11-27"
+        assert rule.history().startswith(f"rule (written {day}"), name
     assert "earlier rule" in _claim("sinks above the bottom layers").rule.history()
 
 
@@ -243,7 +310,7 @@ def test_every_claim_carries_its_rule_and_the_table_prints_each_rule_once():
     table = known_results.render(known_types.EVIDENCE)
     assert "no rule was written" not in table
     for c in CLAIMS:
-        assert table.count(c.rule.text.rstrip(".")) == 1, c.finding
+        assert table.count(known_results._cell(c.rule.text.rstrip("."))) == 1, c.finding  # a cell escapes "|"
 
 
 def test_a_claim_without_a_rule_says_so():
