@@ -42,7 +42,9 @@ few heads outside the top k borrows from its nearest layers, and each random row
 - ``query`` (default, the authors'): ``MaskHeadQueries(heads, from_position=last prompt token)``: the prompt is read
   unmasked and from its last token on (every generated token, every answer row when the answer is fed in) the heads'
   queries are zeroed, so they attend uniformly, as ``needle_in_haystack_with_mask.py`` prefills unmasked and masks the
-  decoding steps;
+  decoding steps. Every condition thus reads the same prompt before its last token: on a model with a KV cache that
+  prefix runs once per prompt and the cache is forked per condition (``shared_prefix``; equal to a full pass per
+  condition up to float rounding);
 - ``query-all``: the queries zeroed at every position, the prompt's too (a stronger edit: a head that parks its
   attention on a sink now averages every value at every position);
 - ``output``: ``MaskHeads``, the heads' outputs zeroed at every position: they write nothing.
@@ -426,6 +428,8 @@ def _masked(model, evaluation, conditions, masking: str) -> dict:
         return interventions.MaskHeadQueries(heads) if masking == "query-all" else interventions.MaskHeads(heads)
 
     def measure(sample):
+        if masking == "query" and model.supports_kv_cache:
+            return {f"{c}": np.array(v) for c, v in enumerate(shared_prefix(model, sample, conditions, mask))}
         out = {}
         for c, (_, _, _, masked) in enumerate(conditions):
             with interventions.applied(model, *((mask(masked, sample),) if masked else ())):
@@ -435,6 +439,53 @@ def _masked(model, evaluation, conditions, masking: str) -> dict:
 
     return parallel.fold_items(measure, evaluation, {f"{c}": np.zeros(3) for c in range(len(conditions))}, _add,
                                model=model, tag=f"masking-{masking}", desc=f"retrieval masking {model.model_name}")
+
+
+@no_grad
+def shared_prefix(model, sample, conditions, mask) -> list[tuple[float, float, float]]:
+    """(retrieved, answer accuracy, answer NLL) of one prompt under each condition, the prompt but its last token run
+    once: query masking starts at the last prompt token, so every condition reads the same keys and values before it
+    (kept in a KV cache and forked per condition, ``interp.attention.KVCache.fork``). Equal to a full pass per condition
+    (``corpora.answers.teacher_forced`` and ``retrieved``) up to float rounding, at the cost of one prefill and a
+    few tokens per condition instead of two passes over the prompt."""
+    import torch
+
+    from corpora.answers import answer_budget, stop_ids
+    from interp import attention, interventions
+
+    tok = model.require_tokenizer("retrieval-heads")
+    prompt, answer = list(sample.token_ids), list(sample.answer_ids)
+    prefix = attention.KVCache()
+    with attention.decoding(prefix):
+        model(torch.tensor([prompt[:-1]], device=model.device))
+    out = []
+    for _, _, _, masked in conditions:
+        with interventions.applied(model, *((mask(masked, sample),) if masked else ())):
+            with attention.decoding(prefix.fork()):
+                logits = model(torch.tensor([prompt[-1:] + answer[:-1]], device=model.device))[0].float()
+            gold = torch.tensor(answer, device=logits.device)
+            nll = float(torch.nn.functional.cross_entropy(logits, gold))
+            accuracy = float((logits.argmax(-1) == gold).float().mean())
+            generated = _greedy(model, prefix.fork(), prompt, answer_budget(answer), stop_ids(tok))
+        out.append((float(sample.value in tok.decode(generated)), accuracy, nll))
+    return out
+
+
+def _greedy(model, cache, prompt: list[int], budget: int, stops) -> list[int]:
+    """Greedy tokens after ``prompt``, all of whose tokens but the last ``cache`` holds: up to ``budget`` or a stop
+    id, as ``model.generate_batch``."""
+    import torch
+
+    from interp import attention
+
+    out, step = [], prompt[-1]
+    with attention.decoding(cache):
+        while len(out) < budget and len(prompt) + len(out) < model.max_seq_len:
+            step = int(model(torch.tensor([[step]], device=model.device))[0, -1].argmax())
+            out.append(step)
+            if step in stops:
+                break
+    return out
 
 
 def _rows(model, evaluation, scores, mass, ranked, conditions, measured, score: str, threshold: float) -> list[dict]:

@@ -77,6 +77,13 @@ class KVCache:
         self._kv[owner] = (k, v)
         return k, v
 
+    def fork(self) -> KVCache:
+        """A cache holding what this one holds, which grows apart from it (``append`` builds new tensors, so neither
+        changes the other): one prefix run once, continued several ways."""
+        other = KVCache()
+        other._kv = dict(self._kv)
+        return other
+
     def select(self, rows) -> None:
         """Keep these batch rows (finished sequences leave the batch)."""
         idx = torch.as_tensor(rows, dtype=torch.long)

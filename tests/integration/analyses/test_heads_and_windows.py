@@ -343,3 +343,36 @@ def test_rope_frequencies_refuses_longer_contexts_it_could_not_tell_apart(tmp_pa
         rope_frequencies(model, n_docs=1, length=48, niah_prompts=0, long_length=48)
     with pytest.raises(OptionError, match="long_length"):
         rope_frequencies(model, niah_prompts=0, long_length=96, documents=["a text of the user's. " * 20])
+
+
+def test_query_masking_shares_the_prompt_prefill_and_equals_a_full_pass_per_condition():
+    """Under Wu's query masking (from the last prompt token on) every condition reads the same prompt prefix, so
+    retrieval-heads runs it once and forks the KV cache per condition: the retrieved flags and answer accuracies equal
+    those of a full pass per condition (teacher-forced, then greedy generation), the NLL to float rounding, on prompts
+    where the conditions disagree."""
+    from analyses.retrieval_heads import _conditions, shared_prefix
+    from corpora.answers import retrieved, teacher_forced
+    from corpora.niah import niah_samples
+    from interp import interventions
+
+    model = load("repo-small")
+    ranked = [(l, h) for l in range(model.n_layers) for h in range(model.n_heads)]
+    conditions = _conditions(model, ranked, (0.1, 0.3), 2, 0)
+
+    def mask(heads, sample):
+        return interventions.MaskHeadQueries(heads, from_position=len(sample.token_ids) - 1)
+
+    flags = []
+    for sample in niah_samples(model.tokenizer, 2, 300, seed=1, preamble=False):
+        shared = np.array(shared_prefix(model, sample, conditions, mask))
+        full = []
+        with torch.no_grad():
+            for _, _, _, masked in conditions:
+                with interventions.applied(model, *((mask(masked, sample),) if masked else ())):
+                    accuracy, nll = teacher_forced(model, sample)
+                    full.append((float(retrieved(model, [sample])[0]), accuracy, nll))
+        full = np.array(full)
+        assert np.array_equal(shared[:, :2], full[:, :2])
+        np.testing.assert_allclose(shared[:, 2], full[:, 2], atol=1e-5)
+        flags += shared[:, 0].tolist()
+    assert 0 < sum(flags) < len(flags)  # some conditions retrieve and some do not
