@@ -51,7 +51,8 @@ Per condition, RULER's greedy NIAH accuracy, and with the gold answer fed in the
 greedy choice and the answer's NLL. Wu et al.: masking the retrieval heads breaks needle retrieval, masking random heads
 barely changes it. Where poslens departs: their random heads avoid the top 100 heads and may be of any layer; poslens'
 avoid the top k and keep the top k's layers. Their prompts are Paul Graham essays of 1K-50K tokens with
-natural-language needles; poslens' are RULER's numbers in Wikipedia of ``length`` tokens.
+natural-language needles; poslens' are RULER's numbers in Wikipedia of each of ``lengths`` tokens (the heads ranked
+and masked anew at each length).
 
 Unit-level values (``score=wu``; ``UNITS``, ``retrieval-heads.units.csv``): per scoring prompt its ``needle_depth``,
 ``recall`` and ``counted`` (1 where it counts toward the scores) and per prompt and head its ``hits`` (that prompt's
@@ -71,7 +72,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 from analyses.nan_policy import integer_columns, may_be_nan
-from analyses.registry import Choices, Fits, Help, Range, analysis, no_grad
+from analyses.registry import Choices, Cli, Fits, Help, Range, analysis, no_grad
 from analyses.runs import HEADS, KNOWN, PRETRAINED, Run
 from analyses.stage import STAGE
 from analyses.units import Tables, Units
@@ -201,7 +202,8 @@ def _label(heads) -> str:
 
 def headline(df) -> str:
     parts = []
-    for model, g in df.groupby("model", sort=False):
+    several = df["length"].nunique() > 1
+    for (model, length), g in df.groupby(["model", "length"], sort=False):
         heads, masking = g[g["part"] == "heads"], g[g["part"] == "masking"]
         n = int(heads["is_retrieval"].sum())
         base = masking.loc[masking["condition"] == "none", "niah_accuracy"].iloc[0]
@@ -212,7 +214,8 @@ def headline(df) -> str:
         cmp = ">" if first["score"] == "wu" else ">="
         counted = (f" ({int(first['n_counted'])} of {int(first['n_scored'])} prompts retrieved and counted)"
                    if first["score"] == "wu" else "")
-        parts.append(f"{model}: {n} of {len(heads)} heads ({n / len(heads):.1%}) "
+        where = f" at {length} tokens" if several else ""
+        parts.append(f"{model}{where}: {n} of {len(heads)} heads ({n / len(heads):.1%}) "
                      f"score {cmp} {first['threshold']:g}{counted}; NIAH {base:.2f}, {top:.2f} with the top {int(k)} "
                      f"masked, {rand:.2f} with {int(k)} random heads of the same layers ({first['masking']} masking)")
     score = df["score"].iloc[0]
@@ -222,12 +225,12 @@ def headline(df) -> str:
 
 def summary(df):
     m = df[df["part"] == "masking"]
-    return (m.groupby(["model", "score", "masking", "condition", "k"], sort=False)
+    return (m.groupby(["model", "length", "score", "masking", "condition", "k"], sort=False)
             .agg(niah_accuracy=("niah_accuracy", "mean"), answer_accuracy=("answer_accuracy", "mean"),
                  answer_nll=("answer_nll", "mean"), draws=("draw", "size")).reset_index())
 
 
-UNITS = Units("prompt", keys=("layer", "head"), measures={
+UNITS = Units("prompt", keys=("length", "layer", "head"), measures={
     "hits": "a head's hits on one scoring prompt / the needle's tokens (its Wu score on that prompt)",
     "counted": "1 where the prompt counts toward the scores (wu: the needle was retrieved), else 0 (no layer or head)",
     "recall": "the share of the needle's tokens the prompt's greedy answer retrieved (no layer or head)",
@@ -236,13 +239,14 @@ UNITS = Units("prompt", keys=("layer", "head"), measures={
 
 @analysis("retrieval-heads", needs=[Capability.ATTENTION, Capability.CAUSAL_LM], headline=headline, summary=summary,
           units=UNITS,
-          small=Run(("repo-small",), dict(n_docs=1, niah_prompts=1, length=224, shares=(0.1, 0.2), n_random=1)),
-          main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, length=480, n_random=3),
-                   quick=dict(n_docs=1, niah_prompts=1, length=224, n_random=1), section=HEADS),
-          # Wu et al.'s score and masking (the defaults)
-          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=48, length=512, n_random=5, stage="judged"),
-                   quick=dict(n_docs=1, niah_prompts=1, length=128, shares=(0.02,), n_random=1), section=KNOWN),
-          memory=Run(("rope-small",), dict(length=256, niah_prompts=4)))
+          small=Run(("repo-small",), dict(n_docs=1, niah_prompts=1, lengths=(224,), shares=(0.1, 0.2), n_random=1)),
+          main=Run(("repo-small", "nope-small"), dict(n_docs=8, niah_prompts=16, lengths=(480,), n_random=3),
+                   quick=dict(n_docs=1, niah_prompts=1, lengths=(224,), n_random=1), section=HEADS),
+          # Wu et al.'s score and masking (the defaults), at three lengths (Wu: 1K-50K; this CPU: up to 4,096)
+          real=Run(PRETRAINED, dict(n_docs=32, niah_prompts=48, lengths=(512, 2048, 4096), n_random=5,
+                                    stage="judged"),
+                   quick=dict(n_docs=1, niah_prompts=1, lengths=(128,), shares=(0.02,), n_random=1), section=KNOWN),
+          memory=Run(("rope-small",), dict(lengths=(256,), niah_prompts=4)))
 @may_be_nan(layer="a masking row is of the whole model", head="a masking row is of the whole model",
             depth="a masking row is of the whole model", needle_mass="a masking row is of the whole model",
             rank="a masking row is of the whole model",
@@ -264,9 +268,10 @@ def retrieval_heads(model, *,
                     n_docs: Annotated[int, Help("NIAH prompts the retrieval scores are read on"), Range(1)] = 8,
                     niah_prompts: Annotated[int, Help("other NIAH prompts retrieval is measured on under each masking"),
                                             Range(1)] = 8,
-                    length: Annotated[int, Help("NIAH prompt length in the model's tokens (16 more must fit for "
-                                                "the answer)"),
-                                      Range(32), Fits(margin=16)] = 512,
+                    lengths: Annotated[tuple[int, ...], Help("NIAH prompt length(s) in the model's tokens, "
+                                                             "comma-separated or repeated (16 more must fit for the "
+                                                             "answer); the whole protocol runs at each"),
+                                       Range(32), Fits(margin=16), Cli("--length")] = (512,),
                     shares: Annotated[tuple[float, ...], Help("shares of all heads masked (comma-separated; at least "
                                                               "one head each)"),
                                       Range(0.001, 1)] = (0.01, 0.02, 0.05, 0.1),
@@ -275,21 +280,38 @@ def retrieval_heads(model, *,
                     n_random: Annotated[int, Help("draws of random heads per k"), Range(1)] = 2,
                     stage: STAGE = "any", seed: int = 0, documents=None) -> Tables:
     """Per head the retrieval score (Wu et al. 2024, or poslens' teacher-forced variant); NIAH accuracy with the top-k
-    retrieval heads masked (query or output) against k random heads of the same layers, for several k.
+    retrieval heads masked (query or output) against k random heads of the same layers, for several k; at each of
+    ``lengths``, on prompts of that length (the heads ranked and masked anew at each).
 
-    Rows ``part=heads`` (one per layer and head) and ``part=masking`` (one per condition, k and draw), and for ``wu``
-    the per-prompt values behind the scores (``UNITS``); ``documents=`` (``--input``) are the haystack."""
+    Rows ``part=heads`` (one per length, layer and head) and ``part=masking`` (one per length, condition, k and
+    draw), and for ``wu`` the per-prompt values behind the scores (``UNITS``, keyed by length); ``documents=``
+    (``--input``) are the haystack."""
     import pandas as pd
 
-    from corpora.answers import fitting_samples
-    from corpora.niah import niah_samples
+    from analyses import units
     from interp.runtime import parallel
 
     if parallel.current().standalone:
         raise ValueError("retrieval-heads ranks the heads on one pass and masks them on a second, so a --shard I/N "
                          "process cannot compute its share alone; run it in one process or under torchrun")
+    model.require_tokenizer("retrieval-heads")
+    settings = dict(score=score, masking=masking, n_docs=n_docs, niah_prompts=niah_prompts, shares=shares,
+                    threshold=threshold, n_random=n_random, stage=stage, seed=seed,
+                    haystack="wiki" if documents is None else documents)
+    parts = [_at_length(model, length, **settings) for length in dict.fromkeys(lengths)]
+    df = pd.concat([table for table, _ in parts], ignore_index=True)
+    return Tables(df, units.frame(UNITS, [p for _, found in parts for p in found]))
+
+
+def _at_length(model, length: int, *, score: str, masking: str, n_docs: int, niah_prompts: int, shares, threshold,
+               n_random: int, stage: str, seed: int, haystack):
+    """The whole protocol on prompts of ``length`` tokens: the rows, and the per-prompt unit frames."""
+    import pandas as pd
+
+    from corpora.answers import fitting_samples
+    from corpora.niah import niah_samples
+
     tok = model.require_tokenizer("retrieval-heads")
-    haystack = "wiki" if documents is None else documents
     scoring = fitting_samples(model, niah_samples(tok, n_docs, length, seed=seed, haystack=haystack, preamble=False,
                                                   stage=stage))
     evaluation = fitting_samples(model, niah_samples(tok, niah_prompts, length, seed=seed + 1, haystack=haystack,
@@ -303,22 +325,23 @@ def retrieval_heads(model, *,
     df.insert(0, "model", model.model_name)
     df.insert(1, "score", score)
     df.insert(2, "masking", masking)
+    df.insert(3, "length", length)
     df["threshold"], df["n_scored"], df["n_counted"] = threshold, len(scoring), int(sums["prompts"][0])
-    df["niah_prompts"], df["length"] = len(evaluation), length
-    return Tables(df, _units(model, scoring, sums, score))
+    df["niah_prompts"] = len(evaluation)
+    return df, _units(model, scoring, sums, score, length)
 
 
-def _units(model, scoring, sums, score: str):
-    """The per-prompt values of the ``wu`` score (``UNITS``); none for ``poslens``'s."""
+def _units(model, scoring, sums, score: str, length: int) -> list:
+    """The per-prompt values of the ``wu`` score at one length (``UNITS``); none for ``poslens``'s."""
     from analyses import units
 
     if score != "wu":
-        return units.frame(UNITS, [])
+        return []
     name, heads = model.model_name, {"layer": range(model.n_layers), "head": range(model.n_heads)}
-    return units.frame(UNITS, [units.long(name, "hits", sums["unit_hits"], heads),
-                               units.long(name, "counted", sums["unit_counted"]),
-                               units.long(name, "recall", sums["unit_recall"]),
-                               units.long(name, "needle_depth", [float(s.depth) for s in scoring])])
+    return [units.long(name, "hits", sums["unit_hits"], heads, length=length),
+            units.long(name, "counted", sums["unit_counted"], length=length),
+            units.long(name, "recall", sums["unit_recall"], length=length),
+            units.long(name, "needle_depth", [float(s.depth) for s in scoring], length=length)]
 
 
 def _add(state, i, stats):

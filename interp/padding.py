@@ -4,10 +4,12 @@ so each row's outputs are those of its text run alone.
 
 ``padded(mask)`` sets the mask for a forward pass; ``interp.attention.attend`` (through which every family attends)
 hides the padding keys from every query (a padding query sees the keys its mask would let it see, so no row of the
-pattern is empty), and the families with learned absolute positions read ``position_ids`` (each row's real tokens at
-positions 0, 1, ..., as TransformerLens' ``get_offset_position_ids``). Rotary positions are relative, so a left-padded
-row's uniform shift changes its scores only by float rounding. Inside ``interp.attention.decoding`` the mask covers the
-cached tokens and the new ones (``[batch, past + new]``).
+pattern is empty). A padding token takes no place: every family's positions read ``position_ids`` (each row's real
+tokens at 0, 1, ..., as TransformerLens' ``get_offset_position_ids``, so a zero inside a row renumbers the tokens after
+it, learned, rotary, ALiBi and relative-bias positions alike), and what accumulates along the sequence (learned
+increments, forget-gate decays) skips the padding (``real_tokens``). A row with an interior zero thus gives what the row
+without that token gives. Inside ``interp.attention.decoding`` the mask covers the cached tokens and the new ones
+(``[batch, past + new]``).
 """
 
 from __future__ import annotations
@@ -57,12 +59,18 @@ def current_padding() -> Tensor | None:
 
 def position_ids(n: int, device=None) -> Tensor | None:
     """Each row's positions ``[batch, n]`` of the last ``n`` tokens, counting real tokens only (a padding token takes
-    its next real token's position, or 0), or None without padding."""
+    the position of the real token before it, or 0), or None without padding."""
     mask = _PADDING.get()
     if mask is None:
         return None
     pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
     return pos[:, -n:].to(device if device is not None else mask.device)
+
+
+def real_tokens(n: int, device=None) -> Tensor | None:
+    """Boolean ``[batch, n]`` of the last ``n`` tokens, True where real, or None without padding."""
+    mask = _PADDING.get()
+    return None if mask is None else mask[:, -n:].to(device if device is not None else mask.device)
 
 
 def with_padding(bias: Tensor | None, n_q: int, n_k: int, device) -> Tensor | None:

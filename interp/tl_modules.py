@@ -96,8 +96,10 @@ class Embed(nn.Module):
 
 
 class PosEmbed(nn.Module):
-    """TransformerLens' ``model.pos_embed``: ``W_pos`` ``[n_ctx, d_model]``; ``pos_embed(tokens)`` the rows of positions
-    0..pos-1, ``[batch, pos, d_model]``."""
+    """TransformerLens' ``model.pos_embed``: ``W_pos`` ``[n_ctx, d_model]``; ``pos_embed(tokens, past_kv_pos_offset=0,
+    attention_mask=None)`` the rows of positions ``offset..offset+pos-1``, ``[batch, pos, d_model]``; with
+    ``attention_mask`` (``[batch, past + pos]``) each row's real tokens counted from 0 and zeros at its padding, as
+    TransformerLens' ``PosEmbed``."""
 
     def __init__(self, model):
         super().__init__()
@@ -107,10 +109,19 @@ class PosEmbed(nn.Module):
     def W_pos(self) -> Tensor:
         return self.model.W_pos
 
-    def forward(self, tokens: Tensor) -> Tensor:
+    def forward(self, tokens: Tensor, past_kv_pos_offset: int = 0, attention_mask: Tensor | None = None) -> Tensor:
         tokens = torch.as_tensor(tokens)
         tokens = tokens[None] if tokens.dim() == 1 else tokens
-        return self.W_pos[: tokens.shape[1]][None].expand(tokens.shape[0], -1, -1)
+        b, n = tokens.shape
+        if attention_mask is None:
+            return self.W_pos[past_kv_pos_offset: past_kv_pos_offset + n][None].expand(b, -1, -1)
+        from interp.padding import check_mask
+
+        real = check_mask(attention_mask, tokens, cached=past_kv_pos_offset).to(self.W_pos.device)
+        positions = (real.long().cumsum(-1) - 1).clamp(min=0)[:, past_kv_pos_offset:]
+        rows = self.W_pos[positions]
+        return torch.where(real[:, past_kv_pos_offset:, None], rows, torch.zeros((), dtype=rows.dtype,
+                                                                                  device=rows.device))
 
 
 class Unembed(nn.Module):

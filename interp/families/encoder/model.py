@@ -108,7 +108,8 @@ def relative_logits(cfg: EncoderConfig, n: int, bias, thetas, like: Tensor) -> T
         return None
     ends = padded_ends(n, like.device)
     rp = rp_logits(n, cfg.num_attention_heads, bias, thetas, add_bias_at_special=cfg.rp_at_special,
-                   skip_special=cfg.rp_skip_special, device=like.device, ends=ends)
+                   skip_special=cfg.rp_skip_special, device=like.device, ends=ends,
+                   positions=None if ends is None else padding.position_ids(n, like.device))
     return rp.to(like.dtype) if ends is not None else rp.to(like.dtype)[None]
 
 

@@ -86,9 +86,14 @@ class RelativePositionBias(nn.Module):
         self.register_buffer("bucket_indices", t5_buckets(pos[None, :] - pos[:, None], num_buckets, max_distance),
                              persistent=True)
 
-    def forward(self, n: int) -> Tensor:
-        """``[head, q, k]`` bias of the bucket of ``k - q``."""
-        return self.relative_attention_bias[self.bucket_indices[:n, :n]].permute(2, 0, 1)
+    def forward(self, n: int, positions: Tensor | None = None) -> Tensor:
+        """``[head, q, k]`` bias of the bucket of ``k - q``; with ``positions`` (``[batch, n]``, a padded batch's real
+        tokens counted from 0 in each row) ``[batch, head, q, k]`` of the bucket of ``positions[k] - positions[q]``."""
+        if positions is None:
+            return self.relative_attention_bias[self.bucket_indices[:n, :n]].permute(2, 0, 1)
+        positions = positions.to(self.bucket_indices.device)
+        buckets = self.bucket_indices[positions[:, :, None], positions[:, None, :]]  # [batch, q, k]
+        return self.relative_attention_bias[buckets].permute(0, 3, 1, 2)
 
 
 class SpecialTokenThetas(nn.Module):
@@ -120,12 +125,13 @@ class SpecialTokenThetas(nn.Module):
 
 def rp_logits(n: int, n_heads: int, bias: RelativePositionBias | None, thetas: SpecialTokenThetas | None, *,
               add_bias_at_special: bool, skip_special: bool = False, device=None,
-              ends: tuple[Tensor, Tensor] | None = None) -> Tensor:
+              ends: tuple[Tensor, Tensor] | None = None, positions: Tensor | None = None) -> Tensor:
     """``[head, q, k]``: the bucketed bias, with the thetas on the special rows / columns (replacing the bias
     there unless ``add_bias_at_special``); without thetas, 0 there when ``skip_special``. With ``ends`` (each row's
-    [CLS] and [SEP] index in a padded batch) ``[batch, head, q, k]``: the bias reads ``k - q``, which padding on one
-    side leaves as it is, and the special rows / columns are each row's own."""
-    out = bias(n) if bias is not None else torch.zeros(n_heads, n, n, device=device)
+    [CLS] and [SEP] index in a padded batch) and ``positions`` (its real tokens counted from 0 in each row)
+    ``[batch, head, q, k]``: the bias reads the distance in ``positions``, and the special rows / columns are each
+    row's own."""
+    out = bias(n, positions) if bias is not None else torch.zeros(n_heads, n, n, device=device)
     mask = special_mask(n, device, ends)
     mask = mask[:, None] if ends is not None else mask
     if thetas is not None:

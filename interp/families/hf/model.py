@@ -167,10 +167,28 @@ def norm_eps(module) -> float | None:
     return None
 
 
+def _as_tokens(t: Tensor) -> Tensor:
+    """``t`` as ``[batch, pos, ...]``: inside a layer that runs part of itself on flattened tokens (OPT's MLP
+    region, ``[batch * pos, d]``), viewed with the layer's batch and positions; else ``t``."""
+    block = _LAYER.get()
+    shape = None if block is None else block.__dict__.get("_tokens")
+    if shape is None or t.dim() != 2 or t.shape[0] != shape[0] * shape[1]:
+        return t
+    return t.view(*shape, t.shape[-1])
+
+
+def _token_rows(fn, t: Tensor) -> Tensor:
+    """``fn`` (a hook documented ``[batch, pos, ...]``) on ``t`` seen as tokens (``_as_tokens``), returned in ``t``'s
+    shape."""
+    seen = _as_tokens(t)
+    y = fn(seen)
+    return t if y is seen else y.reshape(t.shape)
+
+
 def _fire_norm(hooks: OutputNormHooks, module, args, output):
     if not (hooked(hooks.hook_scale) or hooked(hooks.hook_normalized)) or not isinstance(output, Tensor):
         return None
-    x = args[0].float()
+    x = _as_tokens(args[0]).float()
     if hooks.centred:
         x = x - x.mean(-1, keepdim=True)
     scale = (x.pow(2).mean(-1, keepdim=True) + norm_eps(module)).sqrt()
@@ -180,7 +198,7 @@ def _fire_norm(hooks: OutputNormHooks, module, args, output):
         return None
     weight = getattr(module, "weight", None)
     gain = 1.0 if weight is None else (1.0 + weight.float() if hooks.offset else weight.float())
-    return (output.float() + (edited - normed) * gain).to(output.dtype)
+    return (output.float() + ((edited - normed) * gain).reshape(output.shape)).to(output.dtype)
 
 
 class Block(BlockHooks):
@@ -193,9 +211,9 @@ class Block(BlockHooks):
     hook_attn_out = Hook("[batch, pos, d_model]", "attention output added to the residual (after any post-attention "
                          "norm)", when=lambda block: "attn" in block.parts)
     hook_resid_mid = Hook("[batch, pos, d_model]", "residual after attention (the input of the pre-MLP norm; layers "
-                          "with one)", when=lambda block: "ln2" in block.parts and "mlp" in block.parts)
+                          "with one)", when=lambda block: "ln2" in block.parts and block.has_mlp)
     hook_mlp_out = Hook("[batch, pos, d_model]", "MLP output added to the residual (after any post-MLP norm)",
-                        when=lambda block: "mlp" in block.parts)
+                        when=lambda block: block.has_mlp)
 
     def __init__(self, attention: LayerAttention, parts: dict | None = None, mlp_parts: dict | None = None,
                  norm_kind: tuple[bool, bool] = (False, False)):
@@ -203,6 +221,8 @@ class Block(BlockHooks):
         self.attn = attention
         self.__dict__["parts"] = parts or {}  # transformers' modules of this layer (self.hf's, not registered here)
         self.__dict__["mlp_parts"] = mlp_parts or {}
+        # an MLP in a module of its own, or (OPT) its projections directly on the layer
+        self.__dict__["has_mlp"] = "mlp" in self.parts or "out" in self.mlp_parts
         if "out" in self.mlp_parts and ({"gate", "in", "gate_in"} & set(self.mlp_parts)):
             self.mlp = MLPHooks(self.mlp_parts)
         for key in ("ln1", "ln1_post", "ln2", "ln2_post"):
@@ -269,7 +289,7 @@ def _replace_hidden(output, fn):
 
 
 def _fire(hook: HookPoint, _module, _args, output):
-    return hook(output)
+    return _token_rows(hook, output)
 
 
 def _fire_embedding(hook: HookPoint, _module, _args, output):
@@ -341,7 +361,7 @@ def _mid(block: Block, _module, args, kwargs):
     """The pre-MLP norm's input is the residual after attention: ``hook_resid_mid``; an edit is kept for
     ``_mlp_out``."""
     x = args[0] if args else kwargs["hidden_states"]
-    y = block.hook_resid_mid(x)
+    y = _token_rows(block.hook_resid_mid, x)
     if y is x:
         return None
     block.__dict__["_mid_edit"] = y - x
@@ -349,19 +369,21 @@ def _mid(block: Block, _module, args, kwargs):
 
 
 def _fire_input(hook: HookPoint, _module, args):
-    y = hook(args[0])
+    y = _token_rows(hook, args[0])
     return None if y is args[0] else (y,) + tuple(args[1:])
 
 
 def _mlp_out(block: Block, _module, _args, output):
-    out = _replace_hidden(output, block.hook_mlp_out)
+    out = _replace_hidden(output, functools.partial(_token_rows, block.hook_mlp_out))
     edit = block.__dict__.pop("_mid_edit", None)
-    return out if edit is None else _replace_hidden(out, lambda t: t + edit)
+    return out if edit is None else _replace_hidden(out, lambda t: t + edit.reshape(t.shape))
 
 
 def _enter(block: Block, _module, args, kwargs):
     """A layer starts: its hook points are the ones attention fires, and its input passes ``hook_resid_pre``."""
     block._token = _LAYER.set(block)
+    hidden = args[0] if args else kwargs["hidden_states"]
+    block.__dict__["_tokens"] = tuple(hidden.shape[:2])  # what a flattened MLP region is viewed as (_as_tokens)
     block.__dict__.pop("_mid_edit", None)  # a pass stopped between hook_resid_mid and the MLP leaves none behind
     if args:
         return (block.hook_resid_pre(args[0]),) + tuple(args[1:]), kwargs
@@ -372,6 +394,7 @@ def _enter(block: Block, _module, args, kwargs):
 def _leave(block: Block, _module, _args, output):
     _LAYER.reset(block._token)
     block._token = None  # a finished forward leaves nothing a copy of the model cannot hold
+    block.__dict__.pop("_tokens", None)
     return _replace_hidden(output, block.hook_resid_post)
 
 
@@ -436,7 +459,7 @@ class HFModel(PosLensModel):
         for layer in layers:
             block_parts = _parts(layer, part_names)
             attn_parts = _parts(block_parts["attn"], attn_names) if "attn" in block_parts else {}
-            mlp_parts = _parts(block_parts["mlp"], mlp_names) if "mlp" in block_parts else {}
+            mlp_parts = _parts(block_parts.get("mlp", layer), mlp_names)  # OPT: fc1 / fc2 on the layer itself
             attn = attention(attn_parts, self.n_heads)
             attn.per_head_qkv = getattr(cfg, "model_type", "") in PER_HEAD_QKV
             self.blocks.append(Block(attn, block_parts, mlp_parts, norm_kind))
@@ -478,6 +501,8 @@ class HFModel(PosLensModel):
             p["ln2"].register_forward_pre_hook(functools.partial(_mid, block), with_kwargs=True)
         if "mlp" in p:
             p["ln2_post" if "ln2_post" in p else "mlp"].register_forward_hook(functools.partial(_mlp_out, block))
+        elif block.has_mlp:  # no MLP module (OPT): its output projection's output is what the layer adds
+            block.mlp_parts["out"].register_forward_hook(functools.partial(_mlp_out, block))
         if "mlp" in block._modules:
             m = block.mlp_parts
             fire = _fire_gate_half if "gate_in" in m else _fire
@@ -642,6 +667,9 @@ class HFModel(PosLensModel):
         padded = padding.position_ids(tokens.shape[1], tokens.device)
         if padded is not None:  # a padded batch: each row's real tokens from position 0
             where["position_ids"] = padded
+            if cache is None:  # poslens hides the padding; a mask of ones keeps transformers from reading the
+                # renumbered position_ids as packed sequences (which would split a row at an interior zero)
+                where["attention_mask"] = torch.ones_like(tokens)
         elif "position_ids" not in where and self.pos_table is not None:  # hook_pos_embed is [batch, pos, d_model]
             where["position_ids"] = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
         r = layer_range.current(self)

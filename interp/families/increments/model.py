@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from interp import rope
+from interp import padding, rope
 from interp.attention import attend
 from interp.base import PosLensModel
 from interp.capabilities import Capability
@@ -129,6 +129,16 @@ class DeltaMLP(nn.Module):
         return delta.squeeze(-1) if delta.shape[-1] == 1 else delta.transpose(1, 2)
 
 
+def accumulated(steps: Tensor) -> Tensor:
+    """The running sum of per-token ``steps`` (``[batch, pos]`` or ``[batch, head, pos]``) in fp32 (bf16 sums lose
+    integer steps); a padding token's step counts for nothing (``interp.padding``)."""
+    steps = steps.float()
+    real = padding.real_tokens(steps.shape[-1], steps.device)
+    if real is not None:
+        steps = steps * (real if steps.dim() == 2 else real[:, None])
+    return steps.cumsum(-1)
+
+
 class ForgetMLP(nn.Module):
     """Learned per-head forget gate; its cumulative log-alpha is an additive decay bias."""
 
@@ -140,15 +150,23 @@ class ForgetMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``[batch, head, q, k]`` bias ``A_q - A_k`` with ``A_t = sum_{s<=t} log alpha_s``."""
-        cum = F.logsigmoid(self.fc2(F.gelu(self.fc1(x)))).float().transpose(1, 2).cumsum(-1)
+        cum = accumulated(F.logsigmoid(self.fc2(F.gelu(self.fc1(x)))).transpose(1, 2))
         return cum.unsqueeze(-1) - cum.unsqueeze(-2)
 
 
+def integer_positions(n: int, device) -> Tensor:
+    """``0..n-1``, or ``[batch, n]``: each padded row's real tokens counted from 0."""
+    padded = padding.position_ids(n, device)
+    return torch.arange(n, device=device) if padded is None else padded
+
+
 def alibi_bias(n_heads: int, n: int, device) -> Tensor:
+    """``[batch or 1, head, q, k]``: minus each head's slope times the distance back to the key."""
     slopes = torch.tensor([(2.0 ** (-8.0 / n_heads)) ** (h + 1) for h in range(n_heads)], device=device)
-    pos = torch.arange(n, device=device)
-    dist = (pos[:, None] - pos[None, :]).clamp(min=0).float()
-    return (-slopes[:, None, None] * dist)[None]
+    pos = integer_positions(n, device)
+    pos = pos[None] if pos.dim() == 1 else pos  # [batch or 1, n]
+    dist = (pos[:, None, :, None] - pos[:, None, None, :]).clamp(min=0).float()
+    return -slopes[None, :, None, None] * dist
 
 
 class Attention(AttentionHooks, AttentionWeights):
@@ -231,7 +249,7 @@ class Block(BlockHooks):
     def forward(self, x: Tensor, positions: Tensor | None, bias: Tensor | None) -> Tensor:
         x = self.hook_resid_pre(x)
         if self.delta_mlp is not None:  # this layer's own increments
-            positions = self.hook_delta(self.delta_mlp(x)).float().cumsum(-1)  # fp32: bf16 sums lose integer steps
+            positions = accumulated(self.hook_delta(self.delta_mlp(x)))
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x), positions, bias)))
         return self.hook_resid_post(x + self.hook_mlp_out(self.ffn(self.ln2(x), self.mlp)))
 
@@ -299,9 +317,9 @@ class IncrementTransformer(PosLensModel):
         b, n = x.shape[:2]
         positions = bias = None
         if self.delta_mlp is not None:
-            positions = self.hook_delta(self.delta_mlp(source)).float().cumsum(-1)  # fp32: bf16 sums lose integers
+            positions = accumulated(self.hook_delta(self.delta_mlp(source)))
         elif self.integer_positions:
-            positions = torch.arange(n, device=x.device, dtype=torch.float32).expand(b, n)
+            positions = integer_positions(n, x.device).float().expand(b, n)
         if self.forget_mlp is not None:
             bias = self.hook_decay_bias(self.forget_mlp(source))
         elif self.alibi:

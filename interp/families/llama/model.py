@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from interp import rope
+from interp import padding, rope
 from interp.attention import attend, current_kv_cache, hooked
 from interp.base import PosLensModel
 from interp.capabilities import Capability
@@ -55,7 +55,7 @@ class LlamaConfig:
 class LlamaAttention(AttentionHooks, AttentionWeights):
     hook_q, hook_k, hook_v, hook_z = head_hooks("queries before rotation", "keys before rotation (grouped-query heads)",
                                                 "values", "per-head attention output before o_proj", kv_head=True)
-    hook_positions = Hook("[batch, head, pos]", "integer positions 0..N-1")
+    hook_positions = Hook("[batch, head, pos]", "integer positions 0..N-1 (padded rows: real tokens from 0)")
     hook_rot_q = Hook("[batch, pos, head, d_head]", "queries after rotation")
     hook_rot_k = Hook("[batch, pos, kv_head, d_head]", "keys after rotation")
     hook_attn_scores = Hook("[batch, head, q, k]", "scaled, causally masked logits")
@@ -80,9 +80,10 @@ class LlamaAttention(AttentionHooks, AttentionWeights):
         cache = current_kv_cache()
         start = cache.past(self) if cache is not None else 0
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        if hooked(self.hook_positions):
-            pos = self.hook_positions(torch.arange(start, start + n, device=x.device,
-                                                   dtype=torch.float32).expand(b, cfg.num_attention_heads, n))
+        padded = padding.position_ids(n, x.device)  # a padded batch: each row's real tokens counted from 0
+        if hooked(self.hook_positions) or padded is not None:
+            pos = (torch.arange(start, start + n, device=x.device) if padded is None else padded[:, None]).float()
+            pos = self.hook_positions(pos.expand(b, cfg.num_attention_heads, n))
             q = rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling)
             k = rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling)
         else:  # the integer positions, unedited: cos / sin from the cached table (the same numbers)

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from interp import rope
+from interp import padding, rope
 from interp.attention import attend, current_kv_cache
 from interp.base import PosLensModel
 from interp.capabilities import Capability
@@ -135,8 +135,9 @@ class RepoAttention(AttentionHooks, AttentionWeights):
             return self.final_map(p).transpose(1, 2).float()
         if not self.rotates:
             return torch.zeros(b, self.cfg.num_attention_heads, n, device=x.device)
-        return torch.arange(start, start + n, device=x.device,
-                            dtype=torch.float32).expand(b, self.cfg.num_attention_heads, n)
+        padded = padding.position_ids(n, x.device)  # a padded batch: each row's real tokens counted from 0
+        pos = torch.arange(start, start + n, device=x.device) if padded is None else padded[:, None]
+        return pos.float().expand(b, self.cfg.num_attention_heads, n)
 
     def forward(self, x: Tensor) -> Tensor:
         cfg = self.cfg

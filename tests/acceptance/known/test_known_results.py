@@ -113,7 +113,7 @@ def test_masking_retrieval_heads_breaks_needle_retrieval_and_masking_random_head
     tokens predicted)."""
     from analyses.retrieval_heads import retrieval_heads
 
-    df = retrieval_heads(pair[0], n_docs=1, niah_prompts=2, length=256, shares=(0.05,), n_random=1)
+    df = retrieval_heads(pair[0], n_docs=1, niah_prompts=2, lengths=(256,), shares=(0.05,), n_random=1)
     assert set(df["score"]) == {"wu"} and set(df["masking"]) == {"query"} and int(df["n_counted"].iloc[0]) == 1
     heads = df[df["part"] == "heads"]
     assert 0 < heads["is_retrieval"].mean() < 0.5, heads["is_retrieval"].mean()

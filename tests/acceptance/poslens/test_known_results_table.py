@@ -157,6 +157,7 @@ def test_table1_verdict_is_conditional_on_sinks_and_compares_with_gpt2_only_with
 def test_position_verdict_reads_sink_2_when_the_start_token_is_second(tmp_path):
     claim = _claim("the sink sits where pretraining fixes a token")
     rates = {("smollm2", "text", False, 64): 0.7, ("smollm2", "text", True, 64): 0.7,
+             ("smollm2", "separator-first", True, 64): 0.7,
              ("gemma3-270m", "text", True, 64): 0.8, ("gemma3-270m", "text", False, 64): 0.0,
              ("gemma3-270m", "start-second", True, 64): 0.0}  # Sink_1 0, Sink_2 1
     _sink_csv(tmp_path, rates)
@@ -166,6 +167,70 @@ def test_position_verdict_reads_sink_2_when_the_start_token_is_second(tmp_path):
     rates[("gemma3-270m", "start-second", True, 64)] = 0.9  # the sink stays on the first token: Sink_2 0.1
     _sink_csv(tmp_path, rates)
     assert "Gemma 3 270M base (Q4_K_M): differs" in claim.verdict(known_types.Results(tmp_path))
+
+
+def _smollm2_position(folder, separator_first, ordinary_first, n=100, heads=4):
+    """The position row's SmolLM2 half on planted rates: Sink_1 with ``<|endoftext|>`` first (None: the condition not
+    run) and with an ordinary token first; Gemma's half agrees."""
+    rates = {("smollm2", "text", False, 64): ordinary_first, ("smollm2", "text", True, 64): 0.7,
+             ("gemma3-270m", "text", True, 64): 0.8, ("gemma3-270m", "start-second", True, 64): 0.0}
+    if separator_first is not None:
+        rates[("smollm2", "separator-first", True, 64)] = separator_first
+    _sink_csv(folder, rates, n=n, heads=heads)
+    r = known_types.Results(folder)
+    claim = _claim("the sink sits where pretraining fixes a token")
+    return claim.verdict(r), claim.measure(r, "smollm2"), claim.protocol_text(r)
+
+
+def test_position_judges_smollm2_on_its_separator_first_not_on_an_ordinary_token_first(tmp_path):
+    """Issue 45: SmolLM2's half read the ordinary-first number row 3 judges; it reads <|endoftext|> first (the token
+    before each of its pretraining documents). Planted so that the ordinary-first number gives the other verdict."""
+    smol = "SmolLM2-135M-Instruct (Q4_1): "
+    verdict, measure, protocol = _smollm2_position(tmp_path, separator_first=0.6, ordinary_first=0.0)
+    assert verdict.startswith(smol + "agrees (") and "Gemma 3 270M base (Q4_K_M): agrees" in verdict
+    assert measure.startswith("Sink_1 at T = 64 (text): `<|endoftext|>` first (the token before each pretraining "
+                              "document) 60.0% [")
+    assert "; an ordinary token first 0.0% [0.0, 0.0] (bootstrap), n = 100; `<s>` first " in measure
+    assert "separator-first condition, 100 sequences)" in protocol
+    verdict, measure, _ = _smollm2_position(tmp_path, separator_first=0.0, ordinary_first=0.8)
+    assert verdict.startswith(smol + "differs (") and "document) 0.0% [0.0, 0.0] (bootstrap), n = 100; an ordinary " \
+        "token first 80.0% [" in measure
+    verdict, _, _ = _smollm2_position(tmp_path, separator_first=0.12, ordinary_first=0.7, n=8, heads=2)
+    assert verdict.startswith(smol + "inconclusive at n = 8 (")  # the interval straddles the floor
+
+
+def test_position_says_separator_first_was_not_run_where_the_csv_has_no_such_rows(tmp_path):
+    verdict, measure, protocol = _smollm2_position(tmp_path, separator_first=None, ordinary_first=0.7)
+    assert verdict.startswith("SmolLM2-135M-Instruct (Q4_1): inconclusive: separator-first not run (")
+    assert "`<|endoftext|>` first (the token before each pretraining document): separator-first not run; " in measure
+    assert "separator-first condition; not run in this run)" in protocol
+    kept = known_types.Results(known_types.EVIDENCE)  # the kept run predates the condition
+    claim = _claim("the sink sits where pretraining fixes a token")
+    assert "SmolLM2-135M-Instruct (Q4_1): inconclusive: separator-first not run" in claim.verdict(kept)
+    assert "separator-first not run" in claim.measure(kept, "smollm2")
+
+
+def test_a_run_with_separator_first_rows_changes_the_position_row_only(tmp_path):
+    """The kept run with SmolLM2's separator-first condition added (its ordinary-first rows relabelled, as sink-rate
+    writes them: start_token True, the separator in ``separator_text``): every other row renders as before."""
+    import shutil
+
+    for p in known_types.EVIDENCE.iterdir():
+        shutil.copy2(p, tmp_path / p.name)
+    for name in ("sink-rate.csv.gz", "sink-rate.units.csv.gz"):
+        d = pd.read_csv(tmp_path / name)
+        ordinary = d[(d.model == "smollm2") & (d.input == "text") & ~d.start_token & (d.length == 64)]
+        d = pd.concat([d, ordinary.assign(input="separator-first", start_token=True)])
+        if name == "sink-rate.csv.gz":
+            d["separator_text"] = np.where(d.input == "separator-first", "<|endoftext|>", "none")
+        d.to_csv(tmp_path / name, index=False)
+    before, after = known_results.render(known_types.EVIDENCE), known_results.render(tmp_path)
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(before.splitlines()) == len(after.splitlines()) and len(changed) == 1
+    assert "the sink sits where pretraining fixes a token" in changed[0][1]
+    assert "`<\\|endoftext\\|>` first (the token before each pretraining document) 75.0% [73.7, 76.2] (bootstrap), " \
+           "n = 100; an ordinary token first 75.0% [73.7, 76.2]" in changed[0][1]
+    assert "SmolLM2-135M-Instruct (Q4_1): agrees (" in changed[0][1]
 
 
 def test_length_verdict_judges_gemma_on_its_global_layers(tmp_path):
@@ -232,7 +297,9 @@ def test_every_sink_row_shows_a_rule_written_before_its_run_and_its_history():
                  "no sink on one repeated token in rotary models"):
         rule = _claim(name).rule
         assert rule is not None and "before" in rule.written, name
-        assert rule.history().startswith("rule (written 2026-11-27")
+        # SmolLM2's half of the position rule was rewritten for issue 45 before a judged run put its separator first
+        day = "2026-11-29" if name == "the sink sits where pretraining fixes a token" else "2026-11-27"
+        assert rule.history().startswith(f"rule (written {day}"), name
     assert "earlier rule" in _claim("sinks above the bottom layers").rule.history()
 
 
@@ -243,7 +310,7 @@ def test_every_claim_carries_its_rule_and_the_table_prints_each_rule_once():
     table = known_results.render(known_types.EVIDENCE)
     assert "no rule was written" not in table
     for c in CLAIMS:
-        assert table.count(c.rule.text.rstrip(".")) == 1, c.finding
+        assert table.count(known_results._cell(c.rule.text.rstrip("."))) == 1, c.finding  # a cell escapes "|"
 
 
 def test_a_claim_without_a_rule_says_so():
@@ -328,17 +395,18 @@ def test_rotary_label_says_how_many_layers_contradict_when_every_layer_is_decide
                         "change it), keys agrees")
 
 
-def _retrieval_csv(folder, n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, prompts=20, borderline=0,
-                   n_masking=16):
+def _retrieval_frames(n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, prompts=20, borderline=0, n_masking=16,
+                      length=512, borrowed=0):
     """``n_retrieval`` heads hit 0.5 of the needle on every prompt; ``borderline`` more hit 0.2 on every other prompt
-    (score 0.1: above the threshold on about half the resamples); NIAH accuracies over ``n_masking`` prompts."""
+    (score 0.1: above the threshold on about half the resamples); NIAH accuracies over ``n_masking`` prompts; each
+    random draw of k heads ``borrowed`` from other layers. The table's rows and the unit values, at ``length``."""
     rows, kept = [], []
     for model in ("smollm2", "gemma3-270m"):
         for h in range(heads):
             score = 0.5 if h < n_retrieval else 0.1 if h < n_retrieval + borderline else 0.0
             rows.append(dict(model=model, score="wu", masking="query", part="heads", layer=h // 10, head=h % 10,
-                             retrieval_score=score, is_retrieval=score > 0.1, n_counted=prompts, n_scored=prompts,
-                             niah_prompts=n_masking, length=512))
+                             rank=h, retrieval_score=score, is_retrieval=score > 0.1, n_counted=prompts,
+                             n_scored=prompts))
         for p in range(prompts):
             kept += [dict(model=model, measure=m, unit=p, value=v)
                      for m, v in (("needle_depth", p / (prompts - 1)), ("recall", 1.0), ("counted", 1.0))]
@@ -353,12 +421,17 @@ def _retrieval_csv(folder, n_retrieval, top_acc=0.0, random_acc=1.0, heads=100, 
                              niah_accuracy=top_acc if k >= n_retrieval else 1.0, heads=top))
             for draw in (0, 1):
                 rows.append(dict(model=model, score="wu", masking="query", part="masking", condition="random", k=k,
-                                 draw=draw, niah_accuracy=random_acc, heads="L9H9"))
-    df = pd.DataFrame(rows)
-    df["niah_prompts"], df["length"] = n_masking, 512
+                                 draw=draw, niah_accuracy=random_acc, heads="L9H9", borrowed=borrowed))
+    df, units = pd.DataFrame(rows), pd.DataFrame(kept, columns=["model", "measure", "layer", "head", "unit", "value"])
+    df["niah_prompts"], df["length"], df["threshold"], units["length"] = n_masking, length, 0.1, length
+    return df, units
+
+
+def _retrieval_csv(folder, *args, **kwargs):
+    """One length's rows, the unit values written as runs before lengths kept them (no length column)."""
+    df, units = _retrieval_frames(*args, **kwargs)
     df.to_csv(folder / "retrieval-heads.csv", index=False)
-    pd.DataFrame(kept, columns=["model", "measure", "layer", "head", "unit", "value"]).to_csv(
-        folder / "retrieval-heads.units.csv", index=False)
+    units.drop(columns="length").to_csv(folder / "retrieval-heads.units.csv", index=False)
 
 
 def test_retrieval_share_is_judged_by_its_interval_over_prompts(tmp_path):
@@ -398,6 +471,31 @@ def test_masking_verdict_reads_binomial_intervals_at_the_number_of_retrieval_hea
         causal.verdict(known_types.Results(tmp_path))
     verdict = known_results._verdict(causal, known_types.Results(tmp_path))
     assert "the earlier rule (k = the smallest k run (3)" in verdict and "SmolLM2 differs (top 3 masked" in verdict
+
+
+def test_retrieval_rows_judge_each_length_and_agree_only_where_every_length_does(tmp_path):
+    """Two lengths: at 512 tokens 4 retrieval heads of 100 (agrees) and masking them breaks retrieval; at 2,048 9
+    heads (differs) and masking them leaves it. Each length is judged on its own rows and unit values; the model
+    differs on both rows. Each random draw borrowed 3 heads, which the causal row says."""
+    short = _retrieval_frames(4, top_acc=0.0, length=512, borrowed=3)
+    long = _retrieval_frames(9, top_acc=1.0, length=2048, borrowed=3)
+    pd.concat([short[0], long[0]]).to_csv(tmp_path / "retrieval-heads.csv", index=False)
+    pd.concat([short[1], long[1]]).to_csv(tmp_path / "retrieval-heads.units.csv", index=False)
+    r = known_types.Results(tmp_path)
+    sparse, causal = _claim("retrieval heads are sparse"), _claim("retrieval heads are causal")
+    verdict = sparse.verdict(r)
+    assert ("SmolLM2-135M-Instruct (Q4_1) differs (512 tokens: agrees, 4.0% [4.0, 4.0] (simultaneous t), n = 20; "
+            "2,048 tokens: differs, 9.0% [9.0, 9.0]") in verdict
+    measured = sparse.measure(r, "smollm2")
+    assert measured.startswith("at 512 tokens: 4 of 100 heads") and "; at 2,048 tokens: 9 of 100 heads" in measured
+    assert "haystacks of 512, 2,048 tokens (2 lengths)" in sparse.protocol_text(r)
+    verdict = causal.verdict(r)
+    assert "SmolLM2-135M-Instruct (Q4_1) differs (512 tokens: agrees, k = 5, 4 heads score > 0.1" in verdict
+    assert "; 2,048 tokens: differs, k = 10, 9 heads score > 0.1" in verdict
+    assert "(heads borrowed from neighbouring layers: 3, 3)" in causal.measure(r, "smollm2")
+    assert "a draw borrowed up to 3 heads from the nearest layers" in causal.protocol_text(r)
+    _retrieval_csv(tmp_path, 4)  # one length: judged as before, without a length in the verdict
+    assert "SmolLM2-135M-Instruct (Q4_1) agrees (4.0% [4.0, 4.0]" in sparse.verdict(known_types.Results(tmp_path))
 
 
 def _stream_csv(folder, gains, control=0.0, recovered=None):
@@ -591,3 +689,21 @@ def test_the_units_line_says_whether_the_kept_run_drew_units_no_pilot_read(tmp_p
     assert line.startswith("**Units**: not held out. retrieval-heads (any) drew")
     assert "sink-rate" not in line and "ap-spectrum" not in line
     assert "not held out" in known_results.units_line(known_types.EVIDENCE)  # the kept run predates the stages
+
+
+def test_the_retrieval_figure_draws_a_row_of_panels_per_length(tmp_path):
+    """What the PNG showed: one row (scores by rank, accuracy by k) per length run, each titled with its length, the
+    legend once, the threshold on each row's score panel."""
+    from figures.retrieval_heads import figure
+
+    short, long = _retrieval_frames(4, length=512), _retrieval_frames(9, length=2048)
+    fig = figure(pd.concat([short[0], long[0]], ignore_index=True))
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["every head's retrieval score, by rank (512 tokens)",
+                      "NIAH accuracy, k heads masked (512 tokens)",
+                      "every head's retrieval score, by rank (2,048 tokens)",
+                      "NIAH accuracy, k heads masked (2,048 tokens)"]
+    assert fig.layout.yaxis3.domain[1] < fig.layout.yaxis.domain[0]  # the longer length's row below the shorter's
+    assert sum(t.showlegend is not False for t in fig.data) == 6 and len(fig.layout.shapes) == 2
+    ranked = [t for t in fig.data if t.xaxis == "x3" and t.mode == "lines+markers"]
+    assert [round(float(max(t.y)), 2) for t in ranked] == [0.5, 0.5]  # the 2,048-token scores in the second row

@@ -193,8 +193,8 @@ def test_retrieval_heads_masks_what_copies_the_needle():
     from corpora.niah import niah_samples
 
     model = load("repo-small")
-    df = retrieval_heads(model, score="poslens", masking="output", n_docs=4, niah_prompts=4, length=400, shares=(0.06,),
-                         n_random=3)
+    df = retrieval_heads(model, score="poslens", masking="output", n_docs=4, niah_prompts=4, lengths=(400,),
+                         shares=(0.06,), n_random=3)
     assert set(df["score"]) == {"poslens"} and set(df["masking"]) == {"output"}
     heads = df[df["part"] == "heads"].set_index(["layer", "head"])
     profile = head_profiles(model, n_docs=1, length=64, niah_prompts=4, niah_tokens=400).set_index(["layer", "head"])
@@ -261,7 +261,8 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
     of the 7 digits first (ROUGE-1 recall 4/7 > 0.5: counted), prompt 3 three letters and then digits 4-6 (3/7: left
     out, and its copier hits nothing); every answer is followed by a newline and the first three digits again, which Wu
     et al. never score. So the head's score is 3/7 on the 3 retrieved prompts, not 9/28 (the failed prompt counted) nor
-    more (steps past the newline scored)."""
+    more (steps past the newline scored). At a second length (384 tokens) every prompt answers right: 4 counted, the
+    same 3/7, ranked and kept apart by length."""
     from analyses.retrieval_heads import rouge1_recall, scored_steps, value_span
     from corpora.niah import niah_samples
     from interp.attention import current_query_rows
@@ -274,6 +275,8 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
     texts = [" " + s.value + ".\n" + s.value[:3] for s in samples[:2]]
     texts += [" " + samples[2].value[:4] + wrong[:3] + ".\n" + samples[2].value[:3],
               " " + wrong[:3] + samples[3].value[3:6] + ".\n" + samples[3].value[:3]]
+    longer = niah_samples(tok, 4, 384, seed=0, preamble=False)
+    samples, texts = samples + longer, texts + [" " + s.value + ".\n" + s.value[:3] for s in longer]
     planted = {tuple(s.token_ids): tok.encode(t) for s, t in zip(samples, texts)}
     spans = {p: value_span(tok, s) for p, s in zip(planted, samples)}
     for p, s in zip(planted, samples):
@@ -308,23 +311,25 @@ def test_wu_score_is_copies_over_the_needle_tokens_on_retrieved_prompts_only(mon
         return pattern
 
     model.add_hook("blocks.1.attn.hook_pattern", copier)
-    df, units = get("retrieval-heads").tables(model, n_docs=4, niah_prompts=1, length=320, shares=(0.1,),
+    df, units = get("retrieval-heads").tables(model, n_docs=4, niah_prompts=1, lengths=(320, 384), shares=(0.1,),
                                               n_random=1)
-    heads = df[df["part"] == "heads"].set_index(["layer", "head"])
-    assert set(df["score"]) == {"wu"} and set(df["masking"]) == {"query"}
-    assert heads.loc[(1, 3), "retrieval_score"] == pytest.approx(3 / 7, rel=1e-12)
-    assert bool(heads.loc[(1, 3), "is_retrieval"])
-    assert int(df["n_counted"].iloc[0]) == 3 and int(df["n_scored"].iloc[0]) == 4
-    # the unit values: the planted head's hits on each of the 4 prompts, 3 counted, the score recomputed from them
+    assert set(df["score"]) == {"wu"} and set(df["masking"]) == {"query"} and set(df["part"]) == {"heads", "masking"}
     from stats.units import matrix
 
-    hits = matrix(units, "hits", by=("layer", "head"))
-    counted = matrix(units, "counted").astype(bool)
-    assert hits.shape == (4, model.n_layers, model.n_heads) and counted.sum() == 3
-    assert set(df["part"]) == {"heads", "masking"}
-    recomputed = hits[counted].sum(0) / counted.sum()
-    np.testing.assert_allclose(recomputed, heads.sort_index()["retrieval_score"].to_numpy().reshape(hits.shape[1:]),
-                               rtol=1e-12)
+    for length, n_counted in ((320, 3), (384, 4)):
+        at = df[df["length"] == length]
+        heads = at[at["part"] == "heads"].set_index(["layer", "head"])
+        assert len(heads) == model.n_layers * model.n_heads and (at["part"] == "masking").sum() == 3
+        assert heads.loc[(1, 3), "retrieval_score"] == pytest.approx(3 / 7, rel=1e-12)
+        assert bool(heads.loc[(1, 3), "is_retrieval"]) and int(heads.loc[(1, 3), "rank"]) == 0
+        assert int(at["n_counted"].iloc[0]) == n_counted and int(at["n_scored"].iloc[0]) == 4
+        # the unit values: the planted head's hits on each of the 4 prompts, the score recomputed from the counted
+        hits = matrix(units, "hits", by=("layer", "head"), length=length)
+        counted = matrix(units, "counted", length=length).astype(bool)
+        assert hits.shape == (4, model.n_layers, model.n_heads) and counted.sum() == n_counted
+        recomputed = hits[counted].sum(0) / counted.sum()
+        np.testing.assert_allclose(recomputed, heads.sort_index()["retrieval_score"].to_numpy()
+                                   .reshape(hits.shape[1:]), rtol=1e-12)
     # the pieces, on their own
     assert rouge1_recall([1, 2, 2, 3], [2, 9, 2, 2, 1]) == 3 / 4
     assert scored_steps(tok, tok.encode(" 12.\n34")) == tok.encode(" 12.\n")

@@ -270,3 +270,25 @@ def test_a_separator_first_run_without_its_separator_is_refused_before_a_model_l
     with pytest.raises(ValueError, match="separator-first: name the separator it puts first"):
         plan("sink-rate", ["repo-small"], tmp_path, options=dict(conditions=("text", "separator-first")))
     plan("sink-rate", ["repo-small"], tmp_path, options=dict(conditions=("separator-first",), separator="<eos>"))
+
+
+def test_the_position_claim_reads_the_separator_first_rows_sink_rate_writes(model, tmp_path):
+    """The known-results position row judges SmolLM2 on sink-rate's separator-first condition: the CSV and unit-level
+    values the analysis writes (here a tiny model's, named smollm2) are the ones the row reads, with the separator as
+    the run wrote it and the run's number of sequences."""
+    from analyses import get
+    from poslens.known_results.claims.sinks import position
+    from poslens.known_results.types import Results
+
+    df, units = get("sink-rate").tables(model, lengths=(64,), n_docs=8, conditions=("text", "separator-first"),
+                                        separator="<eos>")
+    df.assign(model="smollm2").to_csv(tmp_path / "sink-rate.csv", index=False)
+    units.assign(model="smollm2").to_csv(tmp_path / "sink-rate.units.csv", index=False)
+    r = Results(tmp_path)
+    rate = position.separator_rate(r, "smollm2")
+    sep = df[df["input"] == "separator-first"]
+    assert rate.n == 8 and rate.estimate == pytest.approx(sep["sink_share"].mean())
+    assert position.measure(r, "smollm2").startswith("Sink_1 at T = 64 (text): `<eos>` first (the token before each "
+                                                     f"pretraining document) {100 * rate.estimate:.1f}% [")
+    assert "`<eos>` first, then its text (sink-rate's separator-first condition, 8 sequences)" in \
+        position.ROW.protocol_text(r)

@@ -68,6 +68,32 @@ def test_forward_patterns_and_capabilities_match_transformers(kind, checkpoints)
         assert model.ap_embedding_matrix().shape[0] == 512
 
 
+@pytest.mark.parametrize("kind", ["opt", "gpt2", "llama"])
+def test_every_hook_is_batch_by_position_and_the_residual_decomposes(kind, checkpoints):
+    """OPT runs its MLP on flattened tokens ``[batch * pos, d]`` and has no MLP module: its ``mlp.hook_pre`` /
+    ``hook_post``, ``hook_mlp_out``, ``hook_resid_mid`` and ``ln2`` hooks still fire ``[batch, pos, ...]`` as
+    TransformerLens documents them; the residual decomposes (pre + attn = mid, mid + mlp = post, the neurons' outputs
+    sum to the MLP's) and an edit of ``hook_resid_mid`` reaches the layer's output."""
+    model = _load(kind, checkpoints[kind])
+    tokens = TOKENS[:, :9] % model.d_vocab
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens)
+    assert {f"blocks.0.mlp.{h}" for h in ("hook_pre", "hook_post")} | {"blocks.0.hook_mlp_out",
+                                                                       "blocks.0.hook_resid_mid"} <= set(cache.keys())
+    for name, value in cache.items():
+        assert tuple(value.shape[:2]) in ((2, 9), (2, model.n_heads)), (name, tuple(value.shape))
+    for l in range(model.n_layers):
+        torch.testing.assert_close(cache["resid_pre", l] + cache["attn_out", l], cache["resid_mid", l])
+        torch.testing.assert_close(cache["resid_mid", l] + cache["mlp_out", l], cache["resid_post", l])
+        neurons = cache[f"blocks.{l}.mlp.hook_post"] @ model.blocks[l].mlp.W_out + model.blocks[l].mlp.b_out
+        torch.testing.assert_close(neurons, cache["mlp_out", l], atol=1e-5, rtol=1e-4)
+    shift = torch.randn(model.d_model, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), model.hooks(fwd_hooks=[("blocks.0.hook_resid_mid", lambda x, hook: x + shift)]):
+        _, edited = model.run_with_cache(tokens)
+    torch.testing.assert_close(edited["resid_mid", 0] + edited["mlp_out", 0], edited["resid_post", 0])
+    torch.testing.assert_close(edited["resid_mid", 0], cache["resid_mid", 0] + shift)
+
+
 def test_a_base_bert_gets_no_head_and_no_lm_capability(checkpoints):
     model = load_generic(checkpoints["bert"])
     assert type(model.hf).__name__ == "BertModel" and model.head is None

@@ -49,6 +49,20 @@ def test_a_padded_batch_gives_each_row_what_it_gives_alone(model, side):
 
 
 @pytest.mark.parametrize("model", EXAMPLES, ids=IDS)
+def test_a_zero_inside_a_row_gives_the_row_without_that_token(model):
+    """TransformerLens' semantics of ``attention_mask``: the token is hidden and the positions after it renumbered
+    (``get_offset_position_ids``), so the rest of the row is the row without it (rotary, learned, increments, decay
+    and relative-bias positions alike)."""
+    row = rows_of(model, (9,))[0]
+    mask = torch.ones(1, 9, dtype=torch.bool)
+    mask[0, [2, 5]] = False
+    keep = [i for i in range(9) if mask[0, i]]
+    with torch.no_grad():
+        out = model(torch.tensor([row]), attention_mask=mask)[0, keep]
+        torch.testing.assert_close(out, model(torch.tensor([[row[i] for i in keep]]))[0], **F32)
+
+
+@pytest.mark.parametrize("model", EXAMPLES, ids=IDS)
 def test_no_real_query_attends_to_padding(model):
     rows = rows_of(model)
     tokens, mask = pad_rows(rows, 0, "left")

@@ -377,6 +377,28 @@ def test_embed_unembed_ln_final_and_pos_embed_are_views_of_the_model_with_transf
     assert tuple(gpt2.W_pos.shape) == (gpt2.max_seq_len, gpt2.d_model)
 
 
+def test_pos_embed_takes_transformer_lens_offset_and_attention_mask():
+    """TL's ``PosEmbed(tokens, past_kv_pos_offset, attention_mask)``: rows offset..offset+pos-1; with a mask each row's
+    real tokens from 0 (an interior zero renumbers what follows) and zeros at its padding; what the model itself adds
+    (``hook_pos_embed``) on a padded batch at its real tokens."""
+    gpt2 = FOLDABLE["hf-gpt2"]()
+    w = gpt2.W_pos
+    tokens = torch.tensor([[5, 6, 7, 8], [0, 0, 9, 10], [11, 0, 12, 13]])
+    mask = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1], [1, 0, 1, 1]])
+    with torch.no_grad():
+        assert torch.equal(gpt2.pos_embed(tokens[:, 1:], 2)[0], w[2:5])
+        out = gpt2.pos_embed(tokens, attention_mask=mask)
+        assert torch.equal(out[0], w[:4]) and torch.equal(out[1, 2:], w[:2]) and not out[1, :2].any()
+        assert torch.equal(out[2, [0, 2, 3]], w[:3]) and not out[2, 1].any()
+        tail = gpt2.pos_embed(tokens[:, 2:], 2, attention_mask=mask)  # the last two after two cached
+        assert torch.equal(tail, out[:, 2:])
+        _, cache = gpt2.run_with_cache(tokens, attention_mask=mask.bool())
+        real = mask.bool()
+        assert torch.equal(cache["hook_pos_embed"][real], out[real])
+    with pytest.raises(ValueError, match=r"attention_mask of shape \(3, 3\) for tokens of shape \(3, 4\)"):
+        gpt2.pos_embed(tokens, attention_mask=mask[:, 1:])
+
+
 @pytest.mark.parametrize("name", ["llama", "increments-layernorm", "hf-gpt2", "bert"])
 def test_neuron_results_sum_to_the_mlp_output(name):
     from interp.families import get
