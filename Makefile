@@ -29,7 +29,7 @@ test: $(STAMP)  # the linter (pyproject's [tool.ruff]), the API reference and it
 	$(BIN)/python docs/api_reference.py --out build/api
 	$(BIN)/python -m pytest -n 2 -m "not slow"  # two processes (pytest-xdist); the slow tier is make test-slow
 
-test-slow: $(STAMP)  # the tests marked slow (pretrained models' known results: minutes each); CI runs it after make test
+test-slow: $(STAMP)  # the tests marked slow (the pretrained models' known results); CI runs it after make test
 	$(BIN)/python -m pytest -n 2 -m slow
 
 docs: $(STAMP)  # the API reference from the docstrings (pdoc) into build/api, every link checked
