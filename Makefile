@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.poslens-installed
 OUT    ?= results
 
-.PHONY: demo test test-unit test-integration test-acceptance docs bench dist wheel-check clean-venv
+.PHONY: demo test test-slow test-unit test-integration test-acceptance docs bench dist wheel-check clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,10 @@ demo: $(STAMP)
 test: $(STAMP)  # the linter (pyproject's [tool.ruff]), the API reference and its links, then every tier
 	$(BIN)/ruff check .
 	$(BIN)/python docs/api_reference.py --out build/api
-	$(BIN)/python -m pytest -n 2  # two processes (pytest-xdist): the suite is about 20 minutes on 2 cores so
+	$(BIN)/python -m pytest -n 2 -m "not slow"  # two processes (pytest-xdist); the slow tier is make test-slow
+
+test-slow: $(STAMP)  # the tests marked slow (the pretrained models' known results); CI runs it after make test
+	$(BIN)/python -m pytest -n 2 -m slow
 
 docs: $(STAMP)  # the API reference from the docstrings (pdoc) into build/api, every link checked
 	$(BIN)/python docs/api_reference.py --out build/api

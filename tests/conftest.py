@@ -3,7 +3,9 @@ import os
 import pytest
 import torch
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# the cores shared out between pytest-xdist's workers (-n 2 on 2 cores: one thread each); two workers of two threads
+# oversubscribe the cores, and small models' many short ops then wait on each other (attention-mass on repo-small: 10x)
+torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
 # static export is tested where asked for: tests/acceptance/figures/test_render.py
 os.environ.setdefault("POSLENS_FORMATS", "html")
 # nnsight mounts .save() on every object at import (its PYMOUNT), which shadows a lazy export named save

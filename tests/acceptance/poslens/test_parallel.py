@@ -27,8 +27,8 @@ CONTEXTS = ["--length", "64", "--max-rows", "16"]
 PROFILES = ["--n-docs", "3", *CONTEXTS, "--niah-prompts", "3", "--niah-tokens", "224"]
 
 
-def jobs(out: Path, entities: Path) -> list[list[str]]:
-    spec = [
+def spec(entities: Path) -> list[tuple[str, list[str], list[str]]]:
+    return [
         ("word-boundaries", [INC], ["--n-docs", "4", "--max-gaps", "300", "--n-boot", "20", "--length", "128"]),
         ("entity-spacing", [INC], ["--entities", str(entities)]),
         ("loss-neutrality", [INC, "rope-bytes"], ["--n-docs", "5", "--length", "64"]),
@@ -40,8 +40,11 @@ def jobs(out: Path, entities: Path) -> list[list[str]]:
         ("position-probes", [DSTG], PROBES),
         ("head-profiles", [REPO, DSTG], PROFILES),
     ]
+
+
+def jobs(out: Path, entities: Path) -> list[list[str]]:
     return [["analyze", name, "--out", str(out), *[a for m in models for a in ("--model", m)], *opts]
-            for name, models, opts in spec]
+            for name, models, opts in spec(entities)]
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +52,23 @@ def _html_only(monkeypatch):
     import importlib
 
     monkeypatch.setattr(importlib.import_module("figures.save"), "find_chrome", lambda: None)
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """``single(name, models, opts)``: the folder of the one-process ``analyze`` run with these arguments, run once per
+    module: the torchrun, shard and resume tests compare against the same plain runs."""
+    done = {}
+
+    def run(name, models, opts):
+        key = (name, tuple(models), tuple(opts))
+        if key not in done:
+            out = tmp_path_factory.mktemp(name)
+            assert main(["analyze", name, *[a for m in models for a in ("--model", m)], *opts, "--out", str(out)]) == 0
+            done[key] = out
+        return done[key]
+
+    return run
 
 
 def free_port() -> int:
@@ -62,12 +82,11 @@ def assert_same_table(a: Path, b: Path):
     pd.testing.assert_frame_equal(left, right, check_exact=False, rtol=0, atol=1e-6)
 
 
-def test_torchrun_two_processes_give_the_one_process_tables(tmp_path):
+def test_torchrun_two_processes_give_the_one_process_tables(tmp_path, single):
     entities = tmp_path / "entities.txt"
     entities.write_text("New York\nHong Kong\nAlbert Einstein\n")
-    one, two = tmp_path / "one", tmp_path / "two"
-    for argv in jobs(one, entities):
-        assert main(argv) == 0
+    two = tmp_path / "two"
+    one = {name: single(name, models, opts) for name, models, opts in spec(entities)}
     sharded = ["analyze", "position-probes", "--model", DSTG, *PROBES, "--out", str(tmp_path / "sharded"),
                "--shard-dir", str(tmp_path / "shards"), "--flush-every", "2"]
     (tmp_path / "jobs.json").write_text(json.dumps(jobs(two, entities) + [sharded]))
@@ -77,18 +96,17 @@ def test_torchrun_two_processes_give_the_one_process_tables(tmp_path):
                            str(ROOT / "tests/acceptance/poslens/parallel_driver.py"), str(tmp_path / "jobs.json")],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    names = [argv[1] for argv in jobs(one, entities)]
-    for name in names:
-        assert_same_table(one / f"{name}.csv", two / f"{name}.csv")
+    for name in one:
+        assert_same_table(one[name] / f"{name}.csv", two / f"{name}.csv")
         prov = json.loads((two / f"{name}.provenance.json").read_text())
         assert prov["analysis"] == name and prov["parallel"] == {"processes": 2, "backend": "gloo"}
-        assert "parallel" not in json.loads((one / f"{name}.provenance.json").read_text())
+        assert "parallel" not in json.loads((one[name] / f"{name}.provenance.json").read_text())
     assert not (tmp_path / "two-rank1").exists()  # rank 1 wrote nothing
     # under torchrun with --shard-dir each rank writes its share; the shards merge into the same table
-    assert_same_table(one / "position-probes.csv", tmp_path / "sharded/position-probes.csv")
+    assert_same_table(one["position-probes"] / "position-probes.csv", tmp_path / "sharded/position-probes.csv")
     assert sorted(p.name for p in (tmp_path / "shards").glob("*.json")) == ["share-0-of-2.json", "share-1-of-2.json"]
     assert main(["merge", str(tmp_path / "shards"), "--out", str(tmp_path / "merged")]) == 0
-    assert_same_table(one / "position-probes.csv", tmp_path / "merged/position-probes.csv")
+    assert_same_table(one["position-probes"] / "position-probes.csv", tmp_path / "merged/position-probes.csv")
     # the tables are not trivially equal: the models and analyses produce different numbers
     assert pd.read_csv(two / "kl-ablation.csv")["kl_sem"].std() > 0
     profiles = pd.read_csv(two / "head-profiles.csv")
@@ -105,9 +123,8 @@ def _run(argv, capsys=None):
 @pytest.mark.parametrize("name, models, opts", [("compare-heads", [DSTG, "rp-encoder-small"], KL),
                                                 ("position-probes", [DSTG], PROBES),
                                                 ("head-profiles", [REPO, DSTG], PROFILES)])
-def test_shards_of_separate_jobs_merge_into_the_single_run(tmp_path, name, models, opts):
+def test_shards_of_separate_jobs_merge_into_the_single_run(tmp_path, single, name, models, opts):
     model_args = [a for m in models for a in ("--model", m)]
-    assert main(["analyze", name, *model_args, "--out", str(tmp_path / "single"), *opts]) == 0
     for i in range(2):
         assert main(["analyze", name, *model_args, "--out", str(tmp_path / "job"), *opts,
                      "--shard", f"{i}/2", "--shard-dir", str(tmp_path / "shards")]) == 0
@@ -117,7 +134,7 @@ def test_shards_of_separate_jobs_merge_into_the_single_run(tmp_path, name, model
     assert len(manifest["calls"]) == len(models)
     assert not list((tmp_path / "shards").glob("*.pt")) and not list((tmp_path / "shards").glob("*.pkl"))
     assert main(["merge", str(tmp_path / "shards"), "--out", str(tmp_path / "merged")]) == 0
-    assert_same_table(tmp_path / "single" / f"{name}.csv", tmp_path / "merged" / f"{name}.csv")
+    assert_same_table(single(name, models, opts) / f"{name}.csv", tmp_path / "merged" / f"{name}.csv")
     prov = json.loads((tmp_path / "merged" / f"{name}.provenance.json").read_text())
     assert [m["name"] for m in prov["models"]] == models
     assert prov["parallel"] == {"merged_from": str(tmp_path / "shards"), "shares": 2}
@@ -144,13 +161,13 @@ def _count_forwards(monkeypatch, cls, stop_after=None):
 @pytest.mark.parametrize("name, opts, n_items, per_item", [("kl-ablation", KL, 5, 1),
                                                            ("position-probes", PROBES, 12, 1),
                                                            ("head-profiles", ["--n-docs", "5", *CONTEXTS], 5, 2)])
-def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch, name, opts, n_items, per_item):
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch, single, name, opts, n_items, per_item):
     """``per_item``: forward passes per item (head-profiles: a context's masses, then its KLs)."""
     from interp.loading import load
 
     cls = type(load(DSTG))
     argv = ["analyze", name, "--model", DSTG, *opts, "--shard-dir", str(tmp_path / "shards"), "--flush-every", "1"]
-    assert main(["analyze", name, "--model", DSTG, *opts, "--out", str(tmp_path / "plain")]) == 0
+    plain = single(name, [DSTG], opts)
     with monkeypatch.context() as m:
         _count_forwards(m, cls, stop_after=3 * per_item)
         with pytest.raises(PowerCut):
@@ -162,7 +179,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch, name
         calls = _count_forwards(m, cls)
         assert main(argv + ["--out", str(tmp_path / "resumed")]) == 0
     assert len(calls) == (n_items - 3) * per_item  # finished documents were not run again
-    assert_same_table(tmp_path / "plain" / f"{name}.csv", tmp_path / "resumed" / f"{name}.csv")
+    assert_same_table(plain / f"{name}.csv", tmp_path / "resumed" / f"{name}.csv")
 
 
 def test_merge_refuses_missing_incomplete_or_foreign_shards(tmp_path, monkeypatch, capsys):

@@ -24,20 +24,28 @@ def plan(tmp_path_factory):
     )
 
 
-def test_report_links_every_result_and_says_what_it_shows(plan, tmp_path):
+@pytest.fixture(scope="module")
+def report(plan, tmp_path_factory):
+    """The whole plan's one-process report and its progress lines, run once: read by the report test and compared
+    with the two-worker run."""
     lines = []
-    index = reproduce(tmp_path / "r", quick=True, plan=plan, log=lines.append)
-    html = index.read_text()
+    index = reproduce(tmp_path_factory.mktemp("one") / "r", quick=True, plan=plan, log=lines.append)
+    return index.parent, lines
+
+
+def test_report_links_every_result_and_says_what_it_shows(plan, report):
+    folder, lines = report
+    html = (folder / "index.html").read_text()
     for step in plan:
         assert f"<iframe src='{step.analysis}.html'" in html
-        assert (tmp_path / "r" / f"{step.analysis}.csv").exists()
+        assert (folder / f"{step.analysis}.csv").exists()
         assert f"{step.analysis}.provenance.json" in html
     assert "jieba itself reaches AUC" in html  # the word-boundary headline is computed from the table
     assert html.count("<p class='headline'>") == len(plan)
-    assert len(list((tmp_path / "r").glob("*.js"))) == 1  # one plotly.min.js, shared by every figure of the report
-    assert all('src="plotly.min.js"' in (tmp_path / "r" / f"{s.analysis}.html").read_text() for s in plan)
+    assert len(list(folder.glob("*.js"))) == 1  # one plotly.min.js, shared by every figure of the report
+    assert all('src="plotly.min.js"' in (folder / f"{s.analysis}.html").read_text() for s in plan)
     assert lines[0].startswith("[1/5] loss-neutrality")
-    summary = (tmp_path / "r" / "SUMMARY.md").read_text()
+    summary = (folder / "SUMMARY.md").read_text()
     assert summary.count("\n## ") == len(plan) and "| model | layer | reference | auc |" in summary
 
 
@@ -296,7 +304,7 @@ def test_shared_models_are_let_go_after_the_last_step_that_reads_them():
     assert models == {}
 
 
-def test_two_workers_write_the_one_process_report(plan, tmp_path, capfd):
+def test_two_workers_write_the_one_process_report(plan, report, tmp_path, capfd):
     """The steps dealt to two spawned processes of one thread each give the one-process tables (to float rounding),
     every step is recorded once, and the index links every step as before."""
     from bench.compare_csvs import differences
@@ -305,8 +313,7 @@ def test_two_workers_write_the_one_process_report(plan, tmp_path, capfd):
 
     # sizes 5, 1, 4, 3 (None: the mean), 2; longest first to the lighter queue: 5 | 4, 3 -> 7, 2 -> 7 | 7, 1 -> 8 | 7
     assert split([5.0, 1.0, 4.0, None, 2.0], 2) == [[0, 1, 4], [2, 3]]
-    one, two = tmp_path / "one", tmp_path / "two"
-    reproduce(one, quick=True, plan=plan, log=lambda s: None)
+    one, two = report[0], tmp_path / "two"
     lines = []
     reproduce(two, quick=True, plan=plan, log=lines.append, workers=2)
     printed = capfd.readouterr().out
