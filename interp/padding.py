@@ -63,8 +63,20 @@ def position_ids(n: int, device=None) -> Tensor | None:
     mask = _PADDING.get()
     if mask is None:
         return None
-    pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
-    return pos[:, -n:].to(device if device is not None else mask.device)
+    return counted(mask)[:, -n:].to(device if device is not None else mask.device)
+
+
+def counted(mask: Tensor) -> Tensor:
+    """Each row's positions under the boolean ``mask`` ``[batch, pos]``: its real tokens at 0, 1, ... (a padding token
+    at the position of the real token before it, or 0): TransformerLens' ``get_offset_position_ids``."""
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def positions(n: int, start: int = 0, device=None) -> Tensor:
+    """The integer positions ``[batch or 1, n]`` of the last ``n`` tokens: ``start..start+n-1``, or in a padded batch
+    each row's (``position_ids``)."""
+    padded = position_ids(n, device)
+    return torch.arange(start, start + n, device=device)[None] if padded is None else padded
 
 
 def real_tokens(n: int, device=None) -> Tensor | None:

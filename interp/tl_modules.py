@@ -115,10 +115,10 @@ class PosEmbed(nn.Module):
         b, n = tokens.shape
         if attention_mask is None:
             return self.W_pos[past_kv_pos_offset: past_kv_pos_offset + n][None].expand(b, -1, -1)
-        from interp.padding import check_mask
+        from interp.padding import check_mask, counted
 
         real = check_mask(attention_mask, tokens, cached=past_kv_pos_offset).to(self.W_pos.device)
-        positions = (real.long().cumsum(-1) - 1).clamp(min=0)[:, past_kv_pos_offset:]
+        positions = counted(real)[:, past_kv_pos_offset:]
         rows = self.W_pos[positions]
         return torch.where(real[:, past_kv_pos_offset:, None], rows, torch.zeros((), dtype=rows.dtype,
                                                                                   device=rows.device))

@@ -154,17 +154,10 @@ class ForgetMLP(nn.Module):
         return cum.unsqueeze(-1) - cum.unsqueeze(-2)
 
 
-def integer_positions(n: int, device) -> Tensor:
-    """``0..n-1``, or ``[batch, n]``: each padded row's real tokens counted from 0."""
-    padded = padding.position_ids(n, device)
-    return torch.arange(n, device=device) if padded is None else padded
-
-
 def alibi_bias(n_heads: int, n: int, device) -> Tensor:
     """``[batch or 1, head, q, k]``: minus each head's slope times the distance back to the key."""
     slopes = torch.tensor([(2.0 ** (-8.0 / n_heads)) ** (h + 1) for h in range(n_heads)], device=device)
-    pos = integer_positions(n, device)
-    pos = pos[None] if pos.dim() == 1 else pos  # [batch or 1, n]
+    pos = padding.positions(n, device=device)  # [batch or 1, n]
     dist = (pos[:, None, :, None] - pos[:, None, None, :]).clamp(min=0).float()
     return -slopes[None, :, None, None] * dist
 
@@ -319,7 +312,7 @@ class IncrementTransformer(PosLensModel):
         if self.delta_mlp is not None:
             positions = accumulated(self.hook_delta(self.delta_mlp(source)))
         elif self.integer_positions:
-            positions = integer_positions(n, x.device).float().expand(b, n)
+            positions = padding.positions(n, device=x.device).float().expand(b, n)
         if self.forget_mlp is not None:
             bias = self.hook_decay_bias(self.forget_mlp(source))
         elif self.alibi:

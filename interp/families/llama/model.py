@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -80,9 +79,8 @@ class LlamaAttention(AttentionHooks, AttentionWeights):
         cache = current_kv_cache()
         start = cache.past(self) if cache is not None else 0
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        padded = padding.position_ids(n, x.device)  # a padded batch: each row's real tokens counted from 0
-        if hooked(self.hook_positions) or padded is not None:
-            pos = (torch.arange(start, start + n, device=x.device) if padded is None else padded[:, None]).float()
+        if hooked(self.hook_positions) or padding.current_padding() is not None:  # padded: real tokens from 0
+            pos = padding.positions(n, start, x.device)[:, None].float()
             pos = self.hook_positions(pos.expand(b, cfg.num_attention_heads, n))
             q = rope.rotate_half_split(q, pos, cfg.rope_theta, cfg.rope_scaling)
             k = rope.rotate_half_split(k, pos[:, ::rep], cfg.rope_theta, cfg.rope_scaling)

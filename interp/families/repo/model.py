@@ -135,8 +135,7 @@ class RepoAttention(AttentionHooks, AttentionWeights):
             return self.final_map(p).transpose(1, 2).float()
         if not self.rotates:
             return torch.zeros(b, self.cfg.num_attention_heads, n, device=x.device)
-        padded = padding.position_ids(n, x.device)  # a padded batch: each row's real tokens counted from 0
-        pos = torch.arange(start, start + n, device=x.device) if padded is None else padded[:, None]
+        pos = padding.positions(n, start, x.device)[:, None]  # a padded batch: each row's real tokens from 0
         return pos.float().expand(b, self.cfg.num_attention_heads, n)
 
     def forward(self, x: Tensor) -> Tensor:
